@@ -1,0 +1,247 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// buildRequest assembles the provider request of an agent from its
+// resolved plan: prompt and follow-ups trimmed, system fragments (runtime,
+// system= prop, system() children) trimmed, empty ones omitted, joined
+// with "\n".
+func (d *domain) buildRequest(n *Agent, plan *agentPlan, prompt []byte) *AgentRequest {
+	parts := make([]string, 0, 2+len(plan.system))
+	if s := trimSpace(d.rt.opts.System); s != "" {
+		parts = append(parts, s)
+	}
+	if s := trimSpace(n.System); s != "" {
+		parts = append(parts, s)
+	}
+	parts = append(parts, plan.system...)
+	perms := DefaultPermissions()
+	if n.Permissions != nil {
+		perms = *n.Permissions
+	}
+	return &AgentRequest{
+		Prompt:      trimSpace(string(prompt)),
+		FollowUps:   plan.followUps,
+		System:      strings.Join(parts, "\n"),
+		Model:       n.Model,
+		Name:        n.Name,
+		Permissions: perms,
+	}
+}
+
+// runAgent checks the plan against the limits, waits for a scheduler
+// slot and runs the provider session, returning the text it contributes.
+func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt []byte, parentSpan string) (string, error) {
+	req := d.buildRequest(n, plan, prompt)
+	if max := d.limits.MaxTurnsPerAgent; max > 0 && 1+len(req.FollowUps) > max {
+		return "", turnsError(n.Position, 1+len(req.FollowUps), max)
+	}
+	p := n.Provider
+	if p == nil {
+		p = d.rt.opts.AgentProvider
+	}
+	if p == nil {
+		return "", newError(n.Position, "agent() has no provider: pass provider= to agent(), or set a default with configure(agent_provider=...) or the runtime's AgentProvider option")
+	}
+	if err := d.countAgentCall(n.Position); err != nil {
+		return "", err
+	}
+
+	a := attrs{"provider", p.Name()}
+	if n.Model != "" {
+		a = append(a, "model", n.Model)
+	}
+	if n.Name != "" {
+		a = append(a, "agent.name", n.Name)
+	}
+	var content attrs
+	if d.trace.captures() {
+		content = attrs{"prompt", req.Prompt, "system", req.System}
+		if len(req.FollowUps) > 0 {
+			content = append(content, "followUps", req.FollowUps)
+		}
+	}
+	agentSpan := d.trace.startSpan(parentSpan, "agent", "Agent", n.Position, a, content)
+	resp, err := d.session(ctx, n, p, req, agentSpan)
+	if err != nil {
+		agentSpan.end(err, nil, nil)
+		return "", err
+	}
+	var endContent attrs
+	if d.trace.captures() {
+		endContent = attrs{"result", resp.Text}
+	}
+	agentSpan.end(nil, nil, endContent)
+	return resp.Text, nil
+}
+
+// session runs one provider session under the scheduler and the agent's
+// timeout.
+func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *AgentRequest, agentSpan span) (*AgentResponse, error) {
+	release, err := d.acquire(ctx)
+	if err != nil {
+		return nil, canceled(ctx, n.Position)
+	}
+	defer release()
+
+	sctx := ctx
+	if n.TimeoutMS > 0 {
+		var cancel context.CancelFunc
+		sctx, cancel = context.WithTimeoutCause(ctx, time.Duration(n.TimeoutMS)*time.Millisecond, &AgentTimeoutError{TimeoutMS: n.TimeoutMS, Pos: n.Position})
+		defer cancel()
+	}
+	a := attrs{"provider", p.Name()}
+	if n.Model != "" {
+		a = append(a, "model", n.Model)
+	}
+	parent := agentSpan.ID()
+	sess := d.trace.startSpan(parent, "agent", "agent.session", n.Position, a, nil)
+	exec := &AgentExecution{RunID: d.runID, SpanID: sess.ID(), ParentSpanID: parent, Source: n.Position}
+
+	var resp *AgentResponse
+	if sp, ok := p.(SessionProvider); ok {
+		resp, err = d.retained(sctx, sp, req, exec, sess)
+	} else {
+		resp, err = callProvider(sctx, p, req, exec)
+	}
+	if err == nil && resp == nil {
+		err = errors.New("provider returned no response")
+	}
+	if err != nil {
+		err = d.agentFailure(ctx, sctx, n, p, err)
+		sess.end(err, nil, nil)
+		return nil, err
+	}
+	sess.end(nil, nil, nil)
+	return resp, nil
+}
+
+// agentFailure wraps a provider error with the agent's position, naming
+// the timeout or cancellation that caused it.
+func (d *domain) agentFailure(ctx, sctx context.Context, n *Agent, p AgentProvider, err error) error {
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		if !errors.Is(err, cause) {
+			err = errors.Join(cause, err)
+		}
+		return &EvaluationError{Msg: "evaluation cancelled during agent() session", Pos: n.Position, Err: err}
+	}
+	if sctx.Err() != nil {
+		cause := context.Cause(sctx)
+		var te *AgentTimeoutError
+		if errors.As(cause, &te) {
+			if !errors.Is(err, cause) {
+				err = errors.Join(cause, err)
+			}
+			return &EvaluationError{Msg: fmt.Sprintf("agent() timed out after timeout_ms=%d", n.TimeoutMS), Pos: n.Position, Err: err}
+		}
+	}
+	var ee *EvaluationError
+	if errors.As(err, &ee) && ee.Pos.IsValid() {
+		return err
+	}
+	return &EvaluationError{Msg: fmt.Sprintf("agent() provider %q failed", p.Name()), Pos: n.Position, Err: err}
+}
+
+func callProvider(ctx context.Context, p AgentProvider, req *AgentRequest, exec *AgentExecution) (resp *AgentResponse, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("provider panicked: %s", panicText(r))
+		}
+	}()
+	return p.Run(ctx, req, exec)
+}
+
+// retained drives a SessionProvider turn by turn, tracing each turn and
+// the cleanup, and closes the session exactly once.
+func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequest, exec *AgentExecution, sess span) (resp *AgentResponse, err error) {
+	var s AgentSession
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("provider panicked opening the session: %s", panicText(r))
+			}
+		}()
+		s, err = p.OpenSession(ctx, req, exec)
+	}()
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, errors.New("provider opened no session")
+	}
+	defer func() {
+		cleanup := sess.child(d.trace, "agent", "agent.cleanup")
+		cerr := closeSession(s)
+		cleanup.end(cerr, nil, nil)
+		if cerr != nil {
+			err = errors.Join(err, fmt.Errorf("closing the agent session: %w", cerr))
+			resp = nil
+		}
+	}()
+	turns := append([]string{req.Prompt}, req.FollowUps...)
+	for i, text := range turns {
+		kind := "initial"
+		if i > 0 {
+			kind = "follow-up"
+		}
+		var content attrs
+		if d.trace.captures() {
+			content = attrs{"prompt", text}
+		}
+		ts := sess.childWith(d.trace, "agent", "agent.turn", attrs{"index", int64(i + 1), "kind", kind}, content)
+		r, terr := runTurn(ctx, s, AgentTurn{Index: i + 1, Kind: kind, Text: text, Final: i == len(turns)-1})
+		if terr == nil && r == nil {
+			terr = errors.New("provider returned no turn response")
+		}
+		ts.end(terr, nil, nil)
+		if terr != nil {
+			return nil, terr
+		}
+		resp = r
+	}
+	return resp, nil
+}
+
+func runTurn(ctx context.Context, s AgentSession, t AgentTurn) (r *AgentResponse, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = fmt.Errorf("provider panicked in turn %d: %s", t.Index, panicText(rec))
+		}
+	}()
+	return s.RunTurn(ctx, t)
+}
+
+func closeSession(s AgentSession) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("provider panicked closing the session: %s", panicText(r))
+		}
+	}()
+	// Cleanup runs even after cancellation, bounded so a stuck provider
+	// cannot hold the evaluation forever.
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	return s.Close(ctx)
+}
+
+// cleanupTimeout bounds provider cleanup after a session ends.
+const cleanupTimeout = 30 * time.Second
+
+// child opens a nested span below s.
+func (s span) child(t *tracer, kind, name string) span {
+	return s.childWith(t, kind, name, nil, nil)
+}
+
+func (s span) childWith(t *tracer, kind, name string, a attrs, content attrs) span {
+	if t == nil {
+		return span{}
+	}
+	return t.startSpan(s.id, kind, name, Position{}, a, content)
+}

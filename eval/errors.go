@@ -1,0 +1,197 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// EvaluationError reports an invalid authored value, a placement rule, a
+// limit, a missing provider or another evaluator contract. It names the
+// source position of the authored node when one is known.
+type EvaluationError struct {
+	// Msg says which rule was broken and how to fix it.
+	Msg string
+	// Pos is the position of the authored node; it may be zero.
+	Pos Position
+	// Backtrace is the Starlark call stack when the error arose in
+	// Starlark code, or "".
+	Backtrace string
+	// Err is the underlying cause, or nil.
+	Err error
+}
+
+func newError(pos Position, msg string) *EvaluationError {
+	return &EvaluationError{Msg: msg, Pos: pos}
+}
+
+// Error formats the error as "file:line:col: message: cause".
+func (e *EvaluationError) Error() string {
+	var b strings.Builder
+	if e.Pos.IsValid() {
+		b.WriteString(e.Pos.String())
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause.
+func (e *EvaluationError) Unwrap() error { return e.Err }
+
+// BranchFailure is one failed branch of a parallel() or evaluate_all().
+type BranchFailure struct {
+	// Index is the zero-based authored index of the branch.
+	Index int
+	// Err is the branch's original error.
+	Err error
+}
+
+// ParallelError reports every failed branch of a parallel() or
+// evaluate_all() after all branches settled, in authored order.
+type ParallelError struct {
+	// Failures lists the failed branches in authored order.
+	Failures []BranchFailure
+	// Branches is the number of branches that ran.
+	Branches int
+	// Pos is the position of the parallel() or evaluate_all() call.
+	Pos Position
+}
+
+// Error lists every failed branch with its cause.
+func (e *ParallelError) Error() string {
+	var b strings.Builder
+	if e.Pos.IsValid() {
+		b.WriteString(e.Pos.String())
+		b.WriteString(": ")
+	}
+	fmt.Fprintf(&b, "%d of %d parallel branches failed", len(e.Failures), e.Branches)
+	for _, f := range e.Failures {
+		b.WriteString("\n  branch ")
+		b.WriteString(strconv.Itoa(f.Index))
+		b.WriteString(": ")
+		b.WriteString(strings.ReplaceAll(f.Err.Error(), "\n", "\n    "))
+	}
+	return b.String()
+}
+
+// Unwrap returns the branch errors so errors.Is and errors.As see them.
+func (e *ParallelError) Unwrap() []error {
+	errs := make([]error, len(e.Failures))
+	for i, f := range e.Failures {
+		errs[i] = f.Err
+	}
+	return errs
+}
+
+// ToolInputError reports tool input that failed JSON or schema validation;
+// the tool's executor did not run.
+type ToolInputError struct {
+	Tool string
+	Msg  string
+	Err  error
+}
+
+// Error implements error.
+func (e *ToolInputError) Error() string {
+	s := fmt.Sprintf("tool %q: invalid input: %s", e.Tool, e.Msg)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the cause.
+func (e *ToolInputError) Unwrap() error { return e.Err }
+
+// ToolOutputError reports tool output that failed validation or is not
+// JSON; the tool may already have performed its effect.
+type ToolOutputError struct {
+	Tool string
+	Msg  string
+	Err  error
+}
+
+// Error implements error.
+func (e *ToolOutputError) Error() string {
+	s := fmt.Sprintf("tool %q: invalid output: %s", e.Tool, e.Msg)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the cause.
+func (e *ToolOutputError) Unwrap() error { return e.Err }
+
+// WorkspaceConflictCode is the stable code of a WorkspaceConflictError.
+const WorkspaceConflictCode = "AML_WORKSPACE_CONFLICT"
+
+// WorkspaceConflictError reports that another healthy writer owns the same
+// workspace identity.
+type WorkspaceConflictError struct {
+	WorkspaceID string
+	Err         error
+}
+
+// Error implements error.
+func (e *WorkspaceConflictError) Error() string {
+	s := fmt.Sprintf("workspace %q is locked by another writer (%s)", e.WorkspaceID, WorkspaceConflictCode)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap returns the cause.
+func (e *WorkspaceConflictError) Unwrap() error { return e.Err }
+
+// AgentTimeoutError is the cancellation cause of an agent session whose
+// timeout_ms expired.
+type AgentTimeoutError struct {
+	TimeoutMS int64
+	Pos       Position
+}
+
+// Error implements error.
+func (e *AgentTimeoutError) Error() string {
+	return fmt.Sprintf("%s: agent() timed out after timeout_ms=%d", e.Pos, e.TimeoutMS)
+}
+
+// errorType names an error's type for traces (error.type).
+func errorType(err error) string {
+	var (
+		ee *EvaluationError
+		pe *ParallelError
+		te *AgentTimeoutError
+	)
+	switch {
+	case errors.As(err, &te):
+		return "AgentTimeoutError"
+	case errors.Is(err, context.Canceled):
+		return "Canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "DeadlineExceeded"
+	case errors.As(err, &pe):
+		return "ParallelError"
+	case errors.As(err, &ee):
+		return "EvaluationError"
+	}
+	return strings.TrimPrefix(fmt.Sprintf("%T", err), "*")
+}
+
+// canceled wraps the cancellation cause of ctx so that it names where
+// evaluation stopped.
+func canceled(ctx context.Context, pos Position) error {
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = ctx.Err()
+	}
+	return &EvaluationError{Msg: "evaluation cancelled", Pos: pos, Err: cause}
+}

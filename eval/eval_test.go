@@ -1,0 +1,338 @@
+package eval_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/deterministic"
+)
+
+func pos(line int) eval.Position { return eval.Position{File: "t.star", Line: int32(line), Col: 1} }
+
+func echo(t testing.TB, f func(req *eval.AgentRequest, i int) string) *deterministic.Agent {
+	t.Helper()
+	var r deterministic.RespondFunc
+	if f != nil {
+		r = func(_ context.Context, req *eval.AgentRequest, i int) (*eval.AgentResponse, error) {
+			return &eval.AgentResponse{Text: f(req, i)}, nil
+		}
+	}
+	a, err := deterministic.New(deterministic.Options{Respond: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func run(t testing.TB, p eval.AgentProvider, limits *eval.Limits, v any) (string, error) {
+	t.Helper()
+	rt, err := eval.New(eval.Options{AgentProvider: p, Limits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt.Evaluate(context.Background(), v)
+}
+
+func TestAgentPromptAndSystemPlan(t *testing.T) {
+	p := echo(t, func(req *eval.AgentRequest, _ int) string {
+		return req.System + "|" + req.Prompt + "|" + strings.Join(req.FollowUps, ",")
+	})
+	rt, err := eval.New(eval.Options{AgentProvider: p, System: "  runtime  "})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rt.Evaluate(context.Background(), &eval.Agent{
+		System: "prop",
+		Children: []any{
+			"  Review ", int64(3), " files ", nil, true,
+			&eval.System{Children: []any{" child "}},
+			&eval.FollowUp{Children: []any{" again "}},
+			"\n",
+			&eval.FollowUp{Children: []any{"last"}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "runtime\nprop\nchild|Review 3 files|again,last"
+	if got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+func TestBlockRendering(t *testing.T) {
+	got, err := run(t, echo(t, nil), nil, &eval.Agent{Children: []any{
+		"A", &eval.Block{Children: []any{"B"}}, "C", &eval.Block{}, &eval.Block{Children: []any{nil}},
+		&eval.Block{Tag: "Personal Data", Children: []any{"D"}}, &eval.Block{Tag: "<//>", Children: []any{"E"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "A\n\nB\n\nC\n\n\n\n\n\n<personal-data>\nD\n</personal-data>\n\n\n\nE"
+	if got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}
+
+func TestNormalizeTag(t *testing.T) {
+	for in, want := range map[string]string{
+		"Personal Data": "personal-data", "personal_data": "personal-data", "personal-data": "personal-data",
+		"personalData": "personal-data", "HTTPServer": "http-server", "a</b><c>": "a-b-c", "  ": "",
+		"v2Beta": "v2-beta", "ÜberTag": "ber-tag", "correctness review": "correctness-review",
+	} {
+		if got := eval.NormalizeTag(in); got != want {
+			t.Errorf("NormalizeTag(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestNestedAgentsResolveFirst(t *testing.T) {
+	got, err := run(t, echo(t, func(req *eval.AgentRequest, _ int) string { return "(" + req.Prompt + ")" }), nil,
+		&eval.Agent{Children: []any{"outer ", &eval.Agent{Children: []any{"inner"}}}})
+	if err != nil || got != "(outer (inner))" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+}
+
+func TestPlacementErrorsBeforeProviderRuns(t *testing.T) {
+	cases := []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"system outside", []any{"x", &eval.System{Position: pos(3)}}, "t.star:3:1: system() is only valid inside agent()"},
+		{"follow_up outside", &eval.FollowUp{Position: pos(4), Children: []any{"x"}}, "t.star:4:1: follow_up() is only valid inside agent()"},
+		{"nested follow_up", &eval.Agent{Children: []any{&eval.FollowUp{Children: []any{&eval.FollowUp{Position: pos(5), Children: []any{"x"}}}}}}, "t.star:5:1: follow_up() cannot contain another follow_up()"},
+		{"text after follow_up", &eval.Agent{Position: pos(6), Children: []any{&eval.Agent{Children: []any{"child"}}, &eval.FollowUp{Children: []any{"x"}}, "late"}}, "t.star:6:1: agent() prompt text after the first follow_up()"},
+		{"system in parallel in agent", &eval.Agent{Children: []any{&eval.Parallel{Branches: []any{&eval.System{Position: pos(7)}}}}}, "t.star:7:1: system() is only valid inside agent()"},
+		{"cwd without sandbox", &eval.Agent{Cwd: "src", Position: pos(8)}, "t.star:8:1: agent(cwd=...) requires an enclosing sandbox()"},
+		{"unrenderable", &eval.Agent{Position: pos(9), Children: []any{map[string]int{}}}, "t.star:9:1: value of type map[string]int is not renderable"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := echo(t, nil)
+			_, err := run(t, p, nil, c.v)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+			var ee *eval.EvaluationError
+			if !errors.As(err, &ee) {
+				t.Fatalf("error %T is not an *EvaluationError", err)
+			}
+			if n := len(p.Calls()); n != 0 {
+				t.Fatalf("provider ran %d times before the placement error", n)
+			}
+		})
+	}
+}
+
+func TestLimits(t *testing.T) {
+	deep := any("x")
+	for i := 0; i < 4; i++ {
+		deep = &eval.Agent{Position: pos(i + 1), Children: []any{deep}}
+	}
+	p := echo(t, nil)
+	_, err := run(t, p, &eval.Limits{MaxDepth: 3}, deep)
+	if err == nil || !strings.Contains(err.Error(), "t.star:1:1: AML evaluation exceeded max_depth 3") {
+		t.Fatalf("depth: %v", err)
+	}
+	if len(p.Calls()) != 0 {
+		t.Fatal("provider ran before the depth error")
+	}
+	if _, err := run(t, p, &eval.Limits{MaxDepth: 4}, deep); err != nil {
+		t.Fatalf("depth 4: %v", err)
+	}
+
+	many := make([]any, 3)
+	for i := range many {
+		many[i] = &eval.Agent{Position: pos(i + 1), Children: []any{"a"}}
+	}
+	p = echo(t, nil)
+	_, err = run(t, p, &eval.Limits{MaxAgentCalls: 2}, many)
+	if err == nil || !strings.Contains(err.Error(), "t.star:3:1: AML evaluation exceeded max_agent_calls 2") {
+		t.Fatalf("calls: %v", err)
+	}
+	if len(p.Calls()) != 2 {
+		t.Fatalf("provider ran %d times, want 2", len(p.Calls()))
+	}
+
+	turns := &eval.Agent{Position: pos(1), Children: []any{"a", &eval.FollowUp{Children: []any{"b"}}, &eval.FollowUp{Children: []any{"c"}}}}
+	_, err = run(t, echo(t, nil), &eval.Limits{MaxTurnsPerAgent: 2}, turns)
+	if err == nil || !strings.Contains(err.Error(), "agent() has 3 turns") || !strings.Contains(err.Error(), "max_turns_per_agent 2") {
+		t.Fatalf("turns: %v", err)
+	}
+	if _, err := eval.New(eval.Options{Limits: &eval.Limits{MaxDepth: -1}}); err == nil || !strings.Contains(err.Error(), "max_depth must be a non-negative integer") {
+		t.Fatalf("negative limit: %v", err)
+	}
+	// Zero disables a limit.
+	if _, err := run(t, echo(t, nil), &eval.Limits{}, deep); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParallelOrderAndErrors(t *testing.T) {
+	var active, peak atomic.Int32
+	p := echo(t, func(req *eval.AgentRequest, _ int) string {
+		n := active.Add(1)
+		for {
+			old := peak.Load()
+			if n <= old || peak.CompareAndSwap(old, n) {
+				break
+			}
+		}
+		time.Sleep(time.Millisecond)
+		active.Add(-1)
+		return strings.ToUpper(req.Prompt)
+	})
+	branches := []any{}
+	for i := 0; i < 12; i++ {
+		branches = append(branches, &eval.Agent{Children: []any{string(rune('a' + i))}})
+	}
+	got, err := run(t, p, &eval.Limits{MaxConcurrentAgents: 3}, &eval.Parallel{Branches: []any{branches, nil, false}})
+	if err != nil || got != "ABCDEFGHIJKL" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if peak.Load() > 3 {
+		t.Fatalf("peak concurrency %d exceeds max_concurrent_agents 3", peak.Load())
+	}
+
+	fail := func(req *eval.AgentRequest, _ int) (*eval.AgentResponse, error) {
+		if strings.HasPrefix(req.Prompt, "bad") {
+			return nil, errors.New("boom " + req.Prompt)
+		}
+		return &eval.AgentResponse{Text: req.Prompt}, nil
+	}
+	fp, _ := deterministic.New(deterministic.Options{Respond: func(_ context.Context, r *eval.AgentRequest, i int) (*eval.AgentResponse, error) { return fail(r, i) }})
+	_, err = run(t, fp, nil, &eval.Parallel{Position: pos(2), Branches: []any{
+		&eval.Agent{Children: []any{"ok"}}, &eval.Agent{Children: []any{"bad1"}}, "text", &eval.Agent{Children: []any{"bad3"}},
+	}})
+	var pe *eval.ParallelError
+	if !errors.As(err, &pe) {
+		t.Fatalf("want ParallelError, got %v", err)
+	}
+	if len(pe.Failures) != 2 || pe.Failures[0].Index != 1 || pe.Failures[1].Index != 3 {
+		t.Fatalf("failures %+v", pe.Failures)
+	}
+	if !strings.Contains(err.Error(), "2 of 4 parallel branches failed") || !strings.Contains(err.Error(), "boom bad3") {
+		t.Fatalf("message %q", err)
+	}
+}
+
+func TestComponentEvaluate(t *testing.T) {
+	p := echo(t, func(req *eval.AgentRequest, _ int) string { return "len=" + string(rune('0'+len(req.Prompt))) })
+	var detached *eval.ComponentContext
+	comp := &eval.Component{Name: "Count", Position: pos(1), Fn: func(cc *eval.ComponentContext) (any, error) {
+		first, err := cc.Evaluate(&eval.Agent{Children: []any{"abc"}})
+		if err != nil {
+			return nil, err
+		}
+		all, err := cc.EvaluateAll([]any{&eval.Agent{Children: []any{"a"}}, "plain"}, pos(2))
+		if err != nil {
+			return nil, err
+		}
+		detached = cc
+		return []any{first, "/", all[0], "/", all[1]}, nil
+	}}
+	got, err := run(t, p, nil, comp)
+	if err != nil || got != "len=3/len=1/plain" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if _, err := detached.Evaluate("x"); err == nil || !strings.Contains(err.Error(), "evaluate() is only available while an AML component is active") {
+		t.Fatalf("detached evaluate: %v", err)
+	}
+}
+
+func TestCancellationReachesProvider(t *testing.T) {
+	started := make(chan struct{})
+	p, _ := deterministic.New(deterministic.Options{Respond: func(ctx context.Context, _ *eval.AgentRequest, _ int) (*eval.AgentResponse, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}})
+	rt, _ := eval.New(eval.Options{AgentProvider: p})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cause := errors.New("operator stop")
+	go func() { <-started; cancel(cause) }()
+	_, err := rt.Evaluate(ctx, &eval.Agent{Children: []any{"x"}})
+	if !errors.Is(err, cause) {
+		t.Fatalf("error %v does not wrap the cancellation cause", err)
+	}
+	// A context that is already cancelled rejects before anything runs.
+	_, err = rt.Evaluate(ctx, &eval.Agent{Children: []any{"x"}})
+	if !errors.Is(err, cause) || len(p.Calls()) != 1 {
+		t.Fatalf("pre-cancelled: %v, calls %d", err, len(p.Calls()))
+	}
+}
+
+func TestAgentTimeout(t *testing.T) {
+	p, _ := deterministic.New(deterministic.Options{Respond: func(ctx context.Context, _ *eval.AgentRequest, _ int) (*eval.AgentResponse, error) {
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	}})
+	_, err := run(t, p, nil, &eval.Agent{TimeoutMS: 20, Position: pos(3), Children: []any{"x"}})
+	var te *eval.AgentTimeoutError
+	if !errors.As(err, &te) || te.TimeoutMS != 20 {
+		t.Fatalf("want AgentTimeoutError, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "t.star:3:1: agent() timed out after timeout_ms=20") {
+		t.Fatalf("message %q", err)
+	}
+}
+
+type recordingSink struct {
+	mu      sync.Mutex
+	events  []eval.Event
+	capture bool
+}
+
+func (s *recordingSink) HandleTrace(e eval.Event) error {
+	s.mu.Lock()
+	s.events = append(s.events, e)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *recordingSink) CaptureContent() bool { return s.capture }
+
+func TestTraceContentCapturePerSink(t *testing.T) {
+	meta, full := &recordingSink{}, &recordingSink{capture: true}
+	var failures atomic.Int32
+	failing := eval.TraceFunc(func(eval.Event) error { return errors.New("sink down") })
+	rt, _ := eval.New(eval.Options{AgentProvider: echo(t, nil), Trace: []eval.TraceSink{meta, full, failing},
+		OnTraceError: func(error, eval.Event) { failures.Add(1) }})
+	got, err := rt.Evaluate(context.Background(), &eval.Agent{Position: pos(1), Children: []any{"secret prompt"}})
+	if err != nil || got != "secret prompt" {
+		t.Fatalf("%q %v", got, err)
+	}
+	if len(meta.events) == 0 || len(meta.events) != len(full.events) {
+		t.Fatalf("events: meta %d full %d", len(meta.events), len(full.events))
+	}
+	if int(failures.Load()) != len(meta.events) {
+		t.Fatalf("OnTraceError called %d times for %d events", failures.Load(), len(meta.events))
+	}
+	for i, e := range meta.events {
+		if e.Sequence != uint64(i+1) {
+			t.Fatalf("event %d has sequence %d", i, e.Sequence)
+		}
+		for k, v := range e.Attributes {
+			if s, ok := v.(string); ok && strings.Contains(s, "secret") {
+				t.Fatalf("metadata-only sink received content %s=%q", k, s)
+			}
+		}
+	}
+	found := false
+	for _, e := range full.events {
+		if e.Attributes["prompt"] == "secret prompt" {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("content-capturing sink did not receive the prompt")
+	}
+}

@@ -1,0 +1,378 @@
+package eval
+
+import (
+	"context"
+	"fmt"
+)
+
+type frameKind uint8
+
+const (
+	// fList iterates a list transparently.
+	fList frameKind = iota
+	// fRoot collects the text of one evaluation.
+	fRoot
+	// fAgent collects an agent's prompt, then runs its session.
+	fAgent
+	// fSystem collects system text for the nearest agent.
+	fSystem
+	// fFollowUp collects one follow-up turn for the nearest agent.
+	fFollowUp
+	// fBlock is transparent and writes its closing separator when done.
+	fBlock
+	// fComponent is transparent and closes its trace span when done.
+	fComponent
+)
+
+// frame is one entry of the explicit evaluation stack.
+type frame struct {
+	kind  frameKind
+	items []any
+	idx   int
+	depth int
+	pl    place
+	// sink is the index of the collecting frame that receives text
+	// written inside this frame.
+	sink int
+	// out is the index of the collecting frame that receives this frame's
+	// own result (collecting frames only).
+	out int
+	// agent is the index of the nearest agent frame, or -1.
+	agent int
+	// pos is the position of the nearest authored node.
+	pos  Position
+	node Node
+	buf  []byte
+	plan *agentPlan
+	// suffix is written to the sink when a block frame completes.
+	suffix string
+	span   span
+	// parentSpan is the innermost open span around this frame.
+	parentSpan string
+}
+
+// agentPlan collects the agent-scoped parts of one agent() while its
+// children resolve.
+type agentPlan struct {
+	system    []string
+	followUps []string
+	followed  bool
+}
+
+// evaluator runs one frame loop on the calling goroutine.
+type evaluator struct {
+	d   *domain
+	ctx context.Context
+	sc  scope
+	st  []frame
+}
+
+// evaluate resolves value in scope sc on the calling goroutine. Unless
+// checked is set, the statically visible part of value is validated first,
+// so authoring mistakes fail before any provider runs.
+func (d *domain) evaluate(ctx context.Context, value any, sc scope, checked bool) (string, error) {
+	if !checked {
+		if err := d.check(value, place{}, sc.depth, Position{}); err != nil {
+			return "", err
+		}
+	}
+	e := evaluator{d: d, ctx: ctx, sc: sc}
+	return e.run(value)
+}
+
+func (e *evaluator) run(value any) (text string, err error) {
+	e.st = append(e.st[:0], frame{kind: fRoot, items: []any{value}, depth: e.sc.depth, sink: 0, out: -1, agent: -1, parentSpan: e.sc.span})
+	defer func() {
+		if r := recover(); r != nil {
+			err = newError(e.top().pos, "internal evaluator failure: "+panicText(r))
+		}
+		if err != nil {
+			e.unwind(err)
+		}
+	}()
+	done := e.ctx.Done()
+	for {
+		f := &e.st[len(e.st)-1]
+		if f.idx < len(f.items) {
+			item := f.items[f.idx]
+			f.idx++
+			if done != nil {
+				select {
+				case <-done:
+					return "", canceled(e.ctx, f.pos)
+				default:
+				}
+			}
+			if err := e.visit(item); err != nil {
+				return "", err
+			}
+			continue
+		}
+		if len(e.st) == 1 {
+			return string(f.buf), nil
+		}
+		if err := e.pop(); err != nil {
+			return "", err
+		}
+	}
+}
+
+func (e *evaluator) top() *frame { return &e.st[len(e.st)-1] }
+
+// write appends text to the sink of the top frame.
+func (e *evaluator) write(s string, pos Position) error {
+	if s == "" {
+		return nil
+	}
+	w := &e.st[e.top().sink]
+	if w.kind == fAgent && w.plan.followed && !isBlank(s) {
+		return textAfterFollowUpError(pos)
+	}
+	w.buf = append(w.buf, s...)
+	return nil
+}
+
+// visit handles one child value of the top frame.
+func (e *evaluator) visit(item any) error {
+	f := e.top()
+	switch v := item.(type) {
+	case string:
+		return e.write(v, f.pos)
+	case nil, bool:
+		return nil
+	case []any:
+		if len(v) > 0 {
+			e.push(frame{kind: fList, items: v, depth: f.depth, pl: f.pl, sink: f.sink, agent: f.agent, pos: f.pos, parentSpan: e.spanParent()})
+		}
+		return nil
+	case []string:
+		for _, s := range v {
+			if err := e.write(s, f.pos); err != nil {
+				return err
+			}
+		}
+		return nil
+	case Node:
+		return e.enter(v)
+	}
+	if s, ok := scalarText(item); ok {
+		return e.write(s, f.pos)
+	}
+	return unrenderable(item, f.pos)
+}
+
+func (e *evaluator) push(f frame) { e.st = append(e.st, f) }
+
+// enter pushes the frame of node n. Placement and depth were validated by
+// check before the value entered the loop.
+func (e *evaluator) enter(n Node) error {
+	parentIdx := len(e.st) - 1
+	p := &e.st[parentIdx]
+	depth := p.depth
+	if countsDepth(n) {
+		depth++
+	}
+	pl, err := childPlace(n, p.pl)
+	if err != nil {
+		return err
+	}
+	base := frame{depth: depth, pl: pl, sink: p.sink, agent: p.agent, pos: n.Pos(), node: n, parentSpan: e.spanParent()}
+	switch n := n.(type) {
+	case *Agent:
+		base.kind = fAgent
+		base.items = n.Children
+		base.out = p.sink
+		base.sink = len(e.st)
+		base.agent = len(e.st)
+		base.plan = &agentPlan{}
+		e.push(base)
+	case *System:
+		base.kind = fSystem
+		base.items = n.Children
+		base.out = p.sink
+		base.sink = len(e.st)
+		base.span = e.d.trace.startSpan(e.spanParent(), "system", "System", n.Position, nil, nil)
+		e.push(base)
+	case *FollowUp:
+		e.st[p.agent].plan.followed = true
+		base.kind = fFollowUp
+		base.items = n.Children
+		base.out = p.sink
+		base.sink = len(e.st)
+		e.push(base)
+	case *Block:
+		if blockIsEmpty(n) {
+			return e.write("\n\n", n.Position)
+		}
+		open, close := blockDelimiters(n.Tag)
+		w := &e.st[p.sink]
+		w.buf = append(w.buf, open...)
+		base.kind = fBlock
+		base.items = n.Children
+		base.suffix = close
+		e.push(base)
+	case *Fragment:
+		base.kind = fList
+		base.items = n.Children
+		e.push(base)
+	case *Parallel:
+		text, err := e.parallel(n, depth)
+		if err != nil {
+			return err
+		}
+		return e.write(text, n.Position)
+	case *Component:
+		return e.component(n, base)
+	default:
+		return newError(n.Pos(), fmt.Sprintf("unknown node kind %q", n.Kind()))
+	}
+	return nil
+}
+
+// spanParent returns the innermost open span around the top frame.
+func (e *evaluator) spanParent() string {
+	f := e.top()
+	if id := f.span.ID(); id != "" {
+		return id
+	}
+	return f.parentSpan
+}
+
+// component runs a component body and pushes the value it returned.
+func (e *evaluator) component(n *Component, base frame) error {
+	base.kind = fComponent
+	base.span = e.d.trace.startSpan(e.spanParent(), "component", n.Name, n.Position, nil, nil)
+	sc := scope{depth: base.depth, span: base.span.ID()}
+	if sc.span == "" {
+		sc.span = e.spanParent()
+	}
+	v, err := e.d.runComponent(e.ctx, n, sc)
+	if err == nil {
+		err = e.d.check(v, base.pl, base.depth, n.Position)
+	}
+	if err != nil {
+		base.span.end(err, nil, nil)
+		return err
+	}
+	base.items = []any{v}
+	e.push(base)
+	return nil
+}
+
+// pop completes the top frame and delivers its result.
+func (e *evaluator) pop() error {
+	f := e.st[len(e.st)-1]
+	e.st = e.st[:len(e.st)-1]
+	switch f.kind {
+	case fList:
+		return nil
+	case fBlock:
+		w := &e.st[f.sink]
+		w.buf = append(w.buf, f.suffix...)
+		return nil
+	case fComponent:
+		f.span.end(nil, nil, nil)
+		return nil
+	case fSystem:
+		f.span.end(nil, nil, nil)
+		if s := trimSpace(string(f.buf)); s != "" {
+			a := &e.st[f.agent]
+			a.plan.system = append(a.plan.system, s)
+		}
+		return nil
+	case fFollowUp:
+		s := trimSpace(string(f.buf))
+		if s == "" {
+			return newError(f.pos, "follow_up() must resolve to non-empty text")
+		}
+		a := &e.st[f.agent]
+		a.plan.followUps = append(a.plan.followUps, s)
+		return nil
+	case fAgent:
+		n := f.node.(*Agent)
+		text, err := e.d.runAgent(e.ctx, n, f.plan, f.buf, e.spanParent())
+		if err != nil {
+			return err
+		}
+		w := &e.st[f.out]
+		if w.kind == fAgent && w.plan.followed && !isBlank(text) {
+			return textAfterFollowUpError(n.Position)
+		}
+		w.buf = append(w.buf, text...)
+		return nil
+	}
+	return nil
+}
+
+// unwind closes the spans of every frame still on the stack after err.
+func (e *evaluator) unwind(err error) {
+	for i := len(e.st) - 1; i >= 0; i-- {
+		f := &e.st[i]
+		if f.span.ID() != "" {
+			f.span.end(err, nil, nil)
+		}
+	}
+	e.st = e.st[:0]
+}
+
+// parallel evaluates the branches of n concurrently and returns their text
+// in authored order.
+func (e *evaluator) parallel(n *Parallel, depth int) (string, error) {
+	sp := e.d.trace.startSpan(e.spanParent(), "component", "Parallel", n.Position, nil, nil)
+	branches := flattenBranches(n.Branches)
+	sc := scope{depth: depth, span: sp.ID()}
+	if sc.span == "" {
+		sc.span = e.spanParent()
+	}
+	texts, err := e.d.evaluateAll(e.ctx, branches, sc, n.Position)
+	if err != nil {
+		sp.end(err, nil, nil)
+		return "", err
+	}
+	sp.end(nil, nil, nil)
+	size := 0
+	for _, t := range texts {
+		size += len(t)
+	}
+	buf := make([]byte, 0, size)
+	for _, t := range texts {
+		buf = append(buf, t...)
+	}
+	return string(buf), nil
+}
+
+// flattenBranches turns parallel() arguments into branches: lists are
+// flattened, nil and booleans contribute no branch, anything else (a
+// fragment too) is one branch.
+func flattenBranches(items []any) []any {
+	out := make([]any, 0, len(items))
+	type it struct {
+		items []any
+		i     int
+	}
+	stack := []it{{items: items}}
+	for len(stack) > 0 {
+		top := &stack[len(stack)-1]
+		if top.i >= len(top.items) {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		v := top.items[top.i]
+		top.i++
+		switch v := v.(type) {
+		case nil, bool:
+		case []any:
+			stack = append(stack, it{items: v})
+		default:
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func panicText(r any) string {
+	if err, ok := r.(error); ok {
+		return err.Error()
+	}
+	return fmt.Sprint(r)
+}

@@ -1,0 +1,232 @@
+package eval
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// Position is the authored source location of a node: the file, the
+// 1-based line and the 1-based column (in runes) of the call that built it.
+// The zero Position means "unknown".
+type Position struct {
+	File string
+	Line int32
+	Col  int32
+}
+
+// IsValid reports whether the position names a line.
+func (p Position) IsValid() bool { return p.Line > 0 }
+
+// String formats the position as file:line:col, omitting the parts that
+// are unknown.
+func (p Position) String() string {
+	file := p.File
+	if file == "" {
+		file = "<unknown>"
+	}
+	if p.Line <= 0 {
+		return file
+	}
+	if p.Col <= 0 {
+		return file + ":" + strconv.Itoa(int(p.Line))
+	}
+	return file + ":" + strconv.Itoa(int(p.Line)) + ":" + strconv.Itoa(int(p.Col))
+}
+
+// Node is one immutable AML node. Nodes are built by the Starlark builtins
+// (or directly by Go code) and are never changed afterwards, so a node tree
+// may be shared by any number of goroutines.
+//
+// A node's children are renderable values: string, bool, nil, the Go
+// integer and float types, []any of renderables, []string, and Node.
+type Node interface {
+	// Kind is the builtin name of the node ("agent", "block", ...).
+	Kind() string
+	// Pos is the source position of the call that built the node.
+	Pos() Position
+}
+
+// Permissions are the native harness controls an agent asks its provider
+// for. An active sandbox may narrow them; they are requests, not confinement.
+type Permissions struct {
+	// Filesystem is "read-only" or "read-write".
+	Filesystem string
+	// Network allows network access.
+	Network bool
+	// Shell allows shell command execution.
+	Shell bool
+}
+
+// DefaultPermissions are the permissions of an agent that sets none:
+// read-write filesystem, network and shell enabled.
+func DefaultPermissions() Permissions {
+	return Permissions{Filesystem: "read-write", Network: true, Shell: true}
+}
+
+// Agent runs one provider session after its prompt, system text and
+// follow-ups have been resolved (a post-order consumer).
+type Agent struct {
+	// Children are the initial prompt content and agent-scoped nodes
+	// (system, follow_up, ...).
+	Children []any
+	// Provider overrides the runtime's default agent provider; nil uses it.
+	Provider AgentProvider
+	// Model is passed through to the provider; "" means the provider default.
+	Model string
+	// System is fixed system text placed after the runtime system text and
+	// before system() children.
+	System string
+	// Name is diagnostic metadata for traces and errors; never sent to the
+	// provider as prompt text.
+	Name string
+	// TimeoutMS bounds the provider session once it holds a scheduler slot;
+	// 0 means no timeout.
+	TimeoutMS int64
+	// Cwd is an agent-local working directory inside the active sandbox.
+	// It requires an enclosing sandbox.
+	Cwd string
+	// Permissions are the requested native controls; nil means
+	// DefaultPermissions.
+	Permissions *Permissions
+	// Position is where the node was authored.
+	Position Position
+}
+
+// System routes its resolved text into the system channel of the nearest
+// enclosing Agent.
+type System struct {
+	Children []any
+	Position Position
+}
+
+// FollowUp adds one later turn to the nearest enclosing Agent's session.
+type FollowUp struct {
+	Children []any
+	Position Position
+}
+
+// Block adds exact blank-line separation around its children and, with a
+// Tag, wraps them in an XML-style section. It creates no scope.
+type Block struct {
+	Children []any
+	// Tag is the authored section name; it is normalized with
+	// NormalizeTag when rendered. "" means untagged.
+	Tag      string
+	Position Position
+}
+
+// Fragment groups children without adding text or a boundary. It behaves
+// exactly like a list and does not count toward max_depth.
+type Fragment struct {
+	Children []any
+	Position Position
+}
+
+// Parallel evaluates each branch concurrently in the current evaluation
+// domain, waits for all of them, and renders their text in authored order.
+type Parallel struct {
+	// Branches are the branches; lists are flattened and nil/bool values
+	// contribute no branch.
+	Branches []any
+	Position Position
+}
+
+// ComponentFunc is the body of a component. It runs when the evaluator
+// descends into the component node, receives the component context through
+// which it may call Evaluate, and returns the renderable value the
+// component composes.
+type ComponentFunc func(cc *ComponentContext) (any, error)
+
+// Component is a lazily evaluated function component.
+type Component struct {
+	// Name is the component's display name used in traces and errors.
+	Name string
+	// Fn is the body; it is called at most once per evaluation of the node.
+	Fn ComponentFunc
+	// Entry marks the workflow's entry component: it runs as a component
+	// (so it may call Evaluate) but does not count toward max_depth.
+	Entry    bool
+	Position Position
+}
+
+// Kind implements Node.
+func (*Agent) Kind() string { return "agent" }
+
+// Kind implements Node.
+func (*System) Kind() string { return "system" }
+
+// Kind implements Node.
+func (*FollowUp) Kind() string { return "follow_up" }
+
+// Kind implements Node.
+func (*Block) Kind() string { return "block" }
+
+// Kind implements Node.
+func (*Fragment) Kind() string { return "fragment" }
+
+// Kind implements Node.
+func (*Parallel) Kind() string { return "parallel" }
+
+// Kind implements Node.
+func (*Component) Kind() string { return "component" }
+
+// Pos implements Node.
+func (n *Agent) Pos() Position { return n.Position }
+
+// Pos implements Node.
+func (n *System) Pos() Position { return n.Position }
+
+// Pos implements Node.
+func (n *FollowUp) Pos() Position { return n.Position }
+
+// Pos implements Node.
+func (n *Block) Pos() Position { return n.Position }
+
+// Pos implements Node.
+func (n *Fragment) Pos() Position { return n.Position }
+
+// Pos implements Node.
+func (n *Parallel) Pos() Position { return n.Position }
+
+// Pos implements Node.
+func (n *Component) Pos() Position { return n.Position }
+
+// scalarText converts the scalar renderables to their text. ok is false
+// for values that are not scalars.
+func scalarText(v any) (text string, ok bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case nil, bool:
+		return "", true
+	case int:
+		return strconv.Itoa(v), true
+	case int64:
+		return strconv.FormatInt(v, 10), true
+	case int32:
+		return strconv.FormatInt(int64(v), 10), true
+	case uint:
+		return strconv.FormatUint(uint64(v), 10), true
+	case uint64:
+		return strconv.FormatUint(v, 10), true
+	case uint32:
+		return strconv.FormatUint(uint64(v), 10), true
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64), true
+	case float32:
+		return strconv.FormatFloat(float64(v), 'g', -1, 32), true
+	}
+	return "", false
+}
+
+// unrenderable builds the error for a value the evaluator cannot render.
+func unrenderable(v any, pos Position) error {
+	return newError(pos, fmt.Sprintf("value of type %s is not renderable: only strings, numbers, None, booleans, lists and AML nodes can be rendered; turn data into text first (in Starlark: json.encode(value))", goTypeName(v)))
+}
+
+func goTypeName(v any) string {
+	if n, ok := v.(interface{ TypeName() string }); ok {
+		return n.TypeName()
+	}
+	return fmt.Sprintf("%T", v)
+}

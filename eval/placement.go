@@ -1,0 +1,204 @@
+package eval
+
+import (
+	"fmt"
+	"strings"
+)
+
+// place is the placement context of a value: which owner its
+// agent-scoped nodes would attach to.
+type place struct {
+	// agent is set inside an agent() plan.
+	agent bool
+	// inSystem is set inside a system() of that plan.
+	inSystem bool
+	// inFollowUp is set inside a follow_up() of that plan.
+	inFollowUp bool
+	// sandbox is set inside an active sandbox().
+	sandbox bool
+}
+
+// childPlace returns the placement context of n's children, or an error
+// if n may not appear in pl.
+func childPlace(n Node, pl place) (place, error) {
+	switch n := n.(type) {
+	case *Agent:
+		if n.Cwd != "" && !pl.sandbox {
+			return pl, newError(n.Position, "agent(cwd=...) requires an enclosing sandbox(); cwd narrows the sandbox's working directory and does not create one")
+		}
+		return place{agent: true, sandbox: pl.sandbox}, nil
+	case *System:
+		switch {
+		case !pl.agent:
+			return pl, newError(n.Position, "system() is only valid inside agent(); move it into the agent whose system prompt it extends")
+		case pl.inSystem:
+			return pl, newError(n.Position, "system() cannot contain another system(); list them one after another inside agent()")
+		case pl.inFollowUp:
+			return pl, newError(n.Position, "system() is not valid inside follow_up(); system text applies to the whole session, so put it directly in agent()")
+		}
+		return place{agent: true, inSystem: true, sandbox: pl.sandbox}, nil
+	case *FollowUp:
+		switch {
+		case !pl.agent:
+			return pl, newError(n.Position, "follow_up() is only valid inside agent(); move it into the agent whose session it continues")
+		case pl.inFollowUp:
+			return pl, newError(n.Position, "follow_up() cannot contain another follow_up(); follow-ups are flat: list them one after another inside agent()")
+		case pl.inSystem:
+			return pl, newError(n.Position, "follow_up() is not valid inside system(); put it directly in agent()")
+		}
+		return place{agent: true, inFollowUp: true, sandbox: pl.sandbox}, nil
+	case *Parallel:
+		// Each branch is its own nested evaluation: agent-scoped nodes in a
+		// branch do not attach to an agent around the parallel().
+		return place{sandbox: pl.sandbox}, nil
+	}
+	return pl, nil
+}
+
+// countsDepth reports whether n adds one level of semantic depth.
+func countsDepth(n Node) bool {
+	switch n := n.(type) {
+	case *Fragment:
+		return false
+	case *Component:
+		return !n.Entry
+	}
+	return true
+}
+
+func depthError(pos Position, max int) error {
+	return newError(pos, fmt.Sprintf("AML evaluation exceeded max_depth %d; flatten the nesting, or raise the limit with configure(max_depth=N) or --max-depth N (0 disables the limit)", max))
+}
+
+func turnsError(pos Position, turns, max int) error {
+	return newError(pos, fmt.Sprintf("agent() has %d turns (the initial prompt and %d follow_up()), which exceeds max_turns_per_agent %d; remove follow-ups or raise the limit with configure(max_turns_per_agent=N) or --max-turns-per-agent N", turns, turns-1, max))
+}
+
+func textAfterFollowUpError(pos Position) error {
+	return newError(pos, "agent() prompt text after the first follow_up() is not allowed: move the text before the first follow_up(), or into a follow_up() of its own")
+}
+
+func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
+
+// checkItem is one pending value of the static check.
+type checkItem struct {
+	v     any
+	pl    place
+	depth int
+	agent *agentCheck
+	// pos is the position of the nearest enclosing node.
+	pos Position
+}
+
+// agentCheck is the static state of one agent plan.
+type agentCheck struct {
+	node      *Agent
+	followUps int
+	seen      bool
+}
+
+// check validates the statically visible part of value before anything
+// runs: placement, depth, static follow-up rules and renderability. It
+// does not descend into components, whose bodies have not run yet; their
+// returned values are checked when they return. It walks with an explicit
+// stack so arbitrarily deep trees need no Go recursion.
+func (d *domain) check(value any, pl place, depth int, pos Position) error {
+	maxDepth := d.limits.MaxDepth
+	maxTurns := d.limits.MaxTurnsPerAgent
+	stack := []checkItem{{v: value, pl: pl, depth: depth, pos: pos}}
+	pushKids := func(kids []any, pl place, depth int, ac *agentCheck, pos Position) {
+		for i := len(kids) - 1; i >= 0; i-- {
+			stack = append(stack, checkItem{v: kids[i], pl: pl, depth: depth, agent: ac, pos: pos})
+		}
+	}
+	for len(stack) > 0 {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		switch v := it.v.(type) {
+		case string:
+			if it.agent != nil && it.agent.seen && !it.pl.inFollowUp && !it.pl.inSystem && !isBlank(v) {
+				return textAfterFollowUpError(it.agent.node.Position)
+			}
+		case []any:
+			pushKids(v, it.pl, it.depth, it.agent, it.pos)
+		case []string:
+			for i := len(v) - 1; i >= 0; i-- {
+				stack = append(stack, checkItem{v: v[i], pl: it.pl, depth: it.depth, agent: it.agent, pos: it.pos})
+			}
+		case Node:
+			if v == nil {
+				continue
+			}
+			depth := it.depth
+			if countsDepth(v) {
+				depth++
+				if maxDepth > 0 && depth > maxDepth {
+					return depthError(v.Pos(), maxDepth)
+				}
+			}
+			cpl, err := childPlace(v, it.pl)
+			if err != nil {
+				return err
+			}
+			ac := it.agent
+			promptPos := ac != nil && !it.pl.inFollowUp && !it.pl.inSystem
+			switch n := v.(type) {
+			case *Agent:
+				if promptPos && ac.seen {
+					return textAfterFollowUpError(n.Position)
+				}
+				nac := &agentCheck{node: n}
+				// The marker sits below the children, so it is popped after
+				// all of them were visited.
+				stack = append(stack, checkItem{v: turnsMarker{nac}})
+				pushKids(n.Children, cpl, depth, nac, n.Position)
+			case *System:
+				pushKids(n.Children, cpl, depth, ac, n.Position)
+			case *FollowUp:
+				if ac != nil {
+					ac.followUps++
+					ac.seen = true
+				}
+				pushKids(n.Children, cpl, depth, ac, n.Position)
+			case *Block:
+				if promptPos && ac.seen && blockHasText(n) {
+					return textAfterFollowUpError(n.Position)
+				}
+				pushKids(n.Children, cpl, depth, ac, n.Position)
+			case *Fragment:
+				pushKids(n.Children, cpl, depth, ac, n.Position)
+			case *Parallel:
+				if promptPos && ac.seen {
+					return textAfterFollowUpError(n.Position)
+				}
+				pushKids(n.Branches, cpl, depth, nil, n.Position)
+			case *Component:
+				// Checked when its body returns.
+			default:
+				_ = n
+			}
+		case turnsMarker:
+			if turns := v.ac.followUps + 1; maxTurns > 0 && turns > maxTurns {
+				return turnsError(v.ac.node.Position, turns, maxTurns)
+			}
+		default:
+			if _, ok := scalarText(v); !ok {
+				return unrenderable(v, it.pos)
+			}
+		}
+	}
+	return nil
+}
+
+// turnsMarker is pushed below an agent's children so the agent's static
+// follow-up count is checked once they were all visited.
+type turnsMarker struct{ ac *agentCheck }
+
+func blockHasText(b *Block) bool {
+	for _, c := range b.Children {
+		if s, ok := c.(string); ok && !isBlank(s) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,106 @@
+package eval
+
+import "context"
+
+// AgentProvider runs one authored agent() session. It is the minimal
+// contract: a name and Run. Optional capabilities are separate interfaces
+// a provider may also implement (SessionProvider for retained sessions with
+// per-turn tracing, SandboxCompatible for the sandbox handshake).
+//
+// Run is called once per agent() node, from any goroutine, possibly
+// concurrently for different nodes: implementations must be safe for
+// concurrent use.
+type AgentProvider interface {
+	// Name is the provider's normalized name (used in traces and errors).
+	Name() string
+	// Run executes the initial prompt and then every follow-up in one
+	// session and returns the final turn's response. It must return
+	// promptly with an error wrapping context.Cause(ctx) once ctx is done,
+	// and release every resource it acquired before returning.
+	Run(ctx context.Context, req *AgentRequest, exec *AgentExecution) (*AgentResponse, error)
+}
+
+// SessionProvider is an optional AgentProvider capability: the provider
+// keeps one retained session per agent() node and lets the evaluator drive
+// the turns, so that every turn gets its own agent.turn span and cleanup its
+// own agent.cleanup span. When a provider implements it, the evaluator
+// calls OpenSession instead of Run.
+type SessionProvider interface {
+	AgentProvider
+	// OpenSession opens the session for req. The evaluator then calls
+	// RunTurn once per turn, in order, and Close exactly once.
+	OpenSession(ctx context.Context, req *AgentRequest, exec *AgentExecution) (AgentSession, error)
+}
+
+// AgentSession is one retained provider session.
+//
+// The evaluator calls RunTurn sequentially (never concurrently) and then
+// Close exactly once, also after a failed turn or cancellation.
+type AgentSession interface {
+	// RunTurn sends one turn (the initial prompt or a follow-up).
+	RunTurn(ctx context.Context, turn AgentTurn) (*AgentResponse, error)
+	// Close ends the session and releases its resources.
+	Close(ctx context.Context) error
+}
+
+// AgentTurn is one turn of a retained session.
+type AgentTurn struct {
+	// Index is 1-based.
+	Index int
+	// Kind is "initial" or "follow-up".
+	Kind string
+	// Text is the turn's prompt.
+	Text string
+	// Final reports whether this is the last authored turn.
+	Final bool
+}
+
+// AgentRequest is the fully resolved plan of one agent() node.
+// Providers must treat it as read-only.
+type AgentRequest struct {
+	// Prompt is the trimmed initial prompt.
+	Prompt string
+	// FollowUps are the trimmed later turns in authored order.
+	FollowUps []string
+	// System is the system text: runtime system, the agent's system=,
+	// then system() children, non-empty fragments joined with "\n".
+	System string
+	// Model is the requested model, or "" for the provider default.
+	Model string
+	// Name is the agent's diagnostic name, or "".
+	Name string
+	// Permissions are the requested native controls.
+	Permissions Permissions
+	// Output requests structured output, or is nil.
+	Output *OutputRequest
+}
+
+// OutputRequest asks a provider for a structured result that satisfies
+// JSONSchema (a JSON Schema document decoded into Go values).
+type OutputRequest struct {
+	JSONSchema map[string]any
+}
+
+// AgentResponse is what a provider returns for a session.
+type AgentResponse struct {
+	// Text is the final turn's complete text.
+	Text string
+	// Structured is the structured result when one was requested.
+	Structured any
+	// Messages are the final turn's assistant messages when the provider
+	// knows their boundaries.
+	Messages []string
+}
+
+// AgentExecution is the immutable execution context of one session: trace
+// identity for correlation. Providers must not modify it.
+type AgentExecution struct {
+	// RunID identifies the evaluation.
+	RunID string
+	// SpanID is the agent.session span.
+	SpanID string
+	// ParentSpanID is the enclosing span.
+	ParentSpanID string
+	// Source is the authored position of the agent() node.
+	Source Position
+}

@@ -1,0 +1,222 @@
+package eval
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// Limits are the per-evaluation safety budgets. A value of 0 disables that
+// limit; negative values are rejected by New.
+type Limits struct {
+	// MaxAgentCalls bounds provider-backed agent sessions per evaluation.
+	MaxAgentCalls int
+	// MaxConcurrentAgents bounds active agent provider calls.
+	MaxConcurrentAgents int
+	// MaxDepth bounds nested component/primitive depth; lists and
+	// fragments add no depth.
+	MaxDepth int
+	// MaxTurnsPerAgent bounds the initial prompt plus follow-ups of one
+	// agent.
+	MaxTurnsPerAgent int
+}
+
+// DefaultLimits returns the original AML defaults: 32 agent calls, 4
+// concurrent agents, depth 16, 16 turns per agent.
+func DefaultLimits() Limits {
+	return Limits{MaxAgentCalls: 32, MaxConcurrentAgents: 4, MaxDepth: 16, MaxTurnsPerAgent: 16}
+}
+
+// Validate reports the first negative limit.
+func (l Limits) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"max_agent_calls", l.MaxAgentCalls},
+		{"max_concurrent_agents", l.MaxConcurrentAgents},
+		{"max_depth", l.MaxDepth},
+		{"max_turns_per_agent", l.MaxTurnsPerAgent},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("%s must be a non-negative integer (0 disables the limit), got %d", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// StartEvent is delivered to Options.OnStart before the tree evaluates.
+type StartEvent struct {
+	RunID string
+}
+
+// FinishEvent is delivered to Options.OnFinish after cleanup.
+type FinishEvent struct {
+	RunID string
+	// Status is "ok" or "error".
+	Status   string
+	Err      error
+	Duration time.Duration
+}
+
+// Options configure a Runtime. They are copied by New; later changes to
+// the caller's struct have no effect.
+type Options struct {
+	// AgentProvider is the default provider of agent() nodes that name none.
+	AgentProvider AgentProvider
+	// System is the first system fragment of every agent.
+	System string
+	// Cwd is the base directory for application-owned reads and host
+	// scripts; "" means the process working directory.
+	Cwd string
+	// Limits are the budgets; nil means DefaultLimits().
+	Limits *Limits
+	// Trace receives trace events.
+	Trace []TraceSink
+	// OnTraceError receives trace sink failures; they never fail the run.
+	OnTraceError func(error, Event)
+	// OnStart is called before the tree evaluates; an error aborts the run.
+	OnStart func(StartEvent) error
+	// OnFinish is called after cleanup with the run's outcome.
+	OnFinish func(FinishEvent)
+}
+
+// Runtime evaluates AML values. It holds only configuration: every call to
+// Evaluate owns a fresh evaluation domain, so one Runtime may serve any
+// number of concurrent evaluations.
+type Runtime struct {
+	opts   Options
+	limits Limits
+}
+
+// New returns a Runtime for opts, or an error for invalid limits.
+func New(opts Options) (*Runtime, error) {
+	limits := DefaultLimits()
+	if opts.Limits != nil {
+		limits = *opts.Limits
+	}
+	if err := limits.Validate(); err != nil {
+		return nil, err
+	}
+	opts.Trace = append([]TraceSink(nil), opts.Trace...)
+	return &Runtime{opts: opts, limits: limits}, nil
+}
+
+// Limits returns the runtime's effective limits.
+func (r *Runtime) Limits() Limits { return r.limits }
+
+// EvaluateOptions are per-evaluation options.
+type EvaluateOptions struct {
+	// RunID names the run; "" generates a random one.
+	RunID string
+}
+
+// Evaluate resolves value (a renderable: text, lists, nodes) in a new
+// evaluation domain and returns its text. Cancelling ctx cancels the run;
+// the returned error then wraps context.Cause(ctx). Evaluate returns only
+// after every owned resource was released and every trace event was
+// delivered. It is safe to call concurrently.
+func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptions) (string, error) {
+	var o EvaluateOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	runID := o.RunID
+	if runID == "" {
+		runID = NewRunID()
+	}
+	if err := ctx.Err(); err != nil {
+		return "", canceled(ctx, Position{})
+	}
+	started := time.Now()
+	d := &domain{rt: r, runID: runID, limits: r.limits}
+	if r.limits.MaxConcurrentAgents > 0 {
+		d.sched = semaphore.NewWeighted(int64(r.limits.MaxConcurrentAgents))
+	}
+	d.trace = newTracer(runID, r.opts.Trace, r.opts.OnTraceError)
+
+	var (
+		text string
+		err  error
+	)
+	if r.opts.OnStart != nil {
+		err = r.opts.OnStart(StartEvent{RunID: runID})
+	}
+	if err == nil {
+		root := d.trace.startSpan("", "evaluation", "evaluation", Position{}, attrs{"runId", runID}, nil)
+		text, err = d.evaluate(ctx, value, scope{span: root.ID()}, false)
+		root.end(err, nil, nil)
+	}
+	d.trace.close()
+	if r.opts.OnFinish != nil {
+		status := StatusOK
+		if err != nil {
+			status = StatusError
+		}
+		r.opts.OnFinish(FinishEvent{RunID: runID, Status: status, Err: err, Duration: time.Since(started)})
+	}
+	if err != nil {
+		return "", err
+	}
+	return text, nil
+}
+
+// NewRunID returns a random run identity.
+func NewRunID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// domain is the mutable state of one evaluation.
+type domain struct {
+	rt     *Runtime
+	runID  string
+	limits Limits
+	sched  *semaphore.Weighted
+	trace  *tracer
+	calls  atomic.Int64
+}
+
+// scope is the lexical state inherited by a nested evaluation.
+type scope struct {
+	// depth is the semantic depth of the enclosing node.
+	depth int
+	// span is the trace parent.
+	span string
+	// comp is the enclosing active component, if any.
+	comp *ComponentContext
+}
+
+// acquire takes a scheduler slot (FIFO) for one agent provider call.
+func (d *domain) acquire(ctx context.Context) (func(), error) {
+	if d.sched == nil {
+		return func() {}, nil
+	}
+	if err := d.sched.Acquire(ctx, 1); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { d.sched.Release(1) }) }, nil
+}
+
+// countAgentCall enforces max_agent_calls before a provider runs.
+func (d *domain) countAgentCall(pos Position) error {
+	n := d.calls.Add(1)
+	if max := d.limits.MaxAgentCalls; max > 0 && n > int64(max) {
+		return newError(pos, fmt.Sprintf("AML evaluation exceeded max_agent_calls %d; raise it with configure(max_agent_calls=N) or --max-agent-calls N (0 disables the limit)", max))
+	}
+	return nil
+}
+
+// errDetached is returned by component capabilities used after the
+// component returned.
+var errDetached = errors.New("evaluate() is only available while an AML component is active")

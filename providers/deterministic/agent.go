@@ -1,0 +1,129 @@
+// Package deterministic provides credential-free providers for tests,
+// examples and golden files. The agent provider answers every session with
+// a caller-supplied function (by default it echoes the initial prompt) and
+// records every call so tests can assert on the exact requests the
+// evaluator produced.
+package deterministic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/aml-go/aml/eval"
+)
+
+// DefaultName is the name of an Agent whose options name none.
+const DefaultName = "deterministic"
+
+// RespondFunc computes the response of one session. callIndex is the
+// zero-based index of the call on this provider. It may be called from
+// several goroutines at once.
+type RespondFunc func(ctx context.Context, req *eval.AgentRequest, callIndex int) (*eval.AgentResponse, error)
+
+// Options configure an Agent.
+type Options struct {
+	// Name is the provider name; "" means DefaultName. It must equal its
+	// trimmed form.
+	Name string
+	// Respond computes responses; nil echoes the initial prompt.
+	Respond RespondFunc
+	// SupportsSandbox makes the provider accept an active sandbox.
+	SupportsSandbox bool
+}
+
+// Call is one recorded session.
+type Call struct {
+	// Index is the zero-based call index on the provider.
+	Index int
+	// Request is a copy of the request the evaluator sent.
+	Request eval.AgentRequest
+	// Exec is the execution context of the call.
+	Exec eval.AgentExecution
+}
+
+// Agent is a deterministic eval.AgentProvider. It is safe for concurrent
+// use.
+type Agent struct {
+	name            string
+	respond         RespondFunc
+	supportsSandbox bool
+
+	mu    sync.Mutex
+	calls []Call
+}
+
+// New returns an Agent for opts, or an error for an invalid name.
+func New(opts Options) (*Agent, error) {
+	name := opts.Name
+	if name == "" {
+		name = DefaultName
+	}
+	if strings.TrimSpace(name) != name || strings.ContainsRune(name, 0) {
+		return nil, fmt.Errorf("deterministic agent name %q must be non-empty, without surrounding whitespace or NUL bytes", name)
+	}
+	return &Agent{name: name, respond: opts.Respond, supportsSandbox: opts.SupportsSandbox}, nil
+}
+
+// Echo returns the default responder: the response text is the initial
+// prompt.
+func Echo() RespondFunc {
+	return func(_ context.Context, req *eval.AgentRequest, _ int) (*eval.AgentResponse, error) {
+		return &eval.AgentResponse{Text: req.Prompt}, nil
+	}
+}
+
+// Name implements eval.AgentProvider.
+func (a *Agent) Name() string { return a.name }
+
+// SupportsSandbox reports whether the provider accepts an active sandbox.
+func (a *Agent) SupportsSandbox() bool { return a.supportsSandbox }
+
+// Run records the call and answers it. A context that is already done is
+// rejected with its cause before anything is recorded.
+func (a *Agent) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.AgentExecution) (*eval.AgentResponse, error) {
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	a.mu.Lock()
+	idx := len(a.calls)
+	c := Call{Index: idx, Request: *req}
+	c.Request.FollowUps = append([]string(nil), req.FollowUps...)
+	if exec != nil {
+		c.Exec = *exec
+	}
+	a.calls = append(a.calls, c)
+	a.mu.Unlock()
+
+	respond := a.respond
+	if respond == nil {
+		respond = Echo()
+	}
+	resp, err := respond(ctx, req, idx)
+	if err != nil {
+		return nil, err
+	}
+	if resp == nil {
+		return nil, errors.New("deterministic respond returned no response")
+	}
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	return resp, nil
+}
+
+// Calls returns a copy of the recorded calls in the order they started.
+func (a *Agent) Calls() []Call {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]Call(nil), a.calls...)
+}
+
+// Reset forgets the recorded calls and restarts call indexes at zero.
+func (a *Agent) Reset() {
+	a.mu.Lock()
+	a.calls = nil
+	a.mu.Unlock()
+}
