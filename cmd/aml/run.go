@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/joho/godotenv"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/starlib"
+)
+
+// cleanupDeadline bounds graceful cleanup after the first signal.
+const cleanupDeadline = 10 * time.Second
+
+// limitFlag is an int flag that remembers whether it was given.
+type limitFlag struct {
+	v   int
+	set bool
+}
+
+func (f *limitFlag) String() string { return strconv.Itoa(f.v) }
+
+func (f *limitFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("want a non-negative integer, got %q", s)
+	}
+	if n < 0 {
+		return fmt.Errorf("want a non-negative integer (0 disables the limit), got %d", n)
+	}
+	f.v, f.set = n, true
+	return nil
+}
+
+type runFlags struct {
+	entry          string
+	envFile        string
+	trace          bool
+	traceFile      string
+	captureContent bool
+	json           bool
+	quiet          bool
+	maxAgentCalls  limitFlag
+	maxConcurrent  limitFlag
+	maxDepth       limitFlag
+	maxTurns       limitFlag
+}
+
+func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.entry, "entry", "", "global to evaluate (default main)")
+	fs.StringVar(&f.entry, "e", "", "shorthand for --entry")
+	fs.StringVar(&f.envFile, "runtime-env-file", "", "environment file applied after the .env files (overrides everything)")
+	fs.BoolVar(&f.trace, "trace", false, "write metadata-only trace events to stderr")
+	fs.StringVar(&f.traceFile, "trace-file", "", "also write trace events as JSON lines to this file")
+	fs.BoolVar(&f.captureContent, "capture-content", false, "include sensitive content (prompts, results, errors) in traces; implies --trace")
+	fs.BoolVar(&f.json, "json", false, "print a JSON envelope {runId, durationMs, success, result, error}")
+	fs.BoolVar(&f.quiet, "quiet", false, "do not log run lifecycle lines to stderr")
+	fs.Var(&f.maxAgentCalls, "max-agent-calls", "limit of agent sessions (default 32; 0 disables)")
+	fs.Var(&f.maxConcurrent, "max-concurrent-agents", "limit of concurrent agent calls (default 4; 0 disables)")
+	fs.Var(&f.maxDepth, "max-depth", "limit of nested depth (default 16; 0 disables)")
+	fs.Var(&f.maxTurns, "max-turns-per-agent", "limit of turns per agent (default 16; 0 disables)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "usage: aml run FILE [flags]\n\nEvaluates FILE's entry (main, or --entry NAME) and prints the result on stdout.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseInterleaved parses flags that may come before or after positional
+// arguments.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	var f runFlags
+	fs := newRunFlagSet(&f, stderr)
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "aml run: want exactly one workflow file, got %d arguments\n", len(pos))
+		fs.Usage()
+		return exitUsage
+	}
+	file := pos[0]
+	logger := log.NewWithOptions(stderr, log.Options{Prefix: "aml"})
+	if f.quiet {
+		logger.SetLevel(log.ErrorLevel)
+	}
+
+	if err := loadEnvFiles(file, f.envFile); err != nil {
+		logger.Error(err.Error())
+		return exitUsage
+	}
+	printer := logger.WithPrefix("print")
+	wf, err := starlib.LoadFile(file, starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }})
+	if err != nil {
+		return reportLoadError(stderr, stdout, f.json, err)
+	}
+	entry, err := wf.Entry(f.entry)
+	if err != nil {
+		return reportLoadError(stderr, stdout, f.json, err)
+	}
+
+	opts := eval.Options{}
+	limits := wf.Limits()
+	for _, l := range []struct {
+		flag *limitFlag
+		dst  *int
+	}{
+		{&f.maxAgentCalls, &limits.MaxAgentCalls},
+		{&f.maxConcurrent, &limits.MaxConcurrentAgents},
+		{&f.maxDepth, &limits.MaxDepth},
+		{&f.maxTurns, &limits.MaxTurnsPerAgent},
+	} {
+		if l.flag.set {
+			*l.dst = l.flag.v
+		}
+	}
+	opts.Limits = &limits
+	wf.ApplyConfig(&opts)
+
+	if f.captureContent {
+		f.trace = true
+	}
+	if f.trace {
+		opts.Trace = append(opts.Trace, eval.NewConsoleTracer(stderr, f.captureContent))
+	}
+	if f.traceFile != "" {
+		tf, err := os.Create(f.traceFile)
+		if err != nil {
+			logger.Error("cannot create trace file", "err", err)
+			return exitUsage
+		}
+		defer tf.Close()
+		opts.Trace = append(opts.Trace, eval.NewJSONLinesTracer(tf, f.captureContent))
+	}
+	traceFailed := false
+	opts.OnTraceError = func(err error, ev eval.Event) {
+		if !traceFailed {
+			traceFailed = true
+			logger.Warn("trace sink failed; the run continues", "err", err, "sequence", ev.Sequence)
+		}
+	}
+	rt, err := eval.New(opts)
+	if err != nil {
+		logger.Error(err.Error())
+		return exitUsage
+	}
+
+	runID := eval.NewRunID()
+	logger.Infof("starting run %s for %s", runID, file)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+
+	type outcome struct {
+		text string
+		err  error
+		dur  time.Duration
+	}
+	done := make(chan outcome, 1)
+	started := time.Now()
+	go func() {
+		text, err := rt.Evaluate(ctx, entry, eval.EvaluateOptions{RunID: runID})
+		done <- outcome{text, err, time.Since(started)}
+	}()
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	var res outcome
+	select {
+	case res = <-done:
+	case sig := <-sigs:
+		code := exitSIGINT
+		name := "SIGINT"
+		if sig == syscall.SIGTERM {
+			code, name = exitSIGTERM, "SIGTERM"
+		}
+		logger.Warnf("received %s: cancelling run %s (up to %s for cleanup; send it again to exit now)", name, runID, cleanupDeadline)
+		cancel(fmt.Errorf("aml run interrupted by %s", name))
+		select {
+		case res = <-done:
+			status := "ok"
+			if res.err != nil {
+				status = "error"
+			}
+			logger.Infof("run %s stopped after cleanup (%s)", runID, status)
+		case <-sigs:
+			logger.Errorf("second signal: exiting without waiting for cleanup")
+		case <-time.After(cleanupDeadline):
+			logger.Errorf("cleanup did not finish within %s; exiting", cleanupDeadline)
+		}
+		return code
+	}
+
+	status := "ok"
+	if res.err != nil {
+		status = "error"
+	}
+	logger.Infof("finished run %s (%s) in %s", runID, status, res.dur.Round(time.Millisecond))
+	if f.json {
+		writeEnvelope(stdout, runID, res.dur, res.text, res.err)
+	} else if res.err == nil {
+		fmt.Fprint(stdout, res.text)
+		if !strings.HasSuffix(res.text, "\n") {
+			fmt.Fprintln(stdout)
+		}
+	}
+	if res.err != nil {
+		printError(stderr, res.err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+func reportLoadError(stderr, stdout io.Writer, asJSON bool, err error) int {
+	if asJSON {
+		writeEnvelope(stdout, "", 0, "", err)
+	}
+	printError(stderr, err)
+	return exitUsage
+}
+
+// printError writes the error and, when the failure arose in Starlark code,
+// its backtrace.
+func printError(w io.Writer, err error) {
+	fmt.Fprintf(w, "aml: error: %s\n", err)
+	var ee *eval.EvaluationError
+	if errors.As(err, &ee) && ee.Backtrace != "" {
+		fmt.Fprintf(w, "%s\n", ee.Backtrace)
+	}
+}
+
+func writeEnvelope(w io.Writer, runID string, dur time.Duration, text string, err error) {
+	env := map[string]any{
+		"runId":      runID,
+		"durationMs": math.Round(float64(dur.Microseconds())/100) / 10,
+		"success":    err == nil,
+		"result":     text,
+	}
+	if err != nil {
+		env["error"] = err.Error()
+		env["result"] = nil
+	}
+	b, _ := json.MarshalIndent(env, "", "  ")
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+// loadEnvFiles applies .env, .env.local, .env.<mode> and .env.<mode>.local
+// from the workflow's directory without overriding variables the process
+// already has, then the explicit runtime env file, which overrides
+// everything. Relative runtime env paths resolve from the working
+// directory first, then from the workflow directory.
+func loadEnvFiles(workflow, runtimeFile string) error {
+	dir := filepath.Dir(workflow)
+	mode := os.Getenv("AML_ENV")
+	if mode == "" {
+		mode = "development"
+	}
+	merged := map[string]string{}
+	for _, name := range []string{".env", ".env.local", ".env." + mode, ".env." + mode + ".local"} {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		vals, err := godotenv.Read(p)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", p, err)
+		}
+		for k, v := range vals {
+			merged[k] = v
+		}
+	}
+	for k, v := range merged {
+		if _, exists := os.LookupEnv(k); !exists {
+			os.Setenv(k, v)
+		}
+	}
+	if runtimeFile == "" {
+		return nil
+	}
+	p := runtimeFile
+	if _, err := os.Stat(p); err != nil && !filepath.IsAbs(p) {
+		if alt := filepath.Join(dir, runtimeFile); fileExists(alt) {
+			p = alt
+		}
+	}
+	vals, err := godotenv.Read(p)
+	if err != nil {
+		return fmt.Errorf("--runtime-env-file: %w", err)
+	}
+	for k, v := range vals {
+		os.Setenv(k, v)
+	}
+	return nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}

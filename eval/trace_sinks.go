@@ -1,0 +1,157 @@
+package eval
+
+import (
+	"encoding/json"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// ConsoleTracer writes trace events as the original's compact tree: two
+// spaces of indentation per span level, "▶" for a span start, "✓"/"✗"
+// for an ok/failed end with its duration, "•" for a point event, and
+// attributes as key=<JSON value> sorted by key. Streaming ACP chunk updates
+// (agent_message_chunk, agent_thought_chunk, tool_call_update) are omitted
+// to keep the tree readable. It is safe for concurrent use; each event is
+// written as one complete line.
+type ConsoleTracer struct {
+	w       io.Writer
+	capture bool
+	// NoDurations omits durations, for reproducible output in tests.
+	NoDurations bool
+
+	mu     sync.Mutex
+	depths map[string]int
+}
+
+// NewConsoleTracer returns a console tracer writing to w. With
+// captureContent it also receives sensitive content attributes.
+func NewConsoleTracer(w io.Writer, captureContent bool) *ConsoleTracer {
+	return &ConsoleTracer{w: w, capture: captureContent, depths: map[string]int{}}
+}
+
+// CaptureContent implements ContentCapturer.
+func (c *ConsoleTracer) CaptureContent() bool { return c.capture }
+
+var consoleHidden = map[string]bool{"agent_message_chunk": true, "agent_thought_chunk": true, "tool_call_update": true}
+
+// HandleTrace implements TraceSink.
+func (c *ConsoleTracer) HandleTrace(e Event) error {
+	if e.Type == PointEvent && e.Name == "acp.session.update" {
+		if s, _ := e.Attributes["sessionUpdate"].(string); consoleHidden[s] {
+			return nil
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	depth := 0
+	switch e.Type {
+	case SpanStart:
+		if e.ParentSpanID != "" {
+			if d, ok := c.depths[e.ParentSpanID]; ok {
+				depth = d + 1
+			}
+		}
+		c.depths[e.SpanID] = depth
+		indent(&b, depth)
+		b.WriteString("▶ ")
+		b.WriteString(spanLabel(e.Kind, e.Name))
+	case SpanEnd:
+		depth = c.depths[e.SpanID]
+		delete(c.depths, e.SpanID)
+		indent(&b, depth)
+		if e.Status == StatusError {
+			b.WriteString("✗ ")
+		} else {
+			b.WriteString("✓ ")
+		}
+		b.WriteString(spanLabel(e.Kind, e.Name))
+		if !c.NoDurations {
+			b.WriteByte(' ')
+			b.WriteString(FormatDuration(e.DurationMS))
+		}
+	default:
+		depth = c.depths[e.SpanID]
+		indent(&b, depth)
+		b.WriteString("• ")
+		b.WriteString(e.Name)
+	}
+	keys := make([]string, 0, len(e.Attributes))
+	for k := range e.Attributes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v, err := json.Marshal(e.Attributes[k])
+		if err != nil {
+			return err
+		}
+		b.WriteByte(' ')
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.Write(v)
+	}
+	b.WriteByte('\n')
+	_, err := io.WriteString(c.w, b.String())
+	return err
+}
+
+func indent(b *strings.Builder, depth int) {
+	for i := 0; i < depth; i++ {
+		b.WriteString("  ")
+	}
+}
+
+// spanLabel is "<kind> <name>", or just the name when it already starts
+// with "<kind>.".
+func spanLabel(kind, name string) string {
+	if kind == "" || strings.HasPrefix(name, kind+".") {
+		return name
+	}
+	return kind + " " + name
+}
+
+// FormatDuration renders milliseconds as the console tracer does: "8.1ms"
+// below 10 ms, "412ms" below a second, "1.2s" above.
+func FormatDuration(ms float64) string {
+	switch {
+	case ms < 10:
+		return strconv.FormatFloat(ms, 'f', 1, 64) + "ms"
+	case ms < 1000:
+		return strconv.FormatFloat(ms, 'f', 0, 64) + "ms"
+	}
+	return strconv.FormatFloat(ms/1000, 'f', 1, 64) + "s"
+}
+
+// JSONLinesTracer writes every event as one JSON object per line, in the
+// wire shape of Event.MarshalJSON. It is safe for concurrent use.
+type JSONLinesTracer struct {
+	w       io.Writer
+	capture bool
+	mu      sync.Mutex
+}
+
+// NewJSONLinesTracer returns a JSON-lines sink writing to w. With
+// captureContent it also receives sensitive content attributes.
+func NewJSONLinesTracer(w io.Writer, captureContent bool) *JSONLinesTracer {
+	return &JSONLinesTracer{w: w, capture: captureContent}
+}
+
+// CaptureContent implements ContentCapturer.
+func (j *JSONLinesTracer) CaptureContent() bool { return j.capture }
+
+// HandleTrace implements TraceSink.
+func (j *JSONLinesTracer) HandleTrace(e Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	_, err = j.w.Write(b)
+	return err
+}

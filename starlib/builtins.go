@@ -1,0 +1,480 @@
+package starlib
+
+import (
+	"fmt"
+	"strings"
+
+	"go.starlark.net/starlark"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/stdlib"
+)
+
+func init() {
+	register(
+		agentBuiltin, systemBuiltin, followUpBuiltin, blockBuiltin, fragmentBuiltin, parallelBuiltin,
+		componentBuiltin, evaluateBuiltin, evaluateAllBuiltin,
+		configureBuiltin, envBuiltin,
+	)
+}
+
+var childrenParam = Param{Name: "children", Type: "renderable", Variadic: true,
+	Doc: "Content in authored order: strings, numbers, None/booleans (nothing), lists (flattened) and AML nodes."}
+
+var agentBuiltin = &Builtin{
+	Name:  "agent",
+	Group: "nodes",
+	Doc: `Runs one provider session after its children resolved.
+
+The children form the initial prompt (trimmed); system() children extend the system prompt and follow_up() children add later turns of the same session. Child agents run first and their results take their authored position in the prompt. The node's result is the provider's final text. Text is concatenated without separators; use block() for blank-line separation.`,
+	Params: []Param{
+		childrenParam,
+		{Name: "provider", Type: "agent_provider | None", Default: "None", Doc: "Provider for this agent; None uses configure(agent_provider=) or the runtime default."},
+		{Name: "model", Type: "str | None", Default: "None", Doc: "Provider-owned model identifier, passed through."},
+		{Name: "system", Type: "str | None", Default: "None", Doc: "Fixed system text placed after the runtime system text and before system() children."},
+		{Name: "name", Type: "str | None", Default: "None", Doc: "Diagnostic name for traces and errors; never sent to the provider."},
+		{Name: "timeout_ms", Type: "int | None", Default: "None", Doc: "Positive bound in milliseconds on the provider session, counted once it holds a scheduler slot."},
+		{Name: "cwd", Type: "str | None", Default: "None", Doc: "Agent-local working directory inside the enclosing sandbox(); requires one."},
+		{Name: "permissions", Type: "dict | None", Default: "None", Doc: `Requested native controls: {"filesystem": "read-only"|"read-write", "network": bool, "shell": bool}; omitted keys keep read-write, True, True.`},
+	},
+	Returns: "an agent node",
+	Example: `agent("Review the change.", system("Be concise."), provider = echo)`,
+	impl:    agentImpl,
+}
+
+func agentImpl(c *call) (starlark.Value, error) {
+	kids, err := c.children()
+	if err != nil {
+		return nil, err
+	}
+	n := &eval.Agent{Children: kids, Model: c.str("model"), System: c.str("system"), Cwd: c.str("cwd"), Position: c.pos}
+	if p, ok := c.value("provider").(*AgentProviderValue); ok {
+		n.Provider = p.Provider
+	}
+	if c.has("name") {
+		name := c.str("name")
+		if name == "" || strings.TrimSpace(name) != name {
+			return nil, c.errorf("name must be a non-empty string without surrounding whitespace, got %q", name)
+		}
+		n.Name = name
+	}
+	if c.has("model") && strings.TrimSpace(n.Model) == "" {
+		return nil, c.errorf("model must be a non-empty string; omit it to use the provider default")
+	}
+	if ms, set, err := c.integer("timeout_ms"); err != nil {
+		return nil, err
+	} else if set {
+		if ms <= 0 {
+			return nil, c.errorf("timeout_ms must be a positive integer (milliseconds), got %d; omit it for no timeout", ms)
+		}
+		n.TimeoutMS = ms
+	}
+	if c.has("cwd") && n.Cwd == "" {
+		return nil, c.errorf("cwd must be a non-empty relative path")
+	}
+	if d, ok := c.value("permissions").(*starlark.Dict); ok {
+		p, err := permissions(c, d)
+		if err != nil {
+			return nil, err
+		}
+		n.Permissions = p
+	}
+	return nodeValue(n), nil
+}
+
+func permissions(c *call, d *starlark.Dict) (*eval.Permissions, error) {
+	p := eval.DefaultPermissions()
+	for _, item := range d.Items() {
+		k, ok := item[0].(starlark.String)
+		if !ok {
+			return nil, c.errorf("permissions keys must be strings, got %s", item[0].Type())
+		}
+		switch string(k) {
+		case "filesystem":
+			v, ok := item[1].(starlark.String)
+			if !ok || (v != "read-only" && v != "read-write") {
+				return nil, c.errorf(`permissions["filesystem"] must be "read-only" or "read-write", got %s`, item[1].String())
+			}
+			p.Filesystem = string(v)
+		case "network", "shell":
+			v, ok := item[1].(starlark.Bool)
+			if !ok {
+				return nil, c.errorf("permissions[%q] must be True or False, got %s", string(k), item[1].String())
+			}
+			if k == "network" {
+				p.Network = bool(v)
+			} else {
+				p.Shell = bool(v)
+			}
+		default:
+			msg := fmt.Sprintf("unknown permissions key %q", string(k))
+			if s := nearest(string(k), []string{"filesystem", "network", "shell"}); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			return nil, c.errorf("%s; valid keys are filesystem, network, shell", msg)
+		}
+	}
+	return &p, nil
+}
+
+var systemBuiltin = &Builtin{
+	Name:  "system",
+	Group: "nodes",
+	Doc: `Adds its resolved text to the system prompt of the nearest enclosing agent().
+
+The provider receives system text in this order: the runtime system text, the agent's system= prop, then system() children in authored order; empty fragments are omitted and the rest are trimmed and joined with newlines. Valid only inside agent(); it contributes nothing to the prompt.`,
+	Params:  []Param{childrenParam},
+	Returns: "a system node",
+	Example: `agent(system("Report only evidence."), "Review the patch.")`,
+	impl: func(c *call) (starlark.Value, error) {
+		kids, err := c.children()
+		if err != nil {
+			return nil, err
+		}
+		return nodeValue(&eval.System{Children: kids, Position: c.pos}), nil
+	},
+}
+
+var followUpBuiltin = &Builtin{
+	Name:  "follow_up",
+	Group: "nodes",
+	Doc: `Adds one later turn to the session of the nearest enclosing agent().
+
+Follow-ups are flat (one cannot contain another), keep authored order, and must resolve to non-empty text. Every turn counts toward max_turns_per_agent. After the first follow_up(), the agent's remaining children must be follow-ups (whitespace aside).`,
+	Params:  []Param{childrenParam},
+	Returns: "a follow_up node",
+	Example: `agent("Draft the plan.", follow_up("Estimate the risk of each step."))`,
+	impl: func(c *call) (starlark.Value, error) {
+		kids, err := c.children()
+		if err != nil {
+			return nil, err
+		}
+		return nodeValue(&eval.FollowUp{Children: kids, Position: c.pos}), nil
+	},
+}
+
+var blockBuiltin = &Builtin{
+	Name:  "block",
+	Group: "nodes",
+	Doc: `Adds exact blank-line separation around its children, optionally as a named section.
+
+With children it contributes "\n\n", the children, and "\n\n"; with no children (or only None/booleans) a single "\n\n". With tag= the children are wrapped in <tag>…</tag> lines; the tag is normalized to lowercase kebab-case ("Personal Data" -> personal-data) and dropped when no letters or digits remain. Children are not trimmed or escaped. multiline=True dedents direct string children (removing a leading and trailing blank line and the common indentation), for triple-quoted prompts. block() creates no scope.`,
+	Params: []Param{
+		childrenParam,
+		{Name: "tag", Type: "str | None", Default: "None", Doc: "Section name, normalized to lowercase kebab-case."},
+		{Name: "multiline", Type: "bool", Default: "False", Doc: "Dedent direct string children."},
+	},
+	Returns: "a block node",
+	Example: `block(findings, tag = "security review")`,
+	impl: func(c *call) (starlark.Value, error) {
+		kids, err := c.children()
+		if err != nil {
+			return nil, err
+		}
+		if c.boolean("multiline", false) {
+			for i, k := range kids {
+				if s, ok := k.(string); ok {
+					kids[i] = stdlib.Dedent(s)
+				}
+			}
+		}
+		return nodeValue(&eval.Block{Children: kids, Tag: c.str("tag"), Position: c.pos}), nil
+	},
+}
+
+var fragmentBuiltin = &Builtin{
+	Name:  "fragment",
+	Group: "nodes",
+	Doc: `Groups children without adding text, scope or concurrency; the same as a list.
+
+Agent-scoped children (system(), follow_up()) inside a fragment belong to the nearest enclosing agent(). A fragment adds no depth.`,
+	Params:  []Param{childrenParam},
+	Returns: "a fragment node",
+	Example: `fragment(system("Be concise."), "Review the change.")`,
+	impl: func(c *call) (starlark.Value, error) {
+		kids, err := c.children()
+		if err != nil {
+			return nil, err
+		}
+		return nodeValue(&eval.Fragment{Children: kids, Position: c.pos}), nil
+	},
+}
+
+var parallelBuiltin = &Builtin{
+	Name:  "parallel",
+	Group: "nodes",
+	Doc: `Evaluates independent branches concurrently and renders their text in authored order.
+
+Each argument is one branch; lists are flattened into branches and None/booleans contribute none; a fragment stays one branch. Branches share the evaluation's limits and agent scheduler (max_concurrent_agents is the only concurrency bound). It waits for every branch; if any failed, it fails with a ParallelError listing every failed branch index and its cause. No separators are inserted: wrap branches in block() to keep them apart. Agent-scoped nodes directly in a branch do not attach to an agent around the parallel().`,
+	Params:  []Param{{Name: "branches", Type: "renderable", Variadic: true, Doc: "The branches."}},
+	Returns: "a parallel node",
+	Example: `parallel([block(agent("Review " + k + "."), tag = k) for k in kinds])`,
+	impl: func(c *call) (starlark.Value, error) {
+		kids, err := c.children()
+		if err != nil {
+			return nil, err
+		}
+		return nodeValue(&eval.Parallel{Branches: kids, Position: c.pos}), nil
+	},
+}
+
+var componentBuiltin = &Builtin{
+	Name:  "component",
+	Group: "components",
+	Doc: `Turns a function into a lazy component.
+
+Review = component(_review) returns a callable; Review(files = x) builds a component node without running anything. The function body runs when the evaluator descends into the node, on its own thread, so it may call evaluate() and evaluate_all() to collect nested results before deciding what to return. Arguments are frozen when the node is built.`,
+	Params: []Param{
+		{Name: "fn", Type: "callable", Positional: true, Doc: "The component body; it returns a renderable value."},
+		{Name: "name", Type: "str | None", Default: "None", Doc: "Display name in traces and errors; defaults to the function name without leading underscores."},
+	},
+	Returns: "a callable component",
+	Example: `Review = component(_review)`,
+	impl: func(c *call) (starlark.Value, error) {
+		fn := c.value("fn").(starlark.Callable)
+		name := c.str("name")
+		if name == "" {
+			name = strings.TrimLeft(fn.Name(), "_")
+			if name == "" || name == "lambda" {
+				name = fn.Name()
+			}
+		}
+		fn.Freeze()
+		return &ComponentValue{fn: fn, name: name, pos: c.pos}, nil
+	},
+}
+
+var evaluateBuiltin = &Builtin{
+	Name:  "evaluate",
+	Group: "components",
+	Doc: `Resolves a value inside the current evaluation and returns its text (evaluate to collect).
+
+Only available while a component body runs (the entry function counts). The nested value inherits the evaluation's limits, scheduler, tracing and cancellation; its resources are released before evaluate() returns.`,
+	Params: []Param{
+		{Name: "value", Type: "renderable", Positional: true, Doc: "The value to resolve."},
+	},
+	Returns: "str",
+	Example: `finding = evaluate(agent("Find the riskiest change."))`,
+	impl: func(c *call) (starlark.Value, error) {
+		cc := componentOf(c.thread)
+		if cc == nil {
+			return nil, fmt.Errorf("evaluate() is only available while an AML component is active; call it inside a component body (or the entry function), not at top level or in a provider callback")
+		}
+		v, err := toRenderable(c.value("value"), "evaluate() argument")
+		if err != nil {
+			return nil, err
+		}
+		text, err := cc.Evaluate(v)
+		if err != nil {
+			return nil, err
+		}
+		return starlark.String(text), nil
+	},
+}
+
+var evaluateAllBuiltin = &Builtin{
+	Name:  "evaluate_all",
+	Group: "components",
+	Doc: `Resolves several values concurrently and returns their texts in authored order.
+
+Like evaluate() but for a list: the values run concurrently (bounded by max_concurrent_agents), evaluate_all() waits for all of them, and fails with a ParallelError listing every failed index when any failed.`,
+	Params: []Param{
+		{Name: "values", Type: "list", Positional: true, Doc: "The values to resolve."},
+	},
+	Returns: "list of str",
+	Example: `a, b = evaluate_all([agent("Review correctness."), agent("Review security.")])`,
+	impl: func(c *call) (starlark.Value, error) {
+		cc := componentOf(c.thread)
+		if cc == nil {
+			return nil, fmt.Errorf("evaluate_all() is only available while an AML component is active; call it inside a component body (or the entry function)")
+		}
+		seq := c.value("values").(starlark.Indexable)
+		vals := make([]any, seq.Len())
+		for i := range vals {
+			v, err := toRenderable(seq.Index(i), fmt.Sprintf("evaluate_all() value %d", i))
+			if err != nil {
+				return nil, err
+			}
+			vals[i] = v
+		}
+		texts, err := cc.EvaluateAll(vals, c.pos)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]starlark.Value, len(texts))
+		for i, t := range texts {
+			out[i] = starlark.String(t)
+		}
+		return starlark.NewList(out), nil
+	},
+}
+
+var limitParams = []Param{
+	{Name: "max_agent_calls", Type: "int | None", Default: "None", Doc: "Provider-backed agent sessions per evaluation (default 32; 0 disables)."},
+	{Name: "max_concurrent_agents", Type: "int | None", Default: "None", Doc: "Active agent provider calls (default 4; 0 disables)."},
+	{Name: "max_depth", Type: "int | None", Default: "None", Doc: "Nested component/primitive depth; lists add none (default 16; 0 disables)."},
+	{Name: "max_turns_per_agent", Type: "int | None", Default: "None", Doc: "Initial prompt plus follow-ups of one agent (default 16; 0 disables)."},
+}
+
+var configureBuiltin = &Builtin{
+	Name:  "configure",
+	Group: "runtime",
+	Doc: `Sets runtime options for this workflow: default providers, system text, allow-lists and limits.
+
+Call it at most once, at top level of the entry file. Precedence, lowest first: built-in defaults, configure(), then CLI flags and Go options. A provider= on a node always wins for that node.`,
+	Params: append([]Param{
+		{Name: "agent_provider", Type: "agent_provider | None", Default: "None", Doc: "Default provider of agent() nodes without provider=."},
+		{Name: "system", Type: "str | None", Default: "None", Doc: "First system fragment of every agent."},
+		{Name: "allowed_tools", Type: "list | None", Default: "None", Doc: "Exact names of tools that may be granted to agents (unrestricted when omitted)."},
+		{Name: "allowed_mcp_servers", Type: "list | None", Default: "None", Doc: "Exact names of MCP servers that may be granted (unrestricted when omitted)."},
+	}, limitParams...),
+	Returns: "None",
+	Example: `configure(agent_provider = deterministic_agent(), max_agent_calls = 8)`,
+	impl:    configureImpl,
+}
+
+func configureImpl(c *call) (starlark.Value, error) {
+	e := envOf(c.thread)
+	chain, _ := c.thread.Local(keyModule).([]string)
+	if e == nil || len(chain) != 1 || c.thread.CallStackDepth() != 2 || componentOf(c.thread) != nil {
+		return nil, fmt.Errorf("configure() is only valid at top level of the entry file; move it out of functions and loaded modules")
+	}
+	if e.configured {
+		return nil, fmt.Errorf("configure() may be called only once (first call at %s); merge the options into one call", e.config.Pos)
+	}
+	cfg := Config{Pos: c.pos}
+	if p, ok := c.value("agent_provider").(*AgentProviderValue); ok {
+		cfg.AgentProvider = p.Provider
+	}
+	if c.has("system") {
+		s := c.str("system")
+		cfg.System = &s
+	}
+	for _, f := range []struct {
+		name string
+		dst  *[]string
+	}{{"allowed_tools", &cfg.AllowedTools}, {"allowed_mcp_servers", &cfg.AllowedMCPServers}} {
+		if v := c.value(f.name); v != nil {
+			names, err := stringList(v)
+			if err != nil {
+				return nil, c.errorf("%s %v", f.name, err)
+			}
+			*f.dst = names
+		}
+	}
+	for _, f := range []struct {
+		name string
+		dst  **int
+	}{
+		{"max_agent_calls", &cfg.MaxAgentCalls},
+		{"max_concurrent_agents", &cfg.MaxConcurrentAgents},
+		{"max_depth", &cfg.MaxDepth},
+		{"max_turns_per_agent", &cfg.MaxTurnsPerAgent},
+	} {
+		n, set, err := c.integer(f.name)
+		if err != nil {
+			return nil, err
+		}
+		if !set {
+			continue
+		}
+		if n < 0 || n > 1<<31 {
+			return nil, c.errorf("%s must be a non-negative integer (0 disables the limit), got %d", f.name, n)
+		}
+		v := int(n)
+		*f.dst = &v
+	}
+	e.config = cfg
+	e.configured = true
+	return starlark.None, nil
+}
+
+// stringList converts a list or tuple of strings.
+func stringList(v starlark.Value) ([]string, error) {
+	seq, ok := v.(starlark.Indexable)
+	if !ok {
+		return nil, fmt.Errorf("must be a list of strings, got %s", v.Type())
+	}
+	out := make([]string, seq.Len())
+	for i := range out {
+		s, ok := seq.Index(i).(starlark.String)
+		if !ok {
+			return nil, fmt.Errorf("must be a list of strings, element %d is %s", i, seq.Index(i).Type())
+		}
+		out[i] = string(s)
+	}
+	return out, nil
+}
+
+var envBuiltin = &Builtin{
+	Name:  "env",
+	Group: "runtime",
+	Doc: `Returns an environment variable, or default when it is not set.
+
+The CLI reads .env, .env.local, .env.<mode> and .env.<mode>.local beside the workflow file first (mode is AML_ENV, else development); variables of the process win over those files, and --runtime-env-file applies last.`,
+	Params: []Param{
+		{Name: "name", Type: "str", Positional: true, Doc: "Variable name."},
+		{Name: "default", Type: "str | None", Default: "None", Positional: true, Doc: "Value when the variable is not set."},
+	},
+	Returns: "str or the default",
+	Example: `channel = env("RELEASE_CHANNEL", "preview")`,
+	impl: func(c *call) (starlark.Value, error) {
+		e := envOf(c.thread)
+		name := c.str("name")
+		if name == "" {
+			return nil, c.errorf("name must be a non-empty string")
+		}
+		if e != nil {
+			if v, ok := e.lookupEnv(name); ok {
+				return starlark.String(v), nil
+			}
+		}
+		if d := c.value("default"); d != nil {
+			return d, nil
+		}
+		return starlark.None, nil
+	},
+}
+
+// ComponentValue is the Starlark value returned by component(): calling
+// it builds a lazy component node.
+type ComponentValue struct {
+	fn   starlark.Callable
+	name string
+	pos  eval.Position
+}
+
+var _ starlark.Callable = (*ComponentValue)(nil)
+
+// String implements starlark.Value.
+func (v *ComponentValue) String() string { return fmt.Sprintf("<component %s>", v.name) }
+
+// Type implements starlark.Value.
+func (v *ComponentValue) Type() string { return "component" }
+
+// Freeze implements starlark.Value; the body was frozen by component().
+func (v *ComponentValue) Freeze() {}
+
+// Truth implements starlark.Value.
+func (v *ComponentValue) Truth() starlark.Bool { return starlark.True }
+
+// Hash implements starlark.Value by identity.
+func (v *ComponentValue) Hash() (uint32, error) { return identityHash(v), nil }
+
+// Name implements starlark.Callable.
+func (v *ComponentValue) Name() string { return v.name }
+
+// CallInternal builds the component node; the body does not run yet. The
+// arguments are frozen because the body may run on another goroutine.
+func (v *ComponentValue) CallInternal(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	e := envOf(thread)
+	if e == nil {
+		return nil, fmt.Errorf("component %s called outside an AML workflow", v.name)
+	}
+	args.Freeze()
+	for _, kv := range kwargs {
+		kv.Freeze()
+	}
+	pos := callerPos(thread)
+	return nodeValue(&eval.Component{Name: v.name, Position: pos, Fn: e.componentBody(v.fn, args, kwargs, v.name, pos)}), nil
+}

@@ -1,0 +1,385 @@
+package starlib
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+
+	"github.com/aml-go/aml/eval"
+)
+
+// Param describes one parameter of a builtin. The same description drives
+// argument unpacking, type checks, `aml doc` and editor help.
+type Param struct {
+	// Name is the parameter name; a variadic parameter is written without
+	// the star (its Variadic field is set).
+	Name string
+	// Type is the accepted types, separated by " | ": str, int, bool,
+	// None, dict, list, callable, renderable, agent_provider, component,
+	// any.
+	Type string
+	// Default is the default value as Starlark source, or "" when the
+	// parameter is required.
+	Default string
+	// Doc says what the parameter does.
+	Doc string
+	// Variadic marks *children-style parameters that collect the remaining
+	// positional arguments.
+	Variadic bool
+	// Positional lets the parameter be passed by position (it precedes the
+	// variadic parameter); other named parameters are keyword-only.
+	Positional bool
+}
+
+// Builtin is one predeclared function: its reference documentation and its
+// implementation.
+type Builtin struct {
+	// Name is the Starlark name.
+	Name string
+	// Group orders the reference ("nodes", "components", "runtime",
+	// "providers", "values").
+	Group string
+	// Doc is the reference text: the first sentence summarizes.
+	Doc string
+	// Params are the parameters in declaration order.
+	Params []Param
+	// Returns describes the result.
+	Returns string
+	// Example is a short usage example.
+	Example string
+	impl    func(c *call) (starlark.Value, error)
+}
+
+// Signature renders the builtin's Starlark signature, e.g.
+// `agent(*children, provider=None, model=None)`.
+func (b *Builtin) Signature() string {
+	var parts []string
+	for _, p := range b.Params {
+		switch {
+		case p.Variadic:
+			parts = append(parts, "*"+p.Name)
+		case p.Default == "":
+			parts = append(parts, p.Name)
+		default:
+			parts = append(parts, p.Name+"="+p.Default)
+		}
+	}
+	return b.Name + "(" + strings.Join(parts, ", ") + ")"
+}
+
+// Summary returns the first sentence of the builtin's documentation.
+func (b *Builtin) Summary() string {
+	doc := b.Doc
+	if i := strings.Index(doc, ". "); i >= 0 {
+		doc = doc[:i+1]
+	}
+	if i := strings.IndexByte(doc, '\n'); i >= 0 {
+		doc = doc[:i]
+	}
+	return doc
+}
+
+// Catalog returns every predeclared builtin, sorted by group then name.
+// The result is shared and must not be modified.
+func Catalog() []*Builtin { return catalog }
+
+// Lookup returns the builtin named name.
+func Lookup(name string) (*Builtin, bool) {
+	b, ok := byName[name]
+	return b, ok
+}
+
+var (
+	catalog []*Builtin
+	byName  = map[string]*Builtin{}
+)
+
+var groupOrder = map[string]int{"nodes": 0, "components": 1, "runtime": 2, "providers": 3, "values": 4}
+
+func register(bs ...*Builtin) {
+	for _, b := range bs {
+		if _, dup := byName[b.Name]; dup {
+			panic("duplicate builtin " + b.Name)
+		}
+		byName[b.Name] = b
+		catalog = append(catalog, b)
+	}
+	sort.SliceStable(catalog, func(i, j int) bool {
+		gi, gj := groupOrder[catalog[i].Group], groupOrder[catalog[j].Group]
+		if gi != gj {
+			return gi < gj
+		}
+		return catalog[i].Name < catalog[j].Name
+	})
+}
+
+// value returns the Starlark builtin function for b.
+func (b *Builtin) value() *starlark.Builtin {
+	return starlark.NewBuiltin(b.Name, func(thread *starlark.Thread, fn *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		c, err := b.unpack(thread, args, kwargs)
+		if err != nil {
+			return nil, err
+		}
+		return b.impl(c)
+	})
+}
+
+// call is one invocation of a builtin with its unpacked arguments.
+type call struct {
+	b      *Builtin
+	thread *starlark.Thread
+	pos    eval.Position
+	vals   []starlark.Value // by parameter index; nil when omitted
+	rest   starlark.Tuple   // variadic arguments
+}
+
+// unpack matches args and kwargs to b's parameters and checks their types.
+func (b *Builtin) unpack(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (*call, error) {
+	c := &call{b: b, thread: thread, pos: callerPos(thread), vals: make([]starlark.Value, len(b.Params))}
+	variadic := -1
+	i := 0
+	for pi, p := range b.Params {
+		if p.Variadic {
+			variadic = pi
+			break
+		}
+		if !p.Positional {
+			break
+		}
+		if i < len(args) {
+			c.vals[pi] = args[i]
+			i++
+		}
+	}
+	if i < len(args) {
+		if variadic < 0 {
+			return nil, fmt.Errorf("%s: got %d positional arguments, want at most %d (see `aml doc %s`)", b.Name, len(args), i, b.Name)
+		}
+		c.rest = args[i:]
+	}
+	for _, kv := range kwargs {
+		k := string(kv[0].(starlark.String))
+		pi := b.param(k)
+		if pi < 0 || b.Params[pi].Variadic {
+			msg := fmt.Sprintf("%s: unexpected keyword argument %q", b.Name, k)
+			if s := nearest(k, b.keywordNames()); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			return nil, fmt.Errorf("%s; %s accepts %s", msg, b.Name, strings.Join(b.keywordNames(), ", "))
+		}
+		if c.vals[pi] != nil {
+			return nil, fmt.Errorf("%s: got multiple values for argument %q", b.Name, k)
+		}
+		c.vals[pi] = kv[1]
+	}
+	for pi, p := range b.Params {
+		v := c.vals[pi]
+		if p.Variadic {
+			continue
+		}
+		if v == nil {
+			if p.Default == "" {
+				return nil, fmt.Errorf("%s: missing argument %q", b.Name, p.Name)
+			}
+			continue
+		}
+		if v == starlark.None && p.Default == "None" {
+			c.vals[pi] = nil
+			continue
+		}
+		if !accepts(p.Type, v) {
+			return nil, fmt.Errorf("%s: %s must be %s, got %s", b.Name, p.Name, describeType(p.Type), describeValue(v))
+		}
+	}
+	return c, nil
+}
+
+func (b *Builtin) param(name string) int {
+	for i, p := range b.Params {
+		if p.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (b *Builtin) keywordNames() []string {
+	var names []string
+	for _, p := range b.Params {
+		if !p.Variadic {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
+// accepts reports whether v matches one of the types in typ.
+func accepts(typ string, v starlark.Value) bool {
+	for _, t := range strings.Split(typ, " | ") {
+		switch t {
+		case "any", "renderable":
+			return true
+		case "str":
+			if _, ok := v.(starlark.String); ok {
+				return true
+			}
+		case "int":
+			if _, ok := v.(starlark.Int); ok {
+				return true
+			}
+		case "bool":
+			if _, ok := v.(starlark.Bool); ok {
+				return true
+			}
+		case "None":
+			if v == starlark.None {
+				return true
+			}
+		case "dict":
+			if _, ok := v.(*starlark.Dict); ok {
+				return true
+			}
+		case "list":
+			switch v.(type) {
+			case *starlark.List, starlark.Tuple:
+				return true
+			}
+		case "callable":
+			if _, ok := v.(starlark.Callable); ok {
+				return true
+			}
+		case "agent_provider":
+			if _, ok := v.(*AgentProviderValue); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func describeType(typ string) string {
+	parts := strings.Split(typ, " | ")
+	for i, p := range parts {
+		switch p {
+		case "str":
+			parts[i] = "a string"
+		case "int":
+			parts[i] = "an int"
+		case "bool":
+			parts[i] = "a bool"
+		case "dict":
+			parts[i] = "a dict"
+		case "list":
+			parts[i] = "a list"
+		case "callable":
+			parts[i] = "a function"
+		case "agent_provider":
+			parts[i] = "an agent provider (such as deterministic_agent())"
+		}
+	}
+	return strings.Join(parts, " or ")
+}
+
+func describeValue(v starlark.Value) string {
+	switch v := v.(type) {
+	case starlark.String:
+		s := string(v)
+		if len(s) > 40 {
+			s = s[:37] + "..."
+		}
+		return fmt.Sprintf("string %q", s)
+	case starlark.Int, starlark.Bool:
+		return fmt.Sprintf("%s %s", v.Type(), v.String())
+	}
+	return v.Type()
+}
+
+// callerPos returns the position of the Starlark code that called the
+// current builtin.
+func callerPos(thread *starlark.Thread) eval.Position {
+	if thread.CallStackDepth() < 2 {
+		return eval.Position{}
+	}
+	return toPos(thread.CallFrame(1).Pos)
+}
+
+func toPos(p syntax.Position) eval.Position {
+	return eval.Position{File: p.Filename(), Line: p.Line, Col: p.Col}
+}
+
+// Argument accessors. Each returns the zero value when the argument was
+// omitted (or None with a None default).
+
+func (c *call) has(name string) bool { return c.vals[c.b.param(name)] != nil }
+
+func (c *call) value(name string) starlark.Value { return c.vals[c.b.param(name)] }
+
+func (c *call) str(name string) string {
+	if v, ok := c.value(name).(starlark.String); ok {
+		return string(v)
+	}
+	return ""
+}
+
+func (c *call) boolean(name string, def bool) bool {
+	if v, ok := c.value(name).(starlark.Bool); ok {
+		return bool(v)
+	}
+	return def
+}
+
+func (c *call) integer(name string) (int64, bool, error) {
+	v, ok := c.value(name).(starlark.Int)
+	if !ok {
+		return 0, false, nil
+	}
+	n, exact := v.Int64()
+	if !exact {
+		return 0, true, fmt.Errorf("%s: %s is out of range", c.b.Name, name)
+	}
+	return n, true, nil
+}
+
+// children converts the variadic arguments to renderables.
+func (c *call) children() ([]any, error) {
+	return toRenderables(c.rest, c.b.Name+"() argument")
+}
+
+// errorf returns an error for this call.
+func (c *call) errorf(format string, args ...any) error {
+	return fmt.Errorf(c.b.Name+": "+format, args...)
+}
+
+// nearest returns the candidate closest to s by edit distance, if close.
+func nearest(s string, candidates []string) string {
+	best, bestD := "", len(s)/2+1
+	for _, c := range candidates {
+		if d := editDistance(s, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

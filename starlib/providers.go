@@ -1,0 +1,245 @@
+package starlib
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/deterministic"
+)
+
+func init() {
+	register(deterministicAgentBuiltin)
+}
+
+var deterministicAgentBuiltin = &Builtin{
+	Name:  "deterministic_agent",
+	Group: "providers",
+	Doc: `Returns a credential-free agent provider that answers with a Starlark function.
+
+respond(req) receives the resolved request: req.prompt (str), req.follow_ups (list of str), req.system (str), req.model (str or None), req.name (str or None), req.tools, req.mcp_servers, req.skills (lists of names), req.output_schema (dict or None) and req.call_index (int, zero-based per provider). It returns a string, or a dict {"text": ..., "structured": ..., "messages": [...]}. Without respond the provider echoes the initial prompt. respond runs with the component capability masked: evaluate() is not available there. Every call is recorded (see the Go API of providers/deterministic).`,
+	Params: []Param{
+		{Name: "respond", Type: "callable | None", Default: "None", Doc: "Function computing the response from the request."},
+		{Name: "name", Type: "str", Default: `"deterministic"`, Doc: "Provider name shown in traces."},
+		{Name: "supports_sandbox", Type: "bool", Default: "False", Doc: "Accept an enclosing sandbox()."},
+	},
+	Returns: "an agent provider",
+	Example: `echo = deterministic_agent(respond = lambda req: "Resolved: " + req.prompt)`,
+	impl:    deterministicAgentImpl,
+}
+
+func deterministicAgentImpl(c *call) (starlark.Value, error) {
+	opts := deterministic.Options{Name: c.str("name"), SupportsSandbox: c.boolean("supports_sandbox", false)}
+	if c.has("name") && opts.Name == "" {
+		return nil, c.errorf("name must be a non-empty string")
+	}
+	if fn, ok := c.value("respond").(starlark.Callable); ok {
+		e := envOf(c.thread)
+		if e == nil {
+			return nil, c.errorf("called outside an AML workflow")
+		}
+		fn.Freeze()
+		opts.Respond = respondFunc(e, fn, c.pos)
+	}
+	p, err := deterministic.New(opts)
+	if err != nil {
+		return nil, c.errorf("%v", err)
+	}
+	return &AgentProviderValue{Provider: p}, nil
+}
+
+// respondFunc calls a Starlark respond function on its own thread, with
+// the component capability masked.
+func respondFunc(e *env, fn starlark.Callable, pos eval.Position) deterministic.RespondFunc {
+	return func(ctx context.Context, req *eval.AgentRequest, idx int) (*eval.AgentResponse, error) {
+		th, stop := e.newThread(ctx, "respond")
+		defer stop()
+		v, err := starlark.Call(th, fn, starlark.Tuple{requestValue(req, idx)}, nil)
+		if err != nil {
+			return nil, fromStarlark(ctx, err, pos)
+		}
+		resp, err := responseOf(v)
+		if err != nil {
+			return nil, &eval.EvaluationError{Msg: "respond " + err.Error(), Pos: pos}
+		}
+		return resp, nil
+	}
+}
+
+// requestValue builds the frozen req struct handed to respond.
+func requestValue(req *eval.AgentRequest, idx int) starlark.Value {
+	strs := func(ss []string) *starlark.List {
+		vs := make([]starlark.Value, len(ss))
+		for i, s := range ss {
+			vs[i] = starlark.String(s)
+		}
+		return starlark.NewList(vs)
+	}
+	optional := func(s string) starlark.Value {
+		if s == "" {
+			return starlark.None
+		}
+		return starlark.String(s)
+	}
+	var schema starlark.Value = starlark.None
+	if req.Output != nil {
+		schema = fromGo(req.Output.JSONSchema)
+	}
+	v := starlarkstruct.FromStringDict(starlark.String("request"), starlark.StringDict{
+		"prompt":        starlark.String(req.Prompt),
+		"follow_ups":    strs(req.FollowUps),
+		"system":        starlark.String(req.System),
+		"model":         optional(req.Model),
+		"name":          optional(req.Name),
+		"tools":         strs(nil),
+		"mcp_servers":   strs(nil),
+		"skills":        strs(nil),
+		"output_schema": schema,
+		"call_index":    starlark.MakeInt(idx),
+	})
+	v.Freeze()
+	return v
+}
+
+// responseOf converts what respond returned.
+func responseOf(v starlark.Value) (*eval.AgentResponse, error) {
+	switch v := v.(type) {
+	case starlark.String:
+		return &eval.AgentResponse{Text: string(v)}, nil
+	case *starlark.Dict:
+		resp := &eval.AgentResponse{}
+		for _, item := range v.Items() {
+			k, _ := item[0].(starlark.String)
+			switch string(k) {
+			case "text":
+				s, ok := item[1].(starlark.String)
+				if !ok {
+					return nil, fmt.Errorf(`returned {"text": %s}; text must be a string`, item[1].Type())
+				}
+				resp.Text = string(s)
+			case "structured":
+				g, err := toGo(item[1])
+				if err != nil {
+					return nil, fmt.Errorf(`returned a "structured" value that is not JSON data: %w`, err)
+				}
+				resp.Structured = g
+			case "messages":
+				msgs, err := stringList(item[1])
+				if err != nil {
+					return nil, fmt.Errorf(`"messages" %w`, err)
+				}
+				resp.Messages = msgs
+			default:
+				return nil, fmt.Errorf("returned a dict with unknown key %s; valid keys are text, structured, messages", item[0].String())
+			}
+		}
+		return resp, nil
+	}
+	return nil, fmt.Errorf(`must return a string or a dict {"text": ..., "structured": ..., "messages": [...]}, got %s`, v.Type())
+}
+
+// toGo converts Starlark data to JSON-like Go values: map[string]any,
+// []any, string, int64 or float64 for numbers, bool and nil.
+func toGo(v starlark.Value) (any, error) {
+	switch v := v.(type) {
+	case starlark.NoneType:
+		return nil, nil
+	case starlark.Bool:
+		return bool(v), nil
+	case starlark.String:
+		return string(v), nil
+	case starlark.Int:
+		if n, ok := v.Int64(); ok {
+			return n, nil
+		}
+		return nil, fmt.Errorf("integer %s is out of range", v)
+	case starlark.Float:
+		f := float64(v)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("%s is not a JSON number", v)
+		}
+		return f, nil
+	case *starlark.Dict:
+		m := make(map[string]any, v.Len())
+		for _, item := range v.Items() {
+			k, ok := item[0].(starlark.String)
+			if !ok {
+				return nil, fmt.Errorf("dict key %s is not a string", item[0].String())
+			}
+			g, err := toGo(item[1])
+			if err != nil {
+				return nil, err
+			}
+			m[string(k)] = g
+		}
+		return m, nil
+	case starlark.Indexable:
+		if _, ok := v.(starlark.String); !ok {
+			out := make([]any, v.Len())
+			for i := range out {
+				g, err := toGo(v.Index(i))
+				if err != nil {
+					return nil, err
+				}
+				out[i] = g
+			}
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("a %s is not JSON data", v.Type())
+}
+
+// fromGo converts JSON-like Go values to frozen Starlark values.
+func fromGo(g any) starlark.Value {
+	var v starlark.Value
+	switch g := g.(type) {
+	case nil:
+		v = starlark.None
+	case bool:
+		v = starlark.Bool(g)
+	case string:
+		v = starlark.String(g)
+	case int64:
+		v = starlark.MakeInt64(g)
+	case int:
+		v = starlark.MakeInt(g)
+	case float64:
+		if g == math.Trunc(g) && math.Abs(g) < 1<<53 {
+			v = starlark.MakeInt64(int64(g))
+		} else {
+			v = starlark.Float(g)
+		}
+	case map[string]any:
+		d := starlark.NewDict(len(g))
+		for _, k := range sortedKeys(g) {
+			_ = d.SetKey(starlark.String(k), fromGo(g[k]))
+		}
+		v = d
+	case []any:
+		vs := make([]starlark.Value, len(g))
+		for i, x := range g {
+			vs[i] = fromGo(x)
+		}
+		v = starlark.NewList(vs)
+	default:
+		v = starlark.String(strings.TrimSpace(fmt.Sprint(g)))
+	}
+	v.Freeze()
+	return v
+}
+
+// sortedKeys returns the keys of a string-keyed map, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,123 @@
+package starlib
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.starlark.net/starlark"
+
+	"github.com/aml-go/aml/eval"
+)
+
+// Thread-local keys. State is reached through thread locals, never through
+// mutable package globals.
+const (
+	keyEnv       = "aml.env"
+	keyComponent = "aml.component"
+	keyModule    = "aml.module"
+)
+
+// envOf returns the workflow environment of a thread.
+func envOf(thread *starlark.Thread) *env {
+	e, _ := thread.Local(keyEnv).(*env)
+	return e
+}
+
+// componentOf returns the active component of a thread, or nil when the
+// thread runs no component body (module top level, provider callbacks).
+func componentOf(thread *starlark.Thread) *eval.ComponentContext {
+	cc, _ := thread.Local(keyComponent).(*eval.ComponentContext)
+	return cc
+}
+
+// newThread returns a thread for one component body or callback. It
+// inherits print and load from the environment; cancel it with the
+// returned stop function's counterpart: the thread is cancelled when ctx
+// is done, until stop is called.
+func (e *env) newThread(ctx context.Context, name string) (*starlark.Thread, func() bool) {
+	th := &starlark.Thread{Name: name, Print: e.print, Load: e.load}
+	th.SetLocal(keyEnv, e)
+	stop := context.AfterFunc(ctx, func() {
+		reason := "evaluation cancelled"
+		if cause := context.Cause(ctx); cause != nil {
+			reason = cause.Error()
+		}
+		th.Cancel(reason)
+	})
+	return th, stop
+}
+
+// fromStarlark converts an error from Starlark code into an evaluation
+// error. Errors that already carry an authored position (evaluation errors
+// from nested nodes, parallel errors, tool errors) pass through unchanged;
+// other Starlark errors get the position of the innermost Starlark frame
+// and the backtrace. A cancelled context yields its cause.
+func fromStarlark(ctx context.Context, err error, fallback eval.Position) error {
+	if ctx != nil && ctx.Err() != nil {
+		var ee *eval.EvaluationError
+		if errors.As(err, &ee) {
+			return ee
+		}
+		cause := context.Cause(ctx)
+		return &eval.EvaluationError{Msg: "evaluation cancelled", Pos: fallback, Err: cause}
+	}
+	var (
+		ee *eval.EvaluationError
+		pe *eval.ParallelError
+		ti *eval.ToolInputError
+		to *eval.ToolOutputError
+	)
+	switch {
+	case errors.As(err, &pe):
+		return pe
+	case errors.As(err, &ee):
+		return ee
+	case errors.As(err, &ti):
+		return ti
+	case errors.As(err, &to):
+		return to
+	}
+	var se *starlark.EvalError
+	if errors.As(err, &se) {
+		pos := fallback
+		for i := len(se.CallStack) - 1; i >= 0; i-- {
+			if p := se.CallStack[i].Pos; p.Filename() != "<builtin>" && p.IsValid() {
+				pos = toPos(p)
+				break
+			}
+		}
+		return &eval.EvaluationError{Msg: se.Msg, Pos: pos, Backtrace: se.Backtrace(), Err: unwrapCause(se)}
+	}
+	return &eval.EvaluationError{Msg: err.Error(), Pos: fallback}
+}
+
+// unwrapCause returns the Go error behind a Starlark error when it is not
+// just the message itself.
+func unwrapCause(se *starlark.EvalError) error {
+	cause := se.Unwrap()
+	if cause == nil || cause.Error() == se.Msg {
+		return nil
+	}
+	return cause
+}
+
+// componentBody adapts a Starlark callable to an eval.ComponentFunc. The
+// body runs on its own thread whose component local is the active
+// component, so evaluate() works inside it.
+func (e *env) componentBody(fn starlark.Callable, args starlark.Tuple, kwargs []starlark.Tuple, name string, pos eval.Position) eval.ComponentFunc {
+	return func(cc *eval.ComponentContext) (any, error) {
+		th, stop := e.newThread(cc.Context(), "component "+name)
+		defer stop()
+		th.SetLocal(keyComponent, cc)
+		v, err := starlark.Call(th, fn, args, kwargs)
+		if err != nil {
+			return nil, fromStarlark(cc.Context(), err, pos)
+		}
+		r, err := toRenderable(v, fmt.Sprintf("component %s returned a value that", name))
+		if err != nil {
+			return nil, &eval.EvaluationError{Msg: err.Error(), Pos: pos}
+		}
+		return r, nil
+	}
+}

@@ -1,0 +1,166 @@
+package starlib
+
+import (
+	"errors"
+	"fmt"
+
+	"go.starlark.net/starlark"
+
+	"github.com/aml-go/aml/eval"
+)
+
+// NodeValue is the Starlark value of an AML node. It is immutable and
+// hashable by identity.
+type NodeValue struct {
+	Node eval.Node
+}
+
+var (
+	_ starlark.Value    = (*NodeValue)(nil)
+	_ starlark.HasAttrs = (*NodeValue)(nil)
+)
+
+// String implements starlark.Value.
+func (v *NodeValue) String() string {
+	return fmt.Sprintf("<%s at %s>", v.Node.Kind(), v.Node.Pos())
+}
+
+// Type implements starlark.Value: the builtin name of the node ("agent").
+func (v *NodeValue) Type() string { return v.Node.Kind() }
+
+// Freeze implements starlark.Value; nodes are immutable.
+func (v *NodeValue) Freeze() {}
+
+// Truth implements starlark.Value; nodes are always true.
+func (v *NodeValue) Truth() starlark.Bool { return starlark.True }
+
+// Hash implements starlark.Value by identity.
+func (v *NodeValue) Hash() (uint32, error) { return identityHash(v.Node), nil }
+
+// Attr exposes the node's kind and source position for introspection.
+func (v *NodeValue) Attr(name string) (starlark.Value, error) {
+	switch name {
+	case "kind":
+		return starlark.String(v.Node.Kind()), nil
+	case "source":
+		return starlark.String(v.Node.Pos().String()), nil
+	}
+	return nil, nil
+}
+
+// AttrNames implements starlark.HasAttrs.
+func (v *NodeValue) AttrNames() []string { return []string{"kind", "source"} }
+
+// AgentProviderValue is the Starlark value of an agent provider, as
+// returned by deterministic_agent() and the other provider factories.
+type AgentProviderValue struct {
+	Provider eval.AgentProvider
+}
+
+// String implements starlark.Value.
+func (v *AgentProviderValue) String() string {
+	return fmt.Sprintf("<agent_provider %q>", v.Provider.Name())
+}
+
+// Type implements starlark.Value.
+func (v *AgentProviderValue) Type() string { return "agent_provider" }
+
+// Freeze implements starlark.Value; providers are immutable values.
+func (v *AgentProviderValue) Freeze() {}
+
+// Truth implements starlark.Value.
+func (v *AgentProviderValue) Truth() starlark.Bool { return starlark.True }
+
+// Hash implements starlark.Value by identity.
+func (v *AgentProviderValue) Hash() (uint32, error) {
+	return identityHash(v.Provider), nil
+}
+
+// Attr exposes the provider's name.
+func (v *AgentProviderValue) Attr(name string) (starlark.Value, error) {
+	if name == "name" {
+		return starlark.String(v.Provider.Name()), nil
+	}
+	return nil, nil
+}
+
+// AttrNames implements starlark.HasAttrs.
+func (v *AgentProviderValue) AttrNames() []string { return []string{"name"} }
+
+// identityHash hashes the address of a pointer value.
+func identityHash(x any) uint32 {
+	p := fmt.Sprintf("%p", x)
+	var h uint32 = 2166136261
+	for i := 0; i < len(p); i++ {
+		h = (h ^ uint32(p[i])) * 16777619
+	}
+	return h
+}
+
+// errUnrenderable is wrapped by renderability errors.
+var errUnrenderable = errors.New("is not renderable")
+
+// toRenderable converts a Starlark value to an eval renderable: strings as
+// they are, ints and floats as their str(), None and bools as nothing,
+// lists and tuples recursively, nodes as nodes. Anything else is an error
+// that names the type and suggests json.encode(). what is the subject of
+// the message: "agent() argument", "component main returned a value that".
+func toRenderable(v starlark.Value, what string) (any, error) {
+	return convert(v, what, nil)
+}
+
+// toRenderables converts each value of a tuple.
+func toRenderables(vs starlark.Tuple, what string) ([]any, error) {
+	if len(vs) == 0 {
+		return nil, nil
+	}
+	out := make([]any, len(vs))
+	for i, v := range vs {
+		r, err := convert(v, what, nil)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// convert walks lists recursively; path holds the lists being converted
+// to reject cycles.
+func convert(v starlark.Value, what string, path []starlark.Value) (any, error) {
+	switch v := v.(type) {
+	case starlark.String:
+		return string(v), nil
+	case starlark.NoneType, starlark.Bool:
+		return nil, nil
+	case starlark.Int, starlark.Float:
+		return v.String(), nil
+	case *NodeValue:
+		return v.Node, nil
+	case *starlark.List:
+		return convertSeq(v, v.Len(), v.Index, what, path)
+	case starlark.Tuple:
+		return convertSeq(v, v.Len(), v.Index, what, path)
+	}
+	return nil, fmt.Errorf("%s %w: a %s cannot be rendered as text (only strings, numbers, None, booleans, lists and AML nodes can); turn data into text first, e.g. json.encode(value)", what, errUnrenderable, v.Type())
+}
+
+func convertSeq(seq starlark.Value, n int, index func(int) starlark.Value, what string, path []starlark.Value) (any, error) {
+	for _, p := range path {
+		if p == seq {
+			return nil, fmt.Errorf("%s %w: a list that contains itself cannot be rendered", what, errUnrenderable)
+		}
+	}
+	path = append(path, seq)
+	out := make([]any, n)
+	for i := 0; i < n; i++ {
+		r, err := convert(index(i), what, path)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+func nodeValue(n eval.Node) *NodeValue { return &NodeValue{Node: n} }

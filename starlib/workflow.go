@@ -1,0 +1,362 @@
+package starlib
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"go.starlark.net/lib/json"
+	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
+	"go.starlark.net/syntax"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/stdlib"
+)
+
+// FileOptions is the one Starlark dialect of AML, shared by the runtime,
+// `aml check` and the language server: sets, top-level if/for and
+// recursion are allowed; while loops and global reassignment are not, so
+// every workflow can be formatted by standard Starlark tooling.
+var FileOptions = &syntax.FileOptions{Set: true, TopLevelControl: true, Recursion: true}
+
+// LoadOptions configure loading a workflow.
+type LoadOptions struct {
+	// Env looks up variables for env(); nil uses os.LookupEnv.
+	Env func(name string) (string, bool)
+	// Print receives print() output; nil writes lines to os.Stderr.
+	Print func(msg string)
+	// Source, when non-nil, is the entry file's content instead of what is
+	// on disk.
+	Source []byte
+}
+
+// Config is what the entry file set with configure(). Nil pointers and
+// nil slices mean "not set".
+type Config struct {
+	AgentProvider       eval.AgentProvider
+	System              *string
+	AllowedTools        []string
+	AllowedMCPServers   []string
+	MaxAgentCalls       *int
+	MaxConcurrentAgents *int
+	MaxDepth            *int
+	MaxTurnsPerAgent    *int
+	// Pos is where configure() was called.
+	Pos eval.Position
+}
+
+// LoadError reports a workflow that could not be loaded: a missing file,
+// a syntax or resolve error, or a failure while executing top-level code.
+type LoadError struct {
+	File string
+	Err  error
+	// Backtrace is the Starlark backtrace when top-level code failed.
+	Backtrace string
+}
+
+// Error implements error.
+func (e *LoadError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *LoadError) Unwrap() error { return e.Err }
+
+// Workflow is a loaded workflow file: its frozen globals and its
+// configuration. A Workflow may be evaluated any number of times,
+// concurrently.
+type Workflow struct {
+	// File is the entry file as given.
+	File string
+	// Globals are the file's frozen global values.
+	Globals starlark.StringDict
+	// Config is what configure() set.
+	Config Config
+	env    *env
+}
+
+// env is the shared state of one workflow: options, the module cache and
+// the configuration being collected.
+type env struct {
+	opts  LoadOptions
+	entry string
+
+	mu      sync.Mutex
+	modules map[string]*module
+
+	config     Config
+	configured bool
+}
+
+type module struct {
+	globals starlark.StringDict
+	err     error
+	loading bool
+}
+
+// LoadFile executes a workflow file and returns its globals and
+// configuration. Syntax, resolve and top-level errors are returned as a
+// *LoadError naming file:line:col.
+func LoadFile(path string, opts LoadOptions) (*Workflow, error) {
+	e := &env{opts: opts, entry: path, modules: map[string]*module{}}
+	src := any(nil)
+	if opts.Source != nil {
+		src = opts.Source
+	} else if _, err := os.Stat(path); err != nil {
+		return nil, &LoadError{File: path, Err: fmt.Errorf("cannot read workflow: %w", err)}
+	}
+	th := &starlark.Thread{Name: "load " + path, Print: e.print, Load: e.load}
+	th.SetLocal(keyEnv, e)
+	th.SetLocal(keyModule, []string{moduleKey(path)})
+	globals, err := starlark.ExecFileOptions(FileOptions, th, path, src, predeclared())
+	if err != nil {
+		return nil, loadError(path, err)
+	}
+	return &Workflow{File: path, Globals: globals, Config: e.config, env: e}, nil
+}
+
+func loadError(path string, err error) *LoadError {
+	le := &LoadError{File: path, Err: err}
+	var se *starlark.EvalError
+	if errors.As(err, &se) {
+		le.Backtrace = se.Backtrace()
+		pos := eval.Position{File: path}
+		for i := len(se.CallStack) - 1; i >= 0; i-- {
+			if p := se.CallStack[i].Pos; p.Filename() != "<builtin>" && p.IsValid() {
+				pos = toPos(p)
+				break
+			}
+		}
+		le.Err = &eval.EvaluationError{Msg: se.Msg, Pos: pos, Backtrace: se.Backtrace(), Err: unwrapCause(se)}
+	}
+	return le
+}
+
+func moduleKey(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
+func (e *env) print(_ *starlark.Thread, msg string) {
+	if e.opts.Print != nil {
+		e.opts.Print(msg)
+		return
+	}
+	fmt.Fprintln(os.Stderr, msg)
+}
+
+func (e *env) lookupEnv(name string) (string, bool) {
+	if e.opts.Env != nil {
+		return e.opts.Env(name)
+	}
+	return os.LookupEnv(name)
+}
+
+// load implements load(): @std modules from the standard library, other
+// modules by path relative to the loading file, each executed once per
+// workflow on its own thread. A module that is still loading when it is
+// requested again forms a cycle, reported with the whole chain.
+func (e *env) load(thread *starlark.Thread, name string) (starlark.StringDict, error) {
+	if strings.HasPrefix(name, "@") {
+		if m, ok := stdlib.Module(name); ok {
+			return m, nil
+		}
+		return nil, fmt.Errorf("unknown standard module %q (available: %s)", name, strings.Join(stdlib.Names(), ", "))
+	}
+	from := thread.CallFrame(0).Pos.Filename()
+	path := name
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(filepath.Dir(from), name)
+	}
+	key := moduleKey(path)
+	chain, _ := thread.Local(keyModule).([]string)
+
+	e.mu.Lock()
+	m, ok := e.modules[key]
+	if ok && m.loading {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("load cycle: %s", cycleText(chain, key))
+	}
+	if ok {
+		e.mu.Unlock()
+		return m.globals, m.err
+	}
+	m = &module{loading: true}
+	e.modules[key] = m
+	e.mu.Unlock()
+
+	th := &starlark.Thread{Name: "load " + path, Print: e.print, Load: e.load}
+	th.SetLocal(keyEnv, e)
+	th.SetLocal(keyModule, append(append([]string(nil), chain...), key))
+	var globals starlark.StringDict
+	var err error
+	if _, serr := os.Stat(path); serr != nil {
+		err = fmt.Errorf("cannot read module: %w", serr)
+	} else {
+		globals, err = starlark.ExecFileOptions(FileOptions, th, path, nil, predeclared())
+	}
+
+	e.mu.Lock()
+	m.globals, m.err, m.loading = globals, err, false
+	e.mu.Unlock()
+	return globals, err
+}
+
+func cycleText(chain []string, key string) string {
+	start := 0
+	for i, c := range chain {
+		if c == key {
+			start = i
+		}
+	}
+	names := make([]string, 0, len(chain)-start+1)
+	for _, c := range chain[start:] {
+		names = append(names, filepath.Base(c))
+	}
+	return strings.Join(append(names, filepath.Base(key)), " -> ")
+}
+
+// Entry returns the value to evaluate for the global name ("" means
+// "main"). A callable is returned as the entry component (it runs with no
+// arguments and may call evaluate()); any other global must be
+// renderable. A missing name is an error listing the candidates.
+func (w *Workflow) Entry(name string) (any, error) {
+	if name == "" {
+		name = "main"
+	}
+	v, ok := w.Globals[name]
+	if !ok {
+		cands := w.Candidates()
+		hint := "define `def " + name + "():` returning the workflow"
+		if len(cands) > 0 {
+			hint += ", or choose one with --entry NAME (candidates: " + strings.Join(cands, ", ") + ")"
+		}
+		return nil, &LoadError{File: w.File, Err: fmt.Errorf("%s: no global named %q to run; %s", w.File, name, hint)}
+	}
+	switch v := v.(type) {
+	case *ComponentValue:
+		return &eval.Component{Name: v.name, Entry: true, Position: v.pos, Fn: w.env.componentBody(v.fn, nil, nil, v.name, v.pos)}, nil
+	case starlark.Callable:
+		pos := eval.Position{File: w.File}
+		if f, ok := v.(*starlark.Function); ok {
+			pos = toPos(f.Position())
+		}
+		return &eval.Component{Name: name, Entry: true, Position: pos, Fn: w.env.componentBody(v, nil, nil, name, pos)}, nil
+	}
+	r, err := toRenderable(v, fmt.Sprintf("global %q", name))
+	if err != nil {
+		return nil, &LoadError{File: w.File, Err: fmt.Errorf("%s: %w", w.File, err)}
+	}
+	return r, nil
+}
+
+// Candidates lists the globals that can be an entry: callables and
+// renderable values, sorted.
+func (w *Workflow) Candidates() []string {
+	var names []string
+	for name, v := range w.Globals {
+		switch v.(type) {
+		case starlark.Callable:
+			if _, builtin := v.(*starlark.Builtin); builtin {
+				continue
+			}
+			names = append(names, name)
+		default:
+			if _, err := toRenderable(v, ""); err == nil {
+				names = append(names, name)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Limits returns the built-in default limits overridden by configure().
+func (w *Workflow) Limits() eval.Limits {
+	l := eval.DefaultLimits()
+	c := w.Config
+	for _, f := range []struct {
+		dst *int
+		src *int
+	}{
+		{&l.MaxAgentCalls, c.MaxAgentCalls},
+		{&l.MaxConcurrentAgents, c.MaxConcurrentAgents},
+		{&l.MaxDepth, c.MaxDepth},
+		{&l.MaxTurnsPerAgent, c.MaxTurnsPerAgent},
+	} {
+		if f.src != nil {
+			*f.dst = *f.src
+		}
+	}
+	return l
+}
+
+// ApplyConfig fills the options that opts leaves unset from configure():
+// the default agent provider, the system text and the limits. Options the
+// caller set win, as CLI flags and Go options do.
+func (w *Workflow) ApplyConfig(opts *eval.Options) {
+	if opts.AgentProvider == nil {
+		opts.AgentProvider = w.Config.AgentProvider
+	}
+	if opts.System == "" && w.Config.System != nil {
+		opts.System = *w.Config.System
+	}
+	if opts.Limits == nil {
+		l := w.Limits()
+		opts.Limits = &l
+	}
+}
+
+// Evaluate resolves the entry named entry with a runtime built from opts
+// after ApplyConfig.
+func (w *Workflow) Evaluate(ctx context.Context, entry string, opts eval.Options, eo ...eval.EvaluateOptions) (string, error) {
+	v, err := w.Entry(entry)
+	if err != nil {
+		return "", err
+	}
+	w.ApplyConfig(&opts)
+	rt, err := eval.New(opts)
+	if err != nil {
+		return "", err
+	}
+	return rt.Evaluate(ctx, v, eo...)
+}
+
+// Run loads the workflow at path and evaluates its entry ("" for main).
+func Run(ctx context.Context, path, entry string, lo LoadOptions, opts eval.Options) (string, error) {
+	w, err := LoadFile(path, lo)
+	if err != nil {
+		return "", err
+	}
+	return w.Evaluate(ctx, entry, opts)
+}
+
+// predeclared holds every builtin, json and struct. Builtins keep their
+// state in thread locals, so one frozen dictionary serves every workflow.
+var predeclared = sync.OnceValue(func() starlark.StringDict {
+	d := starlark.StringDict{
+		"json":   json.Module,
+		"struct": starlark.NewBuiltin("struct", starlarkstruct.Make),
+	}
+	for _, b := range catalog {
+		d[b.Name] = b.value()
+	}
+	d.Freeze()
+	return d
+})
+
+// Predeclared returns the names predeclared in every workflow file, sorted.
+func Predeclared() []string {
+	names := make([]string, 0, len(predeclared()))
+	for n := range predeclared() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
