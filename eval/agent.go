@@ -62,7 +62,10 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 	}
 	var content attrs
 	if d.trace.captures() {
-		content = attrs{"prompt", req.Prompt, "system", req.System}
+		content = attrs{"prompt", req.Prompt}
+		if req.System != "" {
+			content = append(content, "system", req.System)
+		}
 		if len(req.FollowUps) > 0 {
 			content = append(content, "followUps", req.FollowUps)
 		}

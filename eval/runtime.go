@@ -150,7 +150,7 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 		err = r.opts.OnStart(StartEvent{RunID: runID})
 	}
 	if err == nil {
-		root := d.trace.startSpan("", "evaluation", "evaluation", Position{}, attrs{"runId", runID}, nil)
+		root := d.trace.startSpan("", "evaluation", "run", Position{}, nil, nil)
 		text, err = d.evaluate(ctx, value, scope{span: root.ID()}, false)
 		root.end(err, nil, nil)
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -170,10 +171,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		defer tf.Close()
 		opts.Trace = append(opts.Trace, eval.NewJSONLinesTracer(tf, f.captureContent))
 	}
-	traceFailed := false
+	var traceFailed atomic.Bool
 	opts.OnTraceError = func(err error, ev eval.Event) {
-		if !traceFailed {
-			traceFailed = true
+		if traceFailed.CompareAndSwap(false, true) {
 			logger.Warn("trace sink failed; the run continues", "err", err, "sequence", ev.Sequence)
 		}
 	}
@@ -234,7 +234,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if res.err != nil {
 		status = "error"
 	}
-	logger.Infof("finished run %s (%s) in %s", runID, status, res.dur.Round(time.Millisecond))
+	logger.Infof("finished run %s (%s) in %s", runID, status, eval.FormatDuration(float64(res.dur.Microseconds())/1000))
 	if f.json {
 		writeEnvelope(stdout, runID, res.dur, res.text, res.err)
 	} else if res.err == nil {
