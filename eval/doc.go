@@ -1,0 +1,51 @@
+// Package eval is the AML evaluator: immutable nodes, evaluation domains,
+// limits, the agent scheduler, errors, traces and the provider contracts.
+// It imports no other package of this module; starlib binds it to
+// Starlark and providers implement its interfaces.
+//
+// # Nodes and renderables
+//
+// A value to evaluate is a renderable: a string, an integer or float (its
+// decimal text), nil or a bool (nothing), a []any or []string (flattened in
+// order), or a Node. Nodes are immutable and carry the Position of the call
+// that built them: Agent, System, FollowUp, Block, Fragment, Parallel and
+// Component.
+//
+// # Evaluation
+//
+// Runtime.Evaluate opens one evaluation domain per call: run id, limits, a
+// FIFO scheduler bounding concurrent agent calls, and a trace stream.
+// Before anything runs, the statically visible part of the tree is checked
+// (placement, depth, follow-up rules, renderability), so authoring mistakes
+// fail before any provider is called. The tree is then resolved post-order
+// on an explicit frame stack, never by Go recursion over the tree: an
+// Agent's children resolve first (child agents run, system() and
+// follow_up() text is collected), then its provider session runs and its
+// text takes the agent's place. Parallel branches and
+// ComponentContext.EvaluateAll run on their own goroutines and render in
+// authored order. Component bodies run when the evaluator reaches them and
+// may evaluate nested values through their ComponentContext.
+//
+// # Providers
+//
+// AgentProvider is the minimal agent contract (Name, Run). SessionProvider
+// is an optional capability for retained sessions: the evaluator then
+// drives each turn itself and traces agent.turn and agent.cleanup spans.
+//
+// # Errors
+//
+// EvaluationError (with the authored Position and, for Starlark failures,
+// a backtrace), ParallelError (every failed branch with its index),
+// ToolInputError, ToolOutputError, WorkspaceConflictError and
+// AgentTimeoutError. Cancellation surfaces context.Cause of the caller's
+// context. Errors wrap their causes for errors.Is and errors.As.
+//
+// # Traces
+//
+// Events follow the original AML union (span.start, span.end, event) with
+// run id, span id, parent span id, sequence, Unix-millisecond timestamp and
+// scalar attributes; every span carries aml.source. Content (prompts,
+// results, error messages) reaches only sinks whose CaptureContent returns
+// true. Sinks run on a dispatch goroutine per evaluation and never block
+// it; their failures go to Options.OnTraceError.
+package eval
