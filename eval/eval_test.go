@@ -336,3 +336,125 @@ func TestTraceContentCapturePerSink(t *testing.T) {
 		t.Fatal("content-capturing sink did not receive the prompt")
 	}
 }
+
+// sessionProvider is a retained-session provider for testing the
+// evaluator's turn driving.
+type sessionProvider struct {
+	mu       sync.Mutex
+	turns    []eval.AgentTurn
+	closes   int
+	failTurn int
+	closeErr error
+}
+
+func (p *sessionProvider) Name() string { return "session" }
+
+func (p *sessionProvider) Run(context.Context, *eval.AgentRequest, *eval.AgentExecution) (*eval.AgentResponse, error) {
+	return nil, errors.New("Run must not be called for a SessionProvider")
+}
+
+func (p *sessionProvider) OpenSession(_ context.Context, req *eval.AgentRequest, _ *eval.AgentExecution) (eval.AgentSession, error) {
+	return &session{p: p}, nil
+}
+
+type session struct{ p *sessionProvider }
+
+func (s *session) RunTurn(_ context.Context, t eval.AgentTurn) (*eval.AgentResponse, error) {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	s.p.turns = append(s.p.turns, t)
+	if t.Index == s.p.failTurn {
+		return nil, errors.New("turn failed")
+	}
+	return &eval.AgentResponse{Text: "reply to " + t.Text}, nil
+}
+
+func (s *session) Close(context.Context) error {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	s.p.closes++
+	return s.p.closeErr
+}
+
+func TestSessionProviderTurnsAndCleanup(t *testing.T) {
+	node := &eval.Agent{Position: pos(1), Children: []any{"first", &eval.FollowUp{Children: []any{"second"}}, &eval.FollowUp{Children: []any{"third"}}}}
+
+	p := &sessionProvider{}
+	sink := &recordingSink{}
+	rt, _ := eval.New(eval.Options{AgentProvider: p, Trace: []eval.TraceSink{sink}})
+	got, err := rt.Evaluate(context.Background(), node)
+	if err != nil || got != "reply to third" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if len(p.turns) != 3 || p.turns[0].Kind != "initial" || p.turns[1].Kind != "follow-up" || !p.turns[2].Final || p.turns[1].Final {
+		t.Fatalf("turns %+v", p.turns)
+	}
+	if p.closes != 1 {
+		t.Fatalf("closed %d times", p.closes)
+	}
+	// Turn spans never overlap: each ends before the next starts.
+	var names []string
+	for _, e := range sink.events {
+		if e.Name == "agent.turn" || e.Name == "agent.cleanup" {
+			names = append(names, string(e.Type)+":"+e.Name)
+		}
+	}
+	want := "span.start:agent.turn span.end:agent.turn span.start:agent.turn span.end:agent.turn span.start:agent.turn span.end:agent.turn span.start:agent.cleanup span.end:agent.cleanup"
+	if strings.Join(names, " ") != want {
+		t.Fatalf("span order:\n%s\nwant:\n%s", strings.Join(names, " "), want)
+	}
+
+	// A failed turn stops later turns and still closes once; a close error
+	// joins the turn error instead of replacing it.
+	p = &sessionProvider{failTurn: 2, closeErr: errors.New("close failed")}
+	rt, _ = eval.New(eval.Options{AgentProvider: p})
+	_, err = rt.Evaluate(context.Background(), node)
+	if err == nil || !strings.Contains(err.Error(), "turn failed") || !strings.Contains(err.Error(), "close failed") {
+		t.Fatalf("error %v", err)
+	}
+	if len(p.turns) != 2 || p.closes != 1 {
+		t.Fatalf("turns %d closes %d", len(p.turns), p.closes)
+	}
+}
+
+func TestLifecycleEvents(t *testing.T) {
+	var events []string
+	rt, _ := eval.New(eval.Options{
+		AgentProvider: echo(t, nil),
+		OnStart:       func(e eval.StartEvent) error { events = append(events, "start:"+e.RunID); return nil },
+		OnFinish:      func(e eval.FinishEvent) { events = append(events, "finish:"+e.RunID+":"+e.Status) },
+	})
+	if _, err := rt.Evaluate(context.Background(), "x", eval.EvaluateOptions{RunID: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Evaluate(context.Background(), &eval.FollowUp{}, eval.EvaluateOptions{RunID: "r2"}); err == nil {
+		t.Fatal("want an error")
+	}
+	if got := strings.Join(events, " "); got != "start:r1 finish:r1:ok start:r2 finish:r2:error" {
+		t.Fatalf("events %s", got)
+	}
+}
+
+func TestConsoleTracerTree(t *testing.T) {
+	var b strings.Builder
+	ct := eval.NewConsoleTracer(&b, false)
+	ct.NoDurations = true
+	rt, _ := eval.New(eval.Options{AgentProvider: echo(t, nil), Trace: []eval.TraceSink{ct}})
+	if _, err := rt.Evaluate(context.Background(), &eval.Component{Name: "Review", Position: pos(2), Fn: func(cc *eval.ComponentContext) (any, error) {
+		return &eval.Agent{Model: "m1", Position: pos(3), Children: []any{"hi"}}, nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	want := `▶ evaluation run
+  ▶ component Review aml.source="t.star:2:1"
+    ▶ agent Agent aml.source="t.star:3:1" model="m1" provider="deterministic"
+      ▶ agent.session aml.source="t.star:3:1" model="m1" provider="deterministic"
+      ✓ agent.session
+    ✓ agent Agent
+  ✓ component Review
+✓ evaluation run
+`
+	if b.String() != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
