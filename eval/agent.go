@@ -87,7 +87,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 // session runs one provider session under the scheduler and the agent's
 // timeout.
 func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *AgentRequest, agentSpan span) (*AgentResponse, error) {
-	release, err := d.acquire(ctx)
+	release, err := d.sched.acquire(ctx)
 	if err != nil {
 		return nil, canceled(ctx, n.Position)
 	}

@@ -6,11 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/semaphore"
 )
 
 // Limits are the per-evaluation safety budgets. A value of 0 disables that
@@ -136,10 +133,7 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 		return "", canceled(ctx, Position{})
 	}
 	started := time.Now()
-	d := &domain{rt: r, runID: runID, limits: r.limits}
-	if r.limits.MaxConcurrentAgents > 0 {
-		d.sched = semaphore.NewWeighted(int64(r.limits.MaxConcurrentAgents))
-	}
+	d := &domain{rt: r, runID: runID, limits: r.limits, sched: newScheduler(r.limits.MaxConcurrentAgents)}
 	d.trace = newTracer(runID, r.opts.Trace, r.opts.OnTraceError)
 
 	var (
@@ -181,7 +175,7 @@ type domain struct {
 	rt     *Runtime
 	runID  string
 	limits Limits
-	sched  *semaphore.Weighted
+	sched  *scheduler
 	trace  *tracer
 	calls  atomic.Int64
 }
@@ -194,18 +188,6 @@ type scope struct {
 	span string
 	// comp is the enclosing active component, if any.
 	comp *ComponentContext
-}
-
-// acquire takes a scheduler slot (FIFO) for one agent provider call.
-func (d *domain) acquire(ctx context.Context) (func(), error) {
-	if d.sched == nil {
-		return func() {}, nil
-	}
-	if err := d.sched.Acquire(ctx, 1); err != nil {
-		return nil, err
-	}
-	var once sync.Once
-	return func() { once.Do(func() { d.sched.Release(1) }) }, nil
 }
 
 // countAgentCall enforces max_agent_calls before a provider runs.

@@ -292,8 +292,13 @@ func (t *tracer) report(err error, ev Event) {
 	}
 }
 
+// drainTimeout bounds how long Evaluate waits for slow sinks after the
+// evaluation finished.
+const drainTimeout = 10 * time.Second
+
 // close stops accepting events and waits until every queued event reached
-// the sinks.
+// the sinks, or drainTimeout passed; a sink that is still blocked then is
+// reported to OnTraceError and left behind.
 func (t *tracer) close() {
 	if t == nil {
 		return
@@ -305,5 +310,11 @@ func (t *tracer) close() {
 	case t.wake <- struct{}{}:
 	default:
 	}
-	<-t.done
+	timer := time.NewTimer(drainTimeout)
+	defer timer.Stop()
+	select {
+	case <-t.done:
+	case <-timer.C:
+		t.report(fmt.Errorf("trace sinks did not finish within %s after the run; remaining events are delivered in the background", drainTimeout), Event{RunID: t.runID})
+	}
 }

@@ -23,13 +23,17 @@ type ConsoleTracer struct {
 	NoDurations bool
 
 	mu     sync.Mutex
-	depths map[string]int
+	depths map[spanKey]int
 }
+
+// spanKey identifies a span across runs: span IDs are unique only within
+// one run, and a tracer may serve concurrent runs.
+type spanKey struct{ run, span string }
 
 // NewConsoleTracer returns a console tracer writing to w. With
 // captureContent it also receives sensitive content attributes.
 func NewConsoleTracer(w io.Writer, captureContent bool) *ConsoleTracer {
-	return &ConsoleTracer{w: w, capture: captureContent, depths: map[string]int{}}
+	return &ConsoleTracer{w: w, capture: captureContent, depths: map[spanKey]int{}}
 }
 
 // CaptureContent implements ContentCapturer.
@@ -51,17 +55,18 @@ func (c *ConsoleTracer) HandleTrace(e Event) error {
 	switch e.Type {
 	case SpanStart:
 		if e.ParentSpanID != "" {
-			if d, ok := c.depths[e.ParentSpanID]; ok {
+			if d, ok := c.depths[spanKey{e.RunID, e.ParentSpanID}]; ok {
 				depth = d + 1
 			}
 		}
-		c.depths[e.SpanID] = depth
+		c.depths[spanKey{e.RunID, e.SpanID}] = depth
 		indent(&b, depth)
 		b.WriteString("▶ ")
 		b.WriteString(spanLabel(e.Kind, e.Name))
 	case SpanEnd:
-		depth = c.depths[e.SpanID]
-		delete(c.depths, e.SpanID)
+		key := spanKey{e.RunID, e.SpanID}
+		depth = c.depths[key]
+		delete(c.depths, key)
 		indent(&b, depth)
 		if e.Status == StatusError {
 			b.WriteString("✗ ")
@@ -74,7 +79,7 @@ func (c *ConsoleTracer) HandleTrace(e Event) error {
 			b.WriteString(FormatDuration(e.DurationMS))
 		}
 	default:
-		depth = c.depths[e.SpanID]
+		depth = c.depths[spanKey{e.RunID, e.SpanID}]
 		indent(&b, depth)
 		b.WriteString("• ")
 		b.WriteString(e.Name)
