@@ -145,10 +145,6 @@ func (d *domain) agentFailure(ctx, sctx context.Context, n *Agent, p AgentProvid
 			return &EvaluationError{Msg: fmt.Sprintf("agent() timed out after timeout_ms=%d", n.TimeoutMS), Pos: n.Position, Err: err}
 		}
 	}
-	var ee *EvaluationError
-	if errors.As(err, &ee) && ee.Pos.IsValid() {
-		return err
-	}
 	return &EvaluationError{Msg: fmt.Sprintf("agent() provider %q failed", p.Name()), Pos: n.Position, Err: err}
 }
 

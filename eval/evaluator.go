@@ -205,8 +205,9 @@ func (e *evaluator) enter(n Node) error {
 			return e.write("\n\n", n.Position)
 		}
 		open, close := blockDelimiters(n.Tag)
-		w := &e.st[p.sink]
-		w.buf = append(w.buf, open...)
+		if err := e.write(open, n.Position); err != nil {
+			return err
+		}
 		base.kind = fBlock
 		base.items = n.Children
 		base.suffix = close
@@ -248,7 +249,16 @@ func (e *evaluator) component(n *Component, base frame) error {
 	}
 	v, err := e.d.runComponent(e.ctx, n, sc)
 	if err == nil {
-		err = e.d.check(v, base.pl, base.depth, n.Position)
+		// The returned value lands at the component's position: if that is
+		// an agent's prompt after its first follow_up(), prompt text and
+		// child agents there are rejected before any of them runs.
+		var after *agentCheck
+		if base.agent >= 0 && !base.pl.inFollowUp && !base.pl.inSystem {
+			if a := &e.st[base.agent]; a.plan.followed {
+				after = &agentCheck{node: a.node.(*Agent), seen: true}
+			}
+		}
+		err = e.d.checkIn(v, base.pl, base.depth, n.Position, after)
 	}
 	if err != nil {
 		base.span.end(err, nil, nil)
@@ -267,9 +277,7 @@ func (e *evaluator) pop() error {
 	case fList:
 		return nil
 	case fBlock:
-		w := &e.st[f.sink]
-		w.buf = append(w.buf, f.suffix...)
-		return nil
+		return e.write(f.suffix, f.pos)
 	case fComponent:
 		f.span.end(nil, nil, nil)
 		return nil

@@ -103,9 +103,15 @@ type agentCheck struct {
 // returned values are checked when they return. It walks with an explicit
 // stack so arbitrarily deep trees need no Go recursion.
 func (d *domain) check(value any, pl place, depth int, pos Position) error {
+	return d.checkIn(value, pl, depth, pos, nil)
+}
+
+// checkIn is check for a value placed inside an agent plan whose static
+// state is ac (nil when unknown or outside an agent).
+func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agentCheck) error {
 	maxDepth := d.limits.MaxDepth
 	maxTurns := d.limits.MaxTurnsPerAgent
-	stack := []checkItem{{v: value, pl: pl, depth: depth, pos: pos}}
+	stack := []checkItem{{v: value, pl: pl, depth: depth, pos: pos, agent: ac}}
 	pushKids := func(kids []any, pl place, depth int, ac *agentCheck, pos Position) {
 		for i := len(kids) - 1; i >= 0; i-- {
 			stack = append(stack, checkItem{v: kids[i], pl: pl, depth: depth, agent: ac, pos: pos})
@@ -117,7 +123,7 @@ func (d *domain) check(value any, pl place, depth int, pos Position) error {
 		switch v := it.v.(type) {
 		case string:
 			if it.agent != nil && it.agent.seen && !it.pl.inFollowUp && !it.pl.inSystem && !isBlank(v) {
-				return textAfterFollowUpError(it.agent.node.Position)
+				return textAfterFollowUpError(it.pos)
 			}
 		case []any:
 			pushKids(v, it.pl, it.depth, it.agent, it.pos)
@@ -195,6 +201,9 @@ func (d *domain) check(value any, pl place, depth int, pos Position) error {
 type turnsMarker struct{ ac *agentCheck }
 
 func blockHasText(b *Block) bool {
+	if NormalizeTag(b.Tag) != "" && !blockIsEmpty(b) {
+		return true
+	}
 	for _, c := range b.Children {
 		if s, ok := c.(string); ok && !isBlank(s) {
 			return true

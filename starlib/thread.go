@@ -80,16 +80,33 @@ func fromStarlark(ctx context.Context, err error, fallback eval.Position) error 
 	}
 	var se *starlark.EvalError
 	if errors.As(err, &se) {
-		pos := fallback
-		for i := len(se.CallStack) - 1; i >= 0; i-- {
-			if p := se.CallStack[i].Pos; p.Filename() != "<builtin>" && p.IsValid() {
-				pos = toPos(p)
-				break
-			}
-		}
-		return &eval.EvaluationError{Msg: se.Msg, Pos: pos, Backtrace: se.Backtrace(), Err: unwrapCause(se)}
+		return &eval.EvaluationError{Msg: se.Msg, Pos: starlarkPos(se, fallback), Backtrace: se.Backtrace(), Err: unwrapCause(se)}
 	}
 	return &eval.EvaluationError{Msg: err.Error(), Pos: fallback}
+}
+
+// starlarkPos is the position of the innermost Starlark (not builtin)
+// frame of a Starlark error.
+func starlarkPos(se *starlark.EvalError, fallback eval.Position) eval.Position {
+	for i := len(se.CallStack) - 1; i >= 0; i-- {
+		if p := se.CallStack[i].Pos; p.Filename() != "<builtin>" && p.IsValid() {
+			return toPos(p)
+		}
+	}
+	return fallback
+}
+
+// innermost follows the causes of a Starlark error to the deepest Starlark
+// error, which is where a failure inside a loaded module happened.
+func innermost(se *starlark.EvalError) *starlark.EvalError {
+	for {
+		var inner *starlark.EvalError
+		cause := se.Unwrap()
+		if cause == nil || !errors.As(cause, &inner) || inner == se {
+			return se
+		}
+		se = inner
+	}
 }
 
 // unwrapCause returns the Go error behind a Starlark error when it is not

@@ -127,7 +127,7 @@ func toRenderables(vs starlark.Tuple, what string) ([]any, error) {
 
 // convert walks lists recursively; path holds the lists being converted
 // to reject cycles.
-func convert(v starlark.Value, what string, path []starlark.Value) (any, error) {
+func convert(v starlark.Value, what string, path []*starlark.List) (any, error) {
 	switch v := v.(type) {
 	case starlark.String:
 		return string(v), nil
@@ -138,20 +138,20 @@ func convert(v starlark.Value, what string, path []starlark.Value) (any, error) 
 	case *NodeValue:
 		return v.Node, nil
 	case *starlark.List:
-		return convertSeq(v, v.Len(), v.Index, what, path)
+		for _, p := range path {
+			if p == v {
+				return nil, fmt.Errorf("%s %w: a list that contains itself cannot be rendered", what, errUnrenderable)
+			}
+		}
+		return convertSeq(v.Len(), v.Index, what, append(path, v))
 	case starlark.Tuple:
-		return convertSeq(v, v.Len(), v.Index, what, path)
+		// Tuples are immutable, so only a list inside one can close a cycle.
+		return convertSeq(v.Len(), v.Index, what, path)
 	}
 	return nil, fmt.Errorf("%s %w: a %s cannot be rendered as text (only strings, numbers, None, booleans, lists and AML nodes can); turn data into text first, e.g. json.encode(value)", what, errUnrenderable, v.Type())
 }
 
-func convertSeq(seq starlark.Value, n int, index func(int) starlark.Value, what string, path []starlark.Value) (any, error) {
-	for _, p := range path {
-		if p == seq {
-			return nil, fmt.Errorf("%s %w: a list that contains itself cannot be rendered", what, errUnrenderable)
-		}
-	}
-	path = append(path, seq)
+func convertSeq(n int, index func(int) starlark.Value, what string, path []*starlark.List) (any, error) {
 	out := make([]any, n)
 	for i := 0; i < n; i++ {
 		r, err := convert(index(i), what, path)

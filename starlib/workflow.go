@@ -109,10 +109,18 @@ func LoadFile(path string, opts LoadOptions) (*Workflow, error) {
 	} else if _, err := os.Stat(path); err != nil {
 		return nil, &LoadError{File: path, Err: fmt.Errorf("cannot read workflow: %w", err)}
 	}
+	// The entry is registered as loading so that a module loading it back
+	// is reported as a cycle instead of executing the entry twice.
+	key := moduleKey(path)
+	entry := &module{loading: true}
+	e.modules[key] = entry
 	th := &starlark.Thread{Name: "load " + path, Print: e.print, Load: e.load}
 	th.SetLocal(keyEnv, e)
-	th.SetLocal(keyModule, []string{moduleKey(path)})
+	th.SetLocal(keyModule, []string{key})
 	globals, err := starlark.ExecFileOptions(FileOptions, th, path, src, predeclared())
+	e.mu.Lock()
+	entry.globals, entry.err, entry.loading = globals, err, false
+	e.mu.Unlock()
 	if err != nil {
 		return nil, loadError(path, err)
 	}
@@ -123,15 +131,16 @@ func loadError(path string, err error) *LoadError {
 	le := &LoadError{File: path, Err: err}
 	var se *starlark.EvalError
 	if errors.As(err, &se) {
-		le.Backtrace = se.Backtrace()
-		pos := eval.Position{File: path}
-		for i := len(se.CallStack) - 1; i >= 0; i-- {
-			if p := se.CallStack[i].Pos; p.Filename() != "<builtin>" && p.IsValid() {
-				pos = toPos(p)
-				break
-			}
+		inner := innermost(se)
+		le.Backtrace = inner.Backtrace()
+		pos := starlarkPos(inner, eval.Position{File: path})
+		msg := se.Msg
+		if inner != se {
+			// A failure inside a loaded module: name the module's position
+			// and keep the chain of loads in the message.
+			msg = inner.Msg + " (loaded from " + starlarkPos(se, eval.Position{File: path}).String() + ")"
 		}
-		le.Err = &eval.EvaluationError{Msg: se.Msg, Pos: pos, Backtrace: se.Backtrace(), Err: unwrapCause(se)}
+		le.Err = &eval.EvaluationError{Msg: msg, Pos: pos, Backtrace: inner.Backtrace(), Err: unwrapCause(inner)}
 	}
 	return le
 }
