@@ -53,14 +53,16 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		return "", err
 	}
 
-	a := attrs{"provider", p.Name()}
-	if n.Model != "" {
-		a = append(a, "model", n.Model)
+	var a, content attrs
+	if d.trace != nil {
+		a = attrs{"provider", p.Name()}
+		if n.Model != "" {
+			a = append(a, "model", n.Model)
+		}
+		if n.Name != "" {
+			a = append(a, "agent.name", n.Name)
+		}
 	}
-	if n.Name != "" {
-		a = append(a, "agent.name", n.Name)
-	}
-	var content attrs
 	if d.trace.captures() {
 		content = attrs{"prompt", req.Prompt}
 		if req.System != "" {
@@ -86,12 +88,11 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 
 // session runs one provider session under the scheduler and the agent's
 // timeout.
-func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *AgentRequest, agentSpan span) (*AgentResponse, error) {
-	release, err := d.sched.acquire(ctx)
-	if err != nil {
+func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *AgentRequest, agentSpan *span) (*AgentResponse, error) {
+	if err := d.sched.acquire(ctx); err != nil {
 		return nil, canceled(ctx, n.Position)
 	}
-	defer release()
+	defer d.sched.release()
 
 	sctx := ctx
 	if n.TimeoutMS > 0 {
@@ -99,15 +100,21 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 		sctx, cancel = context.WithTimeoutCause(ctx, time.Duration(n.TimeoutMS)*time.Millisecond, &AgentTimeoutError{TimeoutMS: n.TimeoutMS, Pos: n.Position})
 		defer cancel()
 	}
-	a := attrs{"provider", p.Name()}
-	if n.Model != "" {
-		a = append(a, "model", n.Model)
+	var a attrs
+	if d.trace != nil {
+		a = attrs{"provider", p.Name()}
+		if n.Model != "" {
+			a = append(a, "model", n.Model)
+		}
 	}
 	parent := agentSpan.ID()
 	sess := d.trace.startSpan(parent, "agent", "agent.session", n.Position, a, nil)
 	exec := &AgentExecution{RunID: d.runID, SpanID: sess.ID(), ParentSpanID: parent, Source: n.Position}
 
-	var resp *AgentResponse
+	var (
+		resp *AgentResponse
+		err  error
+	)
 	if sp, ok := p.(SessionProvider); ok {
 		resp, err = d.retained(sctx, sp, req, exec, sess)
 	} else {
@@ -159,7 +166,7 @@ func callProvider(ctx context.Context, p AgentProvider, req *AgentRequest, exec 
 
 // retained drives a SessionProvider turn by turn, tracing each turn and
 // the cleanup, and closes the session exactly once.
-func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequest, exec *AgentExecution, sess span) (resp *AgentResponse, err error) {
+func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequest, exec *AgentExecution, sess *span) (resp *AgentResponse, err error) {
 	var s AgentSession
 	func() {
 		defer func() {
@@ -234,13 +241,13 @@ func closeSession(s AgentSession) (err error) {
 const cleanupTimeout = 30 * time.Second
 
 // child opens a nested span below s.
-func (s span) child(t *tracer, kind, name string) span {
+func (s *span) child(t *tracer, kind, name string) *span {
 	return s.childWith(t, kind, name, nil, nil)
 }
 
-func (s span) childWith(t *tracer, kind, name string, a attrs, content attrs) span {
+func (s *span) childWith(t *tracer, kind, name string, a attrs, content attrs) *span {
 	if t == nil {
-		return span{}
+		return nil
 	}
-	return t.startSpan(s.id, kind, name, Position{}, a, content)
+	return t.startSpan(s.ID(), kind, name, Position{}, a, content)
 }

@@ -3,6 +3,7 @@ package eval
 import (
 	"context"
 	"fmt"
+	"sync"
 )
 
 type frameKind uint8
@@ -24,31 +25,33 @@ const (
 	fComponent
 )
 
-// frame is one entry of the explicit evaluation stack.
+// frame is one entry of the explicit evaluation stack. Fields are ordered
+// and sized to keep the frame small: deep trees hold one frame per level.
 type frame struct {
-	kind  frameKind
 	items []any
-	idx   int
-	depth int
-	pl    place
-	// sink is the index of the collecting frame that receives text
-	// written inside this frame.
-	sink int
-	// out is the index of the collecting frame that receives this frame's
-	// own result (collecting frames only).
-	out int
-	// agent is the index of the nearest agent frame, or -1.
-	agent int
+	node  Node
 	// pos is the position of the nearest authored node.
-	pos  Position
-	node Node
-	buf  []byte
+	pos Position
+	buf []byte
+	// plan collects the agent-scoped parts of an agent frame.
 	plan *agentPlan
-	// suffix is written to the sink when a block frame completes.
-	suffix string
-	span   span
+	span *span
 	// parentSpan is the innermost open span around this frame.
 	parentSpan string
+	// suffix is written to the sink when a block frame completes.
+	suffix string
+	idx    int32
+	depth  int32
+	// sink is the index of the collecting frame that receives text
+	// written inside this frame.
+	sink int32
+	// out is the index of the collecting frame that receives this frame's
+	// own result (collecting frames only).
+	out int32
+	// agent is the index of the nearest agent frame, or -1.
+	agent int32
+	kind  frameKind
+	pl    place
 }
 
 // agentPlan collects the agent-scoped parts of one agent() while its
@@ -81,10 +84,17 @@ func (d *domain) evaluate(ctx context.Context, value any, sc scope, checked bool
 }
 
 func (e *evaluator) run(value any) (text string, err error) {
-	e.st = append(e.st[:0], frame{kind: fRoot, items: []any{value}, depth: e.sc.depth, sink: 0, out: -1, agent: -1, parentSpan: e.sc.span})
+	e.st = getStack()
+	// Registered first, so it runs after unwind below is done with the stack.
+	defer func() { putStack(e.st); e.st = nil }()
+	e.push(frame{kind: fRoot, items: []any{value}, depth: int32(e.sc.depth), sink: 0, out: -1, agent: -1, parentSpan: e.sc.span})
 	defer func() {
 		if r := recover(); r != nil {
-			err = newError(e.top().pos, "internal evaluator failure: "+panicText(r))
+			var pos Position
+			if len(e.st) > 0 {
+				pos = e.top().pos
+			}
+			err = newError(pos, "internal evaluator failure: "+panicText(r))
 		}
 		if err != nil {
 			e.unwind(err)
@@ -93,7 +103,7 @@ func (e *evaluator) run(value any) (text string, err error) {
 	done := e.ctx.Done()
 	for {
 		f := &e.st[len(e.st)-1]
-		if f.idx < len(f.items) {
+		if int(f.idx) < len(f.items) {
 			item := f.items[f.idx]
 			f.idx++
 			if done != nil {
@@ -161,14 +171,42 @@ func (e *evaluator) visit(item any) error {
 	return unrenderable(item, f.pos)
 }
 
-func (e *evaluator) push(f frame) { e.st = append(e.st, f) }
+// stackPool recycles frame stacks: nested evaluations (evaluate(),
+// parallel branches) are frequent and most are shallow.
+var stackPool = sync.Pool{New: func() any { s := make([]frame, 0, 16); return &s }}
+
+func getStack() []frame { return (*stackPool.Get().(*[]frame))[:0] }
+
+// putStack returns a stack to the pool after clearing the frames it held,
+// so pooled stacks keep no evaluation data alive. Very deep stacks are
+// dropped rather than pinned.
+func putStack(st []frame) {
+	if cap(st) > 4096 {
+		return
+	}
+	st = st[:cap(st)]
+	clear(st)
+	st = st[:0]
+	stackPool.Put(&st)
+}
+
+// push adds a frame, doubling the stack when full so that deep trees
+// copy frames O(n) times in total.
+func (e *evaluator) push(f frame) {
+	if len(e.st) == cap(e.st) {
+		grown := make([]frame, len(e.st), 2*cap(e.st)+8)
+		copy(grown, e.st)
+		e.st = grown
+	}
+	e.st = append(e.st, f)
+}
 
 // enter pushes the frame of node n. Placement and depth were validated by
 // check before the value entered the loop.
 func (e *evaluator) enter(n Node) error {
 	parentIdx := len(e.st) - 1
 	p := &e.st[parentIdx]
-	depth := p.depth
+	depth := int(p.depth)
 	if countsDepth(n) {
 		depth++
 	}
@@ -176,21 +214,21 @@ func (e *evaluator) enter(n Node) error {
 	if err != nil {
 		return err
 	}
-	base := frame{depth: depth, pl: pl, sink: p.sink, agent: p.agent, pos: n.Pos(), node: n, parentSpan: e.spanParent()}
+	base := frame{depth: int32(depth), pl: pl, sink: p.sink, agent: p.agent, pos: n.Pos(), node: n, parentSpan: e.spanParent()}
 	switch n := n.(type) {
 	case *Agent:
 		base.kind = fAgent
 		base.items = n.Children
 		base.out = p.sink
-		base.sink = len(e.st)
-		base.agent = len(e.st)
+		base.sink = int32(len(e.st))
+		base.agent = int32(len(e.st))
 		base.plan = &agentPlan{}
 		e.push(base)
 	case *System:
 		base.kind = fSystem
 		base.items = n.Children
 		base.out = p.sink
-		base.sink = len(e.st)
+		base.sink = int32(len(e.st))
 		base.span = e.d.trace.startSpan(e.spanParent(), "system", "System", n.Position, nil, nil)
 		e.push(base)
 	case *FollowUp:
@@ -198,7 +236,7 @@ func (e *evaluator) enter(n Node) error {
 		base.kind = fFollowUp
 		base.items = n.Children
 		base.out = p.sink
-		base.sink = len(e.st)
+		base.sink = int32(len(e.st))
 		e.push(base)
 	case *Block:
 		if blockIsEmpty(n) {
@@ -243,7 +281,7 @@ func (e *evaluator) spanParent() string {
 func (e *evaluator) component(n *Component, base frame) error {
 	base.kind = fComponent
 	base.span = e.d.trace.startSpan(e.spanParent(), "component", n.Name, n.Position, nil, nil)
-	sc := scope{depth: base.depth, span: base.span.ID()}
+	sc := scope{depth: int(base.depth), span: base.span.ID()}
 	if sc.span == "" {
 		sc.span = e.spanParent()
 	}
@@ -258,7 +296,7 @@ func (e *evaluator) component(n *Component, base frame) error {
 				after = &agentCheck{node: a.node.(*Agent), seen: true}
 			}
 		}
-		err = e.d.checkIn(v, base.pl, base.depth, n.Position, after)
+		err = e.d.checkIn(v, base.pl, int(base.depth), n.Position, after)
 	}
 	if err != nil {
 		base.span.end(err, nil, nil)
@@ -272,6 +310,7 @@ func (e *evaluator) component(n *Component, base frame) error {
 // pop completes the top frame and delivers its result.
 func (e *evaluator) pop() error {
 	f := e.st[len(e.st)-1]
+	e.st[len(e.st)-1] = frame{}
 	e.st = e.st[:len(e.st)-1]
 	switch f.kind {
 	case fList:

@@ -156,7 +156,9 @@ func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agent
 				nac := &agentCheck{node: n}
 				// The marker sits below the children, so it is popped after
 				// all of them were visited.
-				stack = append(stack, checkItem{v: turnsMarker{nac}})
+				if maxTurns > 0 {
+					stack = append(stack, checkItem{v: turnsMarker{nac}})
+				}
 				pushKids(n.Children, cpl, depth, nac, n.Position)
 			case *System:
 				pushKids(n.Children, cpl, depth, ac, n.Position)

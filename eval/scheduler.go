@@ -2,7 +2,6 @@ package eval
 
 import (
 	"context"
-	"sync"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -22,15 +21,18 @@ func newScheduler(limit int) *scheduler {
 	return &scheduler{sem: semaphore.NewWeighted(int64(limit))}
 }
 
-// acquire waits for a slot or for ctx to end. The returned release may be
-// called any number of times; only the first call frees the slot.
-func (s *scheduler) acquire(ctx context.Context) (release func(), err error) {
+// acquire waits for a slot or for ctx to end. Every successful acquire
+// must be paired with exactly one release.
+func (s *scheduler) acquire(ctx context.Context) error {
 	if s == nil {
-		return func() {}, nil
+		return nil
 	}
-	if err := s.sem.Acquire(ctx, 1); err != nil {
-		return nil, err
+	return s.sem.Acquire(ctx, 1)
+}
+
+// release frees a slot taken by acquire.
+func (s *scheduler) release() {
+	if s != nil {
+		s.sem.Release(1)
 	}
-	var once sync.Once
-	return func() { once.Do(func() { s.sem.Release(1) }) }, nil
 }

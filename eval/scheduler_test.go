@@ -10,25 +10,30 @@ import (
 // behaviour; the peak-concurrency bound is tested in TestParallelOrderAndErrors.
 func TestSchedulerCancelAndUnlimited(t *testing.T) {
 	s := newScheduler(1)
-	release, _ := s.acquire(context.Background())
-	defer release()
-	release()
-	// release is idempotent: the slot is free exactly once.
-	r2, err := s.acquire(context.Background())
-	if err != nil {
+	if err := s.acquire(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer r2()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cause := errors.New("stop")
 	cancel(cause)
-	if _, err := s.acquire(ctx); err == nil {
+	if err := s.acquire(ctx); err == nil {
 		t.Fatal("acquire on a full scheduler with a cancelled context must fail")
 	}
-	unlimited := newScheduler(0)
+	s.release()
+	// The slot is free again after release.
+	if err := s.acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s.release()
+
+	var unlimited *scheduler = newScheduler(0)
+	if unlimited != nil {
+		t.Fatal("limit 0 must disable the scheduler")
+	}
 	for i := 0; i < 100; i++ {
-		if _, err := unlimited.acquire(context.Background()); err != nil {
+		if err := unlimited.acquire(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
+	unlimited.release()
 }

@@ -145,7 +145,7 @@ func newTracer(runID string, sinks []TraceSink, onError func(error, Event)) *tra
 // building content attributes.
 func (t *tracer) captures() bool { return t != nil && t.anyCap }
 
-// span is an open span. The zero span (from a nil tracer) is inert.
+// span is an open span. A nil *span (from a nil tracer) is inert.
 type span struct {
 	t      *tracer
 	id     string
@@ -156,18 +156,23 @@ type span struct {
 }
 
 // ID returns the span's identity, or "" for an inert span.
-func (s span) ID() string { return s.id }
+func (s *span) ID() string {
+	if s == nil {
+		return ""
+	}
+	return s.id
+}
 
-func (t *tracer) startSpan(parent, kind, name string, pos Position, a attrs, content attrs) span {
+func (t *tracer) startSpan(parent, kind, name string, pos Position, a attrs, content attrs) *span {
 	if t == nil {
-		return span{}
+		return nil
 	}
 	now := time.Now()
 	t.mu.Lock()
 	t.spanSeq++
 	id := strconv.FormatUint(t.spanSeq, 10)
 	t.mu.Unlock()
-	s := span{t: t, id: id, parent: parent, kind: kind, name: name, start: now}
+	s := &span{t: t, id: id, parent: parent, kind: kind, name: name, start: now}
 	m := toMap(a, 1)
 	if pos.IsValid() {
 		m["aml.source"] = pos.String()
@@ -176,8 +181,8 @@ func (t *tracer) startSpan(parent, kind, name string, pos Position, a attrs, con
 	return s
 }
 
-func (s span) end(err error, a attrs, content attrs) {
-	if s.t == nil {
+func (s *span) end(err error, a attrs, content attrs) {
+	if s == nil {
 		return
 	}
 	now := time.Now()
@@ -195,8 +200,8 @@ func (s span) end(err error, a attrs, content attrs) {
 }
 
 // event records a point event inside the span.
-func (s span) event(name string, a attrs, content attrs) {
-	if s.t == nil {
+func (s *span) event(name string, a attrs, content attrs) {
+	if s == nil {
 		return
 	}
 	s.t.emit(Event{Type: PointEvent, SpanID: s.id, ParentSpanID: s.parent, Name: name, Attributes: toMap(a, 0)}, time.Now(), content)

@@ -94,6 +94,13 @@ func (a *Agent) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.Agen
 	if exec != nil {
 		c.Exec = *exec
 	}
+	if len(a.calls) == cap(a.calls) {
+		// Double explicitly: long runs record many calls, and the default
+		// growth factor for large slices would copy them far more often.
+		grown := make([]Call, len(a.calls), 2*cap(a.calls)+16)
+		copy(grown, a.calls)
+		a.calls = grown
+	}
 	a.calls = append(a.calls, c)
 	a.mu.Unlock()
 

@@ -1,0 +1,181 @@
+package eval_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/deterministic"
+)
+
+// Benchmarks of the evaluator on large trees. They use the deterministic
+// provider (which records every call) and no limits unless a benchmark says
+// otherwise. The node trees are immutable, so they are built once outside
+// the timed loop; the provider is reset on every iteration so its recorded
+// calls do not pile up across iterations.
+
+// benchN is the number of agents of the wide benchmarks.
+const benchN = 10_000
+
+// benchProvider returns a deterministic provider: the echo responder when
+// constant is "", otherwise a responder that always answers constant.
+func benchProvider(b *testing.B, constant string) *deterministic.Agent {
+	b.Helper()
+	var r deterministic.RespondFunc
+	if constant != "" {
+		resp := &eval.AgentResponse{Text: constant}
+		r = func(context.Context, *eval.AgentRequest, int) (*eval.AgentResponse, error) { return resp, nil }
+	}
+	p, err := deterministic.New(deterministic.Options{Respond: r})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+func benchRuntime(b *testing.B, p eval.AgentProvider, limits eval.Limits) *eval.Runtime {
+	b.Helper()
+	rt, err := eval.New(eval.Options{AgentProvider: p, Limits: &limits})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rt
+}
+
+// siblingAgents returns n sibling agents with the prompt "p".
+func siblingAgents(n int) []any {
+	agents := make([]any, n)
+	for i := range agents {
+		agents[i] = &eval.Agent{Children: []any{"p"}}
+	}
+	return agents
+}
+
+// echoNoRecord is an echo provider that records nothing; it isolates the
+// evaluator's own cost from the deterministic provider's call log.
+type echoNoRecord struct{}
+
+func (echoNoRecord) Name() string { return "echo-norecord" }
+
+func (echoNoRecord) Run(_ context.Context, req *eval.AgentRequest, _ *eval.AgentExecution) (*eval.AgentResponse, error) {
+	return &eval.AgentResponse{Text: req.Prompt}, nil
+}
+
+func benchEvaluate(b *testing.B, rt *eval.Runtime, reset func(), tree any, wantLen int) {
+	b.Helper()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if reset != nil {
+			reset()
+		}
+		text, err := rt.Evaluate(ctx, tree, eval.EvaluateOptions{RunID: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(text) != wantLen {
+			b.Fatalf("got %d bytes of text, want %d", len(text), wantLen)
+		}
+	}
+}
+
+// BenchmarkSeq10k evaluates 10,000 sibling agents in one Evaluate. The
+// norecord sub-benchmark uses a provider without a call log, for
+// comparison with the recording deterministic provider.
+func BenchmarkSeq10k(b *testing.B) {
+	tree := siblingAgents(benchN)
+	b.Run("deterministic", func(b *testing.B) {
+		p := benchProvider(b, "")
+		benchEvaluate(b, benchRuntime(b, p, eval.Limits{}), p.Reset, tree, benchN)
+	})
+	b.Run("norecord", func(b *testing.B) {
+		benchEvaluate(b, benchRuntime(b, echoNoRecord{}, eval.Limits{}), nil, tree, benchN)
+	})
+}
+
+// BenchmarkParallel10k evaluates 10,000 agents as the branches of one
+// parallel(), with and without a concurrency limit.
+func BenchmarkParallel10k(b *testing.B) {
+	tree := &eval.Parallel{Branches: siblingAgents(benchN)}
+	for _, bc := range []struct {
+		name   string
+		limits eval.Limits
+	}{
+		{"limit4", eval.Limits{MaxConcurrentAgents: 4}},
+		{"unlimited", eval.Limits{}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			p := benchProvider(b, "")
+			benchEvaluate(b, benchRuntime(b, p, bc.limits), p.Reset, tree, benchN)
+		})
+	}
+}
+
+// BenchmarkNest100k evaluates a chain of 100,000 nested agents,
+// agent(agent(...agent("x"))), whose provider always answers "ok".
+func BenchmarkNest100k(b *testing.B) {
+	const depth = 100_000
+	var tree any = &eval.Agent{Children: []any{"x"}}
+	for i := 1; i < depth; i++ {
+		tree = &eval.Agent{Children: []any{tree}}
+	}
+	p := benchProvider(b, "ok")
+	benchEvaluate(b, benchRuntime(b, p, eval.Limits{}), p.Reset, tree, len("ok"))
+}
+
+// BenchmarkLocalEvaluate10k runs one component whose body evaluates an
+// agent 10,000 times, one after another, through the component context.
+func BenchmarkLocalEvaluate10k(b *testing.B) {
+	agent := &eval.Agent{Children: []any{"p"}}
+	tree := &eval.Component{Name: "local", Entry: true, Fn: func(cc *eval.ComponentContext) (any, error) {
+		n := 0
+		for range benchN {
+			text, err := cc.Evaluate(agent)
+			if err != nil {
+				return nil, err
+			}
+			n += len(text)
+		}
+		return n, nil
+	}}
+	p := benchProvider(b, "")
+	benchEvaluate(b, benchRuntime(b, p, eval.Limits{}), p.Reset, tree, len("10000"))
+}
+
+// BenchmarkRetainedPerCall measures the heap still reachable after
+// evaluating 10,000 sibling agents with the recording deterministic
+// provider kept alive, per agent call. It reports only the custom metric
+// B/call-retained; the timings include two forced GCs per iteration.
+func BenchmarkRetainedPerCall(b *testing.B) {
+	tree := siblingAgents(benchN)
+	ctx := context.Background()
+	var (
+		total float64
+		iters int
+	)
+	b.ReportAllocs()
+	for b.Loop() {
+		p := benchProvider(b, "")
+		rt := benchRuntime(b, p, eval.Limits{})
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		text, err := rt.Evaluate(ctx, tree, eval.EvaluateOptions{RunID: "bench"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(text) != benchN {
+			b.Fatalf("got %d bytes of text, want %d", len(text), benchN)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		// The provider and its call log must survive the second GC.
+		runtime.KeepAlive(p)
+		runtime.KeepAlive(tree)
+		total += float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / benchN
+		iters++
+	}
+	b.ReportMetric(total/float64(iters), "B/call-retained")
+}

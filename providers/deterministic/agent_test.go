@@ -1,0 +1,89 @@
+package deterministic_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/deterministic"
+)
+
+func TestEchoRecordsCalls(t *testing.T) {
+	a, err := deterministic.New(deterministic.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Name() != "deterministic" {
+		t.Fatalf("name %q", a.Name())
+	}
+	req := &eval.AgentRequest{Prompt: "hello", FollowUps: []string{"again"}, System: "sys"}
+	resp, err := a.Run(context.Background(), req, &eval.AgentExecution{RunID: "r"})
+	if err != nil || resp.Text != "hello" {
+		t.Fatalf("%+v %v", resp, err)
+	}
+	req.FollowUps[0] = "mutated"
+	calls := a.Calls()
+	if len(calls) != 1 || calls[0].Index != 0 || calls[0].Request.FollowUps[0] != "again" || calls[0].Exec.RunID != "r" {
+		t.Fatalf("calls %+v", calls)
+	}
+	a.Reset()
+	if len(a.Calls()) != 0 {
+		t.Fatal("Reset kept calls")
+	}
+}
+
+func TestRespondAndCallIndex(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[int]bool{}
+	a, _ := deterministic.New(deterministic.Options{Name: "r", Respond: func(_ context.Context, req *eval.AgentRequest, i int) (*eval.AgentResponse, error) {
+		mu.Lock()
+		seen[i] = true
+		mu.Unlock()
+		if req.Prompt == "fail" {
+			return nil, errors.New("refused")
+		}
+		return &eval.AgentResponse{Text: strings.ToUpper(req.Prompt)}, nil
+	}})
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := a.Run(context.Background(), &eval.AgentRequest{Prompt: "x"}, nil); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != 20 || len(a.Calls()) != 20 {
+		t.Fatalf("indexes %v, calls %d", seen, len(a.Calls()))
+	}
+	if _, err := a.Run(context.Background(), &eval.AgentRequest{Prompt: "fail"}, nil); err == nil || err.Error() != "refused" {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestPreCancelledAndNames(t *testing.T) {
+	a, _ := deterministic.New(deterministic.Options{})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cause := errors.New("stopped")
+	cancel(cause)
+	if _, err := a.Run(ctx, &eval.AgentRequest{Prompt: "x"}, nil); !errors.Is(err, cause) {
+		t.Fatalf("want the cancellation cause, got %v", err)
+	}
+	if len(a.Calls()) != 0 {
+		t.Fatal("a pre-cancelled call was recorded")
+	}
+	for _, bad := range []string{" x", "x ", "a\x00b"} {
+		if _, err := deterministic.New(deterministic.Options{Name: bad}); err == nil {
+			t.Errorf("name %q accepted", bad)
+		}
+	}
+	nilResp, _ := deterministic.New(deterministic.Options{Respond: func(context.Context, *eval.AgentRequest, int) (*eval.AgentResponse, error) { return nil, nil }})
+	if _, err := nilResp.Run(context.Background(), &eval.AgentRequest{}, nil); err == nil {
+		t.Fatal("a nil response must be an error")
+	}
+}
