@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 )
@@ -102,7 +103,28 @@ func (d *domain) runComponent(ctx context.Context, n *Component, sc scope) (any,
 	// Join nested evaluations the body started but did not wait for, so
 	// that no branch outlives the scopes it inherited.
 	cc.wg.Wait()
-	return v, err
+	if err != nil {
+		return nil, componentFailure(ctx, n, err)
+	}
+	return v, nil
+}
+
+// componentFailure keeps errors that already name an authored position or
+// branch and gives any other error the component's position.
+func componentFailure(ctx context.Context, n *Component, err error) error {
+	var (
+		ee *EvaluationError
+		pe *ParallelError
+		ti *ToolInputError
+		to *ToolOutputError
+	)
+	switch {
+	case errors.As(err, &ee), errors.As(err, &pe), errors.As(err, &ti), errors.As(err, &to):
+		return err
+	case ctx.Err() != nil:
+		return &EvaluationError{Msg: "evaluation cancelled in component " + n.Name, Pos: n.Position, Err: err}
+	}
+	return &EvaluationError{Msg: "component " + n.Name + " failed", Pos: n.Position, Err: err}
 }
 
 func callComponent(cc *ComponentContext, n *Component) (v any, err error) {

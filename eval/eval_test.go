@@ -458,3 +458,25 @@ func TestConsoleTracerTree(t *testing.T) {
 		t.Fatalf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+func TestNumberAfterFollowUpFailsBeforeProviders(t *testing.T) {
+	p := echo(t, nil)
+	_, err := run(t, p, nil, &eval.Agent{Position: pos(1), Children: []any{&eval.Agent{Children: []any{"a"}}, &eval.FollowUp{Children: []any{"f"}}, int64(5)}})
+	if err == nil || !strings.Contains(err.Error(), "prompt text after the first follow_up()") {
+		t.Fatalf("error %v", err)
+	}
+	if len(p.Calls()) != 0 {
+		t.Fatalf("%d provider calls before a static placement error", len(p.Calls()))
+	}
+}
+
+func TestGoComponentErrorGetsPosition(t *testing.T) {
+	plain := errors.New("plain failure")
+	_, err := run(t, echo(t, nil), nil, &eval.Component{Name: "Fetch", Position: pos(4), Fn: func(*eval.ComponentContext) (any, error) {
+		return nil, plain
+	}})
+	var ee *eval.EvaluationError
+	if !errors.As(err, &ee) || !errors.Is(err, plain) || ee.Pos != pos(4) || !strings.Contains(err.Error(), "component Fetch failed") {
+		t.Fatalf("error %T %v", err, err)
+	}
+}

@@ -190,8 +190,12 @@ func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agent
 				return turnsError(v.ac.node.Position, turns, maxTurns)
 			}
 		default:
-			if _, ok := scalarText(v); !ok {
+			text, ok := scalarText(v)
+			if !ok {
 				return unrenderable(v, it.pos)
+			}
+			if it.agent != nil && it.agent.seen && !it.pl.inFollowUp && !it.pl.inSystem && !isBlank(text) {
+				return textAfterFollowUpError(it.pos)
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package starlib
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.starlark.net/starlark"
 
@@ -148,7 +149,7 @@ func convert(v starlark.Value, what string, path []*starlark.List) (any, error) 
 		// Tuples are immutable, so only a list inside one can close a cycle.
 		return convertSeq(v.Len(), v.Index, what, path)
 	}
-	return nil, fmt.Errorf("%s %w: a %s cannot be rendered as text (only strings, numbers, None, booleans, lists and AML nodes can); turn data into text first, e.g. json.encode(value)", what, errUnrenderable, v.Type())
+	return nil, fmt.Errorf("%s %w: %s cannot be rendered as text (only strings, numbers, None, booleans, lists and AML nodes can); turn data into text first, e.g. json.encode(value)", what, errUnrenderable, article(v.Type()))
 }
 
 func convertSeq(n int, index func(int) starlark.Value, what string, path []*starlark.List) (any, error) {
@@ -164,3 +165,11 @@ func convertSeq(n int, index func(int) starlark.Value, what string, path []*star
 }
 
 func nodeValue(n eval.Node) *NodeValue { return &NodeValue{Node: n} }
+
+// article prefixes a type name with "a" or "an".
+func article(typ string) string {
+	if typ != "" && strings.ContainsRune("aeiou", rune(typ[0])) {
+		return "an " + typ
+	}
+	return "a " + typ
+}
