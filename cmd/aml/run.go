@@ -183,6 +183,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	// Signals are caught before the run starts, so that an early SIGINT
+	// cancels the run instead of killing the process.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
 	runID := eval.NewRunID()
 	logger.Infof("starting run %s for %s", runID, file)
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -200,10 +206,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		done <- outcome{text, err, time.Since(started)}
 	}()
 
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-
 	var res outcome
 	select {
 	case res = <-done:
@@ -214,7 +216,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			code, name = exitSIGTERM, "SIGTERM"
 		}
 		logger.Warnf("received %s: cancelling run %s (up to %s for cleanup; send it again to exit now)", name, runID, cleanupDeadline)
-		cancel(fmt.Errorf("aml run interrupted by %s", name))
+		interrupted := fmt.Errorf("aml run interrupted by %s", name)
+		cancel(interrupted)
 		select {
 		case res = <-done:
 			status := "ok"
@@ -226,6 +229,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			logger.Errorf("second signal: exiting without waiting for cleanup")
 		case <-time.After(cleanupDeadline):
 			logger.Errorf("cleanup did not finish within %s; exiting", cleanupDeadline)
+		}
+		if f.json {
+			writeEnvelope(stdout, runID, time.Since(started), "", interrupted)
 		}
 		return code
 	}
@@ -262,10 +268,31 @@ func reportLoadError(stderr, stdout io.Writer, asJSON bool, err error) int {
 // its backtrace.
 func printError(w io.Writer, err error) {
 	fmt.Fprintf(w, "aml: error: %s\n", err)
-	var ee *eval.EvaluationError
-	if errors.As(err, &ee) && ee.Backtrace != "" {
-		fmt.Fprintf(w, "%s\n", ee.Backtrace)
+	if bt := backtrace(err); bt != "" {
+		fmt.Fprintf(w, "%s\n", bt)
 	}
+}
+
+// backtrace returns the first Starlark backtrace found in err's chain,
+// searching wrapped and joined errors depth-first.
+func backtrace(err error) string {
+	if err == nil {
+		return ""
+	}
+	if ee, ok := err.(*eval.EvaluationError); ok && ee.Backtrace != "" {
+		return ee.Backtrace
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return backtrace(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if bt := backtrace(e); bt != "" {
+				return bt
+			}
+		}
+	}
+	return ""
 }
 
 func writeEnvelope(w io.Writer, runID string, dur time.Duration, text string, err error) {

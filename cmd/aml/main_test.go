@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+var update = flag.Bool("update", false, "rewrite testscript files with the actual output of cmp commands")
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"aml": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+	})
+}
+
+// TestScript runs the CLI scripts in testdata/script. Each script runs in
+// a fresh directory with testscript's minimal environment (no AML_ENV, no
+// provider credentials); the aml command is this test binary re-executed
+// as the CLI.
+func TestScript(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata/script",
+		RequireExplicitExec: true,
+		UpdateScripts:       *update,
+		Setup: func(env *testscript.Env) error {
+			// Under -race every aml process would sleep 1 s at exit
+			// (the race runtime's default atexit_sleep_ms); keep a
+			// short sleep unless the caller chose GORACE.
+			if os.Getenv("GORACE") == "" {
+				env.Setenv("GORACE", "atexit_sleep_ms=10")
+			}
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exitcode": cmdExitCode,
+		},
+	})
+}
+
+// cmdExitCode implements "exitcode N program [args...]": it runs program
+// like exec (so stdout and stderr can be checked afterwards) and fails
+// unless it exits with status N. exec alone only distinguishes zero from
+// non-zero, and the CLI's exit codes (1 workflow failure, 2 usage or load
+// error) are part of its contract.
+func cmdExitCode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("unsupported: ! exitcode")
+	}
+	if len(args) < 2 {
+		ts.Fatalf("usage: exitcode N program [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exitcode: bad status %q", args[0])
+	}
+	got := 0
+	if err := ts.Exec(args[1], args[2:]...); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			ts.Fatalf("exitcode: %s: %v", args[1], err)
+		}
+		got = ee.ExitCode()
+	}
+	if got != want {
+		ts.Fatalf("%s exited with status %d, want %d", args[1], got, want)
+	}
+}

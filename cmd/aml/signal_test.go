@@ -1,0 +1,271 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// slowWorkflow's agent answers with a Starlark function that loops for
+// minutes unless its thread is cancelled.
+const slowWorkflow = `def slow(req):
+    n = 0
+    for i in range(1000000000):
+        n += i
+    return "done"
+
+busy = deterministic_agent(respond = slow)
+
+def main():
+    return agent("spin", provider = busy)
+`
+
+// The stderr lines startRun can wait for before it returns.
+const (
+	// atStart: the run was announced; the signal handler is installed
+	// before this line is logged.
+	atStart = "starting run "
+	// inSession: the agent session began, so respond is spinning.
+	inSession = "▶ agent.session"
+)
+
+// signalTimeout bounds every wait of the signal tests. It is generous: the
+// tests assert what happened (exit code, cleanup line), not how fast.
+const signalTimeout = 20 * time.Second
+
+// TestSignals runs the real aml binary, interrupts a run whose agent is
+// busy in Starlark, and checks the exit code and that the run was
+// cancelled and cleaned up (rather than abandoned after the 10 s cleanup
+// deadline).
+func TestSignals(t *testing.T) {
+	bin := buildAML(t)
+	dir := t.TempDir()
+	wf := filepath.Join(dir, "slow.star")
+	if err := os.WriteFile(wf, []byte(slowWorkflow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("SIGINT", func(t *testing.T) {
+		t.Parallel()
+		r := startRun(t, bin, dir, wf, inSession)
+		r.signal(t, syscall.SIGINT)
+		code, stdout, stderr := r.wait(t)
+		if code != exitSIGINT {
+			t.Fatalf("exit code %d after SIGINT, want %d\nstderr:\n%s", code, exitSIGINT, stderr)
+		}
+		checkCancelled(t, "SIGINT", stdout, stderr)
+	})
+
+	t.Run("SIGINT at start", func(t *testing.T) {
+		t.Parallel()
+		// A signal the moment the run is announced still cancels it
+		// gracefully instead of killing the process.
+		r := startRun(t, bin, dir, wf, atStart)
+		r.signal(t, syscall.SIGINT)
+		code, stdout, stderr := r.wait(t)
+		if code != exitSIGINT {
+			t.Fatalf("exit code %d after an early SIGINT, want %d\nstderr:\n%s", code, exitSIGINT, stderr)
+		}
+		checkCancelled(t, "SIGINT", stdout, stderr)
+	})
+
+	t.Run("SIGTERM", func(t *testing.T) {
+		t.Parallel()
+		r := startRun(t, bin, dir, wf, inSession)
+		r.signal(t, syscall.SIGTERM)
+		code, stdout, stderr := r.wait(t)
+		if code != exitSIGTERM {
+			t.Fatalf("exit code %d after SIGTERM, want %d\nstderr:\n%s", code, exitSIGTERM, stderr)
+		}
+		checkCancelled(t, "SIGTERM", stdout, stderr)
+	})
+
+	t.Run("SIGINT twice", func(t *testing.T) {
+		t.Parallel()
+		r := startRun(t, bin, dir, wf, inSession)
+		r.signal(t, syscall.SIGINT)
+		r.signal(t, syscall.SIGINT)
+		code, stdout, stderr := r.wait(t)
+		// The second signal either reaches the CLI while it waits for
+		// cleanup ("second signal: exiting without waiting"), arrives
+		// after the cleanup finished, or is coalesced with the first by
+		// the runtime; the exit code is 130 in every case.
+		if code != exitSIGINT {
+			t.Fatalf("exit code %d after two SIGINTs, want %d\nstderr:\n%s", code, exitSIGINT, stderr)
+		}
+		if stdout != "" {
+			t.Errorf("stdout = %q, want nothing after an interrupted run", stdout)
+		}
+		if !strings.Contains(stderr, "received SIGINT: cancelling run") {
+			t.Errorf("stderr does not announce the cancellation:\n%s", stderr)
+		}
+	})
+}
+
+// checkCancelled checks that the run was cancelled by the signal and its
+// cleanup finished, and that nothing was printed as a result.
+func checkCancelled(t *testing.T, name, stdout, stderr string) {
+	t.Helper()
+	if stdout != "" {
+		t.Errorf("stdout = %q, want nothing after an interrupted run", stdout)
+	}
+	if !strings.Contains(stderr, "received "+name+": cancelling run") {
+		t.Errorf("stderr does not announce the cancellation:\n%s", stderr)
+	}
+	if !strings.Contains(stderr, "stopped after cleanup") {
+		t.Errorf("the run did not stop after cleanup (was the Starlark thread cancelled?):\n%s", stderr)
+	}
+}
+
+// buildAML builds this command into a temporary directory, with -race
+// when the test binary itself was built with it.
+func buildAML(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("signal tests need the go tool to build the aml binary: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "aml")
+	args := []string{"build", "-o", bin}
+	if raceEnabled() {
+		args = append(args, "-race")
+	}
+	args = append(args, ".")
+	t.Logf("go %s", strings.Join(args, " "))
+	cmd := exec.Command(goTool, args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin
+}
+
+func raceEnabled() bool {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-race" && s.Value == "true" {
+			return true
+		}
+	}
+	return false
+}
+
+// run is one aml run process whose stderr is collected line by line.
+type run struct {
+	cmd      *exec.Cmd
+	stdout   bytes.Buffer
+	mu       sync.Mutex
+	stderr   strings.Builder
+	scanned  chan struct{} // closed when stderr reached EOF
+	exited   chan struct{} // closed when Wait returned
+	waitErr  error
+	finished bool
+}
+
+// startRun starts "aml run --trace FILE" and returns once stderr showed
+// the "starting run" lifecycle line and then the line containing until
+// (atStart or inSession).
+func startRun(t *testing.T, bin, dir, wf, until string) *run {
+	t.Helper()
+	r := &run{scanned: make(chan struct{}), exited: make(chan struct{})}
+	r.cmd = exec.Command(bin, "run", "--trace", wf)
+	r.cmd.Dir = dir
+	r.cmd.Stdout = &r.stdout
+	pipe, err := r.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !r.finished {
+			_ = r.cmd.Process.Kill()
+			<-r.exited
+		}
+	})
+
+	ready := make(chan struct{})
+	go func() {
+		defer close(r.scanned)
+		started, signalled := false, false
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			line := sc.Text()
+			r.mu.Lock()
+			r.stderr.WriteString(line + "\n")
+			r.mu.Unlock()
+			if strings.Contains(line, "starting run ") {
+				started = true
+			}
+			if started && !signalled && strings.Contains(line, until) {
+				signalled = true
+				close(ready)
+			}
+		}
+	}()
+	go func() {
+		<-r.scanned // StderrPipe must be drained before Wait
+		r.waitErr = r.cmd.Wait()
+		close(r.exited)
+	}()
+
+	select {
+	case <-ready:
+	case <-r.exited:
+		t.Fatalf("aml run exited before the agent session started: %v\nstderr:\n%s", r.waitErr, r.stderrText())
+	case <-time.After(signalTimeout):
+		t.Fatalf("no \"starting run\" and agent session on stderr within %s\nstderr:\n%s", signalTimeout, r.stderrText())
+	}
+	return r
+}
+
+func (r *run) stderrText() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stderr.String()
+}
+
+func (r *run) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := r.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("sending %v: %v", sig, err)
+	}
+}
+
+// wait waits for the process to exit and returns its exit code, stdout and
+// stderr. A process killed by a signal yields a failure, not a code.
+func (r *run) wait(t *testing.T) (int, string, string) {
+	t.Helper()
+	select {
+	case <-r.exited:
+	case <-time.After(signalTimeout):
+		t.Fatalf("aml run did not exit within %s of the signal\nstderr:\n%s", signalTimeout, r.stderrText())
+	}
+	r.finished = true
+	stderr := r.stderrText()
+	if r.waitErr == nil {
+		return 0, r.stdout.String(), stderr
+	}
+	var ee *exec.ExitError
+	if !errors.As(r.waitErr, &ee) {
+		t.Fatalf("aml run: %v\nstderr:\n%s", r.waitErr, stderr)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		t.Fatalf("aml run was killed by %v instead of exiting with a code\nstderr:\n%s", ws.Signal(), stderr)
+	}
+	return ee.ExitCode(), r.stdout.String(), stderr
+}
