@@ -183,7 +183,7 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 		return nil, errors.New("provider opened no session")
 	}
 	defer func() {
-		cleanup := sess.child(d.trace, "agent", "agent.cleanup")
+		cleanup := sess.childWith(d.trace, "agent", "agent.cleanup", exec.Source, nil, nil)
 		cerr := closeSession(s)
 		cleanup.end(cerr, nil, nil)
 		if cerr != nil {
@@ -201,7 +201,7 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 		if d.trace.captures() {
 			content = attrs{"prompt", text}
 		}
-		ts := sess.childWith(d.trace, "agent", "agent.turn", attrs{"index", int64(i + 1), "kind", kind}, content)
+		ts := sess.childWith(d.trace, "agent", "agent.turn", exec.Source, attrs{"index", int64(i + 1), "kind", kind}, content)
 		r, terr := runTurn(ctx, s, AgentTurn{Index: i + 1, Kind: kind, Text: text, Final: i == len(turns)-1})
 		if terr == nil && r == nil {
 			terr = errors.New("provider returned no turn response")
@@ -240,14 +240,10 @@ func closeSession(s AgentSession) (err error) {
 // cleanupTimeout bounds provider cleanup after a session ends.
 const cleanupTimeout = 30 * time.Second
 
-// child opens a nested span below s.
-func (s *span) child(t *tracer, kind, name string) *span {
-	return s.childWith(t, kind, name, nil, nil)
-}
-
-func (s *span) childWith(t *tracer, kind, name string, a attrs, content attrs) *span {
+// childWith opens a nested span below s.
+func (s *span) childWith(t *tracer, kind, name string, pos Position, a attrs, content attrs) *span {
 	if t == nil {
 		return nil
 	}
-	return t.startSpan(s.ID(), kind, name, Position{}, a, content)
+	return t.startSpan(s.ID(), kind, name, pos, a, content)
 }

@@ -33,8 +33,10 @@ type limitFlag struct {
 	set bool
 }
 
+// String implements flag.Value.
 func (f *limitFlag) String() string { return strconv.Itoa(f.v) }
 
+// Set implements flag.Value: a non-negative integer.
 func (f *limitFlag) Set(s string) error {
 	n, err := strconv.Atoi(s)
 	if err != nil {
