@@ -18,6 +18,17 @@ func init() {
 	)
 }
 
+// childrenOnly implements a builtin whose node takes only its children.
+func childrenOnly(build func(kids []any, pos eval.Position) eval.Node) func(*call) (starlark.Value, error) {
+	return func(c *call) (starlark.Value, error) {
+		kids, err := c.children()
+		if err != nil {
+			return nil, err
+		}
+		return nodeValue(build(kids, c.pos)), nil
+	}
+}
+
 var childrenParam = Param{Name: "children", Type: "renderable", Variadic: true,
 	Doc: "Content in authored order: strings, numbers, None/booleans (nothing), lists (flattened) and AML nodes."}
 
@@ -126,13 +137,7 @@ The provider receives system text in this order: the runtime system text, the ag
 	Params:  []Param{childrenParam},
 	Returns: "a system node",
 	Example: `agent(system("Report only evidence."), "Review the patch.")`,
-	impl: func(c *call) (starlark.Value, error) {
-		kids, err := c.children()
-		if err != nil {
-			return nil, err
-		}
-		return nodeValue(&eval.System{Children: kids, Position: c.pos}), nil
-	},
+	impl:    childrenOnly(func(kids []any, pos eval.Position) eval.Node { return &eval.System{Children: kids, Position: pos} }),
 }
 
 var followUpBuiltin = &Builtin{
@@ -144,13 +149,7 @@ Follow-ups are flat (one cannot contain another), keep authored order, and must 
 	Params:  []Param{childrenParam},
 	Returns: "a follow_up node",
 	Example: `agent("Draft the plan.", follow_up("Estimate the risk of each step."))`,
-	impl: func(c *call) (starlark.Value, error) {
-		kids, err := c.children()
-		if err != nil {
-			return nil, err
-		}
-		return nodeValue(&eval.FollowUp{Children: kids, Position: c.pos}), nil
-	},
+	impl:    childrenOnly(func(kids []any, pos eval.Position) eval.Node { return &eval.FollowUp{Children: kids, Position: pos} }),
 }
 
 var blockBuiltin = &Builtin{
@@ -191,13 +190,7 @@ Agent-scoped children (system(), follow_up()) inside a fragment belong to the ne
 	Params:  []Param{childrenParam},
 	Returns: "a fragment node",
 	Example: `fragment(system("Be concise."), "Review the change.")`,
-	impl: func(c *call) (starlark.Value, error) {
-		kids, err := c.children()
-		if err != nil {
-			return nil, err
-		}
-		return nodeValue(&eval.Fragment{Children: kids, Position: c.pos}), nil
-	},
+	impl:    childrenOnly(func(kids []any, pos eval.Position) eval.Node { return &eval.Fragment{Children: kids, Position: pos} }),
 }
 
 var parallelBuiltin = &Builtin{
@@ -209,13 +202,7 @@ Each argument is one branch; lists are flattened into branches and None/booleans
 	Params:  []Param{{Name: "branches", Type: "renderable", Variadic: true, Doc: "The branches."}},
 	Returns: "a parallel node",
 	Example: `parallel([block(agent("Review " + k + "."), tag = k) for k in kinds])`,
-	impl: func(c *call) (starlark.Value, error) {
-		kids, err := c.children()
-		if err != nil {
-			return nil, err
-		}
-		return nodeValue(&eval.Parallel{Branches: kids, Position: c.pos}), nil
-	},
+	impl:    childrenOnly(func(kids []any, pos eval.Position) eval.Node { return &eval.Parallel{Branches: kids, Position: pos} }),
 }
 
 var componentBuiltin = &Builtin{

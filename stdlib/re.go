@@ -24,10 +24,10 @@ var reModule = &moduleDef{
 	members: []memberDef{
 		{Member{"re.match", "re.match(pattern, s)",
 			`Reports whether pattern matches anywhere in s. Unlike Python's re.match it is not ` +
-				`anchored at the start of s; use "^" in the pattern, or re.full_match, to anchor it.`}, reMatch},
+				`anchored at the start of s; use "^" in the pattern, or re.full_match, to anchor it.`}, reMatcher(false)},
 		{Member{"re.full_match", "re.full_match(pattern, s)",
 			`Reports whether pattern matches the whole of s, as if it were written \A(?:pattern)\z. ` +
-				`Alternatives are all tried: re.full_match("a|ab", "ab") is True.`}, reFullMatch},
+				`Alternatives are all tried: re.full_match("a|ab", "ab") is True.`}, reMatcher(true)},
 		{Member{"re.search", "re.search(pattern, s)",
 			`Returns None if pattern does not match s, otherwise a struct describing the leftmost ` +
 				`match: text (the matched string), start and end (its byte offsets in s), groups (a ` +
@@ -56,28 +56,20 @@ var reModule = &moduleDef{
 	},
 }
 
-func reMatch(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var pattern, s string
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "pattern", &pattern, "s", &s); err != nil {
-		return nil, err
+// reMatcher implements re.match (anywhere in s) and, with full,
+// re.full_match (the whole of s).
+func reMatcher(full bool) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+	return func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		var pattern, s string
+		if err := starlark.UnpackArgs(b.Name(), args, kwargs, "pattern", &pattern, "s", &s); err != nil {
+			return nil, err
+		}
+		re, err := compilePattern(b.Name(), pattern, full)
+		if err != nil {
+			return nil, err
+		}
+		return starlark.Bool(re.MatchString(s)), nil
 	}
-	re, err := compilePattern(b.Name(), pattern, false)
-	if err != nil {
-		return nil, err
-	}
-	return starlark.Bool(re.MatchString(s)), nil
-}
-
-func reFullMatch(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
-	var pattern, s string
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "pattern", &pattern, "s", &s); err != nil {
-		return nil, err
-	}
-	re, err := compilePattern(b.Name(), pattern, true)
-	if err != nil {
-		return nil, err
-	}
-	return starlark.Bool(re.MatchString(s)), nil
 }
 
 func reSearch(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
