@@ -39,6 +39,13 @@ func (d *domain) buildRequest(n *Agent, plan *agentPlan, prompt []byte) *AgentRe
 // slot and runs the provider session, returning the text it contributes.
 func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt []byte, parentSpan string) (string, error) {
 	req := d.buildRequest(n, plan, prompt)
+	schema := n.Schema
+	if plan.target != nil {
+		schema = plan.target.schema
+	}
+	if schema != nil {
+		req.Output = schema.output
+	}
 	if max := d.limits.MaxTurnsPerAgent; max > 0 && 1+len(req.FollowUps) > max {
 		return "", turnsError(n.Position, 1+len(req.FollowUps), max)
 	}
@@ -74,16 +81,43 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 	}
 	agentSpan := d.trace.startSpan(parentSpan, "agent", "Agent", n.Position, a, content)
 	resp, err := d.session(ctx, n, p, req, agentSpan)
+	text := ""
+	if err == nil {
+		text = resp.Text
+		if schema != nil {
+			text, err = structuredResult(n, p, schema, resp, plan.target)
+		}
+	}
 	if err != nil {
 		agentSpan.end(err, nil, nil)
 		return "", err
 	}
 	var endContent attrs
 	if d.trace.captures() {
-		endContent = attrs{"result", resp.Text}
+		endContent = attrs{"result", text}
 	}
 	agentSpan.end(nil, nil, endContent)
-	return resp.Text, nil
+	return text, nil
+}
+
+// structuredResult validates a provider's structured value against the
+// schema and returns its canonical JSON text; for evaluate(schema=...) it
+// also hands the value to the target.
+func structuredResult(n *Agent, p AgentProvider, schema *Schema, resp *AgentResponse, t *structTarget) (string, error) {
+	if resp.Structured == nil {
+		return "", newError(n.Position, fmt.Sprintf("agent() was asked for a structured result but provider %q returned none (AgentResponse.Structured is nil)", p.Name()))
+	}
+	text, err := schema.ValidateCanonical(resp.Structured)
+	if err != nil {
+		if jsonErr := checkJSONValue(resp.Structured, 0); jsonErr != nil {
+			return "", &EvaluationError{Msg: fmt.Sprintf("agent() structured result from provider %q is not JSON data", p.Name()), Pos: n.Position, Err: jsonErr}
+		}
+		return "", &EvaluationError{Msg: "agent() structured result schema validation failed", Pos: n.Position, Err: err}
+	}
+	if t != nil {
+		t.value = resp.Structured
+	}
+	return text, nil
 }
 
 // session runs one provider session under the scheduler and the agent's

@@ -179,3 +179,37 @@ func BenchmarkRetainedPerCall(b *testing.B) {
 	}
 	b.ReportMetric(total/float64(iters), "B/call-retained")
 }
+
+// BenchmarkSeq10kStructured compares 10,000 sibling agents answering a
+// structured request (validated against a schema and rendered as
+// canonical JSON) with the same agents answering plain text.
+func BenchmarkSeq10kStructured(b *testing.B) {
+	schema, err := eval.NewSchema(map[string]any{
+		"type":     "object",
+		"required": []any{"severity", "summary"},
+		"properties": map[string]any{
+			"severity": map[string]any{"enum": []any{"low", "high"}},
+			"summary":  map[string]any{"type": "string"},
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	value := map[string]any{"severity": "high", "summary": "p"}
+	resp := &eval.AgentResponse{Structured: value}
+	text := &eval.AgentResponse{Text: `{"severity":"high","summary":"p"}`}
+	for _, c := range []struct {
+		name   string
+		schema *eval.Schema
+		resp   *eval.AgentResponse
+	}{{"text", nil, text}, {"structured", schema, resp}} {
+		b.Run(c.name, func(b *testing.B) {
+			p, _ := deterministic.New(deterministic.Options{Respond: func(context.Context, *eval.AgentRequest, int) (*eval.AgentResponse, error) { return c.resp, nil }})
+			agents := make([]any, benchN)
+			for i := range agents {
+				agents[i] = &eval.Agent{Schema: c.schema, Children: []any{"p"}}
+			}
+			benchEvaluate(b, benchRuntime(b, p, eval.Limits{}), p.Reset, agents, benchN*len(text.Text))
+		})
+	}
+}

@@ -46,7 +46,42 @@ func (cc *ComponentContext) Evaluate(value any) (string, error) {
 	}
 	cc.wg.Add(1)
 	defer cc.wg.Done()
-	return cc.d.evaluate(cc.ctx, value, cc.sc, false)
+	return cc.d.evaluate(cc.ctx, value, cc.sc)
+}
+
+// EvaluateStructured resolves value, which must resolve to exactly one
+// agent() (possibly inside components or lists, with no other text), asks
+// that agent for a structured result satisfying schema, and returns the
+// validated value as JSON-like Go data. pos is the authored position of
+// the call, used in errors.
+func (cc *ComponentContext) EvaluateStructured(value any, schema *Schema, pos Position) (any, error) {
+	if !cc.active.Load() {
+		return nil, &EvaluationError{Msg: errDetached.Error(), Pos: cc.node.Position}
+	}
+	cc.wg.Add(1)
+	defer cc.wg.Done()
+	return cc.d.evaluateStructured(cc.ctx, value, cc.sc, schema, pos)
+}
+
+// EvaluateAllStructured is EvaluateStructured for several values, run
+// concurrently; results keep authored order, and failures are reported
+// together as a *ParallelError.
+func (cc *ComponentContext) EvaluateAllStructured(values []any, schema *Schema, pos Position) ([]any, error) {
+	if !cc.active.Load() {
+		return nil, &EvaluationError{Msg: errDetached.Error(), Pos: cc.node.Position}
+	}
+	cc.wg.Add(1)
+	defer cc.wg.Done()
+	out := make([]any, len(values))
+	err := cc.d.fanOut(len(values), pos, func(i int) error {
+		v, err := cc.d.evaluateStructured(cc.ctx, values[i], cc.sc, schema, pos)
+		out[i] = v
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // EvaluateAll resolves values concurrently (bounded only by the agent
@@ -65,13 +100,27 @@ func (cc *ComponentContext) EvaluateAll(values []any, pos Position) ([]string, e
 // evaluateAll runs every value on its own goroutine in scope sc.
 func (d *domain) evaluateAll(ctx context.Context, values []any, sc scope, pos Position) ([]string, error) {
 	texts := make([]string, len(values))
-	errs := make([]error, len(values))
+	err := d.fanOut(len(values), pos, func(i int) error {
+		var err error
+		texts[i], err = d.evaluate(ctx, values[i], sc)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return texts, nil
+}
+
+// fanOut runs branch(0..n-1) on their own goroutines, waits for all of
+// them, and reports every failure in authored order as a *ParallelError.
+func (d *domain) fanOut(n int, pos Position, branch func(i int) error) error {
+	errs := make([]error, n)
 	var wg sync.WaitGroup
-	wg.Add(len(values))
-	for i, v := range values {
+	wg.Add(n)
+	for i := 0; i < n; i++ {
 		go func() {
 			defer wg.Done()
-			texts[i], errs[i] = d.evaluate(ctx, v, sc, false)
+			errs[i] = branch(i)
 		}()
 	}
 	wg.Wait()
@@ -79,15 +128,15 @@ func (d *domain) evaluateAll(ctx context.Context, values []any, sc scope, pos Po
 	for i, err := range errs {
 		if err != nil {
 			if pe == nil {
-				pe = &ParallelError{Branches: len(values), Pos: pos}
+				pe = &ParallelError{Branches: n, Pos: pos}
 			}
 			pe.Failures = append(pe.Failures, BranchFailure{Index: i, Err: err})
 		}
 	}
 	if pe != nil {
-		return nil, pe
+		return pe
 	}
-	return texts, nil
+	return nil
 }
 
 // runComponent invokes the component body with a fresh context and

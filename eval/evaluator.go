@@ -60,6 +60,9 @@ type agentPlan struct {
 	system    []string
 	followUps []string
 	followed  bool
+	// target is set when this agent's structured result is collected by
+	// evaluate(schema=...).
+	target *structTarget
 }
 
 // evaluator runs one frame loop on the calling goroutine.
@@ -70,18 +73,40 @@ type evaluator struct {
 	st  []frame
 }
 
-// evaluate resolves value in scope sc on the calling goroutine. Unless
-// checked is set, the statically visible part of value is validated first,
-// so authoring mistakes fail before any provider runs.
-func (d *domain) evaluate(ctx context.Context, value any, sc scope, checked bool) (string, error) {
-	if !checked {
-		if err := d.check(value, place{}, sc.depth, Position{}); err != nil {
-			return "", err
-		}
+// evaluate resolves value in scope sc on the calling goroutine. The
+// statically visible part of value is validated first, so authoring
+// mistakes fail before any provider runs.
+func (d *domain) evaluate(ctx context.Context, value any, sc scope) (string, error) {
+	if err := d.check(value, place{}, sc.depth, Position{}); err != nil {
+		return "", err
 	}
 	e := evaluator{d: d, ctx: ctx, sc: sc}
 	return e.run(value)
 }
+
+// evaluateStructured resolves value, which must resolve to exactly one
+// agent() and no other text, and returns that agent's validated
+// structured result.
+func (d *domain) evaluateStructured(ctx context.Context, value any, sc scope, schema *Schema, pos Position) (any, error) {
+	if err := d.check(value, place{}, sc.depth, pos); err != nil {
+		return nil, err
+	}
+	if err := scanStructured(value, pos); err != nil {
+		return nil, err
+	}
+	t := &structTarget{schema: schema}
+	sc.target = t
+	e := evaluator{d: d, ctx: ctx, sc: sc}
+	if _, err := e.run(value); err != nil {
+		return nil, err
+	}
+	if !t.claimed {
+		return nil, newError(pos, structuredNoneMsg)
+	}
+	return t.value, nil
+}
+
+const structuredNoneMsg = "evaluate(schema=...) must resolve to exactly one agent(), but the value resolved none; pass the agent() whose structured result you want"
 
 func (e *evaluator) run(value any) (text string, err error) {
 	e.st = getStack()
@@ -137,6 +162,9 @@ func (e *evaluator) write(s string, pos Position) error {
 	w := &e.st[e.top().sink]
 	if w.kind == fAgent && w.plan.followed && !isBlank(s) {
 		return textAfterFollowUpError(pos)
+	}
+	if w.kind == fRoot && e.sc.target != nil && !isBlank(s) {
+		return structuredTextError(pos)
 	}
 	w.buf = append(w.buf, s...)
 	return nil
@@ -223,6 +251,13 @@ func (e *evaluator) enter(n Node) error {
 		base.sink = int32(len(e.st))
 		base.agent = int32(len(e.st))
 		base.plan = &agentPlan{}
+		if t := e.sc.target; t != nil && p.sink == 0 {
+			// This agent's result is what evaluate(schema=...) collects.
+			if err := claimStructured(t, n); err != nil {
+				return err
+			}
+			base.plan.target = t
+		}
 		e.push(base)
 	case *System:
 		base.kind = fSystem
@@ -255,6 +290,9 @@ func (e *evaluator) enter(n Node) error {
 		base.items = n.Children
 		e.push(base)
 	case *Parallel:
+		if e.sc.target != nil && p.sink == 0 {
+			return structuredParallelError(n.Position)
+		}
 		text, err := e.parallel(n, depth)
 		if err != nil {
 			return err
@@ -296,7 +334,12 @@ func (e *evaluator) component(n *Component, base frame) error {
 				after = &agentCheck{node: a.node.(*Agent), seen: true}
 			}
 		}
-		err = e.d.checkIn(v, base.pl, int(base.depth), n.Position, after)
+		if e.sc.target != nil && base.sink == 0 {
+			err = scanStructured(v, n.Position)
+		}
+		if err == nil {
+			err = e.d.checkIn(v, base.pl, int(base.depth), n.Position, after)
+		}
 	}
 	if err != nil {
 		base.span.end(err, nil, nil)
@@ -340,6 +383,10 @@ func (e *evaluator) pop() error {
 		text, err := e.d.runAgent(e.ctx, n, f.plan, f.buf, e.spanParent())
 		if err != nil {
 			return err
+		}
+		if f.plan.target != nil {
+			// The collected value travels through the target, not as text.
+			return nil
 		}
 		w := &e.st[f.out]
 		if w.kind == fAgent && w.plan.followed && !isBlank(text) {

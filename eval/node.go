@@ -79,6 +79,9 @@ type Agent struct {
 	// Name is diagnostic metadata for traces and errors; never sent to the
 	// provider as prompt text.
 	Name string
+	// Schema, when set, requests a structured result: the provider's
+	// structured value is validated and rendered as canonical JSON text.
+	Schema *Schema
 	// TimeoutMS bounds the provider session once it holds a scheduler slot;
 	// 0 means no timeout.
 	TimeoutMS int64

@@ -217,3 +217,85 @@ func blockHasText(b *Block) bool {
 	}
 	return false
 }
+
+const (
+	structuredSecondMsg = "evaluate(schema=...) must resolve to exactly one agent(), but this is a second one; collect several results with evaluate_all([...], schema=S)"
+	twoSchemaOwnersMsg  = "agent(schema=...) cannot also be collected by evaluate(..., schema=...): one agent has one schema owner; drop one of the two schemas"
+)
+
+func structuredTextError(pos Position) error {
+	return newError(pos, "evaluate(schema=...) collects exactly one agent() result, so text outside that agent is not allowed; move the text into the agent's prompt or evaluate without schema=")
+}
+
+func structuredParallelError(pos Position) error {
+	return newError(pos, "evaluate(schema=...) cannot collect a parallel(): it is a text-composition boundary; collect typed branch results with evaluate_all([...], schema=S)")
+}
+
+// claimStructured makes n the agent whose result evaluate(schema=...)
+// collects, rejecting a second candidate and a second schema owner.
+func claimStructured(t *structTarget, n *Agent) error {
+	if n.Schema != nil {
+		return newError(n.Position, twoSchemaOwnersMsg)
+	}
+	if t.claimed {
+		return newError(n.Position, structuredSecondMsg)
+	}
+	t.claimed = true
+	return nil
+}
+
+// scanStructured applies the structured-evaluation rules to the statically
+// visible top level of value: at most one agent(), no text around it, no
+// parallel(). Components are skipped; their results are checked when they
+// return.
+func scanStructured(value any, pos Position) error {
+	type item struct {
+		v   any
+		pos Position
+	}
+	stack := []item{{value, pos}}
+	agents := 0
+	for len(stack) > 0 {
+		it := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		push := func(kids []any, pos Position) {
+			for i := len(kids) - 1; i >= 0; i-- {
+				stack = append(stack, item{kids[i], pos})
+			}
+		}
+		switch v := it.v.(type) {
+		case []any:
+			push(v, it.pos)
+		case *Fragment:
+			push(v.Children, v.Position)
+		case *Block:
+			if NormalizeTag(v.Tag) != "" && !blockIsEmpty(v) {
+				return structuredTextError(v.Position)
+			}
+			push(v.Children, v.Position)
+		case *Agent:
+			if v.Schema != nil {
+				return newError(v.Position, twoSchemaOwnersMsg)
+			}
+			if agents++; agents > 1 {
+				return newError(v.Position, structuredSecondMsg)
+			}
+		case *Parallel:
+			return structuredParallelError(v.Position)
+		case Node:
+			// Components resolve later; system()/follow_up() here are
+			// placement errors reported by check.
+		case []string:
+			for _, s := range v {
+				if !isBlank(s) {
+					return structuredTextError(it.pos)
+				}
+			}
+		default:
+			if text, ok := scalarText(v); ok && !isBlank(text) {
+				return structuredTextError(it.pos)
+			}
+		}
+	}
+	return nil
+}

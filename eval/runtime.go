@@ -145,7 +145,7 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	}
 	if err == nil {
 		root := d.trace.startSpan("", "evaluation", "run", Position{}, nil, nil)
-		text, err = d.evaluate(ctx, value, scope{span: root.ID()}, false)
+		text, err = d.evaluate(ctx, value, scope{span: root.ID()})
 		root.end(err, nil, nil)
 	}
 	d.trace.close()
@@ -186,8 +186,18 @@ type scope struct {
 	depth int
 	// span is the trace parent.
 	span string
-	// comp is the enclosing active component, if any.
-	comp *ComponentContext
+	// target collects the one structured agent result of a structured
+	// evaluation; nil for text evaluations. It is not inherited by nested
+	// evaluations.
+	target *structTarget
+}
+
+// structTarget is the state of one evaluate(value, schema=S): the schema
+// and the single agent() whose validated result it collects.
+type structTarget struct {
+	schema  *Schema
+	claimed bool
+	value   any
 }
 
 // countAgentCall enforces max_agent_calls before a provider runs.

@@ -44,6 +44,7 @@ The children form the initial prompt (trimmed); system() children extend the sys
 		{Name: "model", Type: "str | None", Default: "None", Doc: "Provider-owned model identifier, passed through."},
 		{Name: "system", Type: "str | None", Default: "None", Doc: "Fixed system text placed after the runtime system text and before system() children."},
 		{Name: "name", Type: "str | None", Default: "None", Doc: "Diagnostic name for traces and errors; never sent to the provider."},
+		{Name: "schema", Type: "dict | None", Default: "None", Doc: "JSON Schema of a structured result: the provider's structured value is validated and the agent renders it as canonical JSON (sorted keys). Use evaluate(node, schema=S) instead to receive the value in Starlark; one agent has one schema owner."},
 		{Name: "timeout_ms", Type: "int | None", Default: "None", Doc: "Positive bound in milliseconds on the provider session, counted once it holds a scheduler slot."},
 		{Name: "cwd", Type: "str | None", Default: "None", Doc: "Agent-local working directory inside the enclosing sandbox(); requires one."},
 		{Name: "permissions", Type: "dict | None", Default: "None", Doc: `Requested native controls: {"filesystem": "read-only"|"read-write", "network": bool, "shell": bool}; omitted keys keep read-write, True, True.`},
@@ -59,6 +60,13 @@ func agentImpl(c *call) (starlark.Value, error) {
 		return nil, err
 	}
 	n := &eval.Agent{Children: kids, Model: c.str("model"), System: c.str("system"), Cwd: c.str("cwd"), Position: c.pos}
+	if v := c.value("schema"); v != nil {
+		s, err := compileSchema(v)
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		n.Schema = s
+	}
 	if p, ok := c.value("provider").(*AgentProviderValue); ok {
 		n.Provider = p.Provider
 	}
@@ -239,9 +247,10 @@ var evaluateBuiltin = &Builtin{
 Only available while a component body runs (the entry function counts). The nested value inherits the evaluation's limits, scheduler, tracing and cancellation; its resources are released before evaluate() returns.`,
 	Params: []Param{
 		{Name: "value", Type: "renderable", Positional: true, Doc: "The value to resolve."},
+		{Name: "schema", Type: "dict | None", Default: "None", Positional: true, Doc: "JSON Schema of a structured result: the value must resolve to exactly one agent(), with no other text, and evaluate() returns its validated result as Starlark values."},
 	},
-	Returns: "str",
-	Example: `finding = evaluate(agent("Find the riskiest change."))`,
+	Returns: "str, or the validated value when schema is given",
+	Example: `finding = evaluate(agent("Inspect the change."), schema = Finding)`,
 	impl: func(c *call) (starlark.Value, error) {
 		cc := componentOf(c.thread)
 		if cc == nil {
@@ -250,6 +259,17 @@ Only available while a component body runs (the entry function counts). The nest
 		v, err := toRenderable(c.value("value"), "evaluate() argument")
 		if err != nil {
 			return nil, err
+		}
+		if sv := c.value("schema"); sv != nil {
+			s, err := compileSchema(sv)
+			if err != nil {
+				return nil, c.errorf("%v", err)
+			}
+			out, err := cc.EvaluateStructured(v, s, c.pos)
+			if err != nil {
+				return nil, err
+			}
+			return fromGo(out), nil
 		}
 		text, err := cc.Evaluate(v)
 		if err != nil {
@@ -267,8 +287,9 @@ var evaluateAllBuiltin = &Builtin{
 Like evaluate() but for a list: the values run concurrently (bounded by max_concurrent_agents), evaluate_all() waits for all of them, and fails with a ParallelError listing every failed index when any failed.`,
 	Params: []Param{
 		{Name: "values", Type: "list", Positional: true, Doc: "The values to resolve."},
+		{Name: "schema", Type: "dict | None", Default: "None", Positional: true, Doc: "JSON Schema applied to each value as in evaluate(value, schema=S)."},
 	},
-	Returns: "list of str",
+	Returns: "list of str, or of validated values when schema is given",
 	Example: `a, b = evaluate_all([agent("Review correctness."), agent("Review security.")])`,
 	impl: func(c *call) (starlark.Value, error) {
 		cc := componentOf(c.thread)
@@ -283,6 +304,21 @@ Like evaluate() but for a list: the values run concurrently (bounded by max_conc
 				return nil, err
 			}
 			vals[i] = v
+		}
+		if sv := c.value("schema"); sv != nil {
+			s, err := compileSchema(sv)
+			if err != nil {
+				return nil, c.errorf("%v", err)
+			}
+			results, err := cc.EvaluateAllStructured(vals, s, c.pos)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]starlark.Value, len(results))
+			for i, r := range results {
+				out[i] = fromGo(r)
+			}
+			return starlark.NewList(out), nil
 		}
 		texts, err := cc.EvaluateAll(vals, c.pos)
 		if err != nil {

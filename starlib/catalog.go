@@ -32,6 +32,9 @@ type Param struct {
 	// Positional lets the parameter be passed by position (it precedes the
 	// variadic parameter); other named parameters are keyword-only.
 	Positional bool
+	// Kwargs marks a **name parameter that collects arbitrary keyword
+	// arguments.
+	Kwargs bool
 }
 
 // Builtin is one predeclared function: its reference documentation and its
@@ -51,6 +54,9 @@ type Builtin struct {
 	// Example is a short usage example.
 	Example string
 	impl    func(c *call) (starlark.Value, error)
+	// raw, when set, replaces catalog unpacking for builtins that take
+	// arbitrary keyword arguments.
+	raw func(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error)
 }
 
 // Signature renders the builtin's Starlark signature, e.g.
@@ -61,6 +67,8 @@ func (b *Builtin) Signature() string {
 		switch {
 		case p.Variadic:
 			parts = append(parts, "*"+p.Name)
+		case p.Kwargs:
+			parts = append(parts, "**"+p.Name)
 		case p.Default == "":
 			parts = append(parts, p.Name)
 		default:
@@ -97,7 +105,7 @@ var (
 	byName  = map[string]*Builtin{}
 )
 
-var groupOrder = map[string]int{"nodes": 0, "components": 1, "runtime": 2, "providers": 3, "values": 4}
+var groupOrder = map[string]int{"nodes": 0, "components": 1, "runtime": 2, "providers": 3, "schema": 4, "values": 5}
 
 func register(bs ...*Builtin) {
 	for _, b := range bs {
@@ -119,6 +127,9 @@ func register(bs ...*Builtin) {
 // value returns the Starlark builtin function for b.
 func (b *Builtin) value() *starlark.Builtin {
 	return starlark.NewBuiltin(b.Name, func(thread *starlark.Thread, fn *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		if b.raw != nil {
+			return b.raw(thread, args, kwargs)
+		}
 		c, err := b.unpack(thread, args, kwargs)
 		if err != nil {
 			return nil, err
@@ -232,6 +243,10 @@ func accepts(typ string, v starlark.Value) bool {
 			}
 		case "bool":
 			if _, ok := v.(starlark.Bool); ok {
+				return true
+			}
+		case "float":
+			if _, ok := v.(starlark.Float); ok {
 				return true
 			}
 		case "None":

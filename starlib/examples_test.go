@@ -17,9 +17,10 @@ import (
 // checks its result.
 func TestExamples(t *testing.T) {
 	cases := []struct {
-		file string
-		env  map[string]string
-		want string
+		file    string
+		env     map[string]string
+		want    string
+		wantErr string
 	}{
 		{file: "hello.star", want: "Resolved: Explain what AML evaluates."},
 		{file: "review.star", want: "Verdict: approve (3 lanes)\n" +
@@ -32,11 +33,21 @@ func TestExamples(t *testing.T) {
 			"- [security] no blocking finding in \"drop the cache\""},
 		{file: "collect.star", want: "Plan in 2 turns from a 125-character prompt; last turn: Tighten the plan to five steps."},
 		{file: "collect.star", env: map[string]string{"RISK": "low"}, want: "Risk is low: no plan needed."},
+		{file: "structured.star", want: "synthesized: Explain this high finding: authorization is checked after mutation\n\n" +
+			"<raw-finding>\n{\"severity\":\"high\",\"summary\":\"authorization is checked after mutation\"}\n</raw-finding>"},
+		{file: "structured.star", env: map[string]string{"SEVERITY": "low"}, want: "No publishable finding."},
+		{file: "structured.star", env: map[string]string{"SEVERITY": "medium"}, wantErr: "structured result schema validation failed: /properties/severity: enum: medium"},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
 			lo := starlib.LoadOptions{Env: func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }}
 			got, err := starlib.Run(context.Background(), filepath.Join("..", "examples", c.file), "", lo, eval.Options{})
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want %q", err, c.wantErr)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -352,9 +352,12 @@ var predeclared = sync.OnceValue(func() starlark.StringDict {
 	d := starlark.StringDict{
 		"json":   json.Module,
 		"struct": starlark.NewBuiltin("struct", starlarkstruct.Make),
+		"schema": schemaModule(),
 	}
 	for _, b := range catalog {
-		d[b.Name] = b.value()
+		if !strings.Contains(b.Name, ".") {
+			d[b.Name] = b.value()
+		}
 	}
 	d.Freeze()
 	return d

@@ -29,6 +29,7 @@ func cmdDoc(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "  %-22s %s\n", b.Name, b.Summary())
 		}
 		fmt.Fprintln(stdout, "\nvalues:")
+		fmt.Fprintf(stdout, "  %-22s %s\n", "schema", "JSON Schema builders (schema.object, schema.string, ...; listed above)")
 		fmt.Fprintf(stdout, "  %-22s %s\n", "json", "encode, decode, indent, encode_indent (go.starlark.net/lib/json)")
 		fmt.Fprintf(stdout, "  %-22s %s\n", "struct", "struct(**fields) builds an immutable record")
 		fmt.Fprintln(stdout, "\nstandard modules (load(\"@std/text\", \"dedent\")):")
@@ -61,6 +62,9 @@ func writeBuiltinDoc(w io.Writer, b *starlib.Builtin) {
 			name := p.Name
 			if p.Variadic {
 				name = "*" + name
+			}
+			if p.Kwargs {
+				name = "**" + name
 			}
 			def := ""
 			if p.Default != "" {
