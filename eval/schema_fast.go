@@ -15,14 +15,14 @@ import (
 // rejects a value, the full validator decides and explains. Schemas using
 // any other keyword get no fast form.
 type fastSchema struct {
-	types      uint8 // bit set of fastType*; 0 accepts every type
-	enum       []any
-	hasConst   bool
-	constV     any
-	props      map[string]*fastSchema
-	propNames  []string // sorted
-	propReq    []bool   // propReq[i]: propNames[i] is required
-	required   []string
+	types     uint8 // bit set of fastType*; 0 accepts every type
+	enum      []any
+	hasConst  bool
+	constV    any
+	props     map[string]*fastSchema
+	propNames []string // sorted
+	propReq   []bool   // propReq[i]: propNames[i] is required
+	required  []string
 	// reqOutside counts required names that are not properties.
 	reqOutside int
 	closed     bool // additionalProperties: false
