@@ -35,6 +35,76 @@ func (d *domain) buildRequest(n *Agent, plan *agentPlan, prompt []byte) *AgentRe
 	}
 }
 
+// grant records a tool() or mcp() grant in an agent plan, enforcing the
+// same rules as the static check for grants produced by components.
+func (d *domain) grant(plan *agentPlan, n Node) error {
+	if plan.grants == nil {
+		plan.grants = map[string]bool{}
+	}
+	return d.checkGrant(n, plan.grants)
+}
+
+// checkCapabilities rejects grants the selected provider cannot take and
+// an MCP server whose name collides with the tool bridge's prefix.
+func (d *domain) checkCapabilities(n *Agent, p AgentProvider, plan *agentPlan) error {
+	if len(plan.tools) > 0 {
+		if oi, ok := p.(ObjectToolInputs); ok && oi.RequiresObjectToolInput() {
+			for _, g := range plan.tools {
+				if !g.Tool.InputSchema().RootTypeObject() {
+					return newError(g.Position, fmt.Sprintf("tool %q cannot be granted to provider %q: its input schema must have \"type\": \"object\" at the root, because the provider passes tool input as named arguments", g.Tool.Name(), p.Name()))
+				}
+			}
+		}
+		prefix := d.toolPrefix()
+		for _, m := range plan.mcp {
+			if m.GrantName() == prefix {
+				return newError(m.Position, fmt.Sprintf("mcp() server %q collides with the tool bridge's server name %q used for this agent's tool() grants; rename the server or set a different tool prefix", prefix, prefix))
+			}
+		}
+	}
+	return nil
+}
+
+// toolPrefix is the name of the invocation-owned MCP server that carries
+// tools to bridged providers.
+func (d *domain) toolPrefix() string {
+	if d.rt.opts.ToolPrefix != "" {
+		return d.rt.opts.ToolPrefix
+	}
+	return "aml"
+}
+
+// agentTools binds an agent's granted tools to this evaluation for the
+// provider: every call runs through invoke, traced under the session.
+func (d *domain) agentTools(ctx context.Context, plan *agentPlan, sessionSpan string) []*AgentTool {
+	if len(plan.tools) == 0 {
+		return nil
+	}
+	out := make([]*AgentTool, len(plan.tools))
+	for i, g := range plan.tools {
+		t := g.Tool
+		out[i] = &AgentTool{Name: t.Name(), Description: t.Description(), InputSchema: t.InputSchema().Document(),
+			call: func(callCtx context.Context, input any) (any, error) {
+				if callCtx == nil {
+					callCtx = ctx
+				}
+				return d.invoke(callCtx, t, input, sessionSpan, "agent")
+			}}
+	}
+	return out
+}
+
+func agentMCP(plan *agentPlan) []AgentMCPServer {
+	if len(plan.mcp) == 0 {
+		return nil
+	}
+	out := make([]AgentMCPServer, len(plan.mcp))
+	for i, g := range plan.mcp {
+		out[i] = AgentMCPServer{Name: g.GrantName(), Server: g.Server}
+	}
+	return out
+}
+
 // runAgent checks the plan against the limits, waits for a scheduler
 // slot and runs the provider session, returning the text it contributes.
 func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt []byte, parentSpan string) (string, error) {
@@ -56,9 +126,13 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 	if p == nil {
 		return "", newError(n.Position, "agent() has no provider: pass provider= to agent(), or set a default with configure(agent_provider=...) or the runtime's AgentProvider option")
 	}
+	if err := d.checkCapabilities(n, p, plan); err != nil {
+		return "", err
+	}
 	if err := d.countAgentCall(n.Position); err != nil {
 		return "", err
 	}
+	req.MCPServers = agentMCP(plan)
 
 	var a, content attrs
 	if d.trace != nil {
@@ -80,7 +154,19 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		}
 	}
 	agentSpan := d.trace.startSpan(parentSpan, "agent", "Agent", n.Position, a, content)
-	resp, err := d.session(ctx, n, p, req, agentSpan)
+	if agentSpan != nil {
+		for _, g := range plan.tools {
+			agentSpan.event("capability.tool", attrs{"name", g.Tool.Name()}, nil)
+		}
+		for _, g := range plan.mcp {
+			kind := "named"
+			if g.Server != nil {
+				kind = g.Server.Transport.Type
+			}
+			agentSpan.event("capability.mcp", attrs{"name", g.GrantName(), "kind", kind}, nil)
+		}
+	}
+	resp, err := d.session(ctx, n, p, req, agentSpan, plan)
 	text := ""
 	if err == nil {
 		text = resp.Text
@@ -122,7 +208,7 @@ func structuredResult(n *Agent, p AgentProvider, schema *Schema, resp *AgentResp
 
 // session runs one provider session under the scheduler and the agent's
 // timeout.
-func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *AgentRequest, agentSpan *span) (*AgentResponse, error) {
+func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *AgentRequest, agentSpan *span, plan *agentPlan) (*AgentResponse, error) {
 	if err := d.sched.acquire(ctx); err != nil {
 		return nil, canceled(ctx, n.Position)
 	}
@@ -144,6 +230,11 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 	parent := agentSpan.ID()
 	sess := d.trace.startSpan(parent, "agent", "agent.session", n.Position, a, nil)
 	exec := &AgentExecution{RunID: d.runID, SpanID: sess.ID(), ParentSpanID: parent, Source: n.Position}
+	spanForTools := sess.ID()
+	if spanForTools == "" {
+		spanForTools = parent
+	}
+	req.Tools = d.agentTools(sctx, plan, spanForTools)
 
 	var (
 		resp *AgentResponse

@@ -60,6 +60,9 @@ type agentPlan struct {
 	system    []string
 	followUps []string
 	followed  bool
+	tools     []*ToolGrant
+	mcp       []*MCPGrant
+	grants    map[string]bool
 	// target is set when this agent's structured result is collected by
 	// evaluate(schema=...).
 	target *structTarget
@@ -273,6 +276,18 @@ func (e *evaluator) enter(n Node) error {
 		base.out = p.sink
 		base.sink = int32(len(e.st))
 		e.push(base)
+	case *ToolGrant:
+		a := e.st[p.agent].plan
+		if err := e.d.grant(a, n); err != nil {
+			return err
+		}
+		a.tools = append(a.tools, n)
+	case *MCPGrant:
+		a := e.st[p.agent].plan
+		if err := e.d.grant(a, n); err != nil {
+			return err
+		}
+		a.mcp = append(a.mcp, n)
 	case *Block:
 		if blockIsEmpty(n) {
 			return e.write("\n\n", n.Position)

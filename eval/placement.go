@@ -2,6 +2,7 @@ package eval
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -47,6 +48,17 @@ func childPlace(n Node, pl place) (place, error) {
 			return pl, newError(n.Position, "follow_up() is not valid inside system(); put it directly in agent()")
 		}
 		return place{agent: true, inFollowUp: true, sandbox: pl.sandbox}, nil
+	case *ToolGrant, *MCPGrant:
+		name := n.Kind() + "()"
+		switch {
+		case !pl.agent:
+			return pl, newError(n.Pos(), name+" is only valid inside agent(); move it into the agent that may use it")
+		case pl.inSystem:
+			return pl, newError(n.Pos(), name+" is not valid inside system(); grant it directly in agent()")
+		case pl.inFollowUp:
+			return pl, newError(n.Pos(), name+" is not valid inside follow_up(); capabilities apply to the whole session, so grant it directly in agent()")
+		}
+		return pl, nil
 	case *Parallel:
 		// Each branch is its own nested evaluation: agent-scoped nodes in a
 		// branch do not attach to an agent around the parallel().
@@ -95,6 +107,7 @@ type agentCheck struct {
 	node      *Agent
 	followUps int
 	seen      bool
+	grants    map[string]bool
 }
 
 // check validates the statically visible part of value before anything
@@ -180,6 +193,15 @@ func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agent
 					return textAfterFollowUpError(n.Position)
 				}
 				pushKids(n.Branches, cpl, depth, nil, n.Position)
+			case *ToolGrant, *MCPGrant:
+				if ac != nil {
+					if ac.grants == nil {
+						ac.grants = map[string]bool{}
+					}
+					if err := d.checkGrant(n, ac.grants); err != nil {
+						return err
+					}
+				}
 			case *Component:
 				// Checked when its body returns.
 			default:
@@ -296,6 +318,36 @@ func scanStructured(value any, pos Position) error {
 				return structuredTextError(it.pos)
 			}
 		}
+	}
+	return nil
+}
+
+// checkGrant enforces unique names per agent and the allow-lists for a
+// tool() or mcp() grant; seen holds the agent's grants so far, keyed by
+// kind and name.
+func (d *domain) checkGrant(n Node, seen map[string]bool) error {
+	var kind, name string
+	var allowed []string
+	var option string
+	switch g := n.(type) {
+	case *ToolGrant:
+		kind, name, allowed, option = "tool", g.Tool.Name(), d.rt.opts.AllowedTools, "allowed_tools"
+	case *MCPGrant:
+		kind, name, allowed, option = "mcp", g.GrantName(), d.rt.opts.AllowedMCPServers, "allowed_mcp_servers"
+	default:
+		return nil
+	}
+	key := kind + "\x00" + name
+	if seen[key] {
+		article := "a"
+		if kind == "mcp" {
+			article = "an"
+		}
+		return newError(n.Pos(), fmt.Sprintf("agent() already has %s %s() named %q; %s names must be unique within one agent", article, kind, name, kind))
+	}
+	seen[key] = true
+	if allowed != nil && !slices.Contains(allowed, name) {
+		return newError(n.Pos(), fmt.Sprintf("%s %q is not allowed: it is missing from %s %v; add it to configure(%s=[...]) or the runtime's options", kind, name, option, allowed, option))
 	}
 	return nil
 }

@@ -71,6 +71,10 @@ type AgentRequest struct {
 	Name string
 	// Permissions are the requested native controls.
 	Permissions Permissions
+	// Tools are the granted tools, in authored order.
+	Tools []*AgentTool
+	// MCPServers are the granted MCP servers, in authored order.
+	MCPServers []AgentMCPServer
 	// Output requests structured output, or is nil.
 	Output *OutputRequest
 }

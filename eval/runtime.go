@@ -75,6 +75,15 @@ type Options struct {
 	Cwd string
 	// Limits are the budgets; nil means DefaultLimits().
 	Limits *Limits
+	// AllowedTools, when non-nil, lists the exact tool names that may be
+	// granted to agents (component code may call any tool).
+	AllowedTools []string
+	// AllowedMCPServers, when non-nil, lists the exact MCP server names
+	// that may be granted.
+	AllowedMCPServers []string
+	// ToolPrefix names the invocation-owned MCP server that carries tools
+	// to bridged providers; "" means "aml".
+	ToolPrefix string
 	// Trace receives trace events.
 	Trace []TraceSink
 	// OnTraceError receives trace sink failures; they never fail the run.
@@ -103,6 +112,12 @@ func New(opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	opts.Trace = append([]TraceSink(nil), opts.Trace...)
+	if opts.AllowedTools != nil {
+		opts.AllowedTools = append([]string{}, opts.AllowedTools...)
+	}
+	if opts.AllowedMCPServers != nil {
+		opts.AllowedMCPServers = append([]string{}, opts.AllowedMCPServers...)
+	}
 	return &Runtime{opts: opts, limits: limits}, nil
 }
 

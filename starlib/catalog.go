@@ -105,7 +105,7 @@ var (
 	byName  = map[string]*Builtin{}
 )
 
-var groupOrder = map[string]int{"nodes": 0, "components": 1, "runtime": 2, "providers": 3, "schema": 4, "values": 5}
+var groupOrder = map[string]int{"nodes": 0, "components": 1, "capabilities": 2, "runtime": 3, "providers": 4, "schema": 5, "values": 6}
 
 func register(bs ...*Builtin) {
 	for _, b := range bs {
@@ -270,6 +270,14 @@ func accepts(typ string, v starlark.Value) bool {
 			if _, ok := v.(*AgentProviderValue); ok {
 				return true
 			}
+		case "tool":
+			if _, ok := v.(*ToolValue); ok {
+				return true
+			}
+		case "mcp_server":
+			if _, ok := v.(*MCPServerValue); ok {
+				return true
+			}
 		}
 	}
 	return false
@@ -293,6 +301,10 @@ func describeType(typ string) string {
 			parts[i] = "a function"
 		case "agent_provider":
 			parts[i] = "an agent provider (such as deterministic_agent())"
+		case "tool":
+			parts[i] = "a tool from define_tool()"
+		case "mcp_server":
+			parts[i] = "a descriptor from define_mcp_server()"
 		}
 	}
 	return strings.Join(parts, " or ")

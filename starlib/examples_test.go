@@ -33,6 +33,7 @@ func TestExamples(t *testing.T) {
 			"- [security] no blocking finding in \"drop the cache\""},
 		{file: "collect.star", want: "Plan in 2 turns from a 125-character prompt; last turn: Tighten the plan to five steps."},
 		{file: "collect.star", env: map[string]string{"RISK": "low"}, want: "Risk is low: no plan needed."},
+		{file: "tools.star", want: "direct: 120\nmodel saw lookup_order, list_orders: 120 + 45"},
 		{file: "structured.star", want: "synthesized: Explain this high finding: authorization is checked after mutation\n\n" +
 			"<raw-finding>\n{\"severity\":\"high\",\"summary\":\"authorization is checked after mutation\"}\n</raw-finding>"},
 		{file: "structured.star", env: map[string]string{"SEVERITY": "low"}, want: "No publishable finding."},

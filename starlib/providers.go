@@ -60,7 +60,7 @@ func respondFunc(e *env, fn starlark.Callable, pos eval.Position) deterministic.
 	return func(ctx context.Context, req *eval.AgentRequest, idx int) (*eval.AgentResponse, error) {
 		th, stop := e.newThread(ctx, "respond")
 		defer stop()
-		v, err := starlark.Call(th, fn, starlark.Tuple{requestValue(req, idx)}, nil)
+		v, err := starlark.Call(th, fn, starlark.Tuple{requestValue(ctx, req, idx)}, nil)
 		if err != nil {
 			return nil, fromStarlark(ctx, err, pos)
 		}
@@ -72,8 +72,9 @@ func respondFunc(e *env, fn starlark.Callable, pos eval.Position) deterministic.
 	}
 }
 
-// requestValue builds the frozen req struct handed to respond.
-func requestValue(req *eval.AgentRequest, idx int) starlark.Value {
+// requestValue builds the frozen req struct handed to respond. Its
+// call_tool(name, input) runs a granted tool the way a model's call would.
+func requestValue(ctx context.Context, req *eval.AgentRequest, idx int) starlark.Value {
 	strs := func(ss []string) *starlark.List {
 		vs := make([]starlark.Value, len(ss))
 		for i, s := range ss {
@@ -97,8 +98,9 @@ func requestValue(req *eval.AgentRequest, idx int) starlark.Value {
 		"system":        starlark.String(req.System),
 		"model":         optional(req.Model),
 		"name":          optional(req.Name),
-		"tools":         strs(nil),
-		"mcp_servers":   strs(nil),
+		"tools":         strs(toolNames(req.Tools)),
+		"mcp_servers":   strs(mcpNames(req.MCPServers)),
+		"call_tool":     callToolBuiltin(ctx, req.Tools),
 		"skills":        strs(nil),
 		"output_schema": schema,
 		"call_index":    starlark.MakeInt(idx),
@@ -242,4 +244,53 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+func toolNames(ts []*eval.AgentTool) []string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	return names
+}
+
+func mcpNames(ms []eval.AgentMCPServer) []string {
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = m.Name
+	}
+	return names
+}
+
+// callToolBuiltin is req.call_tool(name, input): it runs a tool granted to
+// the agent through the agent-facing path (input normalization included),
+// as a model's tool call would, and returns the result. Omitting input
+// sends no input at all.
+func callToolBuiltin(ctx context.Context, tools []*eval.AgentTool) *starlark.Builtin {
+	return starlark.NewBuiltin("call_tool", func(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+		var name string
+		var input starlark.Value
+		if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "input?", &input); err != nil {
+			return nil, err
+		}
+		for _, t := range tools {
+			if t.Name != name {
+				continue
+			}
+			var raw any = eval.NoInput
+			if input != nil {
+				g, err := toGo(input)
+				if err != nil {
+					return nil, &eval.ToolInputError{Tool: name, Msg: "input is not JSON data", Err: err}
+				}
+				raw = g
+			}
+			out, err := t.Call(ctx, raw)
+			if err != nil {
+				return nil, err
+			}
+			return fromGo(out), nil
+		}
+		return nil, fmt.Errorf("call_tool: no tool named %q is granted to this agent (granted: %s); grant it with tool(t) inside the agent", name, strings.Join(toolNames(tools), ", "))
+	})
 }

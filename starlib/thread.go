@@ -68,17 +68,24 @@ func fromStarlark(ctx context.Context, err error, fallback eval.Position) error 
 		ti *eval.ToolInputError
 		to *eval.ToolOutputError
 	)
+	var se *starlark.EvalError
 	switch {
 	case errors.As(err, &pe):
 		return pe
 	case errors.As(err, &ee):
 		return ee
-	case errors.As(err, &ti):
-		return ti
-	case errors.As(err, &to):
-		return to
+	case errors.As(err, &ti), errors.As(err, &to):
+		// Tool errors carry no position: name the Starlark call site.
+		pos := fallback
+		if errors.As(err, &se) {
+			pos = starlarkPos(se, fallback)
+		}
+		var cause error = ti
+		if ti == nil {
+			cause = to
+		}
+		return &eval.EvaluationError{Msg: "tool call failed", Pos: pos, Err: cause}
 	}
-	var se *starlark.EvalError
 	if errors.As(err, &se) {
 		return &eval.EvaluationError{Msg: se.Msg, Pos: starlarkPos(se, fallback), Backtrace: se.Backtrace(), Err: unwrapCause(se)}
 	}

@@ -307,7 +307,8 @@ func (w *Workflow) Limits() eval.Limits {
 }
 
 // ApplyConfig fills the options that opts leaves unset from configure():
-// the default agent provider, the system text and the limits. Options the
+// the default agent provider, the system text, the limits and the
+// allow-lists. Options the
 // caller set win, as CLI flags and Go options do.
 func (w *Workflow) ApplyConfig(opts *eval.Options) {
 	if opts.AgentProvider == nil {
@@ -319,6 +320,12 @@ func (w *Workflow) ApplyConfig(opts *eval.Options) {
 	if opts.Limits == nil {
 		l := w.Limits()
 		opts.Limits = &l
+	}
+	if opts.AllowedTools == nil && w.Config.AllowedTools != nil {
+		opts.AllowedTools = w.Config.AllowedTools
+	}
+	if opts.AllowedMCPServers == nil && w.Config.AllowedMCPServers != nil {
+		opts.AllowedMCPServers = w.Config.AllowedMCPServers
 	}
 }
 

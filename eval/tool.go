@@ -1,0 +1,355 @@
+package eval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ToolFunc executes a tool. input is the validated input value (a
+// map[string]any for the usual object schema); the result must be a
+// string or JSON-like data. ctx is cancelled with the evaluation.
+type ToolFunc func(ctx context.Context, input any) (any, error)
+
+// Tool is an application-owned capability that runs in the host process.
+// Component code may call it directly; tool() grants it to one agent so
+// the model may call it. A Tool is immutable and safe for concurrent use.
+type Tool struct {
+	name        string
+	description string
+	input       *Schema
+	output      *Schema
+	execute     ToolFunc
+	pos         Position
+}
+
+// ToolOptions define a tool.
+type ToolOptions struct {
+	// Name is the tool's exact name: non-empty, without surrounding
+	// whitespace; unique within one agent and the key of allow-lists.
+	Name string
+	// Description tells the model what the tool does.
+	Description string
+	// Input validates input; nil accepts any JSON object.
+	Input *Schema
+	// Output, when set, validates the result.
+	Output *Schema
+	// Execute runs the tool.
+	Execute ToolFunc
+	// Position is where the tool was defined.
+	Position Position
+}
+
+// anyObject is the input schema of a tool defined without one.
+var anyObject = func() *Schema {
+	s, err := NewSchema(map[string]any{"type": "object"})
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// NewTool validates a tool definition.
+func NewTool(o ToolOptions) (*Tool, error) {
+	switch {
+	case o.Name == "" || strings.TrimSpace(o.Name) != o.Name:
+		return nil, fmt.Errorf("tool name must be non-empty and without surrounding whitespace, got %q", o.Name)
+	case strings.TrimSpace(o.Description) == "" || strings.TrimSpace(o.Description) != o.Description:
+		return nil, fmt.Errorf("tool %q: description must be non-empty and without surrounding whitespace", o.Name)
+	case o.Execute == nil:
+		return nil, fmt.Errorf("tool %q: execute is required", o.Name)
+	}
+	in := o.Input
+	if in == nil {
+		in = anyObject
+	}
+	return &Tool{name: o.Name, description: o.Description, input: in, output: o.Output, execute: o.Execute, pos: o.Position}, nil
+}
+
+// Name returns the tool's name.
+func (t *Tool) Name() string { return t.name }
+
+// Description returns the tool's description.
+func (t *Tool) Description() string { return t.description }
+
+// InputSchema returns the input schema.
+func (t *Tool) InputSchema() *Schema { return t.input }
+
+// OutputSchema returns the output schema, or nil.
+func (t *Tool) OutputSchema() *Schema { return t.output }
+
+// Pos returns where the tool was defined.
+func (t *Tool) Pos() Position { return t.pos }
+
+// NoInput stands for tool input the caller omitted entirely, as opposed
+// to an explicit JSON null.
+var NoInput any = noInput{}
+
+type noInput struct{}
+
+// normalizeInput applies the transport input rules shared by every call
+// path: a value the schema accepts is kept as is; omitted input becomes {}
+// only when {} is accepted; a string the schema rejects is parsed as JSON
+// exactly once and kept only if the decoded value is accepted; anything
+// else is a ToolInputError and the tool does not run.
+func (t *Tool) normalizeInput(raw any) (any, error) {
+	if _, omitted := raw.(noInput); omitted {
+		empty := map[string]any{}
+		if t.input.Validate(empty) == nil {
+			return empty, nil
+		}
+		return nil, &ToolInputError{Tool: t.name, Msg: "input is required: the input schema does not accept an empty object", Err: t.input.Validate(empty)}
+	}
+	v, err := snapshot(raw)
+	if err != nil {
+		return nil, &ToolInputError{Tool: t.name, Msg: "input is not JSON data", Err: err}
+	}
+	verr := t.input.Validate(v)
+	if verr == nil {
+		return v, nil
+	}
+	if s, ok := v.(string); ok {
+		var decoded any
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.UseNumber()
+		if err := dec.Decode(&decoded); err == nil && !dec.More() {
+			decoded = normalizeNumbers(decoded)
+			if t.input.Validate(decoded) == nil {
+				return decoded, nil
+			}
+		}
+	}
+	return nil, &ToolInputError{Tool: t.name, Msg: "input does not match the input schema", Err: verr}
+}
+
+// finishOutput checks and snapshots a tool result.
+func (t *Tool) finishOutput(out any) (any, error) {
+	v, err := snapshot(out)
+	if err != nil {
+		return nil, &ToolOutputError{Tool: t.name, Msg: "result is not a string or JSON data", Err: err}
+	}
+	if t.output != nil {
+		if err := t.output.Validate(v); err != nil {
+			return nil, &ToolOutputError{Tool: t.name, Msg: "result does not match the output schema", Err: err}
+		}
+	}
+	return v, nil
+}
+
+// snapshot deep-copies JSON-like data so that neither side of a boundary
+// can change what the other received. Integers stay int64.
+func snapshot(v any) (any, error) {
+	if err := checkJSONValue(v, 0); err != nil {
+		return nil, err
+	}
+	return copyJSON(v), nil
+}
+
+func copyJSON(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = copyJSON(e)
+		}
+		return m
+	case []any:
+		s := make([]any, len(x))
+		for i, e := range x {
+			s[i] = copyJSON(e)
+		}
+		return s
+	case int:
+		return int64(x)
+	case int32:
+		return int64(x)
+	case uint32:
+		return int64(x)
+	case float32:
+		return float64(x)
+	case json.Number:
+		return numberValue(x)
+	}
+	return v
+}
+
+// normalizeNumbers turns json.Number values into int64 or float64.
+func normalizeNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalizeNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = normalizeNumbers(e)
+		}
+	case json.Number:
+		return numberValue(x)
+	}
+	return v
+}
+
+func numberValue(n json.Number) any {
+	if i, err := n.Int64(); err == nil {
+		return i
+	}
+	f, _ := n.Float64()
+	return f
+}
+
+// invoke runs one tool call through the shared path: input
+// normalization, execution, output checks, tracing. via is "component" or
+// "agent".
+func (d *domain) invoke(ctx context.Context, t *Tool, raw any, parentSpan string, via string) (any, error) {
+	var content attrs
+	if d.trace.captures() {
+		if s, err := CanonicalJSON(raw); err == nil {
+			content = attrs{"input", s}
+		}
+	}
+	sp := d.trace.startSpan(parentSpan, "tool", t.name, t.pos, attrs{"tool.caller", via}, content)
+	out, err := d.runTool(ctx, t, raw)
+	var endContent attrs
+	if err == nil && d.trace.captures() {
+		if s, e := CanonicalJSON(out); e == nil {
+			endContent = attrs{"output", s}
+		}
+	}
+	sp.end(err, nil, endContent)
+	return out, err
+}
+
+func (d *domain) runTool(ctx context.Context, t *Tool, raw any) (out any, err error) {
+	if ctx.Err() != nil {
+		return nil, canceled(ctx, t.pos)
+	}
+	in, err := t.normalizeInput(raw)
+	if err != nil {
+		return nil, err
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("tool %q panicked: %s", t.name, panicText(r))
+			}
+		}()
+		out, err = t.execute(ctx, in)
+	}()
+	if err != nil {
+		var ti *ToolInputError
+		var to *ToolOutputError
+		var ee *EvaluationError
+		if errors.As(err, &ti) || errors.As(err, &to) || errors.As(err, &ee) {
+			return nil, err
+		}
+		return nil, &EvaluationError{Msg: fmt.Sprintf("tool %q failed", t.name), Pos: t.pos, Err: err}
+	}
+	return t.finishOutput(out)
+}
+
+// CallTool runs t from component code: the input goes through the same
+// normalization and validation as an agent's call, the call is traced
+// under the component, and it is cancelled with the evaluation. Calling
+// never grants the tool to a model.
+func (cc *ComponentContext) CallTool(t *Tool, input any) (any, error) {
+	if !cc.active.Load() {
+		return nil, &EvaluationError{Msg: "Tools can only be called while an AML component is active", Pos: t.pos}
+	}
+	cc.wg.Add(1)
+	defer cc.wg.Done()
+	return cc.d.invoke(cc.ctx, t, input, cc.sc.span, "component")
+}
+
+// ToolGrant grants a tool to the nearest enclosing agent. It contributes no
+// text.
+type ToolGrant struct {
+	Tool     *Tool
+	Position Position
+}
+
+// Kind implements Node.
+func (*ToolGrant) Kind() string { return "tool" }
+
+// Pos implements Node.
+func (n *ToolGrant) Pos() Position { return n.Position }
+
+// AgentTool is a granted tool as a provider sees it: its declaration and
+// a Call port that runs it through AML's validation path. It is safe for
+// concurrent use.
+type AgentTool struct {
+	Name        string
+	Description string
+	// InputSchema is the JSON Schema of the input; providers must not
+	// modify it.
+	InputSchema map[string]any
+	call        func(ctx context.Context, input any) (any, error)
+}
+
+// Call runs the tool as a model-selected call. input is the transport
+// value: JSON-like data, a JSON string, or NoInput when the model sent
+// none. The result is JSON-like data or a string. Errors are
+// *ToolInputError (the tool did not run), *ToolOutputError, or the tool's
+// own failure.
+func (t *AgentTool) Call(ctx context.Context, input any) (any, error) {
+	return t.call(ctx, input)
+}
+
+// ObjectToolInputs is an optional AgentProvider capability: providers that
+// pass tool input as named arguments (every ACP provider) require each
+// granted tool's input schema to accept only objects.
+type ObjectToolInputs interface {
+	RequiresObjectToolInput() bool
+}
+
+// MCPTransport describes how to reach an MCP server. Exactly one of the
+// stdio fields (Command) or the HTTP fields (URL) is set, per Type.
+type MCPTransport struct {
+	// Type is "stdio" or "streamable-http".
+	Type    string
+	Command string
+	Args    []string
+	Cwd     string
+	Env     map[string]string
+	URL     string
+	Headers map[string]string
+}
+
+// MCPServer is an immutable MCP server descriptor from
+// define_mcp_server(). Its transport may carry secrets (env, headers) and
+// is never traced.
+type MCPServer struct {
+	Name      string
+	Transport MCPTransport
+}
+
+// MCPGrant grants an MCP server to the nearest enclosing agent: either a
+// provider-native server by Name, or the configured Server.
+type MCPGrant struct {
+	Name     string
+	Server   *MCPServer
+	Position Position
+}
+
+// Kind implements Node.
+func (*MCPGrant) Kind() string { return "mcp" }
+
+// Pos implements Node.
+func (n *MCPGrant) Pos() Position { return n.Position }
+
+// GrantName returns the granted server's name.
+func (n *MCPGrant) GrantName() string {
+	if n.Server != nil {
+		return n.Server.Name
+	}
+	return n.Name
+}
+
+// AgentMCPServer is a granted MCP server as a provider sees it. Server is
+// nil for a provider-native server named Name.
+type AgentMCPServer struct {
+	Name   string
+	Server *MCPServer
+}
