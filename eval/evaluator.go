@@ -38,6 +38,8 @@ type frame struct {
 	span *span
 	// parentSpan is the innermost open span around this frame.
 	parentSpan string
+	// ctx is the chain of provided context values around this frame.
+	ctx *binding
 	// suffix is written to the sink when a block frame completes.
 	suffix string
 	idx    int32
@@ -115,7 +117,7 @@ func (e *evaluator) run(value any) (text string, err error) {
 	e.st = getStack()
 	// Registered first, so it runs after unwind below is done with the stack.
 	defer func() { putStack(e.st); e.st = nil }()
-	e.push(frame{kind: fRoot, items: []any{value}, depth: int32(e.sc.depth), sink: 0, out: -1, agent: -1, parentSpan: e.sc.span})
+	e.push(frame{kind: fRoot, items: []any{value}, depth: int32(e.sc.depth), sink: 0, out: -1, agent: -1, parentSpan: e.sc.span, ctx: e.sc.ctx})
 	defer func() {
 		if r := recover(); r != nil {
 			var pos Position
@@ -183,7 +185,7 @@ func (e *evaluator) visit(item any) error {
 		return nil
 	case []any:
 		if len(v) > 0 {
-			e.push(frame{kind: fList, items: v, depth: f.depth, pl: f.pl, sink: f.sink, agent: f.agent, pos: f.pos, parentSpan: e.spanParent()})
+			e.push(frame{kind: fList, items: v, depth: f.depth, pl: f.pl, sink: f.sink, agent: f.agent, pos: f.pos, parentSpan: e.spanParent(), ctx: f.ctx})
 		}
 		return nil
 	case []string:
@@ -245,7 +247,7 @@ func (e *evaluator) enter(n Node) error {
 	if err != nil {
 		return err
 	}
-	base := frame{depth: int32(depth), pl: pl, sink: p.sink, agent: p.agent, pos: n.Pos(), node: n, parentSpan: e.spanParent()}
+	base := frame{depth: int32(depth), pl: pl, sink: p.sink, agent: p.agent, pos: n.Pos(), node: n, parentSpan: e.spanParent(), ctx: p.ctx}
 	switch n := n.(type) {
 	case *Agent:
 		base.kind = fAgent
@@ -304,6 +306,11 @@ func (e *evaluator) enter(n Node) error {
 		base.kind = fList
 		base.items = n.Children
 		e.push(base)
+	case *Provide:
+		base.kind = fList
+		base.items = n.Children
+		base.ctx = &binding{key: n.Key, value: n.Value, parent: p.ctx}
+		e.push(base)
 	case *Parallel:
 		if e.sc.target != nil && p.sink == 0 {
 			return structuredParallelError(n.Position)
@@ -334,7 +341,7 @@ func (e *evaluator) spanParent() string {
 func (e *evaluator) component(n *Component, base frame) error {
 	base.kind = fComponent
 	base.span = e.d.trace.startSpan(e.spanParent(), "component", n.Name, n.Position, nil, nil)
-	sc := scope{depth: int(base.depth), span: base.span.ID()}
+	sc := scope{depth: int(base.depth), span: base.span.ID(), ctx: base.ctx}
 	if sc.span == "" {
 		sc.span = e.spanParent()
 	}
@@ -429,7 +436,7 @@ func (e *evaluator) unwind(err error) {
 func (e *evaluator) parallel(n *Parallel, depth int) (string, error) {
 	sp := e.d.trace.startSpan(e.spanParent(), "component", "Parallel", n.Position, nil, nil)
 	branches := flattenBranches(n.Branches)
-	sc := scope{depth: depth, span: sp.ID()}
+	sc := scope{depth: depth, span: sp.ID(), ctx: e.top().ctx}
 	if sc.span == "" {
 		sc.span = e.spanParent()
 	}

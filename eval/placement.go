@@ -188,6 +188,8 @@ func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agent
 				pushKids(n.Children, cpl, depth, ac, n.Position)
 			case *Fragment:
 				pushKids(n.Children, cpl, depth, ac, n.Position)
+			case *Provide:
+				pushKids(n.Children, cpl, depth, ac, n.Position)
 			case *Parallel:
 				if promptPos && ac.seen {
 					return textAfterFollowUpError(n.Position)
@@ -289,6 +291,8 @@ func scanStructured(value any, pos Position) error {
 		case []any:
 			push(v, it.pos)
 		case *Fragment:
+			push(v.Children, v.Position)
+		case *Provide:
 			push(v.Children, v.Position)
 		case *Block:
 			if NormalizeTag(v.Tag) != "" && !blockIsEmpty(v) {

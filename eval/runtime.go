@@ -201,6 +201,8 @@ type scope struct {
 	depth int
 	// span is the trace parent.
 	span string
+	// ctx is the chain of provided context values.
+	ctx *binding
 	// target collects the one structured agent result of a structured
 	// evaluation; nil for text evaluations. It is not inherited by nested
 	// evaluations.

@@ -278,6 +278,10 @@ func accepts(typ string, v starlark.Value) bool {
 			if _, ok := v.(*MCPServerValue); ok {
 				return true
 			}
+		case "context":
+			if _, ok := v.(*ContextValue); ok {
+				return true
+			}
 		}
 	}
 	return false
@@ -305,6 +309,8 @@ func describeType(typ string) string {
 			parts[i] = "a tool from define_tool()"
 		case "mcp_server":
 			parts[i] = "a descriptor from define_mcp_server()"
+		case "context":
+			parts[i] = "a context from create_context()"
 		}
 	}
 	return strings.Join(parts, " or ")

@@ -33,6 +33,9 @@ func TestExamples(t *testing.T) {
 			"- [security] no blocking finding in \"drop the cache\""},
 		{file: "collect.star", want: "Plan in 2 turns from a 125-character prompt; last turn: Tighten the plan to five steps."},
 		{file: "collect.star", env: map[string]string{"RISK": "low"}, want: "Risk is low: no plan needed."},
+		{file: "context.star", want: "[Cite the changelog.] Summarize the release for engineers.\n\n\n<costs>\n" +
+			"[Cite the changelog.] Summarize the costs for executives.\n</costs>\n\n\n\n<risks>\n" +
+			"[Cite the changelog.] Summarize the risks for executives.\n</risks>\n"},
 		{file: "tools.star", want: "direct: 120\nmodel saw lookup_order, list_orders: 120 + 45"},
 		{file: "structured.star", want: "synthesized: Explain this high finding: authorization is checked after mutation\n\n" +
 			"<raw-finding>\n{\"severity\":\"high\",\"summary\":\"authorization is checked after mutation\"}\n</raw-finding>"},
