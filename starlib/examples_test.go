@@ -35,7 +35,7 @@ func TestExamples(t *testing.T) {
 		{file: "collect.star", env: map[string]string{"RISK": "low"}, want: "Risk is low: no plan needed."},
 		{file: "context.star", want: "[Cite the changelog.] Summarize the release for engineers.\n\n\n<costs>\n" +
 			"[Cite the changelog.] Summarize the costs for executives.\n</costs>\n\n\n\n<risks>\n" +
-			"[Cite the changelog.] Summarize the risks for executives.\n</risks>\n"},
+			"[Cite the changelog.] Summarize the risks for executives.\n</risks>\n\n"},
 		{file: "tools.star", want: "direct: 120\nmodel saw lookup_order, list_orders: 120 + 45"},
 		{file: "structured.star", want: "synthesized: Explain this high finding: authorization is checked after mutation\n\n" +
 			"<raw-finding>\n{\"severity\":\"high\",\"summary\":\"authorization is checked after mutation\"}\n</raw-finding>"},
