@@ -107,7 +107,14 @@ func agentMCP(plan *agentPlan) []AgentMCPServer {
 
 // runAgent checks the plan against the limits, waits for a scheduler
 // slot and runs the provider session, returning the text it contributes.
-func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt []byte, parentSpan string) (string, error) {
+func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt []byte, parentSpan string) (text string, err error) {
+	// The staging area (oversized includes, skills) lives exactly as long
+	// as the session.
+	defer func() {
+		if rerr := plan.staging.release(); rerr != nil {
+			text, err = "", errors.Join(err, rerr)
+		}
+	}()
 	req := d.buildRequest(n, plan, prompt)
 	schema := n.Schema
 	if plan.target != nil {
@@ -167,7 +174,6 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		}
 	}
 	resp, err := d.session(ctx, n, p, req, agentSpan, plan)
-	text := ""
 	if err == nil {
 		text = resp.Text
 		if schema != nil {

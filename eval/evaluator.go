@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 )
@@ -68,6 +69,9 @@ type agentPlan struct {
 	// target is set when this agent's structured result is collected by
 	// evaluate(schema=...).
 	target *structTarget
+	// staging is the agent's private directory for oversized includes
+	// and skills; nil until first used.
+	staging *staging
 }
 
 // evaluator runs one frame loop on the calling goroutine.
@@ -127,7 +131,7 @@ func (e *evaluator) run(value any) (text string, err error) {
 			err = newError(pos, "internal evaluator failure: "+panicText(r))
 		}
 		if err != nil {
-			e.unwind(err)
+			err = e.unwind(err)
 		}
 	}()
 	done := e.ctx.Done()
@@ -290,6 +294,16 @@ func (e *evaluator) enter(n Node) error {
 			return err
 		}
 		a.mcp = append(a.mcp, n)
+	case *Include:
+		var plan *agentPlan
+		if p.agent >= 0 {
+			plan = e.st[p.agent].plan
+		}
+		text, err := e.d.include(n, plan, p.pl)
+		if err != nil {
+			return err
+		}
+		return e.write(text, n.Position)
 	case *Block:
 		if blockIsEmpty(n) {
 			return e.write("\n\n", n.Position)
@@ -420,15 +434,22 @@ func (e *evaluator) pop() error {
 	return nil
 }
 
-// unwind closes the spans of every frame still on the stack after err.
-func (e *evaluator) unwind(err error) {
+// unwind closes the spans and releases the agent staging areas of every
+// frame still on the stack after err; release failures join err.
+func (e *evaluator) unwind(err error) error {
 	for i := len(e.st) - 1; i >= 0; i-- {
 		f := &e.st[i]
 		if f.span.ID() != "" {
 			f.span.end(err, nil, nil)
 		}
+		if f.plan != nil {
+			if rerr := f.plan.staging.release(); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
 	}
 	e.st = e.st[:0]
+	return err
 }
 
 // parallel evaluates the branches of n concurrently and returns their text

@@ -48,6 +48,11 @@ func childPlace(n Node, pl place) (place, error) {
 			return pl, newError(n.Position, "follow_up() is not valid inside system(); put it directly in agent()")
 		}
 		return place{agent: true, inFollowUp: true, sandbox: pl.sandbox}, nil
+	case *Include:
+		if n.Path != "" && !pl.sandbox {
+			return pl, newError(n.Position, "include(path=...) requires an enclosing workspace() or sandbox(); use src= for an application file read from the runtime's working directory")
+		}
+		return pl, nil
 	case *ToolGrant, *MCPGrant:
 		name := n.Kind() + "()"
 		switch {

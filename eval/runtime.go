@@ -98,8 +98,9 @@ type Options struct {
 // Evaluate owns a fresh evaluation domain, so one Runtime may serve any
 // number of concurrent evaluations.
 type Runtime struct {
-	opts   Options
-	limits Limits
+	opts     Options
+	limits   Limits
+	includes *includeCache
 }
 
 // New returns a Runtime for opts, or an error for invalid limits.
@@ -118,7 +119,7 @@ func New(opts Options) (*Runtime, error) {
 	if opts.AllowedMCPServers != nil {
 		opts.AllowedMCPServers = append([]string{}, opts.AllowedMCPServers...)
 	}
-	return &Runtime{opts: opts, limits: limits}, nil
+	return &Runtime{opts: opts, limits: limits, includes: newIncludeCache()}, nil
 }
 
 // Limits returns the runtime's effective limits.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,6 +50,9 @@ const goldenDir = "../testdata/eval"
 // itself; no default provider is given. Leading comment lines of the form
 // "# env: KEY=VALUE" set the values env() sees; nothing else from the
 // process environment is visible.
+// stagingDir matches an agent's private staging directory.
+var stagingDir = regexp.MustCompile(regexp.QuoteMeta(os.TempDir()) + `/aml-agent-[0-9]+`)
+
 func TestGolden(t *testing.T) {
 	dir, err := filepath.Abs(goldenDir)
 	if err != nil {
@@ -118,6 +122,9 @@ func runGolden(t *testing.T, dir, file string) []byte {
 	w, err := starlib.LoadFile(file, lo)
 	if err == nil {
 		result, err = w.Evaluate(ctx, "main", eval.Options{
+			// Application files (include(src=), skill()) resolve from the
+			// case directory.
+			Cwd:   dir,
 			Trace: []eval.TraceSink{sink},
 			OnTraceError: func(err error, _ eval.Event) {
 				t.Errorf("trace sink: %v", err)
@@ -126,6 +133,8 @@ func runGolden(t *testing.T, dir, file string) []byte {
 	}
 
 	strip := func(s string) string {
+		// Agent staging areas are fresh temporary directories.
+		s = stagingDir.ReplaceAllString(s, "$$STAGING")
 		s = strings.ReplaceAll(s, dir+string(filepath.Separator), "")
 		return strings.ReplaceAll(s, dir, ".")
 	}

@@ -1,0 +1,58 @@
+package starlib
+
+import (
+	"go.starlark.net/starlark"
+
+	"github.com/aml-go/aml/eval"
+)
+
+func init() {
+	register(includeBuiltin)
+}
+
+var includeBuiltin = &Builtin{
+	Name:  "include",
+	Group: "nodes",
+	Doc: "Reads one UTF-8 file into the prompt when the node is evaluated.\n\n" +
+		"src= is an application file resolved from the runtime's working directory; path= is a file of the enclosing workspace() or sandbox(). " +
+		"The default rendering is a heading \"## Contents of `<src>`\", a blank line and the file's text; title= replaces the heading text and title=False omits the heading. " +
+		"A file larger than max_bytes is not inlined: inside an agent() it is copied to that agent's private staging area (removed after the session) and a read instruction naming the copy, its size and line count is authored instead; outside an agent that is an error. " +
+		"Directories, binary files and invalid UTF-8 are errors.",
+	Params: []Param{
+		{Name: "src", Type: "str | None", Default: "None", Doc: "Application file, relative to the runtime's working directory."},
+		{Name: "path", Type: "str | None", Default: "None", Doc: "File in the active workspace or sandbox."},
+		{Name: "max_bytes", Type: "int | None", Default: "None", Doc: "Positive inline limit in bytes; unlimited when omitted."},
+		{Name: "title", Type: "str | bool | None", Default: "None", Doc: "Heading text, or False for no heading."},
+	},
+	Returns: "an include node",
+	Example: `agent("Review against the policy.", block(include(src = "policy.md", max_bytes = 16384), tag = "policy"))`,
+	impl: func(c *call) (starlark.Value, error) {
+		n := &eval.Include{Src: c.str("src"), Path: c.str("path"), Position: c.pos}
+		if c.has("src") == c.has("path") {
+			return nil, c.errorf("pass exactly one of src= (an application file) and path= (a file of the enclosing workspace or sandbox)")
+		}
+		if c.has("src") && n.Src == "" || c.has("path") && n.Path == "" {
+			return nil, c.errorf("the file name must be a non-empty string")
+		}
+		if mb, set, err := c.integer("max_bytes"); err != nil {
+			return nil, err
+		} else if set {
+			if mb <= 0 {
+				return nil, c.errorf("max_bytes must be a positive integer, got %d; omit it for no limit", mb)
+			}
+			n.MaxBytes = mb
+		}
+		switch t := c.value("title").(type) {
+		case nil:
+		case starlark.String:
+			s := string(t)
+			n.Title = &s
+		case starlark.Bool:
+			if t {
+				return nil, c.errorf("title must be a string or False, got True")
+			}
+			n.NoTitle = true
+		}
+		return nodeValue(n), nil
+	},
+}
