@@ -140,6 +140,15 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		return "", err
 	}
 	req.MCPServers = agentMCP(plan)
+	if len(plan.skills) > 0 {
+		req.Skills = plan.skills
+		if ns, ok := p.(NativeSkills); !ok || !ns.NativeSkillDiscovery() {
+			if req.System != "" {
+				req.System += "\n"
+			}
+			req.System += skillFragment(plan.skills)
+		}
+	}
 
 	var a, content attrs
 	if d.trace != nil {

@@ -65,6 +65,7 @@ type agentPlan struct {
 	followed  bool
 	tools     []*ToolGrant
 	mcp       []*MCPGrant
+	skills    []AgentSkill
 	grants    map[string]bool
 	// target is set when this agent's structured result is collected by
 	// evaluate(schema=...).
@@ -294,6 +295,18 @@ func (e *evaluator) enter(n Node) error {
 			return err
 		}
 		a.mcp = append(a.mcp, n)
+	case *Skill:
+		a := e.st[p.agent].plan
+		sk, err := e.d.stageSkill(n, a)
+		if err != nil {
+			return err
+		}
+		for _, prev := range a.skills {
+			if prev.Name == sk.Name {
+				return newError(n.Position, fmt.Sprintf("agent() already has a skill() named %q; skill names must be unique within one agent", sk.Name))
+			}
+		}
+		a.skills = append(a.skills, sk)
 	case *Include:
 		var plan *agentPlan
 		if p.agent >= 0 {

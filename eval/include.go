@@ -195,6 +195,8 @@ func countLines(data []byte) int {
 
 func fileKind(info os.FileInfo) string {
 	switch m := info.Mode(); {
+	case m.IsRegular():
+		return "regular file"
 	case m.IsDir():
 		return "directory"
 	case m&os.ModeSymlink != 0:

@@ -53,7 +53,7 @@ func childPlace(n Node, pl place) (place, error) {
 			return pl, newError(n.Position, "include(path=...) requires an enclosing workspace() or sandbox(); use src= for an application file read from the runtime's working directory")
 		}
 		return pl, nil
-	case *ToolGrant, *MCPGrant:
+	case *ToolGrant, *MCPGrant, *Skill:
 		name := n.Kind() + "()"
 		switch {
 		case !pl.agent:

@@ -75,6 +75,8 @@ type AgentRequest struct {
 	Tools []*AgentTool
 	// MCPServers are the granted MCP servers, in authored order.
 	MCPServers []AgentMCPServer
+	// Skills are the staged skills, in authored order.
+	Skills []AgentSkill
 	// Output requests structured output, or is nil.
 	Output *OutputRequest
 }

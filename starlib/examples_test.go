@@ -36,6 +36,7 @@ func TestExamples(t *testing.T) {
 		{file: "context.star", want: "[Cite the changelog.] Summarize the release for engineers.\n\n\n<costs>\n" +
 			"[Cite the changelog.] Summarize the costs for executives.\n</costs>\n\n\n\n<risks>\n" +
 			"[Cite the changelog.] Summarize the risks for executives.\n</risks>\n\n"},
+		{file: "skill/review.star", want: "skills=evidence-review; system names evidence-review; prompt has no skill body: True"},
 		{file: "tools.star", want: "direct: 120\nmodel saw lookup_order, list_orders: 120 + 45"},
 		{file: "structured.star", want: "synthesized: Explain this high finding: authorization is checked after mutation\n\n" +
 			"<raw-finding>\n{\"severity\":\"high\",\"summary\":\"authorization is checked after mutation\"}\n</raw-finding>"},
@@ -45,7 +46,10 @@ func TestExamples(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
 			lo := starlib.LoadOptions{Env: func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }}
-			got, err := starlib.Run(context.Background(), filepath.Join("..", "examples", c.file), "", lo, eval.Options{})
+			// Skill and include sources resolve from the repository root, as
+			// when the examples run from there.
+			root, _ := filepath.Abs("..")
+			got, err := starlib.Run(context.Background(), filepath.Join("..", "examples", c.file), "", lo, eval.Options{Cwd: root})
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("error %v, want %q", err, c.wantErr)

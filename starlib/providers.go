@@ -101,7 +101,7 @@ func requestValue(ctx context.Context, req *eval.AgentRequest, idx int) starlark
 		"tools":         strs(toolNames(req.Tools)),
 		"mcp_servers":   strs(mcpNames(req.MCPServers)),
 		"call_tool":     callToolBuiltin(ctx, req.Tools),
-		"skills":        strs(nil),
+		"skills":        strs(skillNames(req.Skills)),
 		"output_schema": schema,
 		"call_index":    starlark.MakeInt(idx),
 	})
@@ -293,4 +293,12 @@ func callToolBuiltin(ctx context.Context, tools []*eval.AgentTool) *starlark.Bui
 		}
 		return nil, fmt.Errorf("call_tool: no tool named %q is granted to this agent (granted: %s); grant it with tool(t) inside the agent", name, strings.Join(toolNames(tools), ", "))
 	})
+}
+
+func skillNames(ss []eval.AgentSkill) []string {
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = s.Name
+	}
+	return names
 }

@@ -1,0 +1,186 @@
+package eval
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Skill attaches one local Agent Skills package (a directory with a root
+// SKILL.md) to the nearest enclosing agent. The package is read and
+// validated when the node is evaluated and copied into the agent's private
+// staging area for the session; its body is never put into the prompt.
+type Skill struct {
+	// Src is the package directory, resolved from the runtime's Cwd.
+	Src      string
+	Position Position
+}
+
+// Kind implements Node.
+func (*Skill) Kind() string { return "skill" }
+
+// Pos implements Node.
+func (n *Skill) Pos() Position { return n.Position }
+
+// AgentSkill is a staged skill as a provider sees it: its metadata and the
+// concrete paths of the staged copy, valid for the session.
+type AgentSkill struct {
+	Name        string
+	Description string
+	// Home is the staged ".agents" directory.
+	Home string
+	// Dir is the staged package directory, Home/skills/<name>.
+	Dir string
+	// SkillFile is Dir/SKILL.md.
+	SkillFile string
+}
+
+// NativeSkills is an optional AgentProvider capability: a provider whose
+// NativeSkillDiscovery returns true maps the staged skills into its own
+// discovery mechanism. Every other provider receives a short system
+// fragment naming each skill, its description and its SKILL.md path.
+type NativeSkills interface {
+	NativeSkillDiscovery() bool
+}
+
+const (
+	maxSkillName        = 64
+	maxSkillDescription = 1024
+)
+
+var skillNamePattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// skillMeta is the frontmatter of SKILL.md.
+type skillMeta struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+}
+
+// stageSkill validates the package at n.Src and copies it into the
+// agent's staging area.
+func (d *domain) stageSkill(n *Skill, plan *agentPlan) (AgentSkill, error) {
+	fail := func(format string, args ...any) (AgentSkill, error) {
+		return AgentSkill{}, newError(n.Position, fmt.Sprintf("skill(%q): ", n.Src)+fmt.Sprintf(format, args...))
+	}
+	base, err := d.cwd()
+	if err != nil {
+		return AgentSkill{}, &EvaluationError{Msg: "skill(): cannot determine the working directory", Pos: n.Position, Err: err}
+	}
+	src := n.Src
+	if !filepath.IsAbs(src) {
+		src = filepath.Join(base, src)
+	}
+	info, err := os.Lstat(src)
+	if err != nil {
+		return AgentSkill{}, &EvaluationError{Msg: fmt.Sprintf("skill(%q): cannot read the package", n.Src), Pos: n.Position, Err: err}
+	}
+	if !info.IsDir() {
+		return fail("must name a package directory containing SKILL.md, not a %s", fileKind(info))
+	}
+	raw, err := os.ReadFile(filepath.Join(src, "SKILL.md"))
+	if err != nil {
+		return fail("the package has no readable root SKILL.md: %v", err)
+	}
+	meta, err := parseSkillFrontmatter(raw)
+	if err != nil {
+		return fail("SKILL.md %v", err)
+	}
+	switch {
+	case meta.Name == "":
+		return fail("SKILL.md frontmatter must set name")
+	case len(meta.Name) > maxSkillName || !skillNamePattern.MatchString(meta.Name):
+		return fail("skill name %q must be lowercase letters, digits and single hyphens, at most %d characters", meta.Name, maxSkillName)
+	case meta.Name != filepath.Base(src):
+		return fail("skill name %q must equal the package directory name %q", meta.Name, filepath.Base(src))
+	}
+	desc := strings.Join(strings.Fields(meta.Description), " ")
+	switch {
+	case desc == "":
+		return fail("SKILL.md frontmatter must set a non-empty description")
+	case len([]rune(desc)) > maxSkillDescription:
+		return fail("the description has %d characters, more than %d", len([]rune(desc)), maxSkillDescription)
+	}
+	if plan.staging == nil {
+		plan.staging = &staging{}
+	}
+	root, err := plan.staging.root()
+	if err != nil {
+		return AgentSkill{}, &EvaluationError{Msg: fmt.Sprintf("skill(%q): cannot create the staging area", n.Src), Pos: n.Position, Err: err}
+	}
+	home := filepath.Join(root, ".agents")
+	dst := filepath.Join(home, "skills", meta.Name)
+	if err := copyPackage(src, dst); err != nil {
+		return fail("%v", err)
+	}
+	return AgentSkill{Name: meta.Name, Description: desc, Home: home, Dir: dst, SkillFile: filepath.Join(dst, "SKILL.md")}, nil
+}
+
+// parseSkillFrontmatter reads the YAML block between the leading "---"
+// lines of SKILL.md.
+func parseSkillFrontmatter(raw []byte) (skillMeta, error) {
+	var meta skillMeta
+	text := bytes.ReplaceAll(raw, []byte("\r\n"), []byte("\n"))
+	if !bytes.HasPrefix(text, []byte("---\n")) {
+		return meta, fmt.Errorf("must start with a YAML frontmatter block between --- lines")
+	}
+	rest := text[4:]
+	end := bytes.Index(rest, []byte("\n---"))
+	if end < 0 {
+		return meta, fmt.Errorf("frontmatter is not closed by a --- line")
+	}
+	if after := rest[end+4:]; len(after) > 0 && after[0] != '\n' {
+		return meta, fmt.Errorf("frontmatter is not closed by a --- line")
+	}
+	if err := yaml.Unmarshal(rest[:end], &meta); err != nil {
+		return meta, fmt.Errorf("frontmatter is not valid YAML: %v", err)
+	}
+	return meta, nil
+}
+
+// copyPackage copies the regular files and directories of src to dst,
+// rejecting symbolic links and special files.
+func copyPackage(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		info, err := de.Info()
+		if err != nil {
+			return err
+		}
+		switch mode := info.Mode(); {
+		case mode.IsDir():
+			return os.MkdirAll(target, 0o700)
+		case mode.IsRegular():
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(target, data, 0o600|mode.Perm()&0o100)
+		default:
+			return fmt.Errorf("the package contains %s %q: only regular files and directories are allowed", fileKind(info), rel)
+		}
+	})
+}
+
+// skillFragment is the metadata-only system text for providers without
+// native skill discovery.
+func skillFragment(skills []AgentSkill) string {
+	var b strings.Builder
+	b.WriteString("Agent Skills are available in this session. When a skill's description matches the task, read its SKILL.md and follow it:")
+	for _, s := range skills {
+		fmt.Fprintf(&b, "\n- %s: %s (%s)", s.Name, s.Description, s.SkillFile)
+	}
+	return b.String()
+}
