@@ -22,6 +22,50 @@ type ComponentContext struct {
 	active atomic.Bool
 	// wg joins nested evaluations still running when the body returns.
 	wg sync.WaitGroup
+
+	mu sync.Mutex
+	// spans are the open application spans (with_trace_span), innermost
+	// last; nested work started inside one is traced beneath it.
+	spans []string
+}
+
+// scope returns the scope for nested work started now: beneath the
+// innermost open application span, if any.
+func (cc *ComponentContext) scope() scope {
+	sc := cc.sc
+	cc.mu.Lock()
+	if n := len(cc.spans); n > 0 {
+		sc.span = cc.spans[n-1]
+	}
+	cc.mu.Unlock()
+	return sc
+}
+
+// TraceSpan runs fn inside an application span named name, beneath the
+// component or the enclosing application span; work fn starts
+// (evaluate(), tools) is traced beneath it. The span ends with fn's
+// outcome; fn's result is not changed.
+func (cc *ComponentContext) TraceSpan(name string, pos Position, fn func() error) error {
+	if !cc.active.Load() {
+		return &EvaluationError{Msg: "with_trace_span() is only available while an AML component is active", Pos: pos}
+	}
+	if name == "" {
+		return newError(pos, "with_trace_span() needs a non-empty span name")
+	}
+	sp := cc.d.trace.startSpan(cc.scope().span, "application", name, pos, nil, nil)
+	if sp != nil {
+		cc.mu.Lock()
+		cc.spans = append(cc.spans, sp.ID())
+		cc.mu.Unlock()
+		defer func() {
+			cc.mu.Lock()
+			cc.spans = cc.spans[:len(cc.spans)-1]
+			cc.mu.Unlock()
+		}()
+	}
+	err := fn()
+	sp.end(err, nil, nil)
+	return err
 }
 
 // Context returns the evaluation's context; it is done when the
@@ -46,7 +90,7 @@ func (cc *ComponentContext) Evaluate(value any) (string, error) {
 	}
 	cc.wg.Add(1)
 	defer cc.wg.Done()
-	return cc.d.evaluate(cc.ctx, value, cc.sc)
+	return cc.d.evaluate(cc.ctx, value, cc.scope())
 }
 
 // EvaluateStructured resolves value, which must resolve to exactly one
@@ -60,7 +104,7 @@ func (cc *ComponentContext) EvaluateStructured(value any, schema *Schema, pos Po
 	}
 	cc.wg.Add(1)
 	defer cc.wg.Done()
-	return cc.d.evaluateStructured(cc.ctx, value, cc.sc, schema, pos)
+	return cc.d.evaluateStructured(cc.ctx, value, cc.scope(), schema, pos)
 }
 
 // EvaluateAllStructured is EvaluateStructured for several values, run
@@ -73,8 +117,9 @@ func (cc *ComponentContext) EvaluateAllStructured(values []any, schema *Schema, 
 	cc.wg.Add(1)
 	defer cc.wg.Done()
 	out := make([]any, len(values))
+	sc := cc.scope()
 	err := cc.d.fanOut(len(values), pos, func(i int) error {
-		v, err := cc.d.evaluateStructured(cc.ctx, values[i], cc.sc, schema, pos)
+		v, err := cc.d.evaluateStructured(cc.ctx, values[i], sc, schema, pos)
 		out[i] = v
 		return err
 	})
@@ -94,7 +139,7 @@ func (cc *ComponentContext) EvaluateAll(values []any, pos Position) ([]string, e
 	}
 	cc.wg.Add(1)
 	defer cc.wg.Done()
-	return cc.d.evaluateAll(cc.ctx, values, cc.sc, pos)
+	return cc.d.evaluateAll(cc.ctx, values, cc.scope(), pos)
 }
 
 // evaluateAll runs every value on its own goroutine in scope sc.

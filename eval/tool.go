@@ -260,7 +260,7 @@ func (cc *ComponentContext) CallTool(t *Tool, input any) (any, error) {
 	}
 	cc.wg.Add(1)
 	defer cc.wg.Done()
-	return cc.d.invoke(cc.ctx, t, input, cc.sc.span, "component")
+	return cc.d.invoke(cc.ctx, t, input, cc.scope().span, "component")
 }
 
 // ToolGrant grants a tool to the nearest enclosing agent. It contributes no

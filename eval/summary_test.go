@@ -1,0 +1,101 @@
+package eval_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/aml-go/aml/eval"
+)
+
+func TestSummaryCollector(t *testing.T) {
+	col := eval.NewSummaryCollector()
+	tool, _ := eval.NewTool(eval.ToolOptions{Name: "t", Description: "T.", Execute: func(context.Context, any) (any, error) { return "x", nil }})
+	rt, _ := eval.New(eval.Options{AgentProvider: echo(t, nil), Trace: []eval.TraceSink{col}})
+	comp := &eval.Component{Name: "C", Fn: func(cc *eval.ComponentContext) (any, error) {
+		if _, err := cc.CallTool(tool, eval.NoInput); err != nil {
+			return nil, err
+		}
+		err := cc.TraceSpan("phase", pos(1), func() error {
+			_, err := cc.Evaluate(&eval.Agent{Children: []any{"a"}})
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		_ = cc.TraceSpan("phase", pos(1), func() error { return errors.New("phase failed") })
+		return &eval.Agent{Children: []any{"b"}}, nil
+	}}
+	if _, err := rt.Evaluate(context.Background(), comp, eval.EvaluateOptions{RunID: "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := col.ForRun("r1")
+	if !ok {
+		t.Fatal("no summary for a completed run")
+	}
+	if s.Status != "ok" || s.AgentSessions.Count != 2 || s.Tools.Count != 1 || s.Applications["phase"].Count != 2 {
+		t.Fatalf("summary %+v", s)
+	}
+	if s.DurationMS < s.AgentSessions.SlowestMS {
+		t.Fatalf("run duration %v shorter than a session %v", s.DurationMS, s.AgentSessions.SlowestMS)
+	}
+	if _, ok := col.ForRun("unknown"); ok {
+		t.Fatal("summary for an unknown run")
+	}
+	col.DeleteRun("r1")
+	if _, ok := col.ForRun("r1"); ok {
+		t.Fatal("summary kept after DeleteRun")
+	}
+	if _, err := rt.Evaluate(context.Background(), &eval.FollowUp{}, eval.EvaluateOptions{RunID: "r2"}); err == nil {
+		t.Fatal("want an error")
+	}
+	if s, ok := col.ForRun("r2"); !ok || s.Status != "error" {
+		t.Fatalf("failed run summary %+v %v", s, ok)
+	}
+}
+
+func TestTraceSpanParentsNestedWork(t *testing.T) {
+	sink := &recordingSink{}
+	rt, _ := eval.New(eval.Options{AgentProvider: echo(t, nil), Trace: []eval.TraceSink{sink}})
+	var detached *eval.ComponentContext
+	_, err := rt.Evaluate(context.Background(), &eval.Component{Name: "C", Fn: func(cc *eval.ComponentContext) (any, error) {
+		detached = cc
+		return nil, cc.TraceSpan("outer", pos(1), func() error {
+			return cc.TraceSpan("inner", pos(2), func() error {
+				_, err := cc.EvaluateAll([]any{&eval.Agent{Children: []any{"a"}}, &eval.Agent{Children: []any{"b"}}}, pos(3))
+				return err
+			})
+		})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	parent := map[string]string{}
+	for _, e := range sink.events {
+		if e.Type == eval.SpanStart {
+			ids[e.SpanID] = e.Name
+			parent[e.SpanID] = e.ParentSpanID
+		}
+	}
+	agents := 0
+	for id, name := range ids {
+		switch name {
+		case "inner":
+			if ids[parent[id]] != "outer" {
+				t.Errorf("inner's parent is %q", ids[parent[id]])
+			}
+		case "Agent":
+			agents++
+			if ids[parent[id]] != "inner" {
+				t.Errorf("agent's parent is %q, want inner", ids[parent[id]])
+			}
+		}
+	}
+	if agents != 2 {
+		t.Fatalf("%d agent spans", agents)
+	}
+	if err := detached.TraceSpan("late", pos(4), func() error { return nil }); err == nil {
+		t.Fatal("TraceSpan after the component returned must fail")
+	}
+}
