@@ -17,15 +17,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/log"
 	"github.com/joho/godotenv"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/observe/otlp"
 	"github.com/aml-go/aml/starlib"
 )
 
 // cleanupDeadline bounds graceful cleanup after the first signal.
 const cleanupDeadline = 10 * time.Second
+
+// otlpShutdown bounds the final flush of the OTLP exporter.
+const otlpShutdown = 5 * time.Second
 
 // limitFlag is an int flag that remembers whether it was given.
 type limitFlag struct {
@@ -54,6 +59,7 @@ type runFlags struct {
 	envFile        string
 	trace          bool
 	traceFile      string
+	otlpEndpoint   string
 	captureContent bool
 	json           bool
 	quiet          bool
@@ -71,6 +77,7 @@ func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.envFile, "runtime-env-file", "", "environment file applied after the .env files (overrides everything)")
 	fs.BoolVar(&f.trace, "trace", false, "write metadata-only trace events to stderr")
 	fs.StringVar(&f.traceFile, "trace-file", "", "also write trace events as JSON lines to this file")
+	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to this collector (default: OTEL_EXPORTER_OTLP_ENDPOINT when set)")
 	fs.BoolVar(&f.captureContent, "capture-content", false, "include sensitive content (prompts, results, errors) in traces; implies --trace")
 	fs.BoolVar(&f.json, "json", false, "print a JSON envelope {runId, durationMs, success, result, error}")
 	fs.BoolVar(&f.quiet, "quiet", false, "do not log run lifecycle lines to stderr")
@@ -125,6 +132,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if f.quiet {
 		logger.SetLevel(log.ErrorLevel)
 	}
+	// When stderr is a terminal (and no other stderr view was asked for),
+	// a live view shows the running agents; log lines go through it so
+	// they never interleave with the redrawn block.
+	var lv *liveView
+	if fd, ok := stderr.(*os.File); ok && isTerminal(fd) && !f.trace && !f.captureContent && !f.quiet && !f.json {
+		lv = newLiveView(stderr, liveOptions{})
+		logger.SetOutput(lv.Writer(stderr))
+		logger.SetColorProfile(lipgloss.NewRenderer(fd).ColorProfile())
+	}
+	defer lv.Stop()
 
 	if err := loadEnvFiles(file, f.envFile); err != nil {
 		logger.Error(err.Error())
@@ -173,11 +190,28 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		defer tf.Close()
 		opts.Trace = append(opts.Trace, eval.NewJSONLinesTracer(tf, f.captureContent))
 	}
+	if f.otlpEndpoint != "" || os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
+		exp, err := otlp.New(context.Background(), otlp.Options{Endpoint: f.otlpEndpoint, CaptureContent: f.captureContent,
+			OnError: func(err error) { logger.Warn("OTLP export failed", "err", err) }})
+		if err != nil {
+			logger.Error("cannot set up the OTLP exporter", "err", err)
+			return exitUsage
+		}
+		opts.Trace = append(opts.Trace, exp)
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), otlpShutdown)
+			defer cancel()
+			_ = exp.Shutdown(ctx) // failures were reported through OnError
+		}()
+	}
 	var traceFailed atomic.Bool
 	opts.OnTraceError = func(err error, ev eval.Event) {
 		if traceFailed.CompareAndSwap(false, true) {
 			logger.Warn("trace sink failed; the run continues", "err", err, "sequence", ev.Sequence)
 		}
+	}
+	if lv != nil {
+		opts.Trace = append(opts.Trace, lv)
 	}
 	rt, err := eval.New(opts)
 	if err != nil {
@@ -203,6 +237,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	done := make(chan outcome, 1)
 	started := time.Now()
+	lv.Start()
 	go func() {
 		text, err := rt.Evaluate(ctx, entry, eval.EvaluateOptions{RunID: runID})
 		done <- outcome{text, err, time.Since(started)}
@@ -232,12 +267,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		case <-time.After(cleanupDeadline):
 			logger.Errorf("cleanup did not finish within %s; exiting", cleanupDeadline)
 		}
+		lv.Stop()
 		if f.json {
 			writeEnvelope(stdout, runID, time.Since(started), "", interrupted)
 		}
 		return code
 	}
 
+	lv.Stop()
 	status := "ok"
 	if res.err != nil {
 		status = "error"
