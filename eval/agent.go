@@ -130,6 +130,9 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 	if p == nil {
 		p = d.rt.opts.AgentProvider
 	}
+	if override := d.rt.opts.ProviderOverride; override != nil {
+		p = override(p)
+	}
 	if p == nil {
 		return "", newError(n.Position, "agent() has no provider: pass provider= to agent(), or set a default with configure(agent_provider=...) or the runtime's AgentProvider option")
 	}

@@ -68,6 +68,14 @@ type FinishEvent struct {
 type Options struct {
 	// AgentProvider is the default provider of agent() nodes that name none.
 	AgentProvider AgentProvider
+	// ProviderOverride, when non-nil, replaces the provider selected for
+	// every agent() node (the node's provider, else AgentProvider) with
+	// the provider it returns, before the provider is checked and called.
+	// It receives nil when no provider was selected; returning nil makes
+	// the agent fail for want of a provider. Test harnesses use it to swap
+	// real providers for deterministic ones and to record requests. It may
+	// be called concurrently.
+	ProviderOverride func(AgentProvider) AgentProvider
 	// System is the first system fragment of every agent.
 	System string
 	// Cwd is the base directory for application-owned reads and host

@@ -1,6 +1,7 @@
 // Command aml runs AML workflows written in Starlark.
 //
 //	aml run FILE [flags]   evaluate a workflow and print its result
+//	aml test [PATH...]     run golden-file tests of workflows
 //	aml doc [NAME]         reference for the predeclared builtins
 //	aml version            print version information
 //
@@ -25,10 +26,11 @@ const (
 
 Commands:
   run FILE [flags]   evaluate a workflow and print its result
+  test [PATH...]     run golden-file tests (*_test.star, .star with .golden)
   doc [NAME]         show the reference of every builtin, or of one
   version            print version information
 
-Run 'aml run -h' for the flags of run.
+Run 'aml run -h' for the flags of run, 'aml test -h' for those of test.
 `
 )
 
@@ -46,6 +48,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
+	case "test":
+		return cmdTest(args[1:], stdout, stderr)
 	case "doc":
 		return cmdDoc(args[1:], stdout, stderr)
 	case "version", "--version", "-v":

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/aml-go/aml/starlib/amltest"
+)
+
+const testUsage = `usage: aml test [PATH...] [-update] [-run REGEXP]
+
+Runs golden-file tests of workflows. Each PATH (default ".") is a directory,
+walked recursively, or a .star file. A test is every *_test.star file and
+every .star file with a sibling .golden file; its golden file is NAME.golden
+beside NAME.star, and its name is its path relative to PATH without .star.
+
+Each test evaluates the file's main in test mode and compares a record of
+the run with the golden file:
+  - every agent provider is replaced by a deterministic twin of the same
+    name that echoes the prompt; providers made with deterministic_agent()
+    in the file are kept (their respond= is the fixture), and agents with no
+    provider get a deterministic echo provider;
+  - env() sees only "# env: KEY=VALUE" lines of the file's leading comment
+    block ("# test: no-default-agent" there gives agents no default
+    provider); the process environment and .env files are not read;
+  - include(src=) and skill() paths resolve from the test file's directory.
+
+The golden file records the result, print() output, every agent request
+(provider, model, name, prompt, system, follow-ups, permissions, tools, MCP
+servers, skills, output schema) with the provider's response, sorted by
+source position and then prompt, and the error if the run failed. Paths are
+relative to the test file's directory; agent staging directories read
+$STAGING. A workflow that fails passes when its golden records the error.
+
+Output: one "ok   PATH (12ms)" or "FAIL PATH" line per test, a unified diff
+under a mismatch, then "N passed, N failed".
+
+Exit status: 0 when every test passed, 1 when a test failed or no test was
+found, 2 for usage errors (bad flag, bad -run expression, unreadable PATH).
+
+Flags:
+`
+
+func cmdTest(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	update := fs.Bool("update", false, "rewrite the golden files with the records of this run")
+	run := fs.String("run", "", "run only the tests whose name matches this regular expression")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, testUsage)
+		fs.PrintDefaults()
+	}
+	paths, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	interrupted := make(chan int, 1)
+	go func() {
+		var sig os.Signal
+		select {
+		case sig = <-sigs:
+		case <-ctx.Done():
+			return
+		}
+		code, name := exitSIGINT, "SIGINT"
+		if sig == syscall.SIGTERM {
+			code, name = exitSIGTERM, "SIGTERM"
+		}
+		interrupted <- code
+		cancel(fmt.Errorf("aml test interrupted by %s", name))
+	}()
+
+	sum, err := amltest.Run(amltest.Options{
+		Context: ctx,
+		Paths:   paths,
+		Update:  *update,
+		Run:     *run,
+		Out:     stdout,
+	})
+	select {
+	case code := <-interrupted:
+		return code
+	default:
+	}
+	switch {
+	case errors.Is(err, amltest.ErrNoTests):
+		fmt.Fprintf(stderr, "aml test: %v\n", err)
+		return exitFailure
+	case err != nil:
+		fmt.Fprintf(stderr, "aml test: %v\n", err)
+		return exitUsage
+	case sum.Failed > 0:
+		return exitFailure
+	}
+	return exitOK
+}

@@ -1,0 +1,83 @@
+// Package amltest runs golden-file tests of AML workflows. It implements
+// `aml test` and the evaluator's own golden tests over testdata/eval.
+//
+//	aml test [PATH...] [-update] [-run REGEXP]
+//
+// # Finding tests
+//
+// Every PATH (default ".") is a directory, walked recursively (directories
+// whose names start with "." are skipped), or a .star file. A test is every
+// file named *_test.star and every other .star file with a sibling .golden
+// file of the same base name; a .star file named explicitly is always a
+// test. The golden file of NAME.star is NAME.golden beside it. A test's
+// name is its file path relative to the PATH it was found under, with
+// slashes and without ".star"; -run REGEXP keeps the tests whose name it
+// matches. Output lines name a test by its path as given (PATH joined with
+// the name).
+//
+// # Running a test
+//
+// A test file is loaded and its global main is evaluated as `aml run`
+// would, with these differences, so that goldens are hermetic:
+//
+//   - Every agent provider is replaced by its deterministic twin, also
+//     providers named in the script: a provider built with
+//     deterministic_agent() in the file is kept as is (its respond=
+//     function is the test's fixture), and any other provider is replaced
+//     by a deterministic provider of the same name that echoes the initial
+//     prompt and keeps the original's native skill discovery and
+//     object-tool-input capabilities. Agents that name no provider and have
+//     no configure(agent_provider=) default get a deterministic echo
+//     provider named "deterministic".
+//   - env() sees only the "# env: KEY=VALUE" directives of the file's
+//     leading comment block, never the process environment, and no .env
+//     file is read.
+//   - Application files (include(src=), skill()) resolve from the test
+//     file's directory.
+//   - print() output is recorded in the golden instead of being logged.
+//
+// Leading comment lines (before the first line that is neither blank nor
+// a comment) may hold directives:
+//
+//	# env: KEY=VALUE          a variable env() sees (repeatable)
+//	# test: no-default-agent  give agents without a provider no default,
+//	                          so they fail as under `aml run`
+//
+// A workflow that fails is not a failed test: its error is part of the
+// record. A test fails when its record differs from the golden file (a
+// unified diff is printed), when the golden file is missing, or when the
+// file cannot be read or has a malformed directive. -update writes the
+// record to the golden file instead of comparing.
+//
+// # Golden format
+//
+// A golden file is a header comment line followed by sections, each
+// present only when non-empty:
+//
+//	# aml test golden: ... (header; agents sorted by source position, then prompt)
+//	-- result --   the result, one "|"-prefixed line per text line
+//	-- print --    print() output, one line per line printed
+//	-- agents --   every request an agent provider received
+//	-- error --    the load or evaluation error, if the run failed
+//
+// Each agent record starts with "FILE:LINE:COL provider=P [model=M]
+// [name=N]" (the agent() call's position and the provider that ran it),
+// followed by indented fields, each present only when set:
+//
+//	prompt, system, follow_up[i], permissions (when not the default
+//	read-write, network, shell), tool[i] (name, then description and
+//	input_schema), mcp_server[i] (name and transport type; transports may
+//	carry secrets and are not recorded), skill[i] (name, then description
+//	and the staged SKILL.md file), output_schema, and what the provider
+//	returned: result (its text), structured, message[i], or error.
+//
+// JSON values (schemas, structured results) are canonical JSON with sorted
+// keys. A one-line value is written "name: value"; any other value
+// (empty, multi-line, or with surrounding whitespace) as "name:" followed
+// by one "|"-prefixed line per text line. Agent records are sorted by
+// source position, then prompt, then record text, not in the order the
+// agents ran, because parallel branches start in any order.
+//
+// Paths are written relative to the test file's directory (the directory
+// itself is "."), and agents' private staging directories read $STAGING.
+package amltest

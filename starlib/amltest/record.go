@@ -1,0 +1,384 @@
+package amltest
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/deterministic"
+	"github.com/aml-go/aml/starlib"
+)
+
+// Header is the first line of every golden file.
+const Header = "# aml test golden: result, print output, agent requests (sorted by source position, then prompt) and error; rewrite with -update\n"
+
+// Directives are the settings a test file's leading comment block holds.
+type Directives struct {
+	// Env holds the "# env: KEY=VALUE" values; env() sees nothing else.
+	Env map[string]string
+	// NoDefaultAgent is "# test: no-default-agent": agents without a
+	// provider get no deterministic default and fail.
+	NoDefaultAgent bool
+}
+
+// ParseDirectives reads the directives of the leading comment block of
+// src: the lines before the first one that is neither blank nor a comment.
+// Comment lines that are not directives are ignored; a malformed env or an
+// unknown test directive is an error.
+func ParseDirectives(src []byte) (Directives, error) {
+	d := Directives{Env: map[string]string{}}
+	sc := bufio.NewScanner(bytes.NewReader(src))
+	sc.Buffer(nil, len(src)+1)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		body := strings.TrimSpace(strings.TrimPrefix(line, "#"))
+		if rest, ok := strings.CutPrefix(body, "env:"); ok {
+			k, v, ok := strings.Cut(rest, "=")
+			k = strings.TrimSpace(k)
+			if !ok || k == "" {
+				return Directives{}, fmt.Errorf("malformed directive %q: want # env: KEY=VALUE", line)
+			}
+			d.Env[k] = strings.TrimSpace(v)
+			continue
+		}
+		if rest, ok := strings.CutPrefix(body, "test:"); ok {
+			switch strings.TrimSpace(rest) {
+			case "no-default-agent":
+				d.NoDefaultAgent = true
+			default:
+				return Directives{}, fmt.Errorf("unknown directive %q: the test directive is # test: no-default-agent", line)
+			}
+		}
+	}
+	return d, sc.Err()
+}
+
+// Record loads the workflow file, evaluates its main in test mode (see the
+// package documentation) and returns its golden record. The error reports
+// a file that cannot be read or has a malformed directive; a workflow that
+// fails to load or evaluate is recorded, not returned.
+func Record(ctx context.Context, file string) ([]byte, error) {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return nil, err
+	}
+	src, err := os.ReadFile(abs)
+	if err != nil {
+		return nil, err
+	}
+	d, err := ParseDirectives(src)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Base(abs), err)
+	}
+	dir := filepath.Dir(abs)
+	h := &harness{}
+	lo := starlib.LoadOptions{
+		Source: src,
+		Env: func(name string) (string, bool) {
+			v, ok := d.Env[name]
+			return v, ok
+		},
+		Print: h.print,
+	}
+	var result string
+	w, err := starlib.LoadFile(abs, lo)
+	if err == nil {
+		opts := eval.Options{Cwd: dir, ProviderOverride: h.override}
+		w.ApplyConfig(&opts)
+		if opts.AgentProvider == nil && !d.NoDefaultAgent {
+			opts.AgentProvider, err = deterministic.New(deterministic.Options{})
+		}
+		if err == nil {
+			result, err = w.Evaluate(ctx, "main", opts)
+		}
+	}
+	return h.render(dir, result, err), nil
+}
+
+// harness is the state of one recorded run.
+type harness struct {
+	mu     sync.Mutex
+	prints []string
+	calls  []*call
+}
+
+func (h *harness) print(msg string) {
+	h.mu.Lock()
+	h.prints = append(h.prints, msg)
+	h.mu.Unlock()
+}
+
+// override is the run's eval.Options.ProviderOverride: deterministic
+// providers are kept, others replaced by their twin, and every provider is
+// wrapped so that its requests are recorded.
+func (h *harness) override(p eval.AgentProvider) eval.AgentProvider {
+	if p == nil {
+		return nil
+	}
+	if _, ok := p.(*deterministic.Agent); !ok {
+		p = newTwin(p)
+	}
+	return &recorder{inner: p, h: h}
+}
+
+// twin is the deterministic stand-in of a provider: it echoes the initial
+// prompt under the original's name and reports the original's optional
+// capabilities, so that the requests it receives are those the original
+// would have received.
+type twin struct {
+	*deterministic.Agent
+	nativeSkills bool
+	objectInputs bool
+}
+
+func newTwin(p eval.AgentProvider) eval.AgentProvider {
+	a, err := deterministic.New(deterministic.Options{Name: p.Name(), SupportsSandbox: supportsSandbox(p)})
+	if err != nil {
+		// The name is not a valid deterministic provider name; the twin
+		// keeps the default name.
+		a, _ = deterministic.New(deterministic.Options{SupportsSandbox: supportsSandbox(p)})
+	}
+	t := &twin{Agent: a}
+	if ns, ok := p.(eval.NativeSkills); ok {
+		t.nativeSkills = ns.NativeSkillDiscovery()
+	}
+	if oi, ok := p.(eval.ObjectToolInputs); ok {
+		t.objectInputs = oi.RequiresObjectToolInput()
+	}
+	return t
+}
+
+func supportsSandbox(p eval.AgentProvider) bool {
+	s, ok := p.(interface{ SupportsSandbox() bool })
+	return ok && s.SupportsSandbox()
+}
+
+// NativeSkillDiscovery implements eval.NativeSkills.
+func (t *twin) NativeSkillDiscovery() bool { return t.nativeSkills }
+
+// RequiresObjectToolInput implements eval.ObjectToolInputs.
+func (t *twin) RequiresObjectToolInput() bool { return t.objectInputs }
+
+// recorder wraps the provider an agent runs with and records the request
+// and the response. It reports the optional boolean capabilities of the
+// provider it wraps (a capability it does not implement reads false, as
+// the evaluator treats a missing one).
+type recorder struct {
+	inner eval.AgentProvider
+	h     *harness
+}
+
+// call is one recorded provider call.
+type call struct {
+	source eval.Position
+	prompt string
+	text   string
+}
+
+// Name implements eval.AgentProvider.
+func (r *recorder) Name() string { return r.inner.Name() }
+
+// Run implements eval.AgentProvider.
+func (r *recorder) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.AgentExecution) (resp *eval.AgentResponse, err error) {
+	c := &call{prompt: req.Prompt}
+	if exec != nil {
+		c.source = exec.Source
+	}
+	var b strings.Builder
+	writeRequest(&b, r.inner.Name(), c.source, req)
+	r.h.mu.Lock()
+	r.h.calls = append(r.h.calls, c)
+	r.h.mu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(&b, "  panic: %v\n", p)
+			r.finish(c, &b)
+			panic(p)
+		}
+		writeResponse(&b, resp, err)
+		r.finish(c, &b)
+	}()
+	return r.inner.Run(ctx, req, exec)
+}
+
+func (r *recorder) finish(c *call, b *strings.Builder) {
+	r.h.mu.Lock()
+	c.text = b.String()
+	r.h.mu.Unlock()
+}
+
+// NativeSkillDiscovery implements eval.NativeSkills.
+func (r *recorder) NativeSkillDiscovery() bool {
+	ns, ok := r.inner.(eval.NativeSkills)
+	return ok && ns.NativeSkillDiscovery()
+}
+
+// RequiresObjectToolInput implements eval.ObjectToolInputs.
+func (r *recorder) RequiresObjectToolInput() bool {
+	oi, ok := r.inner.(eval.ObjectToolInputs)
+	return ok && oi.RequiresObjectToolInput()
+}
+
+// SupportsSandbox reports the wrapped provider's sandbox support.
+func (r *recorder) SupportsSandbox() bool { return supportsSandbox(r.inner) }
+
+func writeRequest(b *strings.Builder, provider string, source eval.Position, req *eval.AgentRequest) {
+	fmt.Fprintf(b, "%s provider=%s", source, provider)
+	if req.Model != "" {
+		fmt.Fprintf(b, " model=%s", req.Model)
+	}
+	if req.Name != "" {
+		fmt.Fprintf(b, " name=%s", req.Name)
+	}
+	b.WriteByte('\n')
+	writeField(b, 1, "prompt", req.Prompt)
+	if req.System != "" {
+		writeField(b, 1, "system", req.System)
+	}
+	for i, f := range req.FollowUps {
+		writeField(b, 1, "follow_up["+strconv.Itoa(i+1)+"]", f)
+	}
+	if p := req.Permissions; p != eval.DefaultPermissions() {
+		writeField(b, 1, "permissions", fmt.Sprintf("filesystem=%s network=%t shell=%t", p.Filesystem, p.Network, p.Shell))
+	}
+	for i, t := range req.Tools {
+		writeField(b, 1, "tool["+strconv.Itoa(i+1)+"]", t.Name)
+		if t.Description != "" {
+			writeField(b, 2, "description", t.Description)
+		}
+		if t.InputSchema != nil {
+			writeField(b, 2, "input_schema", jsonText(t.InputSchema))
+		}
+	}
+	for i, m := range req.MCPServers {
+		kind := "provider-native"
+		if m.Server != nil {
+			kind = m.Server.Transport.Type
+		}
+		writeField(b, 1, "mcp_server["+strconv.Itoa(i+1)+"]", m.Name+" ("+kind+")")
+	}
+	for i, s := range req.Skills {
+		writeField(b, 1, "skill["+strconv.Itoa(i+1)+"]", s.Name)
+		if s.Description != "" {
+			writeField(b, 2, "description", s.Description)
+		}
+		if s.SkillFile != "" {
+			writeField(b, 2, "file", s.SkillFile)
+		}
+	}
+	if req.Output != nil {
+		writeField(b, 1, "output_schema", jsonText(req.Output.JSONSchema))
+	}
+}
+
+func writeResponse(b *strings.Builder, resp *eval.AgentResponse, err error) {
+	switch {
+	case err != nil:
+		writeField(b, 1, "error", err.Error())
+	case resp == nil:
+		writeField(b, 1, "error", "provider returned no response")
+	default:
+		if resp.Text != "" || resp.Structured == nil {
+			writeField(b, 1, "result", resp.Text)
+		}
+		if resp.Structured != nil {
+			writeField(b, 1, "structured", jsonText(resp.Structured))
+		}
+		for i, m := range resp.Messages {
+			writeField(b, 1, "message["+strconv.Itoa(i+1)+"]", m)
+		}
+	}
+}
+
+// jsonText is v as canonical JSON, or a description of why it is not
+// JSON data.
+func jsonText(v any) string {
+	s, err := eval.CanonicalJSON(v)
+	if err != nil {
+		return fmt.Sprintf("(not JSON data: %v) %v", err, v)
+	}
+	return s
+}
+
+// writeField writes "name: value" at the indent level for a plain one-line
+// value, and otherwise "name:" followed by one "|"-prefixed line per text
+// line, so that blank lines and surrounding whitespace stay visible.
+func writeField(b *strings.Builder, level int, name, value string) {
+	indent := strings.Repeat("  ", level)
+	if value != "" && !strings.Contains(value, "\n") && strings.TrimSpace(value) == value && !strings.HasPrefix(value, "|") {
+		fmt.Fprintf(b, "%s%s: %s\n", indent, name, value)
+		return
+	}
+	fmt.Fprintf(b, "%s%s:\n", indent, name)
+	writeLines(b, indent+"  |", value)
+}
+
+// writeLines writes every line of s (split at "\n") with prefix.
+func writeLines(b *strings.Builder, prefix, s string) {
+	for line := range strings.SplitSeq(s, "\n") {
+		b.WriteString(prefix)
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+}
+
+// render builds the golden record of a run.
+func (h *harness) render(dir, result string, err error) []byte {
+	staging := regexp.MustCompile(regexp.QuoteMeta(os.TempDir()) + `/aml-agent-[0-9]+`)
+	strip := func(s string) string {
+		s = staging.ReplaceAllString(s, "$$STAGING")
+		s = strings.ReplaceAll(s, dir+string(filepath.Separator), "")
+		return strings.ReplaceAll(s, dir, ".")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var b strings.Builder
+	b.WriteString(Header)
+	if err == nil {
+		b.WriteString("-- result --\n")
+		writeLines(&b, "|", strip(result))
+	}
+	if len(h.prints) > 0 {
+		b.WriteString("-- print --\n")
+		for _, p := range h.prints {
+			writeLines(&b, "", strip(p))
+		}
+	}
+	if len(h.calls) > 0 {
+		calls := slices.Clone(h.calls)
+		slices.SortStableFunc(calls, func(x, y *call) int {
+			return cmp.Or(
+				strings.Compare(x.source.File, y.source.File),
+				cmp.Compare(x.source.Line, y.source.Line),
+				cmp.Compare(x.source.Col, y.source.Col),
+				strings.Compare(x.prompt, y.prompt),
+				strings.Compare(x.text, y.text),
+			)
+		})
+		b.WriteString("-- agents --\n")
+		for _, c := range calls {
+			b.WriteString(strip(c.text))
+		}
+	}
+	if err != nil {
+		b.WriteString("-- error --\n")
+		writeLines(&b, "", strip(err.Error()))
+	}
+	return []byte(b.String())
+}
