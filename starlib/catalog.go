@@ -227,61 +227,41 @@ func (b *Builtin) keywordNames() []string {
 	return names
 }
 
+// paramType is one type name of the catalog: how to recognize its values
+// and how error messages describe it.
+type paramType struct {
+	ok   func(starlark.Value) bool
+	desc string
+}
+
+func isType[T starlark.Value](v starlark.Value) bool {
+	_, ok := v.(T)
+	return ok
+}
+
+// paramTypes are the type names a Param.Type may combine with " | ".
+var paramTypes = map[string]paramType{
+	"any":            {func(starlark.Value) bool { return true }, "any value"},
+	"renderable":     {func(starlark.Value) bool { return true }, "a renderable value"},
+	"str":            {isType[starlark.String], "a string"},
+	"int":            {isType[starlark.Int], "an int"},
+	"float":          {isType[starlark.Float], "a float"},
+	"bool":           {isType[starlark.Bool], "a bool"},
+	"None":           {func(v starlark.Value) bool { return v == starlark.None }, "None"},
+	"dict":           {isType[*starlark.Dict], "a dict"},
+	"list":           {func(v starlark.Value) bool { return isType[*starlark.List](v) || isType[starlark.Tuple](v) }, "a list"},
+	"callable":       {isType[starlark.Callable], "a function"},
+	"agent_provider": {isType[*AgentProviderValue], "an agent provider (such as deterministic_agent())"},
+	"tool":           {isType[*ToolValue], "a tool from define_tool()"},
+	"mcp_server":     {isType[*MCPServerValue], "a descriptor from define_mcp_server()"},
+	"context":        {isType[*ContextValue], "a context from create_context()"},
+}
+
 // accepts reports whether v matches one of the types in typ.
 func accepts(typ string, v starlark.Value) bool {
 	for _, t := range strings.Split(typ, " | ") {
-		switch t {
-		case "any", "renderable":
+		if pt, ok := paramTypes[t]; ok && pt.ok(v) {
 			return true
-		case "str":
-			if _, ok := v.(starlark.String); ok {
-				return true
-			}
-		case "int":
-			if _, ok := v.(starlark.Int); ok {
-				return true
-			}
-		case "bool":
-			if _, ok := v.(starlark.Bool); ok {
-				return true
-			}
-		case "float":
-			if _, ok := v.(starlark.Float); ok {
-				return true
-			}
-		case "None":
-			if v == starlark.None {
-				return true
-			}
-		case "dict":
-			if _, ok := v.(*starlark.Dict); ok {
-				return true
-			}
-		case "list":
-			switch v.(type) {
-			case *starlark.List, starlark.Tuple:
-				return true
-			}
-		case "callable":
-			if _, ok := v.(starlark.Callable); ok {
-				return true
-			}
-		case "agent_provider":
-			if _, ok := v.(*AgentProviderValue); ok {
-				return true
-			}
-		case "tool":
-			if _, ok := v.(*ToolValue); ok {
-				return true
-			}
-		case "mcp_server":
-			if _, ok := v.(*MCPServerValue); ok {
-				return true
-			}
-		case "context":
-			if _, ok := v.(*ContextValue); ok {
-				return true
-			}
 		}
 	}
 	return false
@@ -290,27 +270,8 @@ func accepts(typ string, v starlark.Value) bool {
 func describeType(typ string) string {
 	parts := strings.Split(typ, " | ")
 	for i, p := range parts {
-		switch p {
-		case "str":
-			parts[i] = "a string"
-		case "int":
-			parts[i] = "an int"
-		case "bool":
-			parts[i] = "a bool"
-		case "dict":
-			parts[i] = "a dict"
-		case "list":
-			parts[i] = "a list"
-		case "callable":
-			parts[i] = "a function"
-		case "agent_provider":
-			parts[i] = "an agent provider (such as deterministic_agent())"
-		case "tool":
-			parts[i] = "a tool from define_tool()"
-		case "mcp_server":
-			parts[i] = "a descriptor from define_mcp_server()"
-		case "context":
-			parts[i] = "a context from create_context()"
+		if pt, ok := paramTypes[p]; ok {
+			parts[i] = pt.desc
 		}
 	}
 	return strings.Join(parts, " or ")
