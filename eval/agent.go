@@ -107,12 +107,16 @@ func agentMCP(plan *agentPlan) []AgentMCPServer {
 
 // runAgent checks the plan against the limits, waits for a scheduler
 // slot and runs the provider session, returning the text it contributes.
-func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt []byte, parentSpan string) (text string, err error) {
+//
+// The result is appended to dst (the consumer's buffer), so structured
+// results are encoded in place without an intermediate string.
+func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt []byte, parentSpan string, dst []byte) (out []byte, err error) {
+	start := len(dst)
 	// The staging area (oversized includes, skills) lives exactly as long
 	// as the session.
 	defer func() {
 		if rerr := plan.staging.release(); rerr != nil {
-			text, err = "", errors.Join(err, rerr)
+			out, err = dst[:start], errors.Join(err, rerr)
 		}
 	}()
 	req := d.buildRequest(n, plan, prompt)
@@ -124,7 +128,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		req.Output = schema.output
 	}
 	if max := d.limits.MaxTurnsPerAgent; max > 0 && 1+len(req.FollowUps) > max {
-		return "", turnsError(n.Position, 1+len(req.FollowUps), max)
+		return dst, turnsError(n.Position, 1+len(req.FollowUps), max)
 	}
 	p := n.Provider
 	if p == nil {
@@ -134,13 +138,13 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		p = override(p)
 	}
 	if p == nil {
-		return "", newError(n.Position, "agent() has no provider: pass provider= to agent(), or set a default with configure(agent_provider=...) or the runtime's AgentProvider option")
+		return dst, newError(n.Position, "agent() has no provider: pass provider= to agent(), or set a default with configure(agent_provider=...) or the runtime's AgentProvider option")
 	}
 	if err := d.checkCapabilities(n, p, plan); err != nil {
-		return "", err
+		return dst, err
 	}
 	if err := d.countAgentCall(n.Position); err != nil {
-		return "", err
+		return dst, err
 	}
 	req.MCPServers = agentMCP(plan)
 	if len(plan.skills) > 0 {
@@ -186,42 +190,45 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		}
 	}
 	resp, err := d.session(ctx, n, p, req, agentSpan, plan)
+	out = dst
 	if err == nil {
-		text = resp.Text
 		if schema != nil {
-			text, err = structuredResult(n, p, schema, resp, plan.target)
+			out, err = structuredResult(n, p, schema, resp, plan.target, dst)
+		} else {
+			out = append(dst, resp.Text...)
 		}
 	}
 	if err != nil {
 		agentSpan.end(err, nil, nil)
-		return "", err
+		return dst[:start], err
 	}
 	var endContent attrs
 	if d.trace.captures() {
-		endContent = attrs{"result", text}
+		endContent = attrs{"result", string(out[start:])}
 	}
 	agentSpan.end(nil, nil, endContent)
-	return text, nil
+	return out, nil
 }
 
 // structuredResult validates a provider's structured value against the
-// schema and returns its canonical JSON text; for evaluate(schema=...) it
-// also hands the value to the target.
-func structuredResult(n *Agent, p AgentProvider, schema *Schema, resp *AgentResponse, t *structTarget) (string, error) {
+// schema and appends its canonical JSON text to dst; for
+// evaluate(schema=...) it hands the value to the target instead.
+func structuredResult(n *Agent, p AgentProvider, schema *Schema, resp *AgentResponse, t *structTarget, dst []byte) ([]byte, error) {
 	if resp.Structured == nil {
-		return "", newError(n.Position, fmt.Sprintf("agent() was asked for a structured result but provider %q returned none (AgentResponse.Structured is nil)", p.Name()))
+		return dst, newError(n.Position, fmt.Sprintf("agent() was asked for a structured result but provider %q returned none (AgentResponse.Structured is nil)", p.Name()))
 	}
-	text, err := schema.ValidateCanonical(resp.Structured)
+	out, err := schema.appendValidCanonical(dst, resp.Structured)
 	if err != nil {
 		if jsonErr := checkJSONValue(resp.Structured, 0); jsonErr != nil {
-			return "", &EvaluationError{Msg: fmt.Sprintf("agent() structured result from provider %q is not JSON data", p.Name()), Pos: n.Position, Err: jsonErr}
+			return dst, &EvaluationError{Msg: fmt.Sprintf("agent() structured result from provider %q is not JSON data", p.Name()), Pos: n.Position, Err: jsonErr}
 		}
-		return "", &EvaluationError{Msg: "agent() structured result schema validation failed", Pos: n.Position, Err: err}
+		return dst, &EvaluationError{Msg: "agent() structured result schema validation failed", Pos: n.Position, Err: err}
 	}
 	if t != nil {
 		t.value = resp.Structured
+		return dst, nil
 	}
-	return text, nil
+	return out, nil
 }
 
 // session runs one provider session under the scheduler and the agent's

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -429,19 +430,19 @@ func (e *evaluator) pop() error {
 		return nil
 	case fAgent:
 		n := f.node.(*Agent)
-		text, err := e.d.runAgent(e.ctx, n, f.plan, f.buf, e.spanParent())
+		// The result is appended straight into the consumer's buffer (a
+		// collected structured result appends nothing).
+		w := &e.st[f.out]
+		start := len(w.buf)
+		buf, err := e.d.runAgent(e.ctx, n, f.plan, f.buf, e.spanParent(), w.buf)
+		w.buf = buf
 		if err != nil {
 			return err
 		}
-		if f.plan.target != nil {
-			// The collected value travels through the target, not as text.
-			return nil
-		}
-		w := &e.st[f.out]
-		if w.kind == fAgent && w.plan.followed && !isBlank(text) {
+		if w.kind == fAgent && w.plan.followed && len(bytes.TrimSpace(w.buf[start:])) > 0 {
+			w.buf = w.buf[:start]
 			return textAfterFollowUpError(n.Position)
 		}
-		w.buf = append(w.buf, text...)
 		return nil
 	}
 	return nil

@@ -169,16 +169,29 @@ func checkSchema(s *jsonschema.Schema, at string) error {
 
 // ValidateCanonical validates v and returns its canonical JSON text.
 func (s *Schema) ValidateCanonical(v any) (string, error) {
+	var small [256]byte
+	b, err := s.appendValidCanonical(small[:0], v)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// appendValidCanonical validates v and appends its canonical JSON to dst.
+func (s *Schema) appendValidCanonical(dst []byte, v any) ([]byte, error) {
 	if s.fast != nil {
-		var small [256]byte
-		if b, ok := s.fast.encodeValid(small[:0], v); ok {
-			return string(b), nil
+		if b, ok := s.fast.encodeValid(dst, v); ok {
+			return b, nil
 		}
 	}
 	if err := s.Validate(v); err != nil {
-		return "", err
+		return dst, err
 	}
-	return CanonicalJSON(v)
+	text, err := CanonicalJSON(v)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, text...), nil
 }
 
 // CanonicalJSON encodes JSON-like Go values with sorted object keys and no

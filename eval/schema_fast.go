@@ -22,6 +22,9 @@ type fastSchema struct {
 	props     map[string]*fastSchema
 	propNames []string // sorted
 	propReq   []bool   // propReq[i]: propNames[i] is required
+	propKeys  [][]byte // propKeys[i]: the encoded `"name":` of propNames[i]
+	// enumStrings holds the enum when every member is a string.
+	enumStrings map[string]bool
 	required  []string
 	// reqOutside counts required names that are not properties.
 	reqOutside int
@@ -182,6 +185,18 @@ func compileFast(doc map[string]any) *fastSchema {
 	}
 	for _, name := range f.propNames {
 		f.propReq = append(f.propReq, contains(f.required, name))
+		f.propKeys = append(f.propKeys, append(appendJSONString(nil, name), ':'))
+	}
+	if len(f.enum) > 0 {
+		f.enumStrings = make(map[string]bool, len(f.enum))
+		for _, e := range f.enum {
+			s, ok := e.(string)
+			if !ok {
+				f.enumStrings = nil
+				break
+			}
+			f.enumStrings[s] = true
+		}
 	}
 	for _, r := range f.required {
 		if f.props[r] == nil {
@@ -204,6 +219,26 @@ func contains(list []string, s string) bool {
 // the schema, validating and encoding in one pass. ok is false when v
 // fails (or may fail) the schema or is not plain JSON data.
 func (f *fastSchema) encodeValid(b []byte, v any) ([]byte, bool) {
+	if str, ok := v.(string); ok && !f.hasConst && len(f.anyOf) == 0 && (f.enum == nil || f.enumStrings != nil) {
+		// Strings are checked and written directly: the common case of
+		// structured results.
+		if f.types != 0 && f.types&fastString == 0 {
+			return b, false
+		}
+		if f.enumStrings != nil && !f.enumStrings[str] {
+			return b, false
+		}
+		if f.minLen > 0 || f.maxLen >= 0 {
+			n := utf8.RuneCountInString(str)
+			if n < f.minLen || (f.maxLen >= 0 && n > f.maxLen) {
+				return b, false
+			}
+		}
+		if f.pattern != nil && !f.pattern.MatchString(str) {
+			return b, false
+		}
+		return appendJSONString(b, str), true
+	}
 	x, isObj := v.(map[string]any)
 	if !isObj || len(f.anyOf) > 0 || f.enum != nil || f.hasConst || f.reqOutside > 0 || (f.types != 0 && f.types&fastObject == 0) {
 		if !f.valid(v) {
@@ -226,8 +261,7 @@ func (f *fastSchema) encodeValid(b []byte, v any) ([]byte, bool) {
 		if f.propReq[i] {
 			reqFound++
 		}
-		b = appendJSONString(b, name)
-		b = append(b, ':')
+		b = append(b, f.propKeys[i]...)
 		if b, ok = f.props[name].encodeValid(b, pv); !ok {
 			return b[:start], false
 		}

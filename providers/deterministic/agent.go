@@ -51,9 +51,15 @@ type Agent struct {
 	respond         RespondFunc
 	supportsSandbox bool
 
-	mu    sync.Mutex
-	calls []Call
+	mu sync.Mutex
+	// calls are recorded in fixed-size chunks, so a long run never copies
+	// the calls it already recorded.
+	calls [][]Call
+	n     int
 }
+
+// callChunk is the number of calls per recording chunk.
+const callChunk = 1024
 
 // New returns an Agent for opts, or an error for an invalid name.
 func New(opts Options) (*Agent, error) {
@@ -88,20 +94,20 @@ func (a *Agent) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.Agen
 		return nil, context.Cause(ctx)
 	}
 	a.mu.Lock()
-	idx := len(a.calls)
-	c := Call{Index: idx, Request: *req}
-	c.Request.FollowUps = append([]string(nil), req.FollowUps...)
+	idx := a.n
+	a.n++
+	if idx%callChunk == 0 {
+		a.calls = append(a.calls, make([]Call, 0, callChunk))
+	}
+	chunk := &a.calls[len(a.calls)-1]
+	*chunk = append(*chunk, Call{Index: idx, Request: *req})
+	c := &(*chunk)[len(*chunk)-1]
+	if len(req.FollowUps) > 0 {
+		c.Request.FollowUps = append([]string(nil), req.FollowUps...)
+	}
 	if exec != nil {
 		c.Exec = *exec
 	}
-	if len(a.calls) == cap(a.calls) {
-		// Double explicitly: long runs record many calls, and the default
-		// growth factor for large slices would copy them far more often.
-		grown := make([]Call, len(a.calls), 2*cap(a.calls)+16)
-		copy(grown, a.calls)
-		a.calls = grown
-	}
-	a.calls = append(a.calls, c)
 	a.mu.Unlock()
 
 	respond := a.respond
@@ -125,12 +131,16 @@ func (a *Agent) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.Agen
 func (a *Agent) Calls() []Call {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]Call(nil), a.calls...)
+	out := make([]Call, 0, a.n)
+	for _, chunk := range a.calls {
+		out = append(out, chunk...)
+	}
+	return out
 }
 
 // Reset forgets the recorded calls and restarts call indexes at zero.
 func (a *Agent) Reset() {
 	a.mu.Lock()
-	a.calls = nil
+	a.calls, a.n = nil, 0
 	a.mu.Unlock()
 }
