@@ -25,7 +25,7 @@ type fastSchema struct {
 	propKeys  [][]byte // propKeys[i]: the encoded `"name":` of propNames[i]
 	// enumStrings holds the enum when every member is a string.
 	enumStrings map[string]bool
-	required  []string
+	required    []string
 	// reqOutside counts required names that are not properties.
 	reqOutside int
 	closed     bool // additionalProperties: false
