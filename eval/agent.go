@@ -65,6 +65,30 @@ func (d *domain) checkCapabilities(n *Agent, p AgentProvider, plan *agentPlan) e
 	return nil
 }
 
+// sandboxSession builds the effective sandbox of an agent inside a
+// sandbox() and performs the provider handshake: the provider must accept
+// the session, or the agent fails before it runs.
+func sandboxSession(n *Agent, p AgentProvider, plan *agentPlan) (*SandboxSession, error) {
+	v := plan.sb
+	if v == nil {
+		return nil, nil
+	}
+	cwd := v.cwd
+	if n.Cwd != "" {
+		c, err := CheckLogicalPath(n.Cwd, true)
+		if err != nil {
+			return nil, newError(n.Position, "agent(cwd=...): "+err.Error())
+		}
+		cwd = c
+	}
+	s := &SandboxSession{Lease: v.lease, Runtime: v.rt, Access: v.access, Root: v.root, Cwd: cwd}
+	sc, ok := p.(SandboxCompatible)
+	if !ok || !sc.SupportsSandbox(s) {
+		return nil, newError(n.Position, fmt.Sprintf("agent provider %q cannot run inside sandbox(): it does not accept the sandbox's runtime; use a provider that supports sandboxes (deterministic_agent(supports_sandbox=True) for tests) or move the agent out of the sandbox", p.Name()))
+	}
+	return s, nil
+}
+
 // toolPrefix is the name of the invocation-owned MCP server that carries
 // tools to bridged providers.
 func (d *domain) toolPrefix() string {
@@ -143,6 +167,10 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 	if err := d.checkCapabilities(n, p, plan); err != nil {
 		return dst, err
 	}
+	session, err := sandboxSession(n, p, plan)
+	if err != nil {
+		return dst, err
+	}
 	if err := d.countAgentCall(n.Position); err != nil {
 		return dst, err
 	}
@@ -189,7 +217,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 			agentSpan.event("capability.mcp", attrs{"name", g.GrantName(), "kind", kind}, nil)
 		}
 	}
-	resp, err := d.session(ctx, n, p, req, agentSpan, plan)
+	resp, err := d.session(ctx, n, p, req, agentSpan, plan, session)
 	out = dst
 	if err == nil {
 		if schema != nil {
@@ -233,7 +261,7 @@ func structuredResult(n *Agent, p AgentProvider, schema *Schema, resp *AgentResp
 
 // session runs one provider session under the scheduler and the agent's
 // timeout.
-func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *AgentRequest, agentSpan *span, plan *agentPlan) (*AgentResponse, error) {
+func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *AgentRequest, agentSpan *span, plan *agentPlan, sandbox *SandboxSession) (*AgentResponse, error) {
 	if err := d.sched.acquire(ctx); err != nil {
 		return nil, canceled(ctx, n.Position)
 	}
@@ -254,7 +282,7 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 	}
 	parent := agentSpan.ID()
 	sess := d.trace.startSpan(parent, "agent", "agent.session", n.Position, a, nil)
-	exec := &AgentExecution{RunID: d.runID, SpanID: sess.ID(), ParentSpanID: parent, Source: n.Position}
+	exec := &AgentExecution{RunID: d.runID, SpanID: sess.ID(), ParentSpanID: parent, Source: n.Position, Sandbox: sandbox}
 	spanForTools := sess.ID()
 	if spanForTools == "" {
 		spanForTools = parent

@@ -25,6 +25,14 @@ const (
 	fBlock
 	// fComponent is transparent and closes its trace span when done.
 	fComponent
+	// fWorkspace and fSandbox are transparent lexical scopes that release
+	// their resources when done.
+	fWorkspace
+	fSandbox
+	// fScript collects a script's source, then runs it.
+	fScript
+	// fFile collects a file's content, then writes it.
+	fFile
 )
 
 // frame is one entry of the explicit evaluation stack. Fields are ordered
@@ -42,6 +50,11 @@ type frame struct {
 	parentSpan string
 	// ctx is the chain of provided context values around this frame.
 	ctx *binding
+	// res is the resource scope around this frame's children; ws and sb
+	// are the resources this frame owns and must release.
+	res resScope
+	ws  *wsState
+	sb  *sbView
 	// suffix is written to the sink when a block frame completes.
 	suffix string
 	idx    int32
@@ -74,6 +87,8 @@ type agentPlan struct {
 	// staging is the agent's private directory for oversized includes
 	// and skills; nil until first used.
 	staging *staging
+	// sb is the sandbox view the agent runs in, or nil.
+	sb *sbView
 }
 
 // evaluator runs one frame loop on the calling goroutine.
@@ -123,7 +138,7 @@ func (e *evaluator) run(value any) (text string, err error) {
 	e.st = getStack()
 	// Registered first, so it runs after unwind below is done with the stack.
 	defer func() { putStack(e.st); e.st = nil }()
-	e.push(frame{kind: fRoot, items: []any{value}, depth: int32(e.sc.depth), sink: 0, out: -1, agent: -1, parentSpan: e.sc.span, ctx: e.sc.ctx})
+	e.push(frame{kind: fRoot, items: []any{value}, depth: int32(e.sc.depth), sink: 0, out: -1, agent: -1, parentSpan: e.sc.span, ctx: e.sc.ctx, res: e.sc.res})
 	defer func() {
 		if r := recover(); r != nil {
 			var pos Position
@@ -191,7 +206,7 @@ func (e *evaluator) visit(item any) error {
 		return nil
 	case []any:
 		if len(v) > 0 {
-			e.push(frame{kind: fList, items: v, depth: f.depth, pl: f.pl, sink: f.sink, agent: f.agent, pos: f.pos, parentSpan: e.spanParent(), ctx: f.ctx})
+			e.push(frame{kind: fList, items: v, depth: f.depth, pl: f.pl, sink: f.sink, agent: f.agent, pos: f.pos, parentSpan: e.spanParent(), ctx: f.ctx, res: f.res})
 		}
 		return nil
 	case []string:
@@ -253,7 +268,7 @@ func (e *evaluator) enter(n Node) error {
 	if err != nil {
 		return err
 	}
-	base := frame{depth: int32(depth), pl: pl, sink: p.sink, agent: p.agent, pos: n.Pos(), node: n, parentSpan: e.spanParent(), ctx: p.ctx}
+	base := frame{depth: int32(depth), pl: pl, sink: p.sink, agent: p.agent, pos: n.Pos(), node: n, parentSpan: e.spanParent(), ctx: p.ctx, res: p.res}
 	switch n := n.(type) {
 	case *Agent:
 		base.kind = fAgent
@@ -261,7 +276,7 @@ func (e *evaluator) enter(n Node) error {
 		base.out = p.sink
 		base.sink = int32(len(e.st))
 		base.agent = int32(len(e.st))
-		base.plan = &agentPlan{}
+		base.plan = &agentPlan{sb: p.res.sb}
 		if t := e.sc.target; t != nil && p.sink == 0 {
 			// This agent's result is what evaluate(schema=...) collects.
 			if err := claimStructured(t, n); err != nil {
@@ -308,12 +323,50 @@ func (e *evaluator) enter(n Node) error {
 			}
 		}
 		a.skills = append(a.skills, sk)
+	case *Workspace:
+		ws, err := e.d.enterWorkspace(e.ctx, n, e.spanParent())
+		if err != nil {
+			return err
+		}
+		base.kind = fWorkspace
+		base.items = n.Children
+		base.ws = ws
+		base.res = resScope{ws: ws}
+		base.span = ws.span
+		e.push(base)
+	case *Sandbox:
+		sb, err := e.d.enterSandbox(e.ctx, n, p.res, e.spanParent())
+		if err != nil {
+			return err
+		}
+		base.kind = fSandbox
+		base.items = n.Children
+		base.sb = sb
+		base.res = resScope{ws: p.res.ws, sb: sb}
+		base.span = sb.span
+		e.push(base)
+	case *Script:
+		base.kind = fScript
+		base.items = n.Children
+		base.out = p.sink
+		base.sink = int32(len(e.st))
+		base.agent = -1
+		e.push(base)
+	case *File:
+		if n.Src != "" && len(n.Children) > 0 {
+			return newError(n.Position, "file() takes either children or src=, not both")
+		}
+		base.kind = fFile
+		base.items = n.Children
+		base.sink = int32(len(e.st))
+		base.agent = -1
+		e.push(base)
 	case *Include:
 		var plan *agentPlan
 		if p.agent >= 0 {
 			plan = e.st[p.agent].plan
 		}
-		text, err := e.d.include(n, plan, p.pl)
+		text, err := e.d.include(e.ctx, n, plan, p.res)
 		if err != nil {
 			return err
 		}
@@ -369,7 +422,7 @@ func (e *evaluator) spanParent() string {
 func (e *evaluator) component(n *Component, base frame) error {
 	base.kind = fComponent
 	base.span = e.d.trace.startSpan(e.spanParent(), "component", n.Name, n.Position, nil, nil)
-	sc := scope{depth: int(base.depth), span: base.span.ID(), ctx: base.ctx}
+	sc := scope{depth: int(base.depth), span: base.span.ID(), ctx: base.ctx, res: base.res}
 	if sc.span == "" {
 		sc.span = e.spanParent()
 	}
@@ -413,6 +466,18 @@ func (e *evaluator) pop() error {
 	case fComponent:
 		f.span.end(nil, nil, nil)
 		return nil
+	case fWorkspace:
+		return e.d.leaveWorkspace(e.ctx, f.ws, false)
+	case fSandbox:
+		return f.sb.leave(e.ctx, nil)
+	case fScript:
+		out, err := e.d.runScript(e.ctx, f.node.(*Script), f.buf, f.res, f.parentSpan)
+		if err != nil {
+			return err
+		}
+		return e.write(out, f.pos)
+	case fFile:
+		return e.d.writeFileNode(e.ctx, f.node.(*File), f.buf, f.res, f.parentSpan)
 	case fSystem:
 		f.span.end(nil, nil, nil)
 		if s := trimSpace(string(f.buf)); s != "" {
@@ -453,7 +518,16 @@ func (e *evaluator) pop() error {
 func (e *evaluator) unwind(err error) error {
 	for i := len(e.st) - 1; i >= 0; i-- {
 		f := &e.st[i]
-		if f.span.ID() != "" {
+		switch {
+		case f.kind == fWorkspace:
+			if rerr := e.d.leaveWorkspace(e.ctx, f.ws, true); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		case f.kind == fSandbox:
+			if rerr := f.sb.leave(e.ctx, err); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		case f.span.ID() != "":
 			f.span.end(err, nil, nil)
 		}
 		if f.plan != nil {
@@ -471,7 +545,7 @@ func (e *evaluator) unwind(err error) error {
 func (e *evaluator) parallel(n *Parallel, depth int) (string, error) {
 	sp := e.d.trace.startSpan(e.spanParent(), "component", "Parallel", n.Position, nil, nil)
 	branches := flattenBranches(n.Branches)
-	sc := scope{depth: depth, span: sp.ID(), ctx: e.top().ctx}
+	sc := scope{depth: depth, span: sp.ID(), ctx: e.top().ctx, res: e.top().res}
 	if sc.span == "" {
 		sc.span = e.spanParent()
 	}

@@ -3,6 +3,7 @@ package eval
 import (
 	"bytes"
 	"container/list"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -100,57 +101,133 @@ func (d *domain) cwd() (string, error) {
 	return os.Getwd()
 }
 
+// includeSource is where an include() reads from.
+type includeSource struct {
+	// name is the authored src or path, used in headings and errors.
+	name string
+	// arg is "src" or "path", for messages.
+	arg string
+	// fs identifies the filesystem in the cache key.
+	fs   string
+	path string
+	stat func() (size int64, mtime int64, err error)
+	read func() ([]byte, error)
+	// inPlace, when set, is the agent-visible location of a file left in
+	// place when oversized (inside a sandbox); otherwise oversized files
+	// are staged.
+	inPlace string
+}
+
+// includeSourceOf resolves the file an include() reads: src from the
+// runtime's working directory, path from the sandbox view, else the
+// workspace materialization.
+func (d *domain) includeSourceOf(ctx context.Context, n *Include, res resScope) (*includeSource, error) {
+	if n.Src != "" {
+		base, err := d.cwd()
+		if err != nil {
+			return nil, &EvaluationError{Msg: "include(): cannot determine the working directory", Pos: n.Position, Err: err}
+		}
+		full := n.Src
+		if !filepath.IsAbs(full) {
+			full = filepath.Join(base, full)
+		}
+		return &includeSource{name: n.Src, arg: "src", fs: "host", path: full,
+			stat: func() (int64, int64, error) {
+				info, err := os.Stat(full)
+				if err != nil {
+					return 0, 0, err
+				}
+				if !info.Mode().IsRegular() {
+					return 0, 0, fmt.Errorf("must name a regular file, not a %s", fileKind(info))
+				}
+				return info.Size(), info.ModTime().UnixNano(), nil
+			},
+			read: func() ([]byte, error) { return os.ReadFile(full) }}, nil
+	}
+	p, err := CheckLogicalPath(n.Path, false)
+	if err != nil {
+		return nil, newError(n.Position, "include(path=...): "+err.Error())
+	}
+	switch {
+	case res.sb != nil:
+		v := res.sb
+		lp := v.logical(p)
+		return &includeSource{name: n.Path, arg: "path", fs: "sandbox:" + v.lease.ID(), path: lp, inPlace: lp,
+			stat: func() (int64, int64, error) {
+				fi, err := v.rt.Stat(ctx, lp)
+				if err != nil {
+					return 0, 0, err
+				}
+				if fi.Kind != "file" {
+					return 0, 0, fmt.Errorf("must name a regular file, not a %s", fi.Kind)
+				}
+				var mt int64
+				if !fi.ModTime.IsZero() {
+					mt = fi.ModTime.UnixNano()
+				}
+				return fi.Size, mt, nil
+			},
+			read: func() ([]byte, error) { return v.rt.ReadFile(ctx, lp) }}, nil
+	case res.ws != nil:
+		dir := res.ws.lease.Directory()
+		return &includeSource{name: n.Path, arg: "path", fs: "workspace:" + dir, path: p,
+			stat: func() (int64, int64, error) {
+				_, info, err := readConfinedInfo(dir, p)
+				if err != nil {
+					return 0, 0, err
+				}
+				return info.Size(), info.ModTime().UnixNano(), nil
+			},
+			read: func() ([]byte, error) {
+				data, _, err := readConfined(dir, p)
+				return data, err
+			}}, nil
+	}
+	return nil, newError(n.Position, "include(path=...) requires an enclosing workspace() or sandbox(); use src= for an application file read from the runtime's working directory")
+}
+
 // include renders an include() node. plan is the nearest agent plan, or
 // nil outside an agent.
-func (d *domain) include(n *Include, plan *agentPlan, pl place) (string, error) {
-	if n.Path != "" {
-		if !pl.sandbox {
-			return "", newError(n.Position, "include(path=...) requires an enclosing workspace() or sandbox(); use src= for an application file read from the runtime's working directory")
-		}
-	}
-	base, err := d.cwd()
+func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, res resScope) (string, error) {
+	src, err := d.includeSourceOf(ctx, n, res)
 	if err != nil {
-		return "", &EvaluationError{Msg: "include(): cannot determine the working directory", Pos: n.Position, Err: err}
+		return "", err
 	}
-	full := n.Src
-	if !filepath.IsAbs(full) {
-		full = filepath.Join(base, full)
-	}
-	info, err := os.Stat(full)
+	label := fmt.Sprintf("include(%s=%q)", src.arg, src.name)
+	size, mtime, err := src.stat()
 	if err != nil {
-		return "", &EvaluationError{Msg: fmt.Sprintf("include(src=%q) cannot read the file", n.Src), Pos: n.Position, Err: err}
+		return "", &EvaluationError{Msg: label + " cannot read the file", Pos: n.Position, Err: err}
 	}
-	if !info.Mode().IsRegular() {
-		return "", newError(n.Position, fmt.Sprintf("include(src=%q) must name a regular file, not a %s", n.Src, fileKind(info)))
+	oversized := n.MaxBytes > 0 && size > n.MaxBytes
+	if oversized && plan == nil && src.inPlace == "" {
+		return "", newError(n.Position, fmt.Sprintf("an oversized include() requires a containing agent(): %q is %d bytes, over max_bytes=%d; move the include into the agent that will read the staged file, or raise or remove max_bytes", src.name, size, n.MaxBytes))
 	}
-	key := includeKey{path: full, size: info.Size(), mtime: info.ModTime().UnixNano()}
-	oversized := n.MaxBytes > 0 && info.Size() > n.MaxBytes
-	if oversized && plan == nil {
-		return "", newError(n.Position, fmt.Sprintf("an oversized include() requires a containing agent(): %q is %d bytes, over max_bytes=%d; move the include into the agent that will read the staged file, or raise or remove max_bytes", n.Src, info.Size(), n.MaxBytes))
-	}
+	// Revisions are cached by filesystem, path, size and modification
+	// time; a filesystem that reports no modification time is not cached.
+	key := includeKey{path: src.fs + "\x00" + src.path, size: size, mtime: mtime}
 	entry, cached := d.rt.includes.get(key)
 	var data []byte
 	if cached && entry.content != nil {
 		data = entry.content
 	} else {
-		// Host files are read completely: inlining and staging both need
-		// the bytes.
-		data, err = os.ReadFile(full)
+		data, err = src.read()
 		if err != nil {
-			return "", &EvaluationError{Msg: fmt.Sprintf("include(src=%q) cannot read the file", n.Src), Pos: n.Position, Err: err}
+			return "", &EvaluationError{Msg: label + " cannot read the file", Pos: n.Position, Err: err}
 		}
 		if err := checkText(data); err != nil {
-			return "", newError(n.Position, fmt.Sprintf("include(src=%q): %v", n.Src, err))
+			return "", newError(n.Position, fmt.Sprintf("%s: %v", label, err))
 		}
 		entry = &includeEntry{key: key, lines: countLines(data)}
 		if len(data) <= includeContentLimit {
 			entry.content = data
 		}
-		d.rt.includes.put(entry)
+		if mtime != 0 {
+			d.rt.includes.put(entry)
+		}
 	}
 	heading := ""
 	if !n.NoTitle {
-		title := "Contents of `" + n.Src + "`"
+		title := "Contents of `" + src.name + "`"
 		if n.Title != nil {
 			title = *n.Title
 		}
@@ -159,12 +236,14 @@ func (d *domain) include(n *Include, plan *agentPlan, pl place) (string, error) 
 	if !oversized {
 		return heading + string(data), nil
 	}
-	staged, err := plan.stage(filepath.Base(full), data)
-	if err != nil {
-		return "", &EvaluationError{Msg: fmt.Sprintf("include(src=%q): cannot stage the oversized file for the agent", n.Src), Pos: n.Position, Err: err}
+	where := src.inPlace
+	if where == "" {
+		if where, err = plan.stage(filepath.Base(src.path), data); err != nil {
+			return "", &EvaluationError{Msg: label + ": cannot stage the oversized file for the agent", Pos: n.Position, Err: err}
+		}
 	}
 	return fmt.Sprintf("%s`%s` is %s bytes and %s lines, over the %s-byte inline limit, so it is not inlined. Read it from `%s`.",
-		heading, n.Src, groupDigits(info.Size()), groupDigits(int64(entry.lines)), groupDigits(n.MaxBytes), staged), nil
+		heading, src.name, groupDigits(size), groupDigits(int64(entry.lines)), groupDigits(n.MaxBytes), where), nil
 }
 
 // checkText rejects content that is not UTF-8 text.

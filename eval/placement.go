@@ -15,8 +15,17 @@ type place struct {
 	inSystem bool
 	// inFollowUp is set inside a follow_up() of that plan.
 	inFollowUp bool
-	// sandbox is set inside an active sandbox().
-	sandbox bool
+	// sandbox is set inside an active sandbox(); sandboxRO when its
+	// statically known access is read-only.
+	sandbox   bool
+	sandboxRO bool
+	// workspace is set inside a workspace().
+	workspace bool
+}
+
+// scopes keeps only the resource scopes of pl, dropping agent ownership.
+func (pl place) scopes() place {
+	return place{sandbox: pl.sandbox, sandboxRO: pl.sandboxRO, workspace: pl.workspace}
 }
 
 // childPlace returns the placement context of n's children, or an error
@@ -27,7 +36,9 @@ func childPlace(n Node, pl place) (place, error) {
 		if n.Cwd != "" && !pl.sandbox {
 			return pl, newError(n.Position, "agent(cwd=...) requires an enclosing sandbox(); cwd narrows the sandbox's working directory and does not create one")
 		}
-		return place{agent: true, sandbox: pl.sandbox}, nil
+		c := pl.scopes()
+		c.agent = true
+		return c, nil
 	case *System:
 		switch {
 		case !pl.agent:
@@ -37,7 +48,9 @@ func childPlace(n Node, pl place) (place, error) {
 		case pl.inFollowUp:
 			return pl, newError(n.Position, "system() is not valid inside follow_up(); system text applies to the whole session, so put it directly in agent()")
 		}
-		return place{agent: true, inSystem: true, sandbox: pl.sandbox}, nil
+		c := pl.scopes()
+		c.agent, c.inSystem = true, true
+		return c, nil
 	case *FollowUp:
 		switch {
 		case !pl.agent:
@@ -47,12 +60,51 @@ func childPlace(n Node, pl place) (place, error) {
 		case pl.inSystem:
 			return pl, newError(n.Position, "follow_up() is not valid inside system(); put it directly in agent()")
 		}
-		return place{agent: true, inFollowUp: true, sandbox: pl.sandbox}, nil
+		c := pl.scopes()
+		c.agent, c.inFollowUp = true, true
+		return c, nil
 	case *Include:
-		if n.Path != "" && !pl.sandbox {
+		if n.Path != "" && !pl.sandbox && !pl.workspace {
 			return pl, newError(n.Position, "include(path=...) requires an enclosing workspace() or sandbox(); use src= for an application file read from the runtime's working directory")
 		}
 		return pl, nil
+	case *File:
+		switch {
+		case !pl.sandbox && !pl.workspace:
+			return pl, newError(n.Position, "file() requires an enclosing workspace() or sandbox(): it writes into the nearest active filesystem")
+		case pl.sandboxRO:
+			return pl, newError(n.Position, "file() cannot write through a read-only sandbox(); give the sandbox access = \"read-write\"")
+		}
+		return pl, nil
+	case *Workspace:
+		switch {
+		case pl.sandbox:
+			return pl, newError(n.Position, "workspace() cannot be inside sandbox(): the workspace is the outer, durable scope; put the sandbox inside it")
+		case pl.workspace:
+			return pl, newError(n.Position, "a workspace() cannot contain another workspace(): one workspace is allowed per evaluation")
+		}
+		c := pl
+		c.workspace = true
+		return c, nil
+	case *Sandbox:
+		if pl.sandbox && n.Provider != nil {
+			return pl, newError(n.Position, "a nested sandbox() cannot select another provider: it reuses the outer sandbox's lease")
+		}
+		if pl.sandboxRO && n.Access == ReadWrite {
+			return pl, newError(n.Position, "a nested sandbox() cannot widen read-only access to read-write")
+		}
+		if n.Access != "" && n.Access != ReadOnly && n.Access != ReadWrite {
+			return pl, newError(n.Position, fmt.Sprintf("sandbox access must be %q or %q, got %q", ReadOnly, ReadWrite, n.Access))
+		}
+		c := pl
+		c.sandbox = true
+		switch {
+		case n.Access == ReadOnly:
+			c.sandboxRO = true
+		case n.Access == "" && !pl.sandbox:
+			c.sandboxRO = true
+		}
+		return c, nil
 	case *ToolGrant, *MCPGrant, *Skill:
 		name := n.Kind() + "()"
 		switch {
@@ -67,7 +119,7 @@ func childPlace(n Node, pl place) (place, error) {
 	case *Parallel:
 		// Each branch is its own nested evaluation: agent-scoped nodes in a
 		// branch do not attach to an agent around the parallel().
-		return place{sandbox: pl.sandbox}, nil
+		return pl.scopes(), nil
 	}
 	return pl, nil
 }
@@ -195,6 +247,18 @@ func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agent
 				pushKids(n.Children, cpl, depth, ac, n.Position)
 			case *Provide:
 				pushKids(n.Children, cpl, depth, ac, n.Position)
+			case *Workspace:
+				pushKids(n.Children, cpl, depth, ac, n.Position)
+			case *Sandbox:
+				pushKids(n.Children, cpl, depth, ac, n.Position)
+			case *Script:
+				if promptPos && ac.seen {
+					return textAfterFollowUpError(n.Position)
+				}
+				// The children are the script's source, not prompt text.
+				pushKids(n.Children, cpl.scopes(), depth, nil, n.Position)
+			case *File:
+				pushKids(n.Children, cpl.scopes(), depth, nil, n.Position)
 			case *Parallel:
 				if promptPos && ac.seen {
 					return textAfterFollowUpError(n.Position)
@@ -299,6 +363,12 @@ func scanStructured(value any, pos Position) error {
 			push(v.Children, v.Position)
 		case *Provide:
 			push(v.Children, v.Position)
+		case *Workspace:
+			push(v.Children, v.Position)
+		case *Sandbox:
+			push(v.Children, v.Position)
+		case *Script:
+			return structuredTextError(v.Position)
 		case *Block:
 			if NormalizeTag(v.Tag) != "" && !blockIsEmpty(v) {
 				return structuredTextError(v.Position)

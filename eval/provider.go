@@ -109,4 +109,7 @@ type AgentExecution struct {
 	ParentSpanID string
 	// Source is the authored position of the agent() node.
 	Source Position
+	// Sandbox is the effective sandbox the session must run in, or nil
+	// when no sandbox() encloses the agent.
+	Sandbox *SandboxSession
 }

@@ -68,6 +68,10 @@ type FinishEvent struct {
 type Options struct {
 	// AgentProvider is the default provider of agent() nodes that name none.
 	AgentProvider AgentProvider
+	// SandboxProvider is the default provider of outer sandbox() scopes.
+	SandboxProvider SandboxProvider
+	// WorkspaceProvider is the default provider of the workspace() scope.
+	WorkspaceProvider WorkspaceProvider
 	// ProviderOverride, when non-nil, replaces the provider selected for
 	// every agent() node (the node's provider, else AgentProvider) with
 	// the provider it returns, before the provider is checked and called.
@@ -202,6 +206,8 @@ type domain struct {
 	sched  *scheduler
 	trace  *tracer
 	calls  atomic.Int64
+	// workspaceUsed enforces one workspace() per evaluation.
+	workspaceUsed atomic.Bool
 }
 
 // scope is the lexical state inherited by a nested evaluation.
@@ -212,6 +218,8 @@ type scope struct {
 	span string
 	// ctx is the chain of provided context values.
 	ctx *binding
+	// res is the active workspace and sandbox.
+	res resScope
 	// target collects the one structured agent result of a structured
 	// evaluation; nil for text evaluations. It is not inherited by nested
 	// evaluations.

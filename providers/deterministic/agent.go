@@ -84,8 +84,10 @@ func Echo() RespondFunc {
 // Name implements eval.AgentProvider.
 func (a *Agent) Name() string { return a.name }
 
-// SupportsSandbox reports whether the provider accepts an active sandbox.
-func (a *Agent) SupportsSandbox() bool { return a.supportsSandbox }
+// SupportsSandbox implements eval.SandboxCompatible: the provider accepts
+// an enclosing sandbox when its options say so. Nothing runs in the
+// sandbox; the session is recorded with the call.
+func (a *Agent) SupportsSandbox(*eval.SandboxSession) bool { return a.supportsSandbox }
 
 // Run records the call and answers it. A context that is already done is
 // rejected with its cause before anything is recorded.

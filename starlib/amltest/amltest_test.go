@@ -106,9 +106,9 @@ func (p *fakeProvider) Run(context.Context, *eval.AgentRequest, *eval.AgentExecu
 	p.ran = true
 	return &eval.AgentResponse{Text: "real"}, nil
 }
-func (p *fakeProvider) NativeSkillDiscovery() bool    { return true }
-func (p *fakeProvider) RequiresObjectToolInput() bool { return true }
-func (p *fakeProvider) SupportsSandbox() bool         { return true }
+func (p *fakeProvider) NativeSkillDiscovery() bool                { return true }
+func (p *fakeProvider) RequiresObjectToolInput() bool             { return true }
+func (p *fakeProvider) SupportsSandbox(*eval.SandboxSession) bool { return true }
 
 func TestOverrideReplacesRealProviders(t *testing.T) {
 	h := &harness{}
@@ -125,7 +125,7 @@ func TestOverrideReplacesRealProviders(t *testing.T) {
 	if _, ok := r.inner.(*twin); !ok {
 		t.Fatalf("a real provider was wrapped as %T, want its twin", r.inner)
 	}
-	if p.Name() != "codex" || !r.NativeSkillDiscovery() || !r.RequiresObjectToolInput() || !r.SupportsSandbox() {
+	if p.Name() != "codex" || !r.NativeSkillDiscovery() || !r.RequiresObjectToolInput() || !r.SupportsSandbox(&eval.SandboxSession{}) {
 		t.Errorf("twin %q does not keep the original's name and capabilities", p.Name())
 	}
 	resp, err := p.Run(t.Context(), &eval.AgentRequest{Prompt: "Review.", Permissions: eval.DefaultPermissions()}, &eval.AgentExecution{Source: eval.Position{File: "x.star", Line: 3, Col: 9}})

@@ -143,18 +143,19 @@ func (h *harness) override(p eval.AgentProvider) eval.AgentProvider {
 // would have received.
 type twin struct {
 	*deterministic.Agent
+	orig         eval.AgentProvider
 	nativeSkills bool
 	objectInputs bool
 }
 
 func newTwin(p eval.AgentProvider) eval.AgentProvider {
-	a, err := deterministic.New(deterministic.Options{Name: p.Name(), SupportsSandbox: supportsSandbox(p)})
+	a, err := deterministic.New(deterministic.Options{Name: p.Name()})
 	if err != nil {
 		// The name is not a valid deterministic provider name; the twin
 		// keeps the default name.
-		a, _ = deterministic.New(deterministic.Options{SupportsSandbox: supportsSandbox(p)})
+		a, _ = deterministic.New(deterministic.Options{})
 	}
-	t := &twin{Agent: a}
+	t := &twin{Agent: a, orig: p}
 	if ns, ok := p.(eval.NativeSkills); ok {
 		t.nativeSkills = ns.NativeSkillDiscovery()
 	}
@@ -164,10 +165,15 @@ func newTwin(p eval.AgentProvider) eval.AgentProvider {
 	return t
 }
 
-func supportsSandbox(p eval.AgentProvider) bool {
-	s, ok := p.(interface{ SupportsSandbox() bool })
-	return ok && s.SupportsSandbox()
+// supportsSandbox asks p's sandbox handshake about session s.
+func supportsSandbox(p eval.AgentProvider, s *eval.SandboxSession) bool {
+	sc, ok := p.(eval.SandboxCompatible)
+	return ok && sc.SupportsSandbox(s)
 }
+
+// SupportsSandbox implements eval.SandboxCompatible with the original's
+// answer.
+func (t *twin) SupportsSandbox(s *eval.SandboxSession) bool { return supportsSandbox(t.orig, s) }
 
 // NativeSkillDiscovery implements eval.NativeSkills.
 func (t *twin) NativeSkillDiscovery() bool { return t.nativeSkills }
@@ -235,8 +241,9 @@ func (r *recorder) RequiresObjectToolInput() bool {
 	return ok && oi.RequiresObjectToolInput()
 }
 
-// SupportsSandbox reports the wrapped provider's sandbox support.
-func (r *recorder) SupportsSandbox() bool { return supportsSandbox(r.inner) }
+// SupportsSandbox implements eval.SandboxCompatible with the wrapped
+// provider's answer.
+func (r *recorder) SupportsSandbox(s *eval.SandboxSession) bool { return supportsSandbox(r.inner, s) }
 
 func writeRequest(b *strings.Builder, provider string, source eval.Position, req *eval.AgentRequest) {
 	fmt.Fprintf(b, "%s provider=%s", source, provider)

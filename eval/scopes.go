@@ -1,0 +1,254 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+)
+
+// resScope is the active resource scope of a frame: the workspace and the
+// sandbox view that enclose it. It is immutable once built.
+type resScope struct {
+	ws *wsState
+	sb *sbView
+}
+
+// wsState is one acquired workspace.
+type wsState struct {
+	node  *Workspace
+	lease WorkspaceLease
+	id    string
+	cwd   string
+	name  string
+	// serial admits one writable sandbox at a time when the workspace's
+	// write_concurrency is "serial".
+	serial chan struct{}
+	span   *span
+}
+
+// sbView is the effective view of a sandbox lease.
+type sbView struct {
+	lease SandboxLease
+	rt    SandboxRuntime
+	// access is the effective access; root is relative to the lease's
+	// root; cwd is relative to root.
+	access string
+	root   string
+	cwd    string
+	// outer is set for the view that owns the lease.
+	outer bool
+	// holdsSerial is set when the view holds the workspace's writer turn.
+	holdsSerial bool
+	ws          *wsState
+	span        *span
+}
+
+// logical returns the lease-relative form of a path relative to the view.
+func (v *sbView) logical(p string) string { return path.Join(v.root, p) }
+
+// enterWorkspace acquires and materializes the workspace of n.
+func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan string) (*wsState, error) {
+	p := n.Provider
+	if p == nil {
+		p = d.rt.opts.WorkspaceProvider
+	}
+	if p == nil {
+		return nil, newError(n.Position, "workspace() has no provider: pass provider= (such as local_workspace(directory=...)) or set one with configure(workspace_provider=...)")
+	}
+	if !d.workspaceUsed.CompareAndSwap(false, true) {
+		return nil, newError(n.Position, "only one workspace() may run per evaluation; reuse the outer workspace instead")
+	}
+	cwd := n.Cwd
+	if cwd == "" {
+		cwd = "."
+	}
+	cwd, err := CheckLogicalPath(cwd, true)
+	if err != nil {
+		return nil, newError(n.Position, "workspace(cwd=...): "+err.Error())
+	}
+	id := n.ID
+	if id == "" {
+		id = NewRunID()
+	}
+	sp := d.trace.startSpan(parentSpan, "workspace", "Workspace", n.Position, attrs{"provider", p.Name(), "workspace.id", id}, nil)
+	lease, err := p.Acquire(ctx, &WorkspaceAcquireRequest{ID: id, EvaluationID: d.runID, Load: n.Load, Lock: !n.NoLock})
+	if err == nil && lease == nil {
+		err = errors.New("provider returned no lease")
+	}
+	if err != nil {
+		err = wrapScopeError(ctx, n.Position, fmt.Sprintf("workspace %q could not be acquired from provider %q", id, p.Name()), err)
+		sp.end(err, nil, nil)
+		return nil, err
+	}
+	ws := &wsState{node: n, lease: lease, id: id, cwd: cwd, name: p.Name(), span: sp}
+	if n.WriteConcurrency != "parallel" {
+		ws.serial = make(chan struct{}, 1)
+	}
+	return ws, nil
+}
+
+// leaveWorkspace saves the workspace by its policy and releases it, once.
+// failed reports that its subtree failed; cancelled skips saving.
+func (d *domain) leaveWorkspace(ctx context.Context, ws *wsState, failed bool) error {
+	var errs []error
+	if pol := ws.node.Save; pol != nil && ctx.Err() == nil && (!failed || pol.On == "always") {
+		outcome := "success"
+		if failed {
+			outcome = "failure"
+		}
+		retention := pol.Retention
+		if retention <= 0 {
+			retention = 1
+		}
+		sctx, cancel := context.WithTimeout(ctx, cleanupTimeout*10)
+		err := ws.lease.Save(sctx, WorkspaceSaveRequest{Outcome: outcome, Retention: retention, Include: pol.Include, Exclude: pol.Exclude, Gitignore: pol.Gitignore})
+		cancel()
+		if err != nil {
+			errs = append(errs, wrapScopeError(ctx, ws.node.Position, fmt.Sprintf("workspace %q could not be saved", ws.id), err))
+		}
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	if err := ws.lease.Release(rctx); err != nil {
+		errs = append(errs, &EvaluationError{Msg: fmt.Sprintf("workspace %q could not be released", ws.id), Pos: ws.node.Position, Err: err})
+	}
+	cancel()
+	err := errors.Join(errs...)
+	ws.span.end(err, nil, nil)
+	return err
+}
+
+// enterSandbox acquires the lease of an outer sandbox or builds the view
+// of a nested one.
+func (d *domain) enterSandbox(ctx context.Context, n *Sandbox, res resScope, parentSpan string) (*sbView, error) {
+	root := n.Root
+	if root == "" {
+		root = "."
+	}
+	root, err := CheckLogicalPath(root, true)
+	if err != nil {
+		return nil, newError(n.Position, "sandbox(root=...): "+err.Error())
+	}
+	cwd := n.Cwd
+	if cwd != "" {
+		if cwd, err = CheckLogicalPath(cwd, true); err != nil {
+			return nil, newError(n.Position, "sandbox(cwd=...): "+err.Error())
+		}
+	}
+	if parent := res.sb; parent != nil {
+		// A nested sandbox is a view of the outer lease: it may narrow but
+		// never widen.
+		access := n.Access
+		if access == "" {
+			access = parent.access
+		}
+		if parent.access == ReadOnly && access == ReadWrite {
+			return nil, newError(n.Position, "a nested sandbox() cannot widen read-only access to read-write")
+		}
+		if cwd == "" {
+			cwd = "."
+		}
+		return &sbView{lease: parent.lease, rt: parent.rt, access: access, root: path.Join(parent.root, root), cwd: cwd, ws: parent.ws}, nil
+	}
+	p := n.Provider
+	if p == nil {
+		p = d.rt.opts.SandboxProvider
+	}
+	if p == nil {
+		return nil, newError(n.Position, "sandbox() has no provider: pass provider= (such as local_sandbox()) or set one with configure(sandbox_provider=...)")
+	}
+	access := n.Access
+	if access == "" {
+		access = ReadOnly
+	}
+	if cwd == "" {
+		cwd = "."
+		if res.ws != nil && root == "." {
+			cwd = res.ws.cwd
+		}
+	}
+	view := &sbView{access: access, root: ".", cwd: cwd, outer: true, ws: res.ws}
+	if res.ws != nil && access == ReadWrite && res.ws.serial != nil {
+		// write_concurrency="serial": writable sibling sandboxes take turns
+		// on the workspace.
+		select {
+		case res.ws.serial <- struct{}{}:
+			view.holdsSerial = true
+		case <-ctx.Done():
+			return nil, canceled(ctx, n.Position)
+		}
+	}
+	req := &SandboxAcquireRequest{Access: access, Root: root, Cwd: cwd, EvaluationID: d.runID}
+	if ws := res.ws; ws != nil {
+		req.Workspace = &WorkspaceMaterialization{WorkspaceID: ws.id, LeaseID: ws.lease.ID(), Directory: ws.lease.Directory(), Cwd: ws.cwd,
+			Provider: ws.name, WriteConcurrency: map[bool]string{true: "serial", false: "parallel"}[ws.serial != nil]}
+	}
+	view.span = d.trace.startSpan(parentSpan, "sandbox", "Sandbox", n.Position, attrs{"provider", p.Name(), "access", access}, nil)
+	lease, err := p.Acquire(ctx, req)
+	if err == nil && lease == nil {
+		err = errors.New("provider returned no lease")
+	}
+	if err != nil {
+		view.releaseSerial()
+		err = wrapScopeError(ctx, n.Position, fmt.Sprintf("sandbox could not be acquired from provider %q", p.Name()), err)
+		view.span.end(err, nil, nil)
+		return nil, err
+	}
+	view.lease, view.rt = lease, lease.Runtime()
+	if view.rt == nil {
+		err := errors.Join(newError(n.Position, fmt.Sprintf("sandbox provider %q returned a lease without a runtime", p.Name())), view.releaseLease(ctx))
+		view.span.end(err, nil, nil)
+		return nil, err
+	}
+	return view, nil
+}
+
+// leave releases an outer view's lease exactly once; nested views own
+// nothing.
+func (v *sbView) leave(ctx context.Context, cause error) error {
+	if !v.outer {
+		return nil
+	}
+	err := v.releaseLease(ctx)
+	var spanErr error = err
+	if spanErr == nil {
+		spanErr = cause
+	}
+	v.span.end(spanErr, nil, nil)
+	return err
+}
+
+func (v *sbView) releaseLease(ctx context.Context) error {
+	defer v.releaseSerial()
+	if v.lease == nil {
+		return nil
+	}
+	lease := v.lease
+	v.lease = nil
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := lease.Release(rctx); err != nil {
+		return fmt.Errorf("releasing the sandbox lease %s: %w", lease.ID(), err)
+	}
+	return nil
+}
+
+func (v *sbView) releaseSerial() {
+	if v.holdsSerial {
+		v.holdsSerial = false
+		<-v.ws.serial
+	}
+}
+
+// wrapScopeError names the scope that failed, keeping a cancellation
+// cause visible.
+func wrapScopeError(ctx context.Context, pos Position, msg string, err error) error {
+	var conflict *WorkspaceConflictError
+	if errors.As(err, &conflict) {
+		return &EvaluationError{Msg: msg, Pos: pos, Err: err}
+	}
+	if ctx.Err() != nil && !errors.Is(err, context.Cause(ctx)) {
+		err = errors.Join(context.Cause(ctx), err)
+	}
+	return &EvaluationError{Msg: msg, Pos: pos, Err: err}
+}

@@ -1,0 +1,111 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// shellArgs are the interpreter arguments that run source with a shell.
+var shellArgs = map[string]string{"sh": "-c", "bash": "-c", "node": "-e"}
+
+// runScript runs a script() node and returns its standard output.
+func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res resScope, parentSpan string) (string, error) {
+	command, args := n.Command, n.Args
+	if n.Shell != "" {
+		flag, ok := shellArgs[n.Shell]
+		if !ok {
+			return "", newError(n.Position, fmt.Sprintf("script(shell=%q) is not supported; use \"sh\", \"bash\" or \"node\"", n.Shell))
+		}
+		if isBlank(string(source)) {
+			return "", newError(n.Position, "script(shell=...) needs non-empty source: pass the script text as its children")
+		}
+		command, args = n.Shell, []string{flag, string(source)}
+	}
+	if command == "" {
+		return "", newError(n.Position, "script() needs command= (literal argv) or shell= with source children")
+	}
+	timeout := time.Duration(n.TimeoutMS) * time.Millisecond
+	env := "host"
+	if res.sb != nil {
+		env = "sandbox"
+	}
+	var content attrs
+	if d.trace.captures() {
+		content = attrs{"command", strings.Join(append([]string{command}, args...), " ")}
+	}
+	sp := d.trace.startSpan(parentSpan, "script", command, n.Position, attrs{"environment", env}, content)
+	r, err := d.execScript(ctx, n, command, args, timeout, res)
+	if err != nil {
+		sp.end(err, nil, nil)
+		return "", err
+	}
+	if r.ExitCode != 0 {
+		msg := fmt.Sprintf("script() %s exited with code %d", command, r.ExitCode)
+		if s := strings.TrimSpace(string(r.Stderr)); s != "" {
+			msg += ": " + s
+		}
+		err := newError(n.Position, msg)
+		sp.end(err, attrs{"exitCode", int64(r.ExitCode)}, nil)
+		return "", err
+	}
+	sp.end(nil, attrs{"exitCode", int64(0)}, nil)
+	return string(r.Stdout), nil
+}
+
+func (d *domain) execScript(ctx context.Context, n *Script, command string, args []string, timeout time.Duration, res resScope) (*ExecResult, error) {
+	fail := func(err error) (*ExecResult, error) {
+		if ctx.Err() != nil {
+			return nil, &EvaluationError{Msg: "script() cancelled", Pos: n.Position, Err: context.Cause(ctx)}
+		}
+		if timeout > 0 && strings.Contains(err.Error(), "timed out") {
+			return nil, &EvaluationError{Msg: fmt.Sprintf("script() %s timed out after timeout_ms=%d", command, n.TimeoutMS), Pos: n.Position, Err: err}
+		}
+		return nil, &EvaluationError{Msg: fmt.Sprintf("script() %s could not run", command), Pos: n.Position, Err: err}
+	}
+	cwd := ""
+	if n.Cwd != "" {
+		c, err := CheckLogicalPath(n.Cwd, true)
+		if err != nil {
+			return nil, newError(n.Position, "script(cwd=...): "+err.Error())
+		}
+		cwd = c
+	}
+	if v := res.sb; v != nil {
+		// Inside a sandbox the command never falls back to the host; cwd
+		// resolves from the sandbox root, else the sandbox's cwd.
+		if cwd == "" {
+			cwd = v.cwd
+		}
+		r, err := v.rt.Exec(ctx, command, args, ExecOptions{Cwd: v.logical(cwd), Timeout: timeout})
+		if err == nil && r == nil {
+			err = errors.New("sandbox returned no result")
+		}
+		if err != nil {
+			return fail(err)
+		}
+		return r, nil
+	}
+	dir, err := d.cwd()
+	if err != nil {
+		return fail(err)
+	}
+	if cwd != "" {
+		dir = filepath.Join(dir, filepath.FromSlash(cwd))
+		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+			return nil, newError(n.Position, fmt.Sprintf("script(cwd=%q): %s is not an existing directory", n.Cwd, dir))
+		}
+	}
+	r, err := runHost(ctx, dir, command, args, timeout)
+	if err != nil {
+		if errors.Is(err, errOutputLimit) {
+			return nil, newError(n.Position, fmt.Sprintf("script() %s printed more than %d bytes on one stream", command, HostOutputLimit))
+		}
+		return fail(err)
+	}
+	return r, nil
+}
