@@ -347,6 +347,8 @@ var configureBuiltin = &Builtin{
 Call it at most once, at top level of the entry file. Precedence, lowest first: built-in defaults, configure(), then CLI flags and Go options. A provider= on a node always wins for that node.`,
 	Params: append([]Param{
 		{Name: "agent_provider", Type: "agent_provider | None", Default: "None", Doc: "Default provider of agent() nodes without provider=."},
+		{Name: "sandbox_provider", Type: "sandbox_provider | None", Default: "None", Doc: "Default provider of outer sandbox() scopes."},
+		{Name: "workspace_provider", Type: "workspace_provider | None", Default: "None", Doc: "Default provider of the workspace() scope."},
 		{Name: "system", Type: "str | None", Default: "None", Doc: "First system fragment of every agent."},
 		{Name: "allowed_tools", Type: "list | None", Default: "None", Doc: "Exact names of tools that may be granted to agents (unrestricted when omitted)."},
 		{Name: "allowed_mcp_servers", Type: "list | None", Default: "None", Doc: "Exact names of MCP servers that may be granted (unrestricted when omitted)."},
@@ -368,6 +370,12 @@ func configureImpl(c *call) (starlark.Value, error) {
 	cfg := Config{Pos: c.pos}
 	if p, ok := c.value("agent_provider").(*AgentProviderValue); ok {
 		cfg.AgentProvider = p.Provider
+	}
+	if p, ok := c.value("sandbox_provider").(*SandboxProviderValue); ok {
+		cfg.SandboxProvider = p.Provider
+	}
+	if p, ok := c.value("workspace_provider").(*WorkspaceProviderValue); ok {
+		cfg.WorkspaceProvider = p.Provider
 	}
 	if c.has("system") {
 		s := c.str("system")

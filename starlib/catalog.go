@@ -105,7 +105,7 @@ var (
 	byName  = map[string]*Builtin{}
 )
 
-var groupOrder = map[string]int{"nodes": 0, "components": 1, "capabilities": 2, "runtime": 3, "providers": 4, "schema": 5, "values": 6}
+var groupOrder = map[string]int{"nodes": 0, "components": 1, "capabilities": 2, "resources": 3, "runtime": 4, "providers": 5, "schema": 6, "values": 7}
 
 func register(bs ...*Builtin) {
 	for _, b := range bs {
@@ -241,20 +241,22 @@ func isType[T starlark.Value](v starlark.Value) bool {
 
 // paramTypes are the type names a Param.Type may combine with " | ".
 var paramTypes = map[string]paramType{
-	"any":            {func(starlark.Value) bool { return true }, "any value"},
-	"renderable":     {func(starlark.Value) bool { return true }, "a renderable value"},
-	"str":            {isType[starlark.String], "a string"},
-	"int":            {isType[starlark.Int], "an int"},
-	"float":          {isType[starlark.Float], "a float"},
-	"bool":           {isType[starlark.Bool], "a bool"},
-	"None":           {func(v starlark.Value) bool { return v == starlark.None }, "None"},
-	"dict":           {isType[*starlark.Dict], "a dict"},
-	"list":           {func(v starlark.Value) bool { return isType[*starlark.List](v) || isType[starlark.Tuple](v) }, "a list"},
-	"callable":       {isType[starlark.Callable], "a function"},
-	"agent_provider": {isType[*AgentProviderValue], "an agent provider (such as deterministic_agent())"},
-	"tool":           {isType[*ToolValue], "a tool from define_tool()"},
-	"mcp_server":     {isType[*MCPServerValue], "a descriptor from define_mcp_server()"},
-	"context":        {isType[*ContextValue], "a context from create_context()"},
+	"any":                {func(starlark.Value) bool { return true }, "any value"},
+	"renderable":         {func(starlark.Value) bool { return true }, "a renderable value"},
+	"str":                {isType[starlark.String], "a string"},
+	"int":                {isType[starlark.Int], "an int"},
+	"float":              {isType[starlark.Float], "a float"},
+	"bool":               {isType[starlark.Bool], "a bool"},
+	"None":               {func(v starlark.Value) bool { return v == starlark.None }, "None"},
+	"dict":               {isType[*starlark.Dict], "a dict"},
+	"list":               {func(v starlark.Value) bool { return isType[*starlark.List](v) || isType[starlark.Tuple](v) }, "a list"},
+	"callable":           {isType[starlark.Callable], "a function"},
+	"agent_provider":     {isType[*AgentProviderValue], "an agent provider (such as deterministic_agent())"},
+	"tool":               {isType[*ToolValue], "a tool from define_tool()"},
+	"mcp_server":         {isType[*MCPServerValue], "a descriptor from define_mcp_server()"},
+	"context":            {isType[*ContextValue], "a context from create_context()"},
+	"sandbox_provider":   {isType[*SandboxProviderValue], "a sandbox provider (such as local_sandbox())"},
+	"workspace_provider": {isType[*WorkspaceProviderValue], "a workspace provider (such as local_workspace(directory=...))"},
 }
 
 // accepts reports whether v matches one of the types in typ.

@@ -40,6 +40,8 @@ type LoadOptions struct {
 // nil slices mean "not set".
 type Config struct {
 	AgentProvider       eval.AgentProvider
+	SandboxProvider     eval.SandboxProvider
+	WorkspaceProvider   eval.WorkspaceProvider
 	System              *string
 	AllowedTools        []string
 	AllowedMCPServers   []string
@@ -313,6 +315,12 @@ func (w *Workflow) Limits() eval.Limits {
 func (w *Workflow) ApplyConfig(opts *eval.Options) {
 	if opts.AgentProvider == nil {
 		opts.AgentProvider = w.Config.AgentProvider
+	}
+	if opts.SandboxProvider == nil {
+		opts.SandboxProvider = w.Config.SandboxProvider
+	}
+	if opts.WorkspaceProvider == nil {
+		opts.WorkspaceProvider = w.Config.WorkspaceProvider
 	}
 	if opts.System == "" && w.Config.System != nil {
 		opts.System = *w.Config.System

@@ -1,0 +1,373 @@
+package starlib
+
+import (
+	"fmt"
+
+	"go.starlark.net/starlark"
+
+	"github.com/aml-go/aml/eval"
+)
+
+func init() {
+	register(sandboxBuiltin, workspaceBuiltin, fileBuiltin, scriptBuiltin)
+}
+
+var sandboxBuiltin = &Builtin{
+	Name:  "sandbox",
+	Group: "resources",
+	Doc: `Scopes execution: script(), file(), include(path=) and agents inside it run in one sandbox lease.
+
+The outermost sandbox() acquires a lease from its provider (provider=, else configure(sandbox_provider=)) before its children run and releases it after them, also on failure and cancellation. A nested sandbox() is a view of that lease: it may narrow access from read-write to read-only, narrow root and move cwd, but never widen access or choose another provider. Inside a workspace() the sandbox works on the workspace's files. Agents inside need a provider that supports sandboxes.`,
+	Params: []Param{
+		childrenParam,
+		{Name: "provider", Type: "sandbox_provider | None", Default: "None", Doc: "Provider of the outermost sandbox."},
+		{Name: "access", Type: "str | None", Default: "None", Doc: `"read-only" (the default of an outer sandbox) or "read-write"; a nested sandbox defaults to its parent's access.`},
+		{Name: "root", Type: "str | None", Default: "None", Doc: "Logical root, relative to the parent's root (default \".\")."},
+		{Name: "cwd", Type: "str | None", Default: "None", Doc: "Logical working directory relative to root (default: the workspace's cwd, else \".\")."},
+	},
+	Returns: "a sandbox node",
+	Example: `sandbox(script(command = "go", args = ["test", "./..."]), access = "read-write")`,
+	impl: func(c *call) (starlark.Value, error) {
+		kids, err := c.children()
+		if err != nil {
+			return nil, err
+		}
+		n := &eval.Sandbox{Children: kids, Access: c.str("access"), Root: c.str("root"), Cwd: c.str("cwd"), Position: c.pos}
+		if n.Access != "" && n.Access != eval.ReadOnly && n.Access != eval.ReadWrite {
+			return nil, c.errorf(`access must be "read-only" or "read-write", got %q`, n.Access)
+		}
+		for _, f := range []struct{ name, v string }{{"root", n.Root}, {"cwd", n.Cwd}} {
+			if c.has(f.name) {
+				if _, err := eval.CheckLogicalPath(f.v, true); err != nil {
+					return nil, c.errorf("%s: %v", f.name, err)
+				}
+			}
+		}
+		if p, ok := c.value("provider").(*SandboxProviderValue); ok {
+			n.Provider = p.Provider
+		}
+		return nodeValue(n), nil
+	},
+}
+
+var workspaceBuiltin = &Builtin{
+	Name:  "workspace",
+	Group: "resources",
+	Doc: `Scopes durable files: the workspace is acquired and a revision materialized before its children run, saved by its policy and released after them.
+
+At most one workspace() runs per evaluation, never inside a sandbox(). restore= selects what to materialize: True (the current revision), False (start empty), a revision id, or {"revision": ..., "include": [...], "exclude": [...]}. save= publishes: False (never), True (on success, honouring .gitignore, keeping one revision), "always" (also after a failure, never after cancellation), or {"on": "success"|"always", "include": [...], "exclude": [...], "gitignore": bool, "retention": n}. lock=False skips the writer lock (a stale publication still fails). write_concurrency="serial" lets writable sibling sandboxes take turns.`,
+	Params: []Param{
+		childrenParam,
+		{Name: "id", Type: "str | None", Default: "None", Doc: "Durable identity; a random one when omitted."},
+		{Name: "provider", Type: "workspace_provider | None", Default: "None", Doc: "Workspace provider; else configure(workspace_provider=)."},
+		{Name: "cwd", Type: "str", Default: `"."`, Doc: "Logical working directory of descendants."},
+		{Name: "restore", Type: "bool | str | dict", Default: "True", Doc: "What to materialize (the original's load=)."},
+		{Name: "save", Type: "bool | str | dict", Default: "False", Doc: "Publication policy."},
+		{Name: "lock", Type: "bool", Default: "True", Doc: "Take the exclusive writer lock."},
+		{Name: "write_concurrency", Type: "str", Default: `"serial"`, Doc: `"serial" or "parallel" writable sibling sandboxes.`},
+	},
+	Returns: "a workspace node",
+	Example: `workspace(file("notes.md", path = "notes.md"), id = "review-42", provider = local_workspace(directory = "."), save = True)`,
+	impl:    workspaceImpl,
+}
+
+func workspaceImpl(c *call) (starlark.Value, error) {
+	kids, err := c.children()
+	if err != nil {
+		return nil, err
+	}
+	n := &eval.Workspace{Children: kids, ID: c.str("id"), Cwd: c.str("cwd"), NoLock: !c.boolean("lock", true), Position: c.pos}
+	if p, ok := c.value("provider").(*WorkspaceProviderValue); ok {
+		n.Provider = p.Provider
+	}
+	if c.has("id") && n.ID == "" {
+		return nil, c.errorf("id must be a non-empty string")
+	}
+	if c.has("cwd") {
+		if _, err := eval.CheckLogicalPath(n.Cwd, true); err != nil {
+			return nil, c.errorf("cwd: %v", err)
+		}
+	}
+	switch wc := c.str("write_concurrency"); wc {
+	case "", "serial", "parallel":
+		n.WriteConcurrency = wc
+	default:
+		return nil, c.errorf(`write_concurrency must be "serial" or "parallel", got %q`, wc)
+	}
+	// restore=
+	n.Load = &eval.WorkspaceLoad{Revision: "current"}
+	switch v := c.value("restore").(type) {
+	case nil:
+	case starlark.Bool:
+		if !v {
+			n.Load = nil
+		}
+	case starlark.String:
+		if v == "" {
+			return nil, c.errorf("restore must be True, False, a revision id or a dict")
+		}
+		n.Load.Revision = string(v)
+	case *starlark.Dict:
+		if err := fillLoad(c, v, n.Load); err != nil {
+			return nil, err
+		}
+	}
+	// save=
+	switch v := c.value("save").(type) {
+	case nil:
+	case starlark.Bool:
+		if v {
+			n.Save = eval.DefaultSavePolicy()
+		}
+	case starlark.String:
+		switch v {
+		case "success":
+			n.Save = eval.DefaultSavePolicy()
+		case "always":
+			n.Save = eval.DefaultSavePolicy()
+			n.Save.On = "always"
+		default:
+			return nil, c.errorf(`save must be True, False, "always" or a dict, got %q`, string(v))
+		}
+	case *starlark.Dict:
+		pol, err := savePolicy(c, v)
+		if err != nil {
+			return nil, err
+		}
+		n.Save = pol
+	}
+	return nodeValue(n), nil
+}
+
+// dictFields returns a dict's items keyed by string, rejecting keys
+// outside allowed.
+func dictFields(c *call, arg string, d *starlark.Dict, allowed ...string) (map[string]starlark.Value, error) {
+	out := map[string]starlark.Value{}
+	for _, kv := range d.Items() {
+		k, ok := kv[0].(starlark.String)
+		if !ok {
+			return nil, c.errorf("%s keys must be strings, got %s", arg, kv[0].Type())
+		}
+		known := false
+		for _, a := range allowed {
+			known = known || a == string(k)
+		}
+		if !known {
+			msg := fmt.Sprintf("%s has unknown key %q", arg, string(k))
+			if s := nearest(string(k), allowed); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			return nil, c.errorf("%s; valid keys are %v", msg, allowed)
+		}
+		out[string(k)] = kv[1]
+	}
+	return out, nil
+}
+
+func globList(c *call, arg string, v starlark.Value) ([]string, error) {
+	globs, err := stringList(v)
+	if err != nil {
+		return nil, c.errorf("%s %v", arg, err)
+	}
+	for _, g := range globs {
+		if g == "" || g[0] == '!' || g[0] == '/' {
+			return nil, c.errorf("%s: %q must be a relative glob without negation", arg, g)
+		}
+	}
+	return globs, nil
+}
+
+func fillLoad(c *call, d *starlark.Dict, load *eval.WorkspaceLoad) error {
+	f, err := dictFields(c, "restore", d, "revision", "include", "exclude")
+	if err != nil {
+		return err
+	}
+	if v, ok := f["revision"]; ok {
+		s, ok := v.(starlark.String)
+		if !ok || s == "" {
+			return c.errorf(`restore["revision"] must be "current" or a revision id`)
+		}
+		load.Revision = string(s)
+	}
+	if v, ok := f["include"]; ok {
+		if load.Include, err = globList(c, `restore["include"]`, v); err != nil {
+			return err
+		}
+	}
+	if v, ok := f["exclude"]; ok {
+		if load.Exclude, err = globList(c, `restore["exclude"]`, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func savePolicy(c *call, d *starlark.Dict) (*eval.SavePolicy, error) {
+	f, err := dictFields(c, "save", d, "on", "include", "exclude", "gitignore", "retention")
+	if err != nil {
+		return nil, err
+	}
+	pol := eval.DefaultSavePolicy()
+	if v, ok := f["on"]; ok {
+		s, _ := v.(starlark.String)
+		if s != "success" && s != "always" {
+			return nil, c.errorf(`save["on"] must be "success" or "always", got %s`, v.String())
+		}
+		pol.On = string(s)
+	}
+	if v, ok := f["include"]; ok {
+		if pol.Include, err = globList(c, `save["include"]`, v); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := f["exclude"]; ok {
+		if pol.Exclude, err = globList(c, `save["exclude"]`, v); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := f["gitignore"]; ok {
+		b, ok := v.(starlark.Bool)
+		if !ok {
+			return nil, c.errorf(`save["gitignore"] must be True or False`)
+		}
+		pol.Gitignore = bool(b)
+	}
+	if v, ok := f["retention"]; ok {
+		n, ok := v.(starlark.Int)
+		r, exact := n.Int64()
+		if !ok || !exact || r < 1 {
+			return nil, c.errorf(`save["retention"] must be a positive integer (it counts the new revision)`)
+		}
+		pol.Retention = int(r)
+	}
+	return pol, nil
+}
+
+var fileBuiltin = &Builtin{
+	Name:  "file",
+	Group: "resources",
+	Doc: `Replaces one complete UTF-8 file in the nearest active filesystem: the enclosing sandbox's, else the workspace materialization.
+
+The content is the resolved children (child agents finish first, so later siblings see the complete file), or the application file src= read from the runtime's working directory. path is relative, slash-separated and may not leave its root (absolute paths, backslashes, .. and escaping symbolic links are errors). A read-only sandbox rejects the write. file() contributes no text.`,
+	Params: []Param{
+		childrenParam,
+		{Name: "path", Type: "str", Doc: "Logical destination."},
+		{Name: "src", Type: "str | None", Default: "None", Doc: "Application file to copy instead of children."},
+	},
+	Returns: "a file node",
+	Example: `file(agent("Write the release notes."), path = "NOTES.md")`,
+	impl: func(c *call) (starlark.Value, error) {
+		kids, err := c.children()
+		if err != nil {
+			return nil, err
+		}
+		n := &eval.File{Children: kids, Path: c.str("path"), Src: c.str("src"), Position: c.pos}
+		if _, err := eval.CheckLogicalPath(n.Path, false); err != nil {
+			return nil, c.errorf("path: %v", err)
+		}
+		if c.has("src") && (n.Src == "" || len(kids) > 0) {
+			return nil, c.errorf("pass either children or a non-empty src=, not both")
+		}
+		return nodeValue(n), nil
+	},
+}
+
+var scriptBuiltin = &Builtin{
+	Name:  "script",
+	Group: "resources",
+	Doc: `Runs one command and contributes its standard output.
+
+Two forms: script(command = "go", args = ["test", "./..."]) runs one executable with literal arguments (no shell interpolation); script(source, shell = "sh"|"bash"|"node") runs the resolved children as source. Without a sandbox it runs on the host from the runtime's working directory (trusted execution; output is bounded, and cancellation or timeout_ms kills its whole process tree); inside a sandbox() it runs through the sandbox and never falls back to the host. cwd= is relative (to the working directory on the host, to the sandbox root inside one). A non-zero exit fails with the exit code and the trimmed standard error.`,
+	Params: []Param{
+		childrenParam,
+		{Name: "command", Type: "str | None", Default: "None", Doc: "Executable of the literal form."},
+		{Name: "args", Type: "list", Default: "[]", Doc: "Literal arguments (command form only)."},
+		{Name: "shell", Type: "str | None", Default: "None", Doc: `"sh", "bash" or "node" for the source form.`},
+		{Name: "cwd", Type: "str | None", Default: "None", Doc: "Logical working directory."},
+		{Name: "timeout_ms", Type: "int | None", Default: "None", Doc: "Positive bound in milliseconds."},
+	},
+	Returns: "a script node",
+	Example: `script("git log --oneline -5", shell = "sh")`,
+	impl:    scriptImpl,
+}
+
+func scriptImpl(c *call) (starlark.Value, error) {
+	kids, err := c.children()
+	if err != nil {
+		return nil, err
+	}
+	n := &eval.Script{Children: kids, Command: c.str("command"), Shell: c.str("shell"), Cwd: c.str("cwd"), Position: c.pos}
+	if v := c.value("args"); v != nil {
+		if n.Args, err = stringList(v); err != nil {
+			return nil, c.errorf("args %v", err)
+		}
+	}
+	switch {
+	case c.has("command") == c.has("shell"):
+		return nil, c.errorf(`pass exactly one of command= (literal argv) and shell= ("sh", "bash" or "node" with source children)`)
+	case c.has("command") && n.Command == "":
+		return nil, c.errorf("command must be a non-empty executable name")
+	case c.has("command") && len(kids) > 0:
+		return nil, c.errorf("the command= form takes no children; use shell= to run source")
+	case c.has("shell") && n.Args != nil && len(n.Args) > 0:
+		return nil, c.errorf("args= is only valid with command=")
+	case c.has("shell") && n.Shell != "sh" && n.Shell != "bash" && n.Shell != "node":
+		return nil, c.errorf(`shell must be "sh", "bash" or "node", got %q`, n.Shell)
+	case c.has("shell") && len(kids) == 0:
+		return nil, c.errorf("the shell= form needs the source as children")
+	}
+	if c.has("cwd") {
+		if _, err := eval.CheckLogicalPath(n.Cwd, true); err != nil {
+			return nil, c.errorf("cwd: %v", err)
+		}
+	}
+	if ms, set, err := c.integer("timeout_ms"); err != nil {
+		return nil, err
+	} else if set {
+		if ms <= 0 {
+			return nil, c.errorf("timeout_ms must be a positive integer (milliseconds), got %d", ms)
+		}
+		n.TimeoutMS = ms
+	}
+	return nodeValue(n), nil
+}
+
+// SandboxProviderValue is the Starlark value of a sandbox provider.
+type SandboxProviderValue struct{ Provider eval.SandboxProvider }
+
+// String implements starlark.Value.
+func (v *SandboxProviderValue) String() string {
+	return fmt.Sprintf("<sandbox_provider %q>", v.Provider.Name())
+}
+
+// Type implements starlark.Value.
+func (v *SandboxProviderValue) Type() string { return "sandbox_provider" }
+
+// Freeze implements starlark.Value; providers are immutable values.
+func (v *SandboxProviderValue) Freeze() {}
+
+// Truth implements starlark.Value.
+func (v *SandboxProviderValue) Truth() starlark.Bool { return starlark.True }
+
+// Hash implements starlark.Value by identity.
+func (v *SandboxProviderValue) Hash() (uint32, error) { return identityHash(v.Provider), nil }
+
+// WorkspaceProviderValue is the Starlark value of a workspace provider.
+type WorkspaceProviderValue struct{ Provider eval.WorkspaceProvider }
+
+// String implements starlark.Value.
+func (v *WorkspaceProviderValue) String() string {
+	return fmt.Sprintf("<workspace_provider %q>", v.Provider.Name())
+}
+
+// Type implements starlark.Value.
+func (v *WorkspaceProviderValue) Type() string { return "workspace_provider" }
+
+// Freeze implements starlark.Value; providers are immutable values.
+func (v *WorkspaceProviderValue) Freeze() {}
+
+// Truth implements starlark.Value.
+func (v *WorkspaceProviderValue) Truth() starlark.Bool { return starlark.True }
+
+// Hash implements starlark.Value by identity.
+func (v *WorkspaceProviderValue) Hash() (uint32, error) { return identityHash(v.Provider), nil }
