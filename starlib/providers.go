@@ -302,3 +302,106 @@ func skillNames(ss []eval.AgentSkill) []string {
 	}
 	return names
 }
+
+func init() {
+	register(deterministicSandboxBuiltin, deterministicWorkspaceBuiltin)
+}
+
+var deterministicSandboxBuiltin = &Builtin{
+	Name:  "deterministic_sandbox",
+	Group: "providers",
+	Doc: `Returns a credential-free sandbox provider that runs nothing.
+
+Each lease has its own in-memory filesystem; commands answer with exec(command, args) when given (a string for stdout, or a dict {"stdout": ..., "stderr": ..., "exit_code": n}), else with the command line echoed. Acquisitions, commands, writes and releases are recorded (see the Go API of providers/deterministic).`,
+	Params: []Param{
+		{Name: "exec", Type: "callable | None", Default: "None", Doc: "exec(command, args) computing a command's result."},
+		{Name: "name", Type: "str", Default: `"deterministic-sandbox"`, Doc: "Provider name shown in traces."},
+	},
+	Returns: "a sandbox provider",
+	Example: `configure(sandbox_provider = deterministic_sandbox())`,
+	impl: func(c *call) (starlark.Value, error) {
+		opts := deterministic.SandboxOptions{Name: c.str("name")}
+		if fn, ok := c.value("exec").(starlark.Callable); ok {
+			e := envOf(c.thread)
+			if e == nil {
+				return nil, c.errorf("called outside an AML workflow")
+			}
+			fn.Freeze()
+			pos := c.pos
+			opts.Exec = func(ctx context.Context, command string, args []string, _ eval.ExecOptions) (*eval.ExecResult, error) {
+				th, stop := e.newThread(ctx, "exec")
+				defer stop()
+				argv := make([]starlark.Value, len(args))
+				for i, a := range args {
+					argv[i] = starlark.String(a)
+				}
+				v, err := starlark.Call(th, fn, starlark.Tuple{starlark.String(command), starlark.NewList(argv)}, nil)
+				if err != nil {
+					return nil, fromStarlark(ctx, err, pos)
+				}
+				return execResultOf(v)
+			}
+		}
+		p, err := deterministic.NewSandbox(opts)
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		return &SandboxProviderValue{Provider: p}, nil
+	},
+}
+
+// execResultOf converts what a deterministic exec function returned.
+func execResultOf(v starlark.Value) (*eval.ExecResult, error) {
+	switch v := v.(type) {
+	case starlark.String:
+		return &eval.ExecResult{Stdout: []byte(v)}, nil
+	case *starlark.Dict:
+		r := &eval.ExecResult{}
+		for _, kv := range v.Items() {
+			k, _ := kv[0].(starlark.String)
+			switch string(k) {
+			case "stdout", "stderr":
+				s, ok := kv[1].(starlark.String)
+				if !ok {
+					return nil, fmt.Errorf("exec returned %s = %s; it must be a string", k, kv[1].Type())
+				}
+				if k == "stdout" {
+					r.Stdout = []byte(s)
+				} else {
+					r.Stderr = []byte(s)
+				}
+			case "exit_code":
+				n, ok := kv[1].(starlark.Int)
+				code, exact := n.Int64()
+				if !ok || !exact {
+					return nil, fmt.Errorf("exec returned exit_code = %s; it must be an int", kv[1].String())
+				}
+				r.ExitCode = int(code)
+			default:
+				return nil, fmt.Errorf("exec returned a dict with unknown key %s; valid keys are stdout, stderr, exit_code", kv[0].String())
+			}
+		}
+		return r, nil
+	}
+	return nil, fmt.Errorf(`exec must return a string or a dict {"stdout": ..., "stderr": ..., "exit_code": n}, got %s`, v.Type())
+}
+
+var deterministicWorkspaceBuiltin = &Builtin{
+	Name:  "deterministic_workspace",
+	Group: "providers",
+	Doc: `Returns a credential-free workspace provider with an in-memory revision store.
+
+Each acquisition materializes into a fresh temporary directory (so file() and scripts work on real files); saves snapshot it into memory for the life of the process; one writer per id. Acquisitions, saves and releases are recorded (see the Go API of providers/deterministic).`,
+	Params: []Param{
+		{Name: "name", Type: "str", Default: `"deterministic-workspace"`, Doc: "Provider name shown in traces."},
+	},
+	Returns: "a workspace provider",
+	Example: `configure(workspace_provider = deterministic_workspace())`,
+	impl: func(c *call) (starlark.Value, error) {
+		p, err := deterministic.NewWorkspace(deterministic.WorkspaceOptions{Name: c.str("name")})
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		return &WorkspaceProviderValue{Provider: p}, nil
+	},
+}
