@@ -37,6 +37,7 @@ func TestExamples(t *testing.T) {
 			"[Cite the changelog.] Summarize the costs for executives.\n</costs>\n\n\n\n<risks>\n" +
 			"[Cite the changelog.] Summarize the risks for executives.\n</risks>\n\n"},
 		{file: "skill/review.star", want: "skills=evidence-review; system names evidence-review; prompt has no skill body: True"},
+		{file: "script.star", want: "many example workflows\nliteral $HOME|no globbing *\nlane: correctness\nlane: security\n"},
 		{file: "tools.star", want: "direct: 120\nmodel saw lookup_order, list_orders: 120 + 45"},
 		{file: "structured.star", want: "synthesized: Explain this high finding: authorization is checked after mutation\n\n" +
 			"<raw-finding>\n{\"severity\":\"high\",\"summary\":\"authorization is checked after mutation\"}\n</raw-finding>"},
