@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -66,7 +65,7 @@ func runHost(ctx context.Context, dir, command string, args []string, timeout ti
 	cmd.Dir = dir
 	cmd.Env = os.Environ()
 	cmd.Stdin = nil
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setProcessGroup(cmd)
 	overflow := func() { cancel(errOutputLimit) }
 	stdout := &boundedBuffer{limit: HostOutputLimit, overflow: overflow}
 	stderr := &boundedBuffer{limit: HostOutputLimit, overflow: overflow}
@@ -77,19 +76,18 @@ func runHost(ctx context.Context, dir, command string, args []string, timeout ti
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	pgid := cmd.Process.Pid
 	done := make(chan struct{})
 	go func() {
 		select {
 		case <-ctx.Done():
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			killProcessGroup(cmd)
 		case <-done:
 		}
 	}()
 	err := cmd.Wait()
 	close(done)
-	// Reap anything the command left behind in its group.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	// Kill anything the command left behind in its group.
+	killProcessGroup(cmd)
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
@@ -99,8 +97,8 @@ func runHost(ctx context.Context, dir, command string, args []string, timeout ti
 	case err == nil:
 	case errors.As(err, &ee):
 		res.ExitCode = ee.ExitCode()
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.ExitCode = 128 + int(ws.Signal())
+		if sig, ok := signalled(ee); ok {
+			res.ExitCode = 128 + sig
 		}
 	case errors.Is(err, exec.ErrWaitDelay):
 	default:

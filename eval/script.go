@@ -76,6 +76,11 @@ func (d *domain) execScript(ctx context.Context, n *Script, command string, args
 		cwd = c
 	}
 	if v := res.sb; v != nil {
+		if v.access == ReadOnly && v.rt.Access() != ReadOnly {
+			// A running lease cannot be narrowed: a command in a read-only
+			// view of a read-write lease could still write. Fail closed.
+			return nil, newError(n.Position, "script() cannot run in a read-only sandbox() nested in a read-write one: the lease cannot enforce the narrower access; run it in the outer sandbox or make the outer sandbox read-only")
+		}
 		// Inside a sandbox the command never falls back to the host; cwd
 		// resolves from the sandbox root, else the sandbox's cwd.
 		if cwd == "" {

@@ -38,6 +38,7 @@ func TestExamples(t *testing.T) {
 			"[Cite the changelog.] Summarize the risks for executives.\n</risks>\n\n"},
 		{file: "skill/review.star", want: "skills=evidence-review; system names evidence-review; prompt has no skill body: True"},
 		{file: "script.star", want: "many example workflows\nliteral $HOME|no globbing *\nlane: correctness\nlane: security\n"},
+		{file: "sandbox.star", want: "main.go\nreviewed: Check the size: 3main.go\n"},
 		{file: "tools.star", want: "direct: 120\nmodel saw lookup_order, list_orders: 120 + 45"},
 		{file: "structured.star", want: "synthesized: Explain this high finding: authorization is checked after mutation\n\n" +
 			"<raw-finding>\n{\"severity\":\"high\",\"summary\":\"authorization is checked after mutation\"}\n</raw-finding>"},

@@ -2,10 +2,12 @@ package starlib
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"go.starlark.net/starlark"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/sandbox/local"
 )
 
 func init() {
@@ -371,3 +373,45 @@ func (v *WorkspaceProviderValue) Truth() starlark.Bool { return starlark.True }
 
 // Hash implements starlark.Value by identity.
 func (v *WorkspaceProviderValue) Hash() (uint32, error) { return identityHash(v.Provider), nil }
+
+func init() {
+	register(localSandboxBuiltin)
+}
+
+var localSandboxBuiltin = &Builtin{
+	Name:  "local_sandbox",
+	Group: "providers",
+	Doc: `Returns the local sandbox provider: trusted host execution, not isolation.
+
+Commands run as host processes in their own process groups with literal arguments; cancellation, timeouts, output overflow and release kill the whole tree. The sandbox works on the active workspace's directory (or workspace=, a fallback directory); paths are confined to it with real-path checks. Read-only access rejects commands (host processes cannot enforce it) but allows reads. setup= runs "sh -lc <setup>" in the sandbox on every acquisition; a non-zero exit fails the acquisition.`,
+	Params: []Param{
+		{Name: "setup", Type: "str | None", Default: "None", Doc: "Trusted shell command run on every acquisition."},
+		{Name: "workspace", Type: "str | None", Default: "None", Doc: "Fallback directory when no workspace() is active."},
+		{Name: "max_output_bytes", Type: "int | None", Default: "None", Doc: "Bound on a command's combined output (default 4 MiB)."},
+	},
+	Returns: "a sandbox provider",
+	Example: `configure(sandbox_provider = local_sandbox(workspace = "."))`,
+	impl: func(c *call) (starlark.Value, error) {
+		opts := local.Options{Setup: c.str("setup"), Workspace: c.str("workspace")}
+		if n, set, err := c.integer("max_output_bytes"); err != nil {
+			return nil, err
+		} else if set {
+			if n <= 0 {
+				return nil, c.errorf("max_output_bytes must be a positive integer, got %d", n)
+			}
+			opts.MaxOutputBytes = n
+		}
+		if opts.Workspace != "" && !filepath.IsAbs(opts.Workspace) {
+			// Relative directories resolve from the working directory, like
+			// other application paths.
+			if abs, err := filepath.Abs(opts.Workspace); err == nil {
+				opts.Workspace = abs
+			}
+		}
+		p, err := local.New(opts)
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		return &SandboxProviderValue{Provider: p}, nil
+	},
+}
