@@ -1,0 +1,351 @@
+//go:build linux
+
+package local_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/sandbox/local"
+)
+
+// treeScript starts a process tree in one process group: the shell
+// (whose pid is the group id) and two background sleepers.
+const treeScript = `sleep 300 & sleep 300 & wait`
+
+// subreaper reports whether TestMain made the test binary the child
+// subreaper of its descendants: orphans of killed process groups are then
+// reparented to it, so assertGroupGone can reap them and demand ESRCH
+// instead of trusting the container's init to reap zombies.
+var subreaper bool
+
+func TestMain(m *testing.M) {
+	const prSetChildSubreaper = 36
+	_, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
+	subreaper = errno == 0
+	os.Exit(m.Run())
+}
+
+// member is one process of a process group.
+type member struct {
+	pid, ppid int
+	zombie    bool
+}
+
+// groupMembers returns the processes of process group pgid, read from
+// /proc.
+func groupMembers(t testing.TB, pgid int) []member {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []member
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// pid (comm) state ppid pgrp ...; comm may contain spaces.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+1:]))
+		if len(fields) < 3 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(fields[1])
+		if g, _ := strconv.Atoi(fields[2]); g == pgid {
+			ms = append(ms, member{pid: pid, ppid: ppid, zombie: fields[0] == "Z"})
+		}
+	}
+	return ms
+}
+
+// live counts the members that are not zombies.
+func live(ms []member) int {
+	n := 0
+	for _, m := range ms {
+		if !m.zombie {
+			n++
+		}
+	}
+	return n
+}
+
+// waitGroupSize waits until the group has at least n live processes.
+func waitGroupSize(t testing.TB, pgid, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for live(groupMembers(t, pgid)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("process group %d never reached %d processes: %v", pgid, n, groupMembers(t, pgid))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// assertGroupGone fails unless every process of the group is dead: no
+// live member remains in /proc and, once the orphaned zombies reparented
+// to this subreaper are reaped, kill(-pgid, 0) answers ESRCH.
+func assertGroupGone(t testing.TB, pgid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ms := groupMembers(t, pgid)
+		for _, m := range ms {
+			if m.zombie && m.ppid == os.Getpid() && m.pid != pgid {
+				var ws syscall.WaitStatus
+				_, _ = syscall.Wait4(m.pid, &ws, syscall.WNOHANG, nil)
+			}
+		}
+		err := syscall.Kill(-pgid, 0)
+		if err == syscall.ESRCH {
+			return
+		}
+		if err != nil {
+			t.Fatalf("kill(-%d, 0): %v", pgid, err)
+		}
+		if live(ms) == 0 && !subreaper {
+			t.Logf("process group %d: only zombies remain (no subreaper to reap them)", pgid)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process group %d still has processes %+v", pgid, ms)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// readPID reads a pid the script wrote to a file of the workspace.
+func readPID(t testing.TB, name string) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(name)
+		if err == nil && strings.HasSuffix(string(b), "\n") {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", name)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// spawnTree spawns the process tree and returns it with its group id.
+func spawnTree(t *testing.T, ctx context.Context, rt eval.SandboxRuntime) (eval.SandboxProcess, int) {
+	t.Helper()
+	proc, err := rt.Spawn(ctx, "sh", []string{"-c", "echo $$; " + treeScript}, eval.ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(proc.Stdout()).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitGroupSize(t, pgid, 3)
+	return proc, pgid
+}
+
+func TestSpawnKillKillsProcessGroup(t *testing.T) {
+	_, rt := rwRuntime(t)
+	proc, pgid := spawnTree(t, context.Background(), rt)
+	if err := proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	assertGroupGone(t, pgid)
+	if err := proc.Kill(); err != nil {
+		t.Fatalf("second Kill: %v", err)
+	}
+	for range 2 {
+		code, err := proc.Wait()
+		if code != 128+int(syscall.SIGKILL) || err != nil {
+			t.Fatalf("Wait = %d, %v", code, err)
+		}
+	}
+}
+
+func TestReleaseKillsSpawnedProcessGroups(t *testing.T) {
+	ws := t.TempDir()
+	l, err := newProvider(t, local.Options{}).Acquire(context.Background(), request(ws, eval.ReadWrite, ".", "."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, g1 := spawnTree(t, context.Background(), l.Runtime())
+	p2, g2 := spawnTree(t, context.Background(), l.Runtime())
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertGroupGone(t, g1)
+	assertGroupGone(t, g2)
+	for _, p := range []eval.SandboxProcess{p1, p2} {
+		code, err := p.Wait()
+		if code != 128+int(syscall.SIGKILL) || !errors.Is(err, local.ErrReleased) {
+			t.Fatalf("Wait = %d, %v", code, err)
+		}
+	}
+}
+
+func TestSpawnContextCancelKillsProcessGroup(t *testing.T) {
+	_, rt := rwRuntime(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	proc, pgid := spawnTree(t, ctx, rt)
+	cancel()
+	code, err := proc.Wait()
+	if code != 128+int(syscall.SIGKILL) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %d, %v", code, err)
+	}
+	assertGroupGone(t, pgid)
+}
+
+// execTree runs the tree through Exec in the background and returns its
+// group id and the channel of Exec's error.
+func execTree(t *testing.T, ctx context.Context, ws string, rt eval.SandboxRuntime, opts eval.ExecOptions, tail string) (int, <-chan error) {
+	t.Helper()
+	pidFile := filepath.Join(ws, "pid")
+	_ = os.Remove(pidFile)
+	done := make(chan error, 1)
+	go func() {
+		_, err := rt.Exec(ctx, "sh", []string{"-c", "echo $$ > pid; " + tail}, opts)
+		done <- err
+	}()
+	pgid := readPID(t, pidFile)
+	waitGroupSize(t, pgid, 3)
+	return pgid, done
+}
+
+func awaitErr(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatal("Exec did not return")
+		return nil
+	}
+}
+
+func TestExecContextCancelKillsProcessGroup(t *testing.T) {
+	ws, rt := rwRuntime(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	pgid, done := execTree(t, ctx, ws, rt, eval.ExecOptions{}, treeScript)
+	cause := errors.New("evaluation cancelled")
+	cancel(cause)
+	err := awaitErr(t, done)
+	if !errors.Is(err, cause) {
+		t.Fatalf("Exec err = %v, want the cancellation cause", err)
+	}
+	assertGroupGone(t, pgid)
+}
+
+func TestExecTimeoutKillsProcessGroup(t *testing.T) {
+	ws, rt := rwRuntime(t)
+	pgid, done := execTree(t, context.Background(), ws, rt, eval.ExecOptions{Timeout: 500 * time.Millisecond}, treeScript)
+	err := awaitErr(t, done)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Exec err = %v", err)
+	}
+	assertGroupGone(t, pgid)
+}
+
+func TestExecOutputOverflowKillsProcessGroup(t *testing.T) {
+	ws := t.TempDir()
+	l := acquire(t, newProvider(t, local.Options{MaxOutputBytes: 64 << 10}), request(ws, eval.ReadWrite, ".", "."))
+	// The writer waits until the sleepers run, then floods stdout.
+	pgid, done := execTree(t, context.Background(), ws, l.Runtime(), eval.ExecOptions{},
+		`sleep 300 & sleep 300 & while [ ! -e go ]; do sleep 0.01; done; yes`)
+	writeHost(t, filepath.Join(ws, "go"), "")
+	err := awaitErr(t, done)
+	wantErr(t, err, "output exceeded 65536 bytes")
+	assertGroupGone(t, pgid)
+}
+
+func TestReleaseKillsRunningExec(t *testing.T) {
+	ws := t.TempDir()
+	l, err := newProvider(t, local.Options{}).Acquire(context.Background(), request(ws, eval.ReadWrite, ".", "."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgid, done := execTree(t, context.Background(), ws, l.Runtime(), eval.ExecOptions{}, treeScript)
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := awaitErr(t, done); !errors.Is(err, local.ErrReleased) {
+		t.Fatalf("Exec err = %v", err)
+	}
+	assertGroupGone(t, pgid)
+}
+
+// TestExecLeaderExitKillsLeftovers: a background process that outlives
+// the command's leader (and holds its stdout) is killed with the group,
+// so Exec returns at once instead of waiting for it.
+func TestExecLeaderExitKillsLeftovers(t *testing.T) {
+	_, rt := rwRuntime(t)
+	start := time.Now()
+	res, err := rt.Exec(context.Background(), "sh", []string{"-c", "sleep 300 & echo $$"}, eval.ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Exec waited %s for a leftover process", d)
+	}
+	pgid, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertGroupGone(t, pgid)
+}
+
+func TestSetupFailureLeavesNoProcess(t *testing.T) {
+	ws := t.TempDir()
+	p := newProvider(t, local.Options{Setup: "echo $$ > setup-pid; sleep 300 & echo failing >&2; exit 1"})
+	_, err := p.Acquire(context.Background(), request(ws, eval.ReadWrite, ".", "."))
+	wantErr(t, err, "setup failed with exit code 1: failing")
+	assertGroupGone(t, readPID(t, filepath.Join(ws, "setup-pid")))
+}
+
+func TestAcquireCancelledDuringSetup(t *testing.T) {
+	ws := t.TempDir()
+	p := newProvider(t, local.Options{Setup: "echo $$ > setup-pid; " + treeScript})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		l, err := p.Acquire(ctx, request(ws, eval.ReadWrite, ".", "."))
+		if l != nil {
+			err = errors.New("a lease was returned")
+		}
+		done <- err
+	}()
+	pgid := readPID(t, filepath.Join(ws, "setup-pid"))
+	waitGroupSize(t, pgid, 3)
+	cause := errors.New("shutdown")
+	cancel(cause)
+	if err := awaitErr(t, done); !errors.Is(err, cause) {
+		t.Fatalf("Acquire err = %v, want the cause", err)
+	}
+	assertGroupGone(t, pgid)
+}
