@@ -39,6 +39,9 @@ func TestExamples(t *testing.T) {
 		{file: "skill/review.star", want: "skills=evidence-review; system names evidence-review; prompt has no skill body: True"},
 		{file: "script.star", want: "many example workflows\nliteral $HOME|no globbing *\nlane: correctness\nlane: security\n"},
 		{file: "sandbox.star", want: "main.go\nreviewed: Check the size: 3main.go\n"},
+		// Provider directories resolve from the process's working
+		// directory, which is starlib/ under go test.
+		{file: "workspace_local.star", env: map[string]string{"NOTES_DIR": "../examples/notes"}, want: "summary of 5 lines"},
 		{file: "tools.star", want: "direct: 120\nmodel saw lookup_order, list_orders: 120 + 45"},
 		{file: "structured.star", want: "synthesized: Explain this high finding: authorization is checked after mutation\n\n" +
 			"<raw-finding>\n{\"severity\":\"high\",\"summary\":\"authorization is checked after mutation\"}\n</raw-finding>"},
@@ -136,4 +139,23 @@ def main():
 	// Output:
 	// inline.star:3:30
 	// follow_up() is only valid inside agent(); move it into the agent whose session it continues
+}
+
+// TestWorkspaceRevisionsExample runs the revisions example twice against
+// one store: the second run restores the first run's published files.
+func TestWorkspaceRevisionsExample(t *testing.T) {
+	store := t.TempDir()
+	root, _ := filepath.Abs("..")
+	lo := starlib.LoadOptions{Env: func(k string) (string, bool) {
+		if k == "AML_STORE" {
+			return store, true
+		}
+		return "", false
+	}}
+	for _, want := range []string{"run 1", "run 2"} {
+		got, err := starlib.Run(context.Background(), filepath.Join("..", "examples", "workspace_revisions.star"), "", lo, eval.Options{Cwd: root})
+		if err != nil || got != want {
+			t.Fatalf("got %q, %v; want %q", got, err, want)
+		}
+	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/sandbox/local"
+	wsfs "github.com/aml-go/aml/providers/workspace/filesystem"
+	wslocal "github.com/aml-go/aml/providers/workspace/local"
 )
 
 func init() {
@@ -413,5 +415,72 @@ Commands run as host processes in their own process groups with literal argument
 			return nil, c.errorf("%v", err)
 		}
 		return &SandboxProviderValue{Provider: p}, nil
+	},
+}
+
+func init() {
+	register(localWorkspaceBuiltin, filesystemWorkspaceBuiltin)
+}
+
+var localWorkspaceBuiltin = &Builtin{
+	Name:  "local_workspace",
+	Group: "providers",
+	Doc: `Returns a workspace provider that works directly in an existing directory.
+
+The directory itself is the materialization (no revisions; saving only checks that the lock is still held). Its identity is the physical directory: a cross-process lock beside it (<directory>.lock, refreshed every 5 minutes, stale after 20) makes a second writer fail with a WorkspaceConflictError. Relative directories resolve from the working directory.`,
+	Params:  []Param{{Name: "directory", Type: "str", Doc: "An existing directory."}},
+	Returns: "a workspace provider",
+	Example: `configure(workspace_provider = local_workspace(directory = "."))`,
+	impl: func(c *call) (starlark.Value, error) {
+		p, err := wslocal.New(wslocal.Options{Directory: c.str("directory")})
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		return &WorkspaceProviderValue{Provider: p}, nil
+	},
+}
+
+var filesystemWorkspaceBuiltin = &Builtin{
+	Name:  "filesystem_workspace",
+	Group: "providers",
+	Doc: `Returns a workspace provider backed by a revision store in a directory.
+
+Each save publishes a new revision (a tar.gz archive, or a folder that reuses unchanged files) and atomically switches the workspace.json index by compare-and-swap; older revisions are pruned by retention. Materializations are temporary copies. A cross-process lock with heartbeat rejects a second writer with a WorkspaceConflictError; a corrupted index or archive is reported as corruption, never as a conflict.`,
+	Params: []Param{
+		{Name: "directory", Type: "str", Doc: "Durable root of the store (created when needed)."},
+		{Name: "format", Type: "str", Default: `"archive"`, Doc: `"archive" or "folder" for new revisions.`},
+		{Name: "max_archive_bytes", Type: "int | None", Default: "None", Doc: "Bound on a compressed archive (default 256 MiB)."},
+		{Name: "max_entries", Type: "int | None", Default: "None", Doc: "Bound on the entries of a revision (default 100000)."},
+		{Name: "max_extracted_bytes", Type: "int | None", Default: "None", Doc: "Bound on uncompressed bytes (default 1 GiB)."},
+		{Name: "temporary_directory", Type: "str | None", Default: "None", Doc: "Parent of materializations (default the system temp directory)."},
+	},
+	Returns: "a workspace provider",
+	Example: `configure(workspace_provider = filesystem_workspace(directory = ".aml/workspaces", format = "folder"))`,
+	impl: func(c *call) (starlark.Value, error) {
+		opts := wsfs.Options{Directory: c.str("directory"), Format: c.str("format"), TemporaryDirectory: c.str("temporary_directory")}
+		for _, f := range []struct {
+			name string
+			set  func(int64)
+		}{
+			{"max_archive_bytes", func(n int64) { opts.MaxArchiveBytes = n }},
+			{"max_entries", func(n int64) { opts.MaxEntries = int(n) }},
+			{"max_extracted_bytes", func(n int64) { opts.MaxExtractedBytes = n }},
+		} {
+			n, set, err := c.integer(f.name)
+			if err != nil {
+				return nil, err
+			}
+			if set {
+				if n <= 0 {
+					return nil, c.errorf("%s must be a positive integer, got %d", f.name, n)
+				}
+				f.set(n)
+			}
+		}
+		p, err := wsfs.New(opts)
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		return &WorkspaceProviderValue{Provider: p}, nil
 	},
 }

@@ -1,0 +1,233 @@
+package lockfile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestAcquireRelease(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "res.lock")
+	l, err := Acquire(path, Options{Owner: "test owner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := readRecord(path)
+	if err != nil || rec.Owner != "test owner" || rec.PID != os.Getpid() || rec.Token == "" {
+		t.Fatalf("record %+v, %v", rec, err)
+	}
+	if _, err := Acquire(path, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Acquire in the same process: %v, want ErrLocked", err)
+	}
+	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(); err != nil {
+		t.Fatalf("second Release: %v", err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("lock file survives release: %v", err)
+	}
+	if l.Check() == nil {
+		t.Fatal("Check after Release reports a held lock")
+	}
+	l2, err := Acquire(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2.Release()
+}
+
+func TestStaleTakeover(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "res.lock")
+	old, err := Acquire(path, Options{Update: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not stale yet.
+	if _, err := Acquire(path, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("fresh lock: %v", err)
+	}
+	past := time.Now().Add(-DefaultStale - time.Minute)
+	if err := os.Chtimes(path, past, past); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Acquire(path, Options{})
+	if err != nil {
+		t.Fatalf("stale lock not taken over: %v", err)
+	}
+	defer l.Release()
+	if err := old.Check(); !errors.Is(err, ErrCompromised) {
+		t.Fatalf("old owner's Check: %v, want ErrCompromised", err)
+	}
+	if err := old.Release(); !errors.Is(err, ErrCompromised) {
+		t.Fatalf("old owner's Release: %v, want ErrCompromised", err)
+	}
+	if err := l.Check(); err != nil {
+		t.Fatalf("the old owner's release removed the new lock: %v", err)
+	}
+	// A custom stale period.
+	past = time.Now().Add(-2 * time.Second)
+	os.Chtimes(path, past, past)
+	if _, err := Acquire(path, Options{Stale: time.Hour}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("lock within a custom stale period: %v", err)
+	}
+}
+
+func TestUnreadableAndDirectoryLocks(t *testing.T) {
+	dir := t.TempDir()
+	// An empty file (a creator that has not written yet) is held while fresh.
+	empty := filepath.Join(dir, "empty.lock")
+	os.WriteFile(empty, nil, 0o644)
+	if _, err := Acquire(empty, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("fresh empty lock: %v", err)
+	}
+	// A stale directory lock (as other tools create) is taken over.
+	dlock := filepath.Join(dir, "dir.lock")
+	os.Mkdir(dlock, 0o755)
+	past := time.Now().Add(-time.Hour)
+	os.Chtimes(dlock, past, past)
+	l, err := Acquire(dlock, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+}
+
+func TestDeadOwnerTakeover(t *testing.T) {
+	if machineID() == "" {
+		t.Skip("process liveness is not judged on this platform")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "res.lock")
+	rec := Record{Token: "dead", PID: cmd.Process.Pid, Host: hostname(), Machine: machineID(), AcquiredAt: time.Now()}
+	data, _ := json.Marshal(rec)
+	os.WriteFile(path, data, 0o644)
+	l, err := Acquire(path, Options{})
+	if err != nil {
+		t.Fatalf("lock of an exited process not taken over: %v", err)
+	}
+	l.Release()
+	// A live process of another machine identity is not judged.
+	rec.Machine = "elsewhere"
+	data, _ = json.Marshal(rec)
+	os.WriteFile(path, data, 0o644)
+	if _, err := Acquire(path, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("foreign fresh lock: %v", err)
+	}
+}
+
+func TestHeartbeat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "res.lock")
+	l, err := Acquire(path, Options{Update: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-time.Hour)
+	os.Chtimes(path, past, past)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(info.ModTime()) < time.Minute {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("heartbeat did not refresh the lock")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A takeover is noticed by the heartbeat.
+	os.Remove(path)
+	other, err := Acquire(path, Options{Update: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release()
+	for l.Check() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("compromise not detected")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := l.Release(); !errors.Is(err, ErrCompromised) {
+		t.Fatalf("Release after takeover: %v", err)
+	}
+	if other.Check() != nil {
+		t.Fatal("compromised owner removed the new lock")
+	}
+}
+
+func TestContendedAcquire(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "res.lock")
+	for round := range 20 {
+		if round%2 == 1 { // half the rounds contend for a stale lock
+			os.WriteFile(path, []byte(`{"token":"stale"}`), 0o644)
+			past := time.Now().Add(-time.Hour)
+			os.Chtimes(path, past, past)
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var won []*Lock
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l, err := Acquire(path, Options{Update: -1})
+				if err != nil && !errors.Is(err, ErrLocked) {
+					t.Error(err)
+				}
+				if err == nil {
+					mu.Lock()
+					won = append(won, l)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if len(won) != 1 {
+			t.Fatalf("round %d: %d winners", round, len(won))
+		}
+		if err := won[0].Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestAcquireWait(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "res.lock")
+	l, err := Acquire(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		l.Release()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l2, err := AcquireWait(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel2()
+	if _, err := AcquireWait(ctx2, path, Options{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("AcquireWait on a held lock: %v", err)
+	}
+	l2.Release()
+}

@@ -1,0 +1,131 @@
+package persist
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Revision formats.
+const (
+	// FormatArchive stores a revision as one tar.gz object.
+	FormatArchive = "archive"
+	// FormatFolder stores a revision as a manifest plus one object per
+	// file.
+	FormatFolder = "folder"
+)
+
+// Default limits.
+const (
+	DefaultMaxArchiveBytes   int64 = 256 << 20
+	DefaultMaxEntries              = 100000
+	DefaultMaxExtractedBytes int64 = 1 << 30
+)
+
+// Fixed limits of the control objects.
+const (
+	// MaxIndexBytes bounds workspace.json.
+	MaxIndexBytes = 4 << 20
+	// MaxManifestBytes bounds a folder revision's manifest.json.
+	MaxManifestBytes = 4 << 20
+)
+
+// Options configure New. Zero fields take their defaults. New copies them;
+// only Hooks.Step is called later (see Hooks).
+type Options struct {
+	// Format of new revisions: FormatArchive (default) or FormatFolder.
+	// Existing revisions are restored in their recorded format.
+	Format string
+	// MaxArchiveBytes bounds a compressed archive on save and restore;
+	// default DefaultMaxArchiveBytes.
+	MaxArchiveBytes int64
+	// MaxEntries bounds the entries of a snapshot, archive or manifest,
+	// counting an archive's root entry; default DefaultMaxEntries.
+	MaxEntries int
+	// MaxExtractedBytes bounds the file bytes of a snapshot, archive or
+	// manifest; default DefaultMaxExtractedBytes.
+	MaxExtractedBytes int64
+	// TemporaryDirectory is the parent of materializations (resolved to
+	// an absolute path by New); default os.TempDir(). Keep the durable
+	// store outside it.
+	TemporaryDirectory string
+	// Hooks inject failures for tests; the zero value injects none.
+	Hooks Hooks
+}
+
+// Step names a point of the save protocol where Hooks.Step is called.
+type Step string
+
+// Steps of a save, in order.
+const (
+	// StepAfterSnapshot follows the local snapshot, before any upload.
+	StepAfterSnapshot Step = "after-snapshot"
+	// StepArtifactObject follows each object written for the new
+	// revision (each folder file, the manifest, the archive).
+	StepArtifactObject Step = "artifact-object"
+	// StepAfterArtifactUpload follows the complete artifact upload.
+	StepAfterArtifactUpload Step = "after-artifact-upload"
+	// StepBeforePublication precedes the conditional write of
+	// workspace.json, after the new index was built and validated.
+	StepBeforePublication Step = "before-publication"
+	// StepAfterPublication follows a successful publication, before
+	// pruning.
+	StepAfterPublication Step = "after-publication"
+	// StepDuringPrune precedes the deletion of each pruned revision.
+	StepDuringPrune Step = "during-prune"
+)
+
+// Steps lists every Step in protocol order.
+var Steps = []Step{StepAfterSnapshot, StepArtifactObject, StepAfterArtifactUpload, StepBeforePublication, StepAfterPublication, StepDuringPrune}
+
+// Hooks inject failures into saves (tests prove crash safety with them).
+type Hooks struct {
+	// Step, when non-nil, is called at each Step of a save (concurrently
+	// for StepArtifactObject, so it must be safe for concurrent use). A
+	// non-nil error fails the save there as an ordinary failure (orphans
+	// are cleaned up, a failure after publication is a *PruneError), or,
+	// when it wraps ErrSimulatedCrash, stops the save at once without any
+	// storage cleanup, as a killed process would.
+	Step func(step Step) error
+}
+
+// Validate reports invalid options.
+func (o Options) Validate() error {
+	switch o.Format {
+	case "", FormatArchive, FormatFolder:
+	default:
+		return fmt.Errorf("workspace persistence: format %q must be %q or %q", o.Format, FormatArchive, FormatFolder)
+	}
+	if o.MaxArchiveBytes < 0 || o.MaxEntries < 0 || o.MaxExtractedBytes < 0 {
+		return fmt.Errorf("workspace persistence: limits must be positive")
+	}
+	return nil
+}
+
+// normalized returns the options with defaults applied.
+func (o Options) normalized() (Options, error) {
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
+	if o.Format == "" {
+		o.Format = FormatArchive
+	}
+	if o.MaxArchiveBytes == 0 {
+		o.MaxArchiveBytes = DefaultMaxArchiveBytes
+	}
+	if o.MaxEntries == 0 {
+		o.MaxEntries = DefaultMaxEntries
+	}
+	if o.MaxExtractedBytes == 0 {
+		o.MaxExtractedBytes = DefaultMaxExtractedBytes
+	}
+	if o.TemporaryDirectory == "" {
+		o.TemporaryDirectory = os.TempDir()
+	}
+	abs, err := filepath.Abs(o.TemporaryDirectory)
+	if err != nil {
+		return o, fmt.Errorf("workspace persistence: temporary directory: %w", err)
+	}
+	o.TemporaryDirectory = abs
+	return o, nil
+}
