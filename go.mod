@@ -16,7 +16,6 @@ require (
 	github.com/go-git/go-billy/v5 v5.9.2 // indirect
 	github.com/go-git/go-git/v5 v5.19.3
 	github.com/jbenet/go-context v0.0.0-20150711004518-d14ea06fba99 // indirect
-	github.com/kr/text v0.2.0 // indirect
 	gopkg.in/warnings.v0 v0.1.2 // indirect
 )
 
