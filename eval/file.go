@@ -27,7 +27,11 @@ func (d *domain) writeFileNode(ctx context.Context, n *File, children []byte, re
 	if !utf8.Valid(data) {
 		return newError(n.Position, fmt.Sprintf("file(path=%q): the content is not valid UTF-8", n.Path))
 	}
-	sp := d.trace.startSpan(parentSpan, "file", p, n.Position, attrs{"bytes", int64(len(data))}, nil)
+	var content attrs
+	if d.trace.captures() {
+		content = attrs{"content", string(data)}
+	}
+	sp := d.trace.startSpan(parentSpan, "file", p, n.Position, attrs{"bytes", int64(len(data))}, content)
 	switch {
 	case res.sb != nil:
 		v := res.sb

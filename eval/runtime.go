@@ -80,6 +80,11 @@ type Options struct {
 	// real providers for deterministic ones and to record requests. It may
 	// be called concurrently.
 	ProviderOverride func(AgentProvider) AgentProvider
+	// SandboxOverride and WorkspaceOverride do for sandbox and workspace
+	// providers what ProviderOverride does for agent providers; they
+	// receive nil when none was selected.
+	SandboxOverride   func(SandboxProvider) SandboxProvider
+	WorkspaceOverride func(WorkspaceProvider) WorkspaceProvider
 	// System is the first system fragment of every agent.
 	System string
 	// Cwd is the base directory for application-owned reads and host

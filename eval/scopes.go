@@ -53,6 +53,9 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 	if p == nil {
 		p = d.rt.opts.WorkspaceProvider
 	}
+	if o := d.rt.opts.WorkspaceOverride; o != nil {
+		p = o(p)
+	}
 	if p == nil {
 		return nil, newError(n.Position, "workspace() has no provider: pass provider= (such as local_workspace(directory=...)) or set one with configure(workspace_provider=...)")
 	}
@@ -153,6 +156,9 @@ func (d *domain) enterSandbox(ctx context.Context, n *Sandbox, res resScope, par
 	p := n.Provider
 	if p == nil {
 		p = d.rt.opts.SandboxProvider
+	}
+	if o := d.rt.opts.SandboxOverride; o != nil {
+		p = o(p)
 	}
 	if p == nil {
 		return nil, newError(n.Position, "sandbox() has no provider: pass provider= (such as local_sandbox()) or set one with configure(sandbox_provider=...)")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -36,7 +37,7 @@ func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res re
 	}
 	var content attrs
 	if d.trace.captures() {
-		content = attrs{"command", strings.Join(append([]string{command}, args...), " ")}
+		content = attrs{"command", commandLine(command, args)}
 	}
 	sp := d.trace.startSpan(parentSpan, "script", command, n.Position, attrs{"environment", env}, content)
 	r, err := d.execScript(ctx, n, command, args, timeout, res)
@@ -113,4 +114,20 @@ func (d *domain) execScript(ctx context.Context, n *Script, command string, args
 		return fail(err)
 	}
 	return r, nil
+}
+
+// commandLine renders argv for traces, quoting arguments that would not
+// read back as one word.
+func commandLine(command string, args []string) string {
+	var b strings.Builder
+	b.WriteString(command)
+	for _, a := range args {
+		b.WriteByte(' ')
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`") {
+			b.WriteString(strconv.Quote(a))
+		} else {
+			b.WriteString(a)
+		}
+	}
+	return b.String()
 }

@@ -29,6 +29,11 @@
 //     object-tool-input capabilities. Agents that name no provider and have
 //     no configure(agent_provider=) default get a deterministic echo
 //     provider named "deterministic".
+//   - Sandbox and workspace providers other than deterministic_sandbox()
+//     and deterministic_workspace() are replaced by deterministic twins of
+//     the same name: sandboxed commands run nowhere (they echo their
+//     command line) and no durable store is touched. Scripts outside any
+//     sandbox are trusted host commands and still run.
 //   - env() sees only the "# env: KEY=VALUE" directives of the file's
 //     leading comment block, never the process environment, and no .env
 //     file is read.
@@ -58,6 +63,9 @@
 //	-- result --   the result, one "|"-prefixed line per text line
 //	-- print --    print() output, one line per line printed
 //	-- agents --   every request an agent provider received
+//	-- effects --  every script run (environment, command line, exit code
+//	               or error) and every file() written (path and content),
+//	               sorted by source position
 //	-- error --    the load or evaluation error, if the run failed
 //
 // Each agent record starts with "FILE:LINE:COL provider=P [model=M]

@@ -99,7 +99,8 @@ func Record(ctx context.Context, file string) ([]byte, error) {
 	var result string
 	w, err := starlib.LoadFile(abs, lo)
 	if err == nil {
-		opts := eval.Options{Cwd: dir, ProviderOverride: h.override}
+		opts := eval.Options{Cwd: dir, ProviderOverride: h.override, SandboxOverride: h.sandboxTwin, WorkspaceOverride: h.workspaceTwin,
+			Trace: []eval.TraceSink{h}}
 		w.ApplyConfig(&opts)
 		if opts.AgentProvider == nil && !d.NoDefaultAgent {
 			opts.AgentProvider, err = deterministic.New(deterministic.Options{})
@@ -116,6 +117,100 @@ type harness struct {
 	mu     sync.Mutex
 	prints []string
 	calls  []*call
+	// effects are the scripts run and files written, from the trace.
+	effects []effect
+	open    map[string]*effect
+}
+
+// effect is one script run or file write.
+type effect struct {
+	source string
+	text   string
+}
+
+// CaptureContent implements eval.ContentCapturer: the harness records
+// script command lines and file contents.
+func (h *harness) CaptureContent() bool { return true }
+
+// HandleTrace implements eval.TraceSink: it records every script and
+// file() write with its outcome.
+func (h *harness) HandleTrace(e eval.Event) error {
+	if e.Kind != "script" && e.Kind != "file" {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.open == nil {
+		h.open = map[string]*effect{}
+	}
+	switch e.Type {
+	case eval.SpanStart:
+		var b strings.Builder
+		src, _ := e.Attributes["aml.source"].(string)
+		if e.Kind == "script" {
+			env, _ := e.Attributes["environment"].(string)
+			cmd, _ := e.Attributes["command"].(string)
+			fmt.Fprintf(&b, "%s script (%s)\n", src, env)
+			writeField(&b, 1, "command", cmd)
+		} else {
+			fmt.Fprintf(&b, "%s file %s\n", src, e.Name)
+			content, _ := e.Attributes["content"].(string)
+			writeField(&b, 1, "content", content)
+		}
+		h.open[e.SpanID] = &effect{source: src, text: b.String()}
+	case eval.SpanEnd:
+		ef := h.open[e.SpanID]
+		if ef == nil {
+			return nil
+		}
+		delete(h.open, e.SpanID)
+		var b strings.Builder
+		b.WriteString(ef.text)
+		switch {
+		case e.Status == eval.StatusError:
+			msg, _ := e.Attributes["error.message"].(string)
+			writeField(&b, 1, "error", msg)
+		case e.Kind == "script":
+			fmt.Fprintf(&b, "  exit_code: %v\n", e.Attributes["exitCode"])
+		}
+		ef.text = b.String()
+		h.effects = append(h.effects, *ef)
+	}
+	return nil
+}
+
+// sandboxTwin replaces sandbox providers that are not deterministic by a
+// deterministic twin of the same name, so that tests run no commands in
+// real sandboxes.
+func (h *harness) sandboxTwin(p eval.SandboxProvider) eval.SandboxProvider {
+	if p == nil {
+		return nil
+	}
+	if _, ok := p.(*deterministic.Sandbox); ok {
+		return p
+	}
+	twin, err := deterministic.NewSandbox(deterministic.SandboxOptions{Name: p.Name()})
+	if err != nil {
+		twin, _ = deterministic.NewSandbox(deterministic.SandboxOptions{})
+	}
+	return twin
+}
+
+// workspaceTwin replaces workspace providers that are not deterministic
+// by a deterministic twin of the same name, so that tests touch no durable
+// storage.
+func (h *harness) workspaceTwin(p eval.WorkspaceProvider) eval.WorkspaceProvider {
+	if p == nil {
+		return nil
+	}
+	if _, ok := p.(*deterministic.Workspace); ok {
+		return p
+	}
+	twin, err := deterministic.NewWorkspace(deterministic.WorkspaceOptions{Name: p.Name()})
+	if err != nil {
+		twin, _ = deterministic.NewWorkspace(deterministic.WorkspaceOptions{})
+	}
+	return twin
 }
 
 func (h *harness) print(msg string) {
@@ -383,9 +478,40 @@ func (h *harness) render(dir, result string, err error) []byte {
 			b.WriteString(strip(c.text))
 		}
 	}
+	if len(h.effects) > 0 {
+		effects := slices.Clone(h.effects)
+		slices.SortStableFunc(effects, func(x, y effect) int {
+			return cmp.Or(compareSource(x.source, y.source), strings.Compare(x.text, y.text))
+		})
+		b.WriteString("-- effects --\n")
+		for _, ef := range effects {
+			b.WriteString(strip(ef.text))
+		}
+	}
 	if err != nil {
 		b.WriteString("-- error --\n")
 		writeLines(&b, "", strip(err.Error()))
 	}
 	return []byte(b.String())
+}
+
+// compareSource orders "file:line:col" positions numerically.
+func compareSource(a, b string) int {
+	pa, pb := splitSource(a), splitSource(b)
+	return cmp.Or(strings.Compare(pa.file, pb.file), cmp.Compare(pa.line, pb.line), cmp.Compare(pa.col, pb.col))
+}
+
+type sourcePos struct {
+	file      string
+	line, col int
+}
+
+func splitSource(s string) sourcePos {
+	parts := strings.Split(s, ":")
+	if len(parts) < 3 {
+		return sourcePos{file: s}
+	}
+	line, _ := strconv.Atoi(parts[len(parts)-2])
+	col, _ := strconv.Atoi(parts[len(parts)-1])
+	return sourcePos{file: strings.Join(parts[:len(parts)-2], ":"), line: line, col: col}
 }
