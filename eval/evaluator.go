@@ -313,7 +313,7 @@ func (e *evaluator) enter(n Node) error {
 		a.mcp = append(a.mcp, n)
 	case *Skill:
 		a := e.st[p.agent].plan
-		sk, err := e.d.stageSkill(n, a)
+		sk, err := e.d.stageSkill(e.ctx, n, a)
 		if err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"container/list"
 	"context"
+	"path"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -238,7 +239,7 @@ func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, res r
 	}
 	where := src.inPlace
 	if where == "" {
-		if where, err = plan.stage(filepath.Base(src.path), data); err != nil {
+		if where, err = plan.stage(ctx, path.Base(filepath.ToSlash(src.path)), data); err != nil {
 			return "", &EvaluationError{Msg: label + ": cannot stage the oversized file for the agent", Pos: n.Position, Err: err}
 		}
 	}
@@ -311,46 +312,59 @@ func groupDigits(n int64) string {
 }
 
 // staging is an agent's invocation-private, writable directory for
-// oversized includes and skills. It is created on first use and removed
-// exactly once when the agent's session ends, on every path.
+// oversized includes and skills. Outside a sandbox it is a host temporary
+// directory; inside one it is the sandbox runtime's file staging, so that
+// the agent sees it even when the sandbox is read-only. It is created on
+// first use and removed exactly once when the agent's session ends, on
+// every path.
 type staging struct {
 	mu   sync.Mutex
-	dir  string
 	n    int
 	done bool
+	// rt is the sandbox runtime to stage into, or nil for the host.
+	rt  SandboxRuntime
+	dir string
+	fs  FileStaging
+}
+
+func (p *agentPlan) stagingArea() *staging {
+	if p.staging == nil {
+		p.staging = &staging{}
+		if p.sb != nil {
+			p.staging.rt = p.sb.rt
+		}
+	}
+	return p.staging
 }
 
 // stage writes data under the agent's staging root and returns the
-// absolute path of the copy.
-func (p *agentPlan) stage(name string, data []byte) (string, error) {
-	if p.staging == nil {
-		p.staging = &staging{}
-	}
-	dir, err := p.staging.root()
-	if err != nil {
-		return "", err
-	}
-	p.staging.mu.Lock()
-	p.staging.n++
-	n := p.staging.n
-	p.staging.mu.Unlock()
-	sub := filepath.Join(dir, "includes", strconv.Itoa(n))
-	if err := os.MkdirAll(sub, 0o700); err != nil {
-		return "", err
-	}
-	path := filepath.Join(sub, name)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		return "", err
-	}
-	return path, nil
+// agent-visible path of the copy.
+func (p *agentPlan) stage(ctx context.Context, name string, data []byte) (string, error) {
+	s := p.stagingArea()
+	s.mu.Lock()
+	s.n++
+	n := s.n
+	s.mu.Unlock()
+	return s.write(ctx, "includes/"+strconv.Itoa(n)+"/"+name, data, 0o600)
 }
 
-// root returns the staging directory, creating it when needed.
-func (s *staging) root() (string, error) {
+// root returns the agent-visible staging directory, creating it when
+// needed.
+func (s *staging) root(ctx context.Context) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done {
 		return "", fmt.Errorf("the agent's staging area was already released")
+	}
+	if s.rt != nil {
+		if s.fs == nil {
+			fs, err := s.rt.CreateFileStaging(ctx)
+			if err != nil {
+				return "", fmt.Errorf("creating the agent's staging area in the sandbox: %w", err)
+			}
+			s.fs = fs
+		}
+		return s.fs.Root(), nil
 	}
 	if s.dir == "" {
 		dir, err := os.MkdirTemp("", "aml-agent-")
@@ -360,6 +374,30 @@ func (s *staging) root() (string, error) {
 		s.dir = dir
 	}
 	return s.dir, nil
+}
+
+// write stores data at rel (slash-separated) below the staging root and
+// returns its agent-visible path. perm applies on the host; sandbox
+// stagings keep their own modes.
+func (s *staging) write(ctx context.Context, rel string, data []byte, perm os.FileMode) (string, error) {
+	root, err := s.root(ctx)
+	if err != nil {
+		return "", err
+	}
+	if s.rt != nil {
+		if err := s.fs.WriteFile(ctx, rel, data); err != nil {
+			return "", err
+		}
+		return path.Join(root, rel), nil
+	}
+	full := filepath.Join(root, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(full, data, perm); err != nil {
+		return "", err
+	}
+	return full, nil
 }
 
 // release removes the staging directory; later calls do nothing.
@@ -373,11 +411,17 @@ func (s *staging) release() error {
 		return nil
 	}
 	s.done = true
-	if s.dir == "" {
-		return nil
-	}
-	if err := os.RemoveAll(s.dir); err != nil {
-		return fmt.Errorf("removing the agent's staging area %s: %w", s.dir, err)
+	switch {
+	case s.fs != nil:
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := s.fs.Release(ctx); err != nil {
+			return fmt.Errorf("releasing the agent's staging area in the sandbox: %w", err)
+		}
+	case s.dir != "":
+		if err := os.RemoveAll(s.dir); err != nil {
+			return fmt.Errorf("removing the agent's staging area %s: %w", s.dir, err)
+		}
 	}
 	return nil
 }

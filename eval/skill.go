@@ -2,7 +2,9 @@ package eval
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"path"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -64,7 +66,7 @@ type skillMeta struct {
 
 // stageSkill validates the package at n.Src and copies it into the
 // agent's staging area.
-func (d *domain) stageSkill(n *Skill, plan *agentPlan) (AgentSkill, error) {
+func (d *domain) stageSkill(ctx context.Context, n *Skill, plan *agentPlan) (AgentSkill, error) {
 	fail := func(format string, args ...any) (AgentSkill, error) {
 		return AgentSkill{}, newError(n.Position, fmt.Sprintf("skill(%q): ", n.Src)+fmt.Sprintf(format, args...))
 	}
@@ -106,19 +108,25 @@ func (d *domain) stageSkill(n *Skill, plan *agentPlan) (AgentSkill, error) {
 	case len([]rune(desc)) > maxSkillDescription:
 		return fail("the description has %d characters, more than %d", len([]rune(desc)), maxSkillDescription)
 	}
-	if plan.staging == nil {
-		plan.staging = &staging{}
-	}
-	root, err := plan.staging.root()
+	area := plan.stagingArea()
+	root, err := area.root(ctx)
 	if err != nil {
 		return AgentSkill{}, &EvaluationError{Msg: fmt.Sprintf("skill(%q): cannot create the staging area", n.Src), Pos: n.Position, Err: err}
 	}
-	home := filepath.Join(root, ".agents")
-	dst := filepath.Join(home, "skills", meta.Name)
-	if err := copyPackage(src, dst); err != nil {
+	rel := ".agents/skills/" + meta.Name
+	if err := copyPackage(src, func(name string, data []byte, perm os.FileMode) error {
+		_, err := area.write(ctx, rel+"/"+name, data, perm)
+		return err
+	}); err != nil {
 		return fail("%v", err)
 	}
-	return AgentSkill{Name: meta.Name, Description: desc, Home: home, Dir: dst, SkillFile: filepath.Join(dst, "SKILL.md")}, nil
+	join := filepath.Join
+	if area.rt != nil {
+		join = path.Join
+	}
+	home := join(root, ".agents")
+	dst := join(home, "skills", meta.Name)
+	return AgentSkill{Name: meta.Name, Description: desc, Home: home, Dir: dst, SkillFile: join(dst, "SKILL.md")}, nil
 }
 
 // parseSkillFrontmatter reads the YAML block between the leading "---"
@@ -143,31 +151,32 @@ func parseSkillFrontmatter(raw []byte) (skillMeta, error) {
 	return meta, nil
 }
 
-// copyPackage copies the regular files and directories of src to dst,
-// rejecting symbolic links and special files.
-func copyPackage(src, dst string) error {
-	return filepath.WalkDir(src, func(path string, de fs.DirEntry, err error) error {
+// copyPackage hands every regular file of src to write with its
+// slash-separated relative name, rejecting symbolic links and special
+// files (directories are implied by the files' names).
+func copyPackage(src string, write func(rel string, data []byte, perm os.FileMode) error) error {
+	return filepath.WalkDir(src, func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(src, path)
+		rel, err := filepath.Rel(src, p)
 		if err != nil {
 			return err
 		}
-		target := filepath.Join(dst, rel)
 		info, err := de.Info()
 		if err != nil {
 			return err
 		}
 		switch mode := info.Mode(); {
 		case mode.IsDir():
-			return os.MkdirAll(target, 0o700)
+			return nil
 		case mode.IsRegular():
-			data, err := os.ReadFile(path)
+			data, err := os.ReadFile(p)
 			if err != nil {
 				return err
 			}
-			return os.WriteFile(target, data, 0o600|mode.Perm()&0o100)
+			// Owner-executable files (package scripts) stay executable.
+			return write(filepath.ToSlash(rel), data, 0o600|mode.Perm()&0o100)
 		default:
 			return fmt.Errorf("the package contains %s %q: only regular files and directories are allowed", fileKind(info), rel)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/aml-go/aml/eval"
@@ -61,5 +62,44 @@ func TestSkillStagedForTheSessionOnly(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(pkg, "SKILL.md")); err != nil {
 		t.Fatalf("the source package was changed: %v", err)
+	}
+}
+
+// TestStagingInsideSandboxUsesTheRuntime checks that inside a sandbox the
+// agent's staging area comes from the sandbox runtime, so the agent sees
+// it even when the sandbox is read-only.
+func TestStagingInsideSandboxUsesTheRuntime(t *testing.T) {
+	dir := t.TempDir()
+	pkg := filepath.Join(dir, "my-skill")
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(pkg, "SKILL.md"), []byte("---\nname: my-skill\ndescription: Does things.\n---\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := deterministic.NewSandbox(deterministic.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skill eval.AgentSkill
+	agent, _ := deterministic.New(deterministic.Options{SupportsSandbox: true, Respond: func(_ context.Context, req *eval.AgentRequest, _ int) (*eval.AgentResponse, error) {
+		skill = req.Skills[0]
+		return &eval.AgentResponse{Text: "ok"}, nil
+	}})
+	rt, _ := eval.New(eval.Options{AgentProvider: agent, SandboxProvider: sb, Cwd: dir})
+	if _, err := rt.Evaluate(context.Background(), &eval.Sandbox{Children: []any{&eval.Agent{Children: []any{&eval.Skill{Src: "my-skill"}, "go"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(skill.SkillFile, "/deterministic-staging/") || !strings.HasSuffix(skill.SkillFile, "/.agents/skills/my-skill/SKILL.md") {
+		t.Fatalf("skill staged at %q, want the sandbox's staging area", skill.SkillFile)
+	}
+	found := false
+	for _, w := range sb.Writes() {
+		if strings.HasSuffix(w.Path, "/.agents/skills/my-skill/SKILL.md") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("the sandbox recorded no staged SKILL.md: %+v", sb.Writes())
 	}
 }
