@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/charmbracelet/log v1.0.0
+	github.com/coder/acp-go-sdk v0.13.0
 	github.com/joho/godotenv v1.5.1
 	github.com/rogpeppe/go-internal v1.16.0
 	go.starlark.net v0.0.0-20260908191801-89a6a09411d5

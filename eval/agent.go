@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -282,7 +283,8 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 	}
 	parent := agentSpan.ID()
 	sess := d.trace.startSpan(parent, "agent", "agent.session", n.Position, a, nil)
-	exec := &AgentExecution{RunID: d.runID, SpanID: sess.ID(), ParentSpanID: parent, Source: n.Position, Sandbox: sandbox}
+	st := &sessionTrace{t: d.trace, sess: sess}
+	exec := &AgentExecution{RunID: d.runID, SpanID: sess.ID(), ParentSpanID: parent, Source: n.Position, Sandbox: sandbox, Trace: st}
 	spanForTools := sess.ID()
 	if spanForTools == "" {
 		spanForTools = parent
@@ -380,11 +382,18 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 			content = attrs{"prompt", text}
 		}
 		ts := sess.childWith(d.trace, "agent", "agent.turn", exec.Source, attrs{"index", int64(i + 1), "kind", kind}, content)
+		st, _ := exec.Trace.(*sessionTrace)
+		if st != nil {
+			st.setTurn(ts)
+		}
 		r, terr := runTurn(ctx, s, AgentTurn{Index: i + 1, Kind: kind, Text: text, Final: i == len(turns)-1})
+		if st != nil {
+			st.setTurn(nil)
+		}
 		if terr == nil && r == nil {
 			terr = errors.New("provider returned no turn response")
 		}
-		ts.end(terr, nil, nil)
+		ts.end(terr, turnAttrs(terr, r), nil)
 		if terr != nil {
 			return nil, terr
 		}
@@ -424,4 +433,69 @@ func (s *span) childWith(t *tracer, kind, name string, pos Position, a attrs, co
 		return nil
 	}
 	return t.startSpan(s.ID(), kind, name, pos, a, content)
+}
+
+// sessionTrace is the TraceEmitter of one agent session: events go to the
+// running turn's span, or to the session span between turns.
+type sessionTrace struct {
+	t    *tracer
+	sess *span
+
+	mu   sync.Mutex
+	turn *span
+}
+
+func (e *sessionTrace) setTurn(s *span) {
+	e.mu.Lock()
+	e.turn = s
+	e.mu.Unlock()
+}
+
+// Event implements TraceEmitter.
+func (e *sessionTrace) Event(name string, a, content map[string]any) {
+	if e.t == nil {
+		return
+	}
+	e.mu.Lock()
+	target := e.turn
+	e.mu.Unlock()
+	if target == nil {
+		target = e.sess
+	}
+	if target == nil {
+		return
+	}
+	list := make(attrs, 0, 2*len(a))
+	for k, v := range a {
+		list = append(list, k, v)
+	}
+	var c attrs
+	if e.t.anyCap && len(content) > 0 {
+		c = make(attrs, 0, 2*len(content))
+		for k, v := range content {
+			c = append(c, k, v)
+		}
+	}
+	target.event(name, list, c)
+}
+
+// CapturesContent implements TraceEmitter.
+func (e *sessionTrace) CapturesContent() bool { return e.t.captures() }
+
+// turnAttrs are the agent.turn end attributes a provider reported.
+func turnAttrs(err error, r *AgentResponse) attrs {
+	if err != nil || r == nil {
+		return nil
+	}
+	var a attrs
+	if r.SessionID != "" {
+		a = append(a, "sessionId", r.SessionID)
+	}
+	if r.StopReason != "" {
+		a = append(a, "stopReason", r.StopReason)
+	}
+	if r.Usage != "" {
+		a = append(a, "usage", r.Usage)
+	}
+	return a
 }

@@ -96,6 +96,13 @@ type AgentResponse struct {
 	// Messages are the final turn's assistant messages when the provider
 	// knows their boundaries.
 	Messages []string
+	// SessionID, StopReason and Usage describe the turn for tracing when
+	// the provider knows them (ACP providers do); they become the
+	// agent.turn span's sessionId, stopReason and usage attributes.
+	// Usage is a serialized JSON object or "".
+	SessionID  string
+	StopReason string
+	Usage      string
 }
 
 // AgentExecution is the immutable execution context of one session: trace
@@ -112,4 +119,24 @@ type AgentExecution struct {
 	// Sandbox is the effective sandbox the session must run in, or nil
 	// when no sandbox() encloses the agent.
 	Sandbox *SandboxSession
+	// Trace records provider events (acp.session.*, sandbox.process, …)
+	// inside the current agent.turn span, or the agent.session span
+	// between turns. It is never nil; it discards events when the run has
+	// no trace sinks.
+	Trace TraceEmitter
+}
+
+// TraceEmitter records provider trace events. Attribute values must be
+// scalars (string, bool, int64, float64). Content attributes reach only
+// sinks that capture content, so providers put prompt text, tool input and
+// output and raw protocol payloads there and never in attrs. Credentials
+// belong in neither.
+//
+// Implementations are safe for concurrent use.
+type TraceEmitter interface {
+	// Event records one point event.
+	Event(name string, attrs, content map[string]any)
+	// CapturesContent reports whether any sink wants content, so a
+	// provider can skip serializing it.
+	CapturesContent() bool
 }

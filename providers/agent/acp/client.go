@@ -1,0 +1,188 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/aml-go/aml/eval"
+)
+
+// client answers the agent's requests for one session. AML advertises no
+// fs or terminal capability, so those methods are refused; permission
+// requests are answered from the agent's AML permissions.
+type client struct {
+	s *session
+}
+
+var _ acpsdk.Client = (*client)(nil)
+
+// SessionUpdate consumes one session/update notification in order.
+func (c *client) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) error {
+	s := c.s
+	u := n.Update
+	kind, toolName := updateKind(u)
+	if kind == "" {
+		s.mu.Lock()
+		if len(s.problems) < 8 {
+			s.problems = append(s.problems, "unknown session update")
+		}
+		s.mu.Unlock()
+		s.trace.Event("acp.protocol.problem", map[string]any{"message": "unknown session update"}, nil)
+		return fmt.Errorf("unknown session update")
+	}
+	attrs := map[string]any{"sessionId": string(n.SessionId), "sessionUpdate": kind}
+	if toolName != "" {
+		attrs["toolName"] = toolName
+	}
+	var content map[string]any
+	if s.trace.CapturesContent() {
+		if b, err := json.Marshal(u); err == nil {
+			content = map[string]any{"update": string(b)}
+		}
+	}
+	s.trace.Event("acp.session.update", attrs, content)
+	if m := u.AgentMessageChunk; m != nil && m.Content.Text != nil {
+		s.mu.Lock()
+		if t := s.turn; t != nil && n.SessionId == s.id {
+			t.text.WriteString(m.Content.Text.Text)
+			if m.MessageId == nil || *m.MessageId == "" {
+				t.missingID = true
+			} else {
+				b := t.byID[*m.MessageId]
+				if b == nil {
+					b = new(strings.Builder)
+					t.byID[*m.MessageId] = b
+					t.order = append(t.order, *m.MessageId)
+				}
+				b.WriteString(m.Content.Text.Text)
+			}
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// updateKind names a session update as ACP does, and the tool of an
+// initial tool_call.
+func updateKind(u acpsdk.SessionUpdate) (kind, toolName string) {
+	switch {
+	case u.AgentMessageChunk != nil:
+		return "agent_message_chunk", ""
+	case u.AgentThoughtChunk != nil:
+		return "agent_thought_chunk", ""
+	case u.UserMessageChunk != nil:
+		return "user_message_chunk", ""
+	case u.ToolCall != nil:
+		return "tool_call", u.ToolCall.Title
+	case u.ToolCallUpdate != nil:
+		return "tool_call_update", ""
+	case u.Plan != nil:
+		return "plan", ""
+	case u.AvailableCommandsUpdate != nil:
+		return "available_commands_update", ""
+	case u.CurrentModeUpdate != nil:
+		return "current_mode_update", ""
+	case u.ConfigOptionUpdate != nil:
+		return "config_option_update", ""
+	case u.SessionInfoUpdate != nil:
+		return "session_info_update", ""
+	case u.UsageUpdate != nil:
+		return "usage_update", ""
+	}
+	return "", ""
+}
+
+// RequestPermission answers non-interactively from the AML permissions:
+// reads (and searches, thinking) are allowed; edit, delete and move only
+// with filesystem "read-write"; execute only with shell; fetch only with
+// network; anything else is rejected. An allowed request picks an
+// allow_once option, a rejected one a reject_once option; a reject never
+// falls back to an allow.
+func (c *client) RequestPermission(_ context.Context, r acpsdk.RequestPermissionRequest) (acpsdk.RequestPermissionResponse, error) {
+	kind := acpsdk.ToolKindOther
+	if r.ToolCall.Kind != nil {
+		kind = *r.ToolCall.Kind
+	}
+	allow := Allows(c.s.req.Permissions, kind)
+	want := []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindRejectOnce, acpsdk.PermissionOptionKindRejectAlways}
+	if allow {
+		want = []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindAllowOnce, acpsdk.PermissionOptionKindAllowAlways}
+	}
+	outcome := acpsdk.NewRequestPermissionOutcomeCancelled()
+	decision := "cancelled"
+	for _, w := range want {
+		if id, ok := findOption(r.Options, w); ok {
+			outcome = acpsdk.NewRequestPermissionOutcomeSelected(id)
+			decision = string(w)
+			break
+		}
+	}
+	c.s.trace.Event("acp.session.permission", map[string]any{"sessionId": string(r.SessionId), "toolKind": string(kind), "decision": decision}, nil)
+	return acpsdk.RequestPermissionResponse{Outcome: outcome}, nil
+}
+
+func findOption(opts []acpsdk.PermissionOption, kind acpsdk.PermissionOptionKind) (acpsdk.PermissionOptionId, bool) {
+	for _, o := range opts {
+		if o.Kind == kind {
+			return o.OptionId, true
+		}
+	}
+	return "", false
+}
+
+// Allows reports whether AML permissions p allow an ACP tool call of the
+// given kind.
+func Allows(p eval.Permissions, kind acpsdk.ToolKind) bool {
+	switch kind {
+	case acpsdk.ToolKindRead, acpsdk.ToolKindSearch, acpsdk.ToolKindThink:
+		return true
+	case acpsdk.ToolKindEdit, acpsdk.ToolKindDelete, acpsdk.ToolKindMove:
+		return p.Filesystem == "read-write"
+	case acpsdk.ToolKindExecute:
+		return p.Shell
+	case acpsdk.ToolKindFetch:
+		return p.Network
+	}
+	return false
+}
+
+func refuse(method string) error { return acpsdk.NewMethodNotFound(method) }
+
+// ReadTextFile is refused: AML does not advertise fs capabilities.
+func (c *client) ReadTextFile(context.Context, acpsdk.ReadTextFileRequest) (acpsdk.ReadTextFileResponse, error) {
+	return acpsdk.ReadTextFileResponse{}, refuse(acpsdk.ClientMethodFsReadTextFile)
+}
+
+// WriteTextFile is refused: AML does not advertise fs capabilities.
+func (c *client) WriteTextFile(context.Context, acpsdk.WriteTextFileRequest) (acpsdk.WriteTextFileResponse, error) {
+	return acpsdk.WriteTextFileResponse{}, refuse(acpsdk.ClientMethodFsWriteTextFile)
+}
+
+// CreateTerminal is refused: AML does not advertise terminal capabilities.
+func (c *client) CreateTerminal(context.Context, acpsdk.CreateTerminalRequest) (acpsdk.CreateTerminalResponse, error) {
+	return acpsdk.CreateTerminalResponse{}, refuse(acpsdk.ClientMethodTerminalCreate)
+}
+
+// KillTerminal is refused.
+func (c *client) KillTerminal(context.Context, acpsdk.KillTerminalRequest) (acpsdk.KillTerminalResponse, error) {
+	return acpsdk.KillTerminalResponse{}, refuse(acpsdk.ClientMethodTerminalKill)
+}
+
+// TerminalOutput is refused.
+func (c *client) TerminalOutput(context.Context, acpsdk.TerminalOutputRequest) (acpsdk.TerminalOutputResponse, error) {
+	return acpsdk.TerminalOutputResponse{}, refuse(acpsdk.ClientMethodTerminalOutput)
+}
+
+// ReleaseTerminal is refused.
+func (c *client) ReleaseTerminal(context.Context, acpsdk.ReleaseTerminalRequest) (acpsdk.ReleaseTerminalResponse, error) {
+	return acpsdk.ReleaseTerminalResponse{}, refuse(acpsdk.ClientMethodTerminalRelease)
+}
+
+// WaitForTerminalExit is refused.
+func (c *client) WaitForTerminalExit(context.Context, acpsdk.WaitForTerminalExitRequest) (acpsdk.WaitForTerminalExitResponse, error) {
+	return acpsdk.WaitForTerminalExitResponse{}, refuse(acpsdk.ClientMethodTerminalWaitForExit)
+}

@@ -1,0 +1,180 @@
+package acp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/aml-go/aml/eval"
+)
+
+// Config configures a Provider. The zero value is not usable: Command is
+// required.
+type Config struct {
+	// Name is the provider's name in traces and errors; "" means "acp".
+	Name string
+	// Command is the ACP agent executable: a name looked up on PATH (on
+	// the host, or by the sandbox runtime inside a sandbox) or a path.
+	Command string
+	// Args are literal arguments (never passed through a shell).
+	Args []string
+	// Env adds environment variables to the agent process. Values may be
+	// credentials: they never reach traces or errors.
+	Env map[string]string
+	// WorkingDirectory is the session cwd outside a sandbox; "" means the
+	// process working directory. Inside a sandbox the sandbox's effective
+	// cwd is used instead.
+	WorkingDirectory string
+	// AuthMethodID, when set, is sent with authenticate after initialize.
+	AuthMethodID string
+	// InitialPromptPrefix is prepended to the first turn, joined with a
+	// blank line.
+	InitialPromptPrefix string
+}
+
+// Provider runs authored agent() sessions against an ACP agent process. It
+// implements eval.SessionProvider and eval.SandboxCompatible, and is safe
+// for concurrent use: every session owns its own process.
+type Provider struct {
+	cfg Config
+}
+
+var (
+	_ eval.SessionProvider   = (*Provider)(nil)
+	_ eval.SandboxCompatible = (*Provider)(nil)
+)
+
+// New validates cfg and returns a provider.
+func New(cfg Config) (*Provider, error) {
+	if strings.TrimSpace(cfg.Command) == "" {
+		return nil, errors.New("acp_agent: command must be a non-empty executable name or path")
+	}
+	if strings.IndexByte(cfg.Command, 0) >= 0 {
+		return nil, errors.New("acp_agent: command must not contain NUL bytes")
+	}
+	for i, a := range cfg.Args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, fmt.Errorf("acp_agent: args[%d] must not contain NUL bytes", i)
+		}
+	}
+	for k := range cfg.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, fmt.Errorf("acp_agent: env name %q must be non-empty without '=' or NUL", k)
+		}
+	}
+	if cfg.Name == "" {
+		cfg.Name = "acp"
+	}
+	cfg.Args = slices.Clone(cfg.Args)
+	cfg.Env = maps.Clone(cfg.Env)
+	return &Provider{cfg: cfg}, nil
+}
+
+// Name implements eval.AgentProvider.
+func (p *Provider) Name() string { return p.cfg.Name }
+
+// SupportsSandbox implements eval.SandboxCompatible: an ACP agent runs in
+// any sandbox whose runtime can spawn processes.
+func (p *Provider) SupportsSandbox(s *eval.SandboxSession) bool {
+	return s != nil && s.Runtime != nil
+}
+
+// Run implements eval.AgentProvider for callers that do not drive turns
+// themselves: it opens a session, runs every turn and closes it.
+func (p *Provider) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.AgentExecution) (resp *eval.AgentResponse, err error) {
+	s, err := p.OpenSession(ctx, req, exec)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := s.Close(context.WithoutCancel(ctx)); cerr != nil {
+			err = errors.Join(err, cerr)
+			resp = nil
+		}
+	}()
+	turns := append([]string{req.Prompt}, req.FollowUps...)
+	for i, text := range turns {
+		kind := "initial"
+		if i > 0 {
+			kind = "follow-up"
+		}
+		resp, err = s.RunTurn(ctx, eval.AgentTurn{Index: i + 1, Kind: kind, Text: text, Final: i == len(turns)-1})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+// OpenSession implements eval.SessionProvider: it launches the agent,
+// initializes the connection and creates the ACP session.
+func (p *Provider) OpenSession(ctx context.Context, req *eval.AgentRequest, exec *eval.AgentExecution) (eval.AgentSession, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, context.Cause(ctx)
+	}
+	if len(req.Tools) > 0 {
+		return nil, fmt.Errorf("provider %q: granting Starlark tools to an ACP agent is not supported yet; remove tool() from this agent", p.cfg.Name)
+	}
+	if req.Output != nil {
+		return nil, fmt.Errorf("provider %q: structured output from an ACP agent is not supported yet; remove schema= from this agent", p.cfg.Name)
+	}
+	servers, err := mcpDescriptors(p.cfg.Name, req.MCPServers)
+	if err != nil {
+		return nil, err
+	}
+	var trace eval.TraceEmitter = nopTrace{}
+	if exec != nil && exec.Trace != nil {
+		trace = exec.Trace
+	}
+	s := &session{p: p, req: req, trace: trace, servers: servers}
+	if exec != nil && exec.Sandbox != nil {
+		s.sandbox = exec.Sandbox
+	}
+	if err := s.open(ctx); err != nil {
+		cerr := s.Close(context.WithoutCancel(ctx))
+		return nil, errors.Join(err, cerr)
+	}
+	return s, nil
+}
+
+// localCwd resolves the session cwd outside a sandbox.
+func (p *Provider) localCwd() (string, error) {
+	dir := p.cfg.WorkingDirectory
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("resolving the working directory: %w", err)
+		}
+		dir = wd
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("resolving working directory %q: %w", dir, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("resolving working directory %q: %w", dir, err)
+	}
+	return real, nil
+}
+
+// localEnv is the host environment plus the configured env and PWD.
+func (p *Provider) localEnv(cwd string) []string {
+	env := os.Environ()
+	keys := slices.Sorted(maps.Keys(p.cfg.Env))
+	for _, k := range keys {
+		env = append(env, k+"="+p.cfg.Env[k])
+	}
+	return append(env, "PWD="+cwd)
+}
+
+// nopTrace discards events.
+type nopTrace struct{}
+
+func (nopTrace) Event(string, map[string]any, map[string]any) {}
+func (nopTrace) CapturesContent() bool                        { return false }

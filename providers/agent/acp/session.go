@@ -1,0 +1,441 @@
+package acp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+
+	"github.com/aml-go/aml/eval"
+)
+
+// stderrTail is how much of the agent's stderr is kept for errors.
+const stderrTail = 16 << 10
+
+// exitGrace bounds how long a failed request waits for the process exit
+// that explains it, and how long cleanup waits for stderr to drain.
+const exitGrace = time.Second
+
+// killGrace bounds how long cleanup waits for the agent to exit after the
+// connection closed before it kills the process tree.
+const killGrace = 200 * time.Millisecond
+
+// errProcessExited is the cause of a request abandoned because the agent
+// process exited.
+var errProcessExited = errors.New("ACP agent process exited")
+
+// session is one ACP session: one agent process, one connection, one
+// session id. RunTurn is called sequentially; Close exactly once (and is
+// repeat-safe). The ACP client callbacks run on connection goroutines and
+// take mu.
+type session struct {
+	p       *Provider
+	req     *eval.AgentRequest
+	trace   eval.TraceEmitter
+	servers []acpsdk.McpServer
+	sandbox *eval.SandboxSession
+
+	life     context.Context // the process's lifetime, cancelled by Close
+	stopLife context.CancelFunc
+
+	proc       eval.SandboxProcess
+	conn       *acpsdk.ClientSideConnection
+	id         acpsdk.SessionId
+	stderr     tail
+	stderrDone chan struct{}
+	exited     chan struct{}
+	exitCode   int
+	exitErr    error
+
+	mu       sync.Mutex
+	turn     *turnState
+	problems []string
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// turnState accumulates one prompt turn's assistant text.
+type turnState struct {
+	text      strings.Builder
+	order     []string
+	byID      map[string]*strings.Builder
+	missingID bool
+}
+
+func (s *session) open(ctx context.Context) error {
+	s.life, s.stopLife = context.WithCancel(context.Background())
+	var cwd string
+	if s.sandbox != nil {
+		res, err := s.sandbox.Runtime.Exec(ctx, "pwd", nil, eval.ExecOptions{Cwd: s.sandbox.Cwd})
+		if err != nil {
+			return fmt.Errorf("resolving the sandbox working directory: %w", err)
+		}
+		cwd = strings.TrimSpace(string(res.Stdout))
+		if res.ExitCode != 0 || cwd == "" {
+			return fmt.Errorf("resolving the sandbox working directory: pwd exited with code %d and printed %q", res.ExitCode, cwd)
+		}
+	} else {
+		var err error
+		if cwd, err = s.p.localCwd(); err != nil {
+			return err
+		}
+	}
+
+	var content map[string]any
+	if s.trace.CapturesContent() {
+		content = map[string]any{"command": s.p.cfg.Command}
+	}
+	s.trace.Event("sandbox.process", map[string]any{"state": "spawn_requested"}, content)
+	if s.sandbox != nil {
+		proc, err := s.sandbox.Runtime.Spawn(s.life, s.p.cfg.Command, s.p.cfg.Args, eval.ExecOptions{Cwd: s.sandbox.Cwd, Env: s.p.cfg.Env})
+		if err != nil {
+			return fmt.Errorf("starting ACP agent %q in the sandbox: %w", s.p.cfg.Command, err)
+		}
+		s.proc = proc
+	} else {
+		proc, err := startHost(s.p.cfg.Command, s.p.cfg.Args, cwd, s.p.localEnv(cwd))
+		if err != nil {
+			return err
+		}
+		s.proc = proc
+	}
+	s.trace.Event("sandbox.process", map[string]any{"state": "started", "execution.id": s.proc.ID()}, nil)
+
+	s.stderrDone = make(chan struct{})
+	go func() {
+		defer close(s.stderrDone)
+		_, _ = io.Copy(&s.stderr, s.proc.Stderr())
+	}()
+	s.exited = make(chan struct{})
+	go func() {
+		code, err := s.proc.Wait()
+		s.exitCode, s.exitErr = code, err
+		if err != nil {
+			s.trace.Event("sandbox.process", map[string]any{"state": "wait_failed", "execution.id": s.proc.ID()}, nil)
+		} else {
+			s.trace.Event("sandbox.process", map[string]any{"state": "exited", "execution.id": s.proc.ID(), "exitCode": int64(code)}, nil)
+		}
+		close(s.exited)
+	}()
+
+	s.conn = acpsdk.NewClientSideConnection(&client{s: s}, s.proc.Stdin(), s.proc.Stdout())
+	s.conn.SetLogger(slog.New(&problemHandler{s: s}))
+
+	var init acpsdk.InitializeResponse
+	err := s.do(ctx, "initialize", func(c context.Context) (err error) {
+		init, err = s.conn.Initialize(c, acpsdk.InitializeRequest{
+			ProtocolVersion: acpsdk.ProtocolVersionNumber,
+			ClientInfo:      &acpsdk.Implementation{Name: "aml", Title: acpsdk.Ptr("Agent Markup Language"), Version: Version},
+		})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if init.ProtocolVersion != acpsdk.ProtocolVersionNumber {
+		return fmt.Errorf("ACP agent %q answered initialize with protocol version %d; AML speaks version %d", s.p.cfg.Command, init.ProtocolVersion, acpsdk.ProtocolVersionNumber)
+	}
+	for _, m := range s.servers {
+		if m.Http != nil && !init.AgentCapabilities.McpCapabilities.Http {
+			return fmt.Errorf("MCP server %q uses streamable-http, but ACP agent %q does not advertise mcpCapabilities.http; use a stdio transport for it", m.Http.Name, s.p.cfg.Command)
+		}
+	}
+	if id := s.p.cfg.AuthMethodID; id != "" {
+		if err := s.do(ctx, "authenticate", func(c context.Context) error {
+			_, err := s.conn.Authenticate(c, acpsdk.AuthenticateRequest{MethodId: id})
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	servers := s.servers
+	if servers == nil {
+		servers = []acpsdk.McpServer{}
+	}
+	var created acpsdk.NewSessionResponse
+	if err := s.do(ctx, "session/new", func(c context.Context) (err error) {
+		created, err = s.conn.NewSession(c, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: servers})
+		return err
+	}); err != nil {
+		return err
+	}
+	if created.SessionId == "" {
+		return fmt.Errorf("ACP agent %q answered session/new without a sessionId", s.p.cfg.Command)
+	}
+	s.id = created.SessionId
+	s.trace.Event("acp.session.created", map[string]any{"sessionId": string(s.id)}, nil)
+	if s.req.Model != "" {
+		return fmt.Errorf("provider %q cannot select model %q: a generic ACP agent has no portable model setting; configure the model in the agent's own settings and remove model=", s.p.cfg.Name, s.req.Model)
+	}
+	return nil
+}
+
+// RunTurn implements eval.AgentSession: one session/prompt.
+func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.AgentResponse, error) {
+	text := turn.Text
+	if turn.Index == 1 {
+		var pre []string
+		if s.p.cfg.InitialPromptPrefix != "" {
+			pre = append(pre, s.p.cfg.InitialPromptPrefix)
+		}
+		if s.req.System != "" {
+			pre = append(pre, "<SYSTEM>\n"+s.req.System+"\n</SYSTEM>")
+		}
+		if len(pre) > 0 {
+			text = strings.Join(append(pre, text), "\n\n")
+		}
+	}
+	ts := &turnState{byID: map[string]*strings.Builder{}}
+	s.mu.Lock()
+	s.turn = ts
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.turn = nil
+		s.mu.Unlock()
+	}()
+
+	var content map[string]any
+	if s.trace.CapturesContent() {
+		content = map[string]any{"prompt": text}
+	}
+	s.trace.Event("acp.session.prompt.submitted", map[string]any{"sessionId": string(s.id)}, content)
+	var resp acpsdk.PromptResponse
+	err := s.do(ctx, fmt.Sprintf("turn %d", turn.Index), func(c context.Context) (err error) {
+		resp, err = s.conn.Prompt(c, acpsdk.PromptRequest{SessionId: s.id, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(text)}})
+		return err
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			s.trace.Event("acp.session.cancel", map[string]any{"sessionId": string(s.id)}, nil)
+		}
+		return nil, err
+	}
+	usage := ""
+	if resp.Usage != nil {
+		if b, err := json.Marshal(resp.Usage); err == nil {
+			usage = string(b)
+		}
+	}
+	done := map[string]any{"sessionId": string(s.id), "stopReason": string(resp.StopReason)}
+	if usage != "" {
+		done["usage"] = usage
+	}
+	s.trace.Event("acp.session.prompt.completed", done, nil)
+	if resp.StopReason == acpsdk.StopReasonCancelled {
+		return nil, fmt.Errorf("ACP agent %q cancelled turn %d", s.p.cfg.Command, turn.Index)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := &eval.AgentResponse{Text: ts.text.String(), SessionID: string(s.id), StopReason: string(resp.StopReason), Usage: usage}
+	if !ts.missingID && len(ts.order) > 0 {
+		out.Messages = make([]string, len(ts.order))
+		for i, id := range ts.order {
+			out.Messages[i] = ts.byID[id].String()
+		}
+	}
+	return out, nil
+}
+
+// do runs one request, abandoning it when the agent process exits, and
+// names the cause of a failure: cancellation, the process exit (with its
+// status and stderr tail) or the protocol error.
+func (s *session) do(ctx context.Context, phase string, f func(context.Context) error) error {
+	c, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-s.exited:
+			cancel(errProcessExited)
+		case <-c.Done():
+		}
+	}()
+	err := f(c)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("ACP %s interrupted: %w", phase, context.Cause(ctx))
+	}
+	// A closed connection usually means the process is exiting: give the
+	// exit a moment to be observed so the error can name it.
+	t := time.NewTimer(exitGrace)
+	defer t.Stop()
+	select {
+	case <-s.exited:
+		return s.exitError(phase)
+	case <-ctx.Done():
+		return fmt.Errorf("ACP %s interrupted: %w", phase, context.Cause(ctx))
+	case <-t.C:
+	}
+	return fmt.Errorf("ACP %s failed: %w%s", phase, err, s.problemText())
+}
+
+// exitError describes the process exit during phase, with the stderr
+// tail.
+func (s *session) exitError(phase string) error {
+	t := time.NewTimer(exitGrace)
+	select {
+	case <-s.stderrDone:
+	case <-t.C:
+	}
+	t.Stop()
+	msg := fmt.Sprintf("ACP agent process %q exited with code %d during %s", s.p.cfg.Command, s.exitCode, phase)
+	if s.exitErr != nil {
+		msg = fmt.Sprintf("waiting for ACP agent process %q failed during %s: %v", s.p.cfg.Command, phase, s.exitErr)
+	}
+	if tail := strings.TrimSpace(s.stderr.String()); tail != "" {
+		msg += ": " + tail
+	}
+	return errors.New(msg)
+}
+
+func (s *session) problemText() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.problems) == 0 {
+		return ""
+	}
+	return " (protocol problems: " + strings.Join(s.problems, "; ") + ")"
+}
+
+// Close implements eval.AgentSession: it closes the agent's stdin, waits
+// briefly for it to exit, kills the process tree, reaps it and drains
+// stderr. It is repeat-safe.
+func (s *session) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() { s.closeErr = s.close(ctx) })
+	return s.closeErr
+}
+
+func (s *session) close(ctx context.Context) error {
+	defer func() {
+		if s.stopLife != nil {
+			s.stopLife()
+		}
+	}()
+	if s.proc == nil {
+		return nil
+	}
+	var errs []error
+	if err := s.proc.Stdin().Close(); err != nil && !errors.Is(err, io.ErrClosedPipe) && !errors.Is(err, os.ErrClosed) {
+		errs = append(errs, fmt.Errorf("closing the agent's stdin: %w", err))
+	}
+	t := time.NewTimer(killGrace)
+	select {
+	case <-s.exited:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	s.trace.Event("sandbox.process", map[string]any{"state": "kill_requested", "execution.id": s.proc.ID()}, nil)
+	if err := s.proc.Kill(); err != nil {
+		errs = append(errs, fmt.Errorf("killing the agent process: %w", err))
+	}
+	s.trace.Event("sandbox.process", map[string]any{"state": "kill_completed", "execution.id": s.proc.ID()}, nil)
+	select {
+	case <-s.exited:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("waiting for the agent process to exit: %w", context.Cause(ctx)))
+	}
+	if hp, ok := s.proc.(*hostProcess); ok {
+		// The tree is dead; a descendant that escaped the group may still
+		// hold the pipes, so the parent's ends are closed explicitly.
+		select {
+		case <-s.stderrDone:
+		case <-time.After(exitGrace):
+		}
+		hp.closePipes()
+	}
+	select {
+	case <-s.stderrDone:
+	case <-ctx.Done():
+	}
+	if s.conn != nil {
+		select {
+		case <-s.conn.Done():
+		case <-ctx.Done():
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("ACP session cleanup failed: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// tail keeps the last stderrTail bytes written to it. Safe for concurrent
+// use.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if len(p) >= stderrTail {
+		t.buf = append(t.buf[:0], p[len(p)-stderrTail:]...)
+		return n, nil
+	}
+	if over := len(t.buf) + len(p) - stderrTail; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+// problemHandler turns the connection's error logs (unparsable lines,
+// undecodable notifications) into reported protocol problems: they are
+// traced and named in the error of a failed request, never ignored.
+type problemHandler struct {
+	s     *session
+	attrs []slog.Attr
+}
+
+func (h *problemHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *problemHandler) Handle(_ context.Context, r slog.Record) error {
+	msg := r.Message
+	var raw string
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "raw":
+			raw = a.Value.String()
+		case "err", "method":
+			msg += " (" + a.Key + ": " + a.Value.String() + ")"
+		}
+		return true
+	})
+	h.s.mu.Lock()
+	if len(h.s.problems) < 8 {
+		h.s.problems = append(h.s.problems, msg)
+	}
+	h.s.mu.Unlock()
+	var content map[string]any
+	if raw != "" && h.s.trace.CapturesContent() {
+		content = map[string]any{"raw": raw}
+	}
+	h.s.trace.Event("acp.protocol.problem", map[string]any{"message": msg}, content)
+	return nil
+}
+
+func (h *problemHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &problemHandler{s: h.s, attrs: append(append([]slog.Attr(nil), h.attrs...), as...)}
+}
+
+func (h *problemHandler) WithGroup(string) slog.Handler { return h }
