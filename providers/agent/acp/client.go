@@ -3,7 +3,9 @@ package acp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -25,14 +27,11 @@ func (c *client) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) 
 	s := c.s
 	u := n.Update
 	kind, toolName := updateKind(u)
-	if kind == "" {
-		s.mu.Lock()
-		if len(s.problems) < 8 {
-			s.problems = append(s.problems, "unknown session update")
-		}
-		s.mu.Unlock()
-		s.trace.Event("acp.protocol.problem", map[string]any{"message": "unknown session update"}, nil)
-		return fmt.Errorf("unknown session update")
+	if got := discriminator(u); kind == "" || got != kind {
+		msg := fmt.Sprintf("unknown session update %q", got)
+		s.problem(msg)
+		s.trace.Event("acp.protocol.problem", map[string]any{"message": msg}, nil)
+		return errors.New(msg)
 	}
 	attrs := map[string]any{"sessionId": string(n.SessionId), "sessionUpdate": kind}
 	if toolName != "" {
@@ -64,6 +63,23 @@ func (c *client) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) 
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// discriminator is the sessionUpdate field the agent sent. The SDK decodes
+// an unknown kind into whichever variant its fields fit, so the decoded
+// variant alone does not prove the kind is known.
+func discriminator(u acpsdk.SessionUpdate) string {
+	v := reflect.ValueOf(u)
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.Kind() != reflect.Pointer || f.IsNil() {
+			continue
+		}
+		if d := f.Elem().FieldByName("SessionUpdate"); d.IsValid() && d.Kind() == reflect.String {
+			return d.String()
+		}
+	}
+	return ""
 }
 
 // updateKind names a session update as ACP does, and the tool of an

@@ -299,6 +299,15 @@ func (s *session) exitError(phase string) error {
 	return errors.New(msg)
 }
 
+// problem records a protocol problem for the error of a failed request.
+func (s *session) problem(msg string) {
+	s.mu.Lock()
+	if len(s.problems) < 8 {
+		s.problems = append(s.problems, msg)
+	}
+	s.mu.Unlock()
+}
+
 func (s *session) problemText() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -421,11 +430,7 @@ func (h *problemHandler) Handle(_ context.Context, r slog.Record) error {
 		}
 		return true
 	})
-	h.s.mu.Lock()
-	if len(h.s.problems) < 8 {
-		h.s.problems = append(h.s.problems, msg)
-	}
-	h.s.mu.Unlock()
+	h.s.problem(msg)
 	var content map[string]any
 	if raw != "" && h.s.trace.CapturesContent() {
 		content = map[string]any{"raw": raw}

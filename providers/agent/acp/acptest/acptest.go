@@ -1,0 +1,283 @@
+// Package acptest is a scriptable fake ACP agent for tests of the session
+// engine and of anything built on it. It speaks the real protocol
+// (github.com/coder/acp-go-sdk, agent side) over stdin and stdout.
+//
+// A test binary becomes the fake agent when it calls MaybeServe from
+// TestMain; Command then returns the executable, arguments and
+// environment that launch it. Each prompt is a script, one directive per
+// line:
+//
+//	say TEXT          an agent_message_chunk without messageId
+//	msg ID TEXT       an agent_message_chunk with messageId ID
+//	thought TEXT      an agent_thought_chunk
+//	echo              (as the last line) the turn is one chunk repeating
+//	                  the whole prompt, and no other line runs
+//	tool KIND         a tool_call of KIND, then session/request_permission
+//	                  offering allow_once, allow_always, reject_once and
+//	                  reject_always; the chosen option is said back as
+//	                  "permission KIND: OPTION"
+//	stderr TEXT       a line on stderr
+//	exit CODE         the process exits with CODE mid-turn
+//	hang              waits for session/cancel, then stops as cancelled
+//	hang-hard         waits forever, ignoring session/cancel
+//	nonjson TEXT      a line of plain text on stdout
+//	unknown           a session/update of an unknown kind
+//	usage             the prompt response carries token usage
+//	mcp               says the MCP servers session/new received (JSON)
+//	cwd               says the session cwd
+//	env NAME          says the value of environment variable NAME
+//	child             starts a long-lived child process and says its PID
+//
+// A line that is none of these is said back unchanged. The environment
+// variable AML_FAKE_ACP_MODE changes the handshake: "no-http" advertises
+// no HTTP MCP support, "version2" answers initialize with version 2,
+// "exit-init" exits with status 3 during initialize, "auth" requires
+// authenticate before session/new, and "linger" keeps running after
+// stdin closes (until killed).
+package acptest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+
+	acpsdk "github.com/coder/acp-go-sdk"
+)
+
+// envServe marks a process as the fake agent.
+const envServe = "AML_FAKE_ACP_SERVE"
+
+// MaybeServe turns the current process into the fake agent when it was
+// launched by Command, and exits when the connection ends. Call it first
+// in TestMain.
+func MaybeServe() {
+	if os.Getenv(envServe) != "1" {
+		return
+	}
+	os.Exit(Serve())
+}
+
+// Command returns the executable and environment that launch the fake
+// agent: the running test binary with the serve marker.
+func Command() (string, map[string]string) {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return exe, map[string]string{envServe: "1"}
+}
+
+// Serve runs the fake agent on stdin and stdout until the client closes
+// the connection, and returns the exit status.
+func Serve() int {
+	a := &agent{mode: os.Getenv("AML_FAKE_ACP_MODE"), out: os.Stdout}
+	a.conn = acpsdk.NewAgentSideConnection(a, a, os.Stdin)
+	<-a.conn.Done()
+	if a.mode == "linger" {
+		select {}
+	}
+	return 0
+}
+
+type agent struct {
+	mode string
+	conn *acpsdk.AgentSideConnection
+
+	outMu sync.Mutex
+	out   *os.File
+
+	mu      sync.Mutex
+	authed  bool
+	cwd     string
+	servers []acpsdk.McpServer
+	cancel  context.CancelFunc
+}
+
+// Write serializes the connection's writes with raw lines.
+func (a *agent) Write(p []byte) (int, error) {
+	a.outMu.Lock()
+	defer a.outMu.Unlock()
+	return a.out.Write(p)
+}
+
+func (a *agent) raw(line string) {
+	_, _ = a.Write([]byte(line + "\n"))
+}
+
+func (a *agent) Initialize(_ context.Context, _ acpsdk.InitializeRequest) (acpsdk.InitializeResponse, error) {
+	switch a.mode {
+	case "exit-init":
+		fmt.Fprintln(os.Stderr, "fake agent: refusing to initialize")
+		os.Exit(3)
+	case "version2":
+		return acpsdk.InitializeResponse{ProtocolVersion: 2}, nil
+	}
+	caps := acpsdk.AgentCapabilities{McpCapabilities: acpsdk.McpCapabilities{Http: a.mode != "no-http"}}
+	resp := acpsdk.InitializeResponse{ProtocolVersion: acpsdk.ProtocolVersionNumber, AgentCapabilities: caps, AuthMethods: []acpsdk.AuthMethod{}}
+	return resp, nil
+}
+
+func (a *agent) Authenticate(_ context.Context, r acpsdk.AuthenticateRequest) (acpsdk.AuthenticateResponse, error) {
+	if r.MethodId != "fake-key" {
+		return acpsdk.AuthenticateResponse{}, acpsdk.NewInvalidParams(map[string]any{"methodId": r.MethodId})
+	}
+	a.mu.Lock()
+	a.authed = true
+	a.mu.Unlock()
+	return acpsdk.AuthenticateResponse{}, nil
+}
+
+func (a *agent) NewSession(_ context.Context, r acpsdk.NewSessionRequest) (acpsdk.NewSessionResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mode == "auth" && !a.authed {
+		return acpsdk.NewSessionResponse{}, acpsdk.NewAuthRequired(nil)
+	}
+	a.cwd = r.Cwd
+	a.servers = r.McpServers
+	return acpsdk.NewSessionResponse{SessionId: "fake-session-1"}, nil
+}
+
+func (a *agent) Cancel(_ context.Context, _ acpsdk.CancelNotification) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cancel != nil {
+		a.cancel()
+	}
+	return nil
+}
+
+func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.PromptResponse, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a.mu.Lock()
+	a.cancel = cancel
+	a.mu.Unlock()
+
+	var text strings.Builder
+	for _, b := range r.Prompt {
+		if b.Text != nil {
+			text.WriteString(b.Text.Text)
+		}
+	}
+	resp := acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}
+	say := func(u acpsdk.SessionUpdate) error {
+		return a.conn.SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: r.SessionId, Update: u})
+	}
+	chunk := func(s string) error { return say(acpsdk.UpdateAgentMessageText(s)) }
+	if full := text.String(); full == "echo" || strings.HasSuffix(full, "\necho") {
+		return resp, chunk(full)
+	}
+	sc := bufio.NewScanner(strings.NewReader(text.String()))
+	for sc.Scan() {
+		line := sc.Text()
+		verb, arg, _ := strings.Cut(line, " ")
+		var err error
+		switch verb {
+		case "say":
+			err = chunk(arg)
+		case "msg":
+			id, body, _ := strings.Cut(arg, " ")
+			u := acpsdk.UpdateAgentMessageText(body)
+			u.AgentMessageChunk.MessageId = &id
+			err = say(u)
+		case "thought":
+			err = say(acpsdk.UpdateAgentThoughtText(arg))
+		case "tool":
+			err = a.permission(ctx, r.SessionId, acpsdk.ToolKind(arg), chunk)
+		case "stderr":
+			fmt.Fprintln(os.Stderr, arg)
+		case "exit":
+			code, _ := strconv.Atoi(arg)
+			os.Exit(code)
+		case "hang":
+			<-ctx.Done()
+			return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled}, nil
+		case "hang-hard":
+			select {}
+		case "nonjson":
+			a.raw(arg)
+		case "unknown":
+			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{
+				"sessionId": r.SessionId, "update": map[string]any{"sessionUpdate": "mystery_update"}}})
+			a.raw(string(b))
+		case "usage":
+			resp.Usage = &acpsdk.Usage{InputTokens: 7, OutputTokens: 5, TotalTokens: 12}
+		case "mcp":
+			a.mu.Lock()
+			b, _ := json.Marshal(a.servers)
+			a.mu.Unlock()
+			err = chunk(string(b))
+		case "cwd":
+			a.mu.Lock()
+			cwd := a.cwd
+			a.mu.Unlock()
+			err = chunk(cwd)
+		case "env":
+			err = chunk(os.Getenv(arg))
+		case "child":
+			cmd := exec.Command("sleep", "1000")
+			if err = cmd.Start(); err == nil {
+				err = chunk(strconv.Itoa(cmd.Process.Pid))
+			}
+		default:
+			err = chunk(line)
+		}
+		if err != nil {
+			return acpsdk.PromptResponse{}, err
+		}
+	}
+	return resp, nil
+}
+
+func (a *agent) permission(ctx context.Context, sid acpsdk.SessionId, kind acpsdk.ToolKind, chunk func(string) error) error {
+	id := acpsdk.ToolCallId("call-" + string(kind))
+	if err := a.conn.SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: sid,
+		Update: acpsdk.StartToolCall(id, "fake "+string(kind), acpsdk.WithStartKind(kind))}); err != nil {
+		return err
+	}
+	resp, err := a.conn.RequestPermission(ctx, acpsdk.RequestPermissionRequest{
+		SessionId: sid,
+		ToolCall:  acpsdk.ToolCallUpdate{ToolCallId: id, Kind: &kind},
+		Options: []acpsdk.PermissionOption{
+			{Kind: acpsdk.PermissionOptionKindAllowOnce, Name: "Allow once", OptionId: "allow-once"},
+			{Kind: acpsdk.PermissionOptionKindAllowAlways, Name: "Allow always", OptionId: "allow-always"},
+			{Kind: acpsdk.PermissionOptionKindRejectOnce, Name: "Reject once", OptionId: "reject-once"},
+			{Kind: acpsdk.PermissionOptionKindRejectAlways, Name: "Reject always", OptionId: "reject-always"},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	choice := "cancelled"
+	if resp.Outcome.Selected != nil {
+		choice = string(resp.Outcome.Selected.OptionId)
+	}
+	return chunk(fmt.Sprintf("permission %s: %s\n", kind, choice))
+}
+
+func (a *agent) CloseSession(context.Context, acpsdk.CloseSessionRequest) (acpsdk.CloseSessionResponse, error) {
+	return acpsdk.CloseSessionResponse{}, nil
+}
+
+func (a *agent) ListSessions(context.Context, acpsdk.ListSessionsRequest) (acpsdk.ListSessionsResponse, error) {
+	return acpsdk.ListSessionsResponse{}, acpsdk.NewMethodNotFound(acpsdk.AgentMethodSessionList)
+}
+
+func (a *agent) ResumeSession(context.Context, acpsdk.ResumeSessionRequest) (acpsdk.ResumeSessionResponse, error) {
+	return acpsdk.ResumeSessionResponse{}, acpsdk.NewMethodNotFound(acpsdk.AgentMethodSessionResume)
+}
+
+func (a *agent) SetSessionConfigOption(context.Context, acpsdk.SetSessionConfigOptionRequest) (acpsdk.SetSessionConfigOptionResponse, error) {
+	return acpsdk.SetSessionConfigOptionResponse{}, acpsdk.NewMethodNotFound(acpsdk.AgentMethodSessionSetConfigOption)
+}
+
+func (a *agent) SetSessionMode(context.Context, acpsdk.SetSessionModeRequest) (acpsdk.SetSessionModeResponse, error) {
+	return acpsdk.SetSessionModeResponse{}, acpsdk.NewMethodNotFound(acpsdk.AgentMethodSessionSetMode)
+}
