@@ -364,7 +364,14 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 	}
 	defer func() {
 		cleanup := sess.childWith(d.trace, "agent", "agent.cleanup", exec.Source, nil, nil)
+		st, _ := exec.Trace.(*sessionTrace)
+		if st != nil {
+			st.setTurn(cleanup)
+		}
 		cerr := closeSession(s)
+		if st != nil {
+			st.setTurn(nil)
+		}
 		cleanup.end(cerr, nil, nil)
 		if cerr != nil {
 			err = errors.Join(err, fmt.Errorf("closing the agent session: %w", cerr))
@@ -436,7 +443,7 @@ func (s *span) childWith(t *tracer, kind, name string, pos Position, a attrs, co
 }
 
 // sessionTrace is the TraceEmitter of one agent session: events go to the
-// running turn's span, or to the session span between turns.
+// running turn's or cleanup's span, or to the session span otherwise.
 type sessionTrace struct {
 	t    *tracer
 	sess *span

@@ -91,7 +91,8 @@ func firstSentence(s string) string {
 // version is set at build time with -ldflags "-X main.version=...".
 var version = ""
 
-func cmdVersion(stdout io.Writer) int {
+// amlVersion is the version string of this build.
+func amlVersion() string {
 	v := version
 	if v == "" {
 		v = "(devel)"
@@ -99,6 +100,11 @@ func cmdVersion(stdout io.Writer) int {
 			v = info.Main.Version
 		}
 	}
+	return v
+}
+
+func cmdVersion(stdout io.Writer) int {
+	v := amlVersion()
 	fmt.Fprintf(stdout, "aml %s %s/%s %s\n", v, runtime.GOOS, runtime.GOARCH, runtime.Version())
 	return exitOK
 }

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/aml-go/aml/providers/agent/acp"
 )
 
 // Exit codes.
@@ -35,6 +37,7 @@ Run 'aml run -h' for the flags of run, 'aml test -h' for those of test.
 )
 
 func main() {
+	acp.Version = amlVersion()
 	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

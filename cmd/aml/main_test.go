@@ -9,13 +9,16 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
 )
 
 var update = flag.Bool("update", false, "rewrite testscript files with the actual output of cmp commands")
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"aml": func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"aml":            func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"fake-acp-agent": func() { os.Exit(acptest.Serve()) },
 	})
 }
 

@@ -266,6 +266,14 @@ func (s *session) do(ctx context.Context, phase string, f func(context.Context) 
 	if ctx.Err() != nil {
 		return fmt.Errorf("ACP %s interrupted: %w", phase, context.Cause(ctx))
 	}
+	select {
+	case <-s.exited:
+		return s.exitError(phase)
+	case <-s.conn.Done():
+	default:
+		// The agent answered with an error.
+		return fmt.Errorf("ACP %s failed: %w%s", phase, err, s.problemText())
+	}
 	// A closed connection usually means the process is exiting: give the
 	// exit a moment to be observed so the error can name it.
 	t := time.NewTimer(exitGrace)
