@@ -127,8 +127,12 @@ func (s *session) open(ctx context.Context) error {
 		close(s.exited)
 	}()
 
-	s.conn = acpsdk.NewClientSideConnection(&client{s: s}, s.proc.Stdin(), s.proc.Stdout())
+	// The connection starts reading at once, but its logger can only be
+	// set afterwards: the gate holds the first read until it is set.
+	gate := &gatedReader{r: s.proc.Stdout(), ready: make(chan struct{})}
+	s.conn = acpsdk.NewClientSideConnection(&client{s: s}, s.proc.Stdin(), gate)
 	s.conn.SetLogger(slog.New(&problemHandler{s: s}))
+	close(gate.ready)
 
 	var init acpsdk.InitializeResponse
 	err := s.do(ctx, "initialize", func(c context.Context) (err error) {
@@ -452,3 +456,14 @@ func (h *problemHandler) WithAttrs(as []slog.Attr) slog.Handler {
 }
 
 func (h *problemHandler) WithGroup(string) slog.Handler { return h }
+
+// gatedReader blocks reads until ready is closed.
+type gatedReader struct {
+	r     io.Reader
+	ready chan struct{}
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	<-g.ready
+	return g.r.Read(p)
+}
