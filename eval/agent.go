@@ -33,6 +33,7 @@ func (d *domain) buildRequest(n *Agent, plan *agentPlan, prompt []byte) *AgentRe
 		Model:       n.Model,
 		Name:        n.Name,
 		Permissions: perms,
+		ToolServer:  d.toolPrefix(),
 	}
 }
 

@@ -79,6 +79,11 @@ type AgentRequest struct {
 	Skills []AgentSkill
 	// Output requests structured output, or is nil.
 	Output *OutputRequest
+	// ToolServer is the name of the invocation-owned MCP server through
+	// which a bridging provider exposes Tools (and the structured-output
+	// submission) to the agent: the runtime's ToolPrefix, "aml" by
+	// default.
+	ToolServer string
 }
 
 // OutputRequest asks a provider for a structured result that satisfies

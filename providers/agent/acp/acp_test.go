@@ -392,13 +392,6 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
-func TestRejectsToolsAndSchemaForNow(t *testing.T) {
-	_, err := fake(t, nil).Run(context.Background(), &eval.AgentRequest{Prompt: "x", Output: &eval.OutputRequest{JSONSchema: map[string]any{"type": "string"}}}, nil)
-	if err == nil || !strings.Contains(err.Error(), "schema=") {
-		t.Fatalf("error = %v", err)
-	}
-}
-
 func TestNewValidates(t *testing.T) {
 	for _, c := range []acp.Config{{}, {Command: " "}, {Command: "a\x00b"}, {Command: "x", Args: []string{"\x00"}}, {Command: "x", Env: map[string]string{"A=B": "1"}}} {
 		if _, err := acp.New(c); err == nil {

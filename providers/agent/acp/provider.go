@@ -35,7 +35,16 @@ type Config struct {
 	// InitialPromptPrefix is prepended to the first turn, joined with a
 	// blank line.
 	InitialPromptPrefix string
+	// Relay is the command (and leading arguments) of a stdio MCP relay to
+	// the tool bridge, for agents that do not advertise HTTP MCP support:
+	// typically the aml executable and "mcp-relay". nil uses DefaultRelay.
+	Relay []string
 }
+
+// DefaultRelay is the relay command used when Config.Relay is nil; the
+// aml CLI sets it to itself. nil means no relay: an agent without HTTP
+// MCP support then cannot receive tools or structured output.
+var DefaultRelay []string
 
 // Provider runs authored agent() sessions against an ACP agent process. It
 // implements eval.SessionProvider and eval.SandboxCompatible, and is safe
@@ -47,7 +56,12 @@ type Provider struct {
 var (
 	_ eval.SessionProvider   = (*Provider)(nil)
 	_ eval.SandboxCompatible = (*Provider)(nil)
+	_ eval.ObjectToolInputs  = (*Provider)(nil)
 )
+
+// RequiresObjectToolInput implements eval.ObjectToolInputs: MCP passes
+// tool input as named arguments, so granted tools must take objects.
+func (p *Provider) RequiresObjectToolInput() bool { return true }
 
 // New validates cfg and returns a provider.
 func New(cfg Config) (*Provider, error) {
@@ -117,21 +131,31 @@ func (p *Provider) OpenSession(ctx context.Context, req *eval.AgentRequest, exec
 	if err := ctx.Err(); err != nil {
 		return nil, context.Cause(ctx)
 	}
-	if len(req.Tools) > 0 {
-		return nil, fmt.Errorf("provider %q: granting Starlark tools to an ACP agent is not supported yet; remove tool() from this agent", p.cfg.Name)
-	}
-	if req.Output != nil {
-		return nil, fmt.Errorf("provider %q: structured output from an ACP agent is not supported yet; remove schema= from this agent", p.cfg.Name)
-	}
 	servers, err := mcpDescriptors(p.cfg.Name, req.MCPServers)
 	if err != nil {
 		return nil, err
+	}
+	bridgeName := req.ToolServer
+	if bridgeName == "" {
+		bridgeName = "aml"
+	}
+	if len(req.Tools) > 0 || req.Output != nil {
+		for _, t := range req.Tools {
+			if t.Name == SubmitToolName {
+				return nil, fmt.Errorf("tool name %q is reserved for structured-output submission; rename the tool", SubmitToolName)
+			}
+		}
+		for _, m := range req.MCPServers {
+			if m.Name == bridgeName {
+				return nil, fmt.Errorf("MCP server %q collides with the tool bridge's server name; rename the server or set a different tool prefix", m.Name)
+			}
+		}
 	}
 	var trace eval.TraceEmitter = nopTrace{}
 	if exec != nil && exec.Trace != nil {
 		trace = exec.Trace
 	}
-	s := &session{p: p, req: req, trace: trace, servers: servers}
+	s := &session{p: p, req: req, trace: trace, servers: servers, bridgeName: bridgeName}
 	if exec != nil && exec.Sandbox != nil {
 		s.sandbox = exec.Sandbox
 	}

@@ -43,6 +43,9 @@ type session struct {
 	servers []acpsdk.McpServer
 	sandbox *eval.SandboxSession
 
+	bridgeName string
+	bridge     *bridge
+
 	life     context.Context // the process's lifetime, cancelled by Close
 	stopLife context.CancelFunc
 
@@ -71,6 +74,15 @@ type turnState struct {
 	missingID bool
 }
 
+// reset forgets the text so far (before a repair prompt). The caller
+// must hold the session's mu or own ts exclusively.
+func (ts *turnState) reset() {
+	ts.text.Reset()
+	ts.order = nil
+	ts.byID = map[string]*strings.Builder{}
+	ts.missingID = false
+}
+
 func (s *session) open(ctx context.Context) error {
 	s.life, s.stopLife = context.WithCancel(context.Background())
 	var cwd string
@@ -94,6 +106,14 @@ func (s *session) open(ctx context.Context) error {
 	if s.trace.CapturesContent() {
 		content = map[string]any{"command": s.p.cfg.Command}
 	}
+	if len(s.req.Tools) > 0 || s.req.Output != nil {
+		b, err := startBridge(s, s.bridgeName)
+		if err != nil {
+			return err
+		}
+		s.bridge = b
+	}
+
 	s.trace.Event("sandbox.process", map[string]any{"state": "spawn_requested"}, content)
 	if s.sandbox != nil {
 		proc, err := s.sandbox.Runtime.Spawn(s.life, s.p.cfg.Command, s.p.cfg.Args, eval.ExecOptions{Cwd: s.sandbox.Cwd, Env: s.p.cfg.Env})
@@ -161,9 +181,13 @@ func (s *session) open(ctx context.Context) error {
 			return err
 		}
 	}
-	servers := s.servers
-	if servers == nil {
-		servers = []acpsdk.McpServer{}
+	servers := append([]acpsdk.McpServer{}, s.servers...)
+	if s.bridge != nil {
+		d, err := s.bridgeDescriptor(init.AgentCapabilities.McpCapabilities.Http)
+		if err != nil {
+			return err
+		}
+		servers = append(servers, d)
 	}
 	var created acpsdk.NewSessionResponse
 	if err := s.do(ctx, "session/new", func(c context.Context) (err error) {
@@ -208,21 +232,35 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 		s.mu.Unlock()
 	}()
 
-	var content map[string]any
-	if s.trace.CapturesContent() {
-		content = map[string]any{"prompt": text}
+	structured := s.req.Output != nil && turn.Final
+	if structured {
+		text += "\n\n" + submitInstruction
 	}
-	s.trace.Event("acp.session.prompt.submitted", map[string]any{"sessionId": string(s.id)}, content)
-	var resp acpsdk.PromptResponse
-	err := s.do(ctx, fmt.Sprintf("turn %d", turn.Index), func(c context.Context) (err error) {
-		resp, err = s.conn.Prompt(c, acpsdk.PromptRequest{SessionId: s.id, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(text)}})
-		return err
-	})
+	if s.bridge != nil {
+		s.bridge.beginTurn(ctx, turn.Final)
+		defer s.bridge.endTurn()
+	}
+	phase := fmt.Sprintf("turn %d", turn.Index)
+	resp, err := s.prompt(ctx, phase, text)
 	if err != nil {
-		if ctx.Err() != nil {
-			s.trace.Event("acp.session.cancel", map[string]any{"sessionId": string(s.id)}, nil)
-		}
 		return nil, err
+	}
+	var result any
+	if structured {
+		var ok bool
+		if result, ok = s.bridge.acceptedResult(); !ok && resp.StopReason != acpsdk.StopReasonCancelled {
+			// One schema-bearing repair prompt, inside the same turn.
+			s.mu.Lock()
+			ts.reset()
+			s.mu.Unlock()
+			if resp, err = s.prompt(ctx, phase+" (structured-result repair)", s.repairPrompt()); err != nil {
+				return nil, err
+			}
+			result, ok = s.bridge.acceptedResult()
+		}
+		if !ok && resp.StopReason != acpsdk.StopReasonCancelled {
+			return nil, fmt.Errorf("ACP agent %q ended the final turn without submitting a valid structured result through %s, also after one repair prompt", s.p.cfg.Command, SubmitToolName)
+		}
 	}
 	usage := ""
 	if resp.Usage != nil {
@@ -240,7 +278,7 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := &eval.AgentResponse{Text: ts.text.String(), SessionID: string(s.id), StopReason: string(resp.StopReason), Usage: usage}
+	out := &eval.AgentResponse{Text: ts.text.String(), Structured: result, SessionID: string(s.id), StopReason: string(resp.StopReason), Usage: usage}
 	if !ts.missingID && len(ts.order) > 0 {
 		out.Messages = make([]string, len(ts.order))
 		for i, id := range ts.order {
@@ -248,6 +286,51 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 		}
 	}
 	return out, nil
+}
+
+// prompt sends one session/prompt and traces it.
+func (s *session) prompt(ctx context.Context, phase, text string) (acpsdk.PromptResponse, error) {
+	var content map[string]any
+	if s.trace.CapturesContent() {
+		content = map[string]any{"prompt": text}
+	}
+	s.trace.Event("acp.session.prompt.submitted", map[string]any{"sessionId": string(s.id)}, content)
+	var resp acpsdk.PromptResponse
+	err := s.do(ctx, phase, func(c context.Context) (err error) {
+		resp, err = s.conn.Prompt(c, acpsdk.PromptRequest{SessionId: s.id, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(text)}})
+		return err
+	})
+	if err != nil && ctx.Err() != nil {
+		s.trace.Event("acp.session.cancel", map[string]any{"sessionId": string(s.id)}, nil)
+	}
+	return resp, err
+}
+
+// repairPrompt asks once more for the structured result.
+func (s *session) repairPrompt() string {
+	schema, _ := json.MarshalIndent(s.req.Output.JSONSchema, "", "  ")
+	return "The previous turn ended without submitting a valid structured result.\n\n" + submitInstruction +
+		"\n\nCall the structured-result Tool now. Do not continue the analysis or answer only with message text.\n\nThe required result must match this JSON Schema:\n" + string(schema)
+}
+
+// bridgeDescriptor is the session/new entry that reaches the bridge:
+// streamable HTTP with the bearer secret when the agent supports it, else
+// the stdio relay.
+func (s *session) bridgeDescriptor(http bool) (acpsdk.McpServer, error) {
+	b := s.bridge
+	if http {
+		return acpsdk.McpServer{Http: &acpsdk.McpServerHttpInline{Type: "http", Name: b.name, Url: b.url,
+			Headers: []acpsdk.HttpHeader{{Name: "Authorization", Value: b.header()}}}}, nil
+	}
+	relay := s.p.cfg.Relay
+	if relay == nil {
+		relay = DefaultRelay
+	}
+	if len(relay) == 0 {
+		return acpsdk.McpServer{}, fmt.Errorf("ACP agent %q does not advertise mcpCapabilities.http and no stdio relay is configured, so it cannot receive tools or structured output; run it through the aml CLI (which provides aml mcp-relay) or set acp.Config.Relay", s.p.cfg.Command)
+	}
+	return acpsdk.McpServer{Stdio: &acpsdk.McpServerStdio{Name: b.name, Command: relay[0], Args: append([]string{}, relay[1:]...),
+		Env: []acpsdk.EnvVariable{{Name: RelayURLEnv, Value: b.url}, {Name: RelayTokenEnv, Value: b.secret}}}}, nil
 }
 
 // do runs one request, abandoning it when the agent process exits, and
@@ -344,6 +427,9 @@ func (s *session) close(ctx context.Context) error {
 		}
 	}()
 	if s.proc == nil {
+		if s.bridge != nil {
+			return s.bridge.close(ctx)
+		}
 		return nil
 	}
 	var errs []error
@@ -384,6 +470,11 @@ func (s *session) close(ctx context.Context) error {
 		select {
 		case <-s.conn.Done():
 		case <-ctx.Done():
+		}
+	}
+	if s.bridge != nil {
+		if err := s.bridge.close(ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {

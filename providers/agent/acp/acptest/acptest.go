@@ -27,6 +27,14 @@
 //	cwd               says the session cwd
 //	env NAME          says the value of environment variable NAME
 //	child             starts a long-lived child process and says its PID
+//	tools             says the tools of the MCP server named "aml" (the
+//	                  tool bridge), comma-separated, and a newline
+//	call TOOL JSON    calls TOOL on that server with JSON arguments and
+//	                  says "result: TEXT" or "error: TEXT"
+//	submit JSON       calls aml_submit_result with {"result": JSON} and
+//	                  says "submitted: TEXT" or "rejected: TEXT"
+//	on-repair JSON    submits JSON only when a later prompt is AML's
+//	                  structured-result repair prompt
 //
 // A line that is none of these is said back unchanged. The environment
 // variable AML_FAKE_ACP_MODE changes the handshake: "no-http" advertises
@@ -42,21 +50,37 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"net/http"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 
 	acpsdk "github.com/coder/acp-go-sdk"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/aml-go/aml/providers/agent/acp"
 )
 
-// envServe marks a process as the fake agent.
-const envServe = "AML_FAKE_ACP_SERVE"
+// envServe marks a process as the fake agent, envRelay as the stdio
+// relay.
+const (
+	envServe = "AML_FAKE_ACP_SERVE"
+	envRelay = "AML_FAKE_ACP_RELAY"
+)
 
 // MaybeServe turns the current process into the fake agent when it was
-// launched by Command, and exits when the connection ends. Call it first
-// in TestMain.
+// launched by Command (or into the tool bridge's stdio relay when
+// launched by RelayCommand), and exits when the connection ends. Call it
+// first in TestMain.
 func MaybeServe() {
+	if os.Getenv(envRelay) == "1" {
+		if err := acp.RunRelay(context.Background(), os.Stdin, os.Stdout, nil); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if os.Getenv(envServe) != "1" {
 		return
 	}
@@ -71,6 +95,17 @@ func Command() (string, map[string]string) {
 		exe = os.Args[0]
 	}
 	return exe, map[string]string{envServe: "1"}
+}
+
+// RelayCommand returns the stdio relay command for acp.Config.Relay when
+// the test binary serves it through MaybeServe: the running test binary
+// with the relay marker in its environment.
+func RelayCommand() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return []string{"env", envRelay + "=1", exe}
 }
 
 // Serve runs the fake agent on stdin and stdout until the client closes
@@ -93,6 +128,8 @@ type agent struct {
 	out   *os.File
 
 	mu      sync.Mutex
+	mcp      *mcp.ClientSession
+	onRepair string
 	authed  bool
 	cwd     string
 	servers []acpsdk.McpServer
@@ -171,6 +208,14 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 		return a.conn.SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: r.SessionId, Update: u})
 	}
 	chunk := func(s string) error { return say(acpsdk.UpdateAgentMessageText(s)) }
+	if strings.HasPrefix(text.String(), "The previous turn ended without submitting") {
+		a.mu.Lock()
+		pending := a.onRepair
+		a.mu.Unlock()
+		if pending != "" {
+			return resp, a.callTool(ctx, "aml_submit_result", `{"result":`+pending+`}`, "submitted: ", "rejected: ", chunk)
+		}
+	}
 	if full := text.String(); full == "echo" || strings.HasSuffix(full, "\necho") {
 		return resp, chunk(full)
 	}
@@ -221,6 +266,20 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 			err = chunk(cwd)
 		case "env":
 			err = chunk(os.Getenv(arg))
+		case "tools":
+			var names []string
+			if names, err = a.toolNames(ctx); err == nil {
+				err = chunk(strings.Join(names, ",") + "\n")
+			}
+		case "call":
+			name, args, _ := strings.Cut(arg, " ")
+			err = a.callTool(ctx, name, args, "result: ", "error: ", chunk)
+		case "on-repair":
+			a.mu.Lock()
+			a.onRepair = arg
+			a.mu.Unlock()
+		case "submit":
+			err = a.callTool(ctx, "aml_submit_result", `{"result":`+arg+`}`, "submitted: ", "rejected: ", chunk)
 		case "child":
 			cmd := exec.Command("sleep", "1000")
 			if err = cmd.Start(); err == nil {
@@ -280,4 +339,90 @@ func (a *agent) SetSessionConfigOption(context.Context, acpsdk.SetSessionConfigO
 
 func (a *agent) SetSessionMode(context.Context, acpsdk.SetSessionModeRequest) (acpsdk.SetSessionModeResponse, error) {
 	return acpsdk.SetSessionModeResponse{}, acpsdk.NewMethodNotFound(acpsdk.AgentMethodSessionSetMode)
+}
+
+// bridge connects (once) to the MCP server named "aml" from session/new.
+func (a *agent) bridge(ctx context.Context) (*mcp.ClientSession, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mcp != nil {
+		return a.mcp, nil
+	}
+	var t mcp.Transport
+	for _, s := range a.servers {
+		switch {
+		case s.Http != nil && s.Http.Name == "aml":
+			hs := map[string]string{}
+			for _, h := range s.Http.Headers {
+				hs[h.Name] = h.Value
+			}
+			t = &mcp.StreamableClientTransport{Endpoint: s.Http.Url, DisableStandaloneSSE: true,
+				HTTPClient: &http.Client{Transport: headers{hs}}}
+		case s.Stdio != nil && s.Stdio.Name == "aml":
+			cmd := exec.Command(s.Stdio.Command, s.Stdio.Args...)
+			cmd.Env = os.Environ()
+			for _, e := range s.Stdio.Env {
+				cmd.Env = append(cmd.Env, e.Name+"="+e.Value)
+			}
+			t = &mcp.CommandTransport{Command: cmd}
+		}
+	}
+	if t == nil {
+		return nil, fmt.Errorf("no MCP server named aml in session/new")
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "fake-acp-agent", Version: "1"}, nil).Connect(ctx, t, nil)
+	if err != nil {
+		return nil, err
+	}
+	a.mcp = cs
+	return cs, nil
+}
+
+func (a *agent) toolNames(ctx context.Context) ([]string, error) {
+	cs, err := a.bridge(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, t := range res.Tools {
+		names = append(names, t.Name)
+	}
+	return names, nil
+}
+
+func (a *agent) callTool(ctx context.Context, name, args, ok, bad string, chunk func(string) error) error {
+	cs, err := a.bridge(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: json.RawMessage(args)})
+	if err != nil {
+		return chunk(bad + err.Error() + "\n")
+	}
+	var text strings.Builder
+	for _, c := range res.Content {
+		if t, isText := c.(*mcp.TextContent); isText {
+			text.WriteString(t.Text)
+		}
+	}
+	prefix := ok
+	if res.IsError {
+		prefix = bad
+	}
+	return chunk(prefix + text.String() + "\n")
+}
+
+// headers adds fixed headers to every request.
+type headers struct{ h map[string]string }
+
+func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.h {
+		r.Header.Set(k, v)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -1,0 +1,69 @@
+package acp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Environment variables that configure the stdio relay. The secret is
+// passed in the environment, never as an argument, so that it does not
+// show in process listings.
+const (
+	RelayURLEnv   = "AML_MCP_BRIDGE_URL"
+	RelayTokenEnv = "AML_MCP_BRIDGE_TOKEN"
+)
+
+// RunRelay serves the tool bridge at the URL and token of RelayURLEnv and
+// RelayTokenEnv (from getenv) as a stdio MCP server on in and out, for
+// agents that only attach stdio MCP servers. It lists the bridge's tools
+// once, forwards every call, and returns when in closes or ctx ends.
+func RunRelay(ctx context.Context, in io.ReadCloser, out io.WriteCloser, getenv func(string) string) error {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	url, token := getenv(RelayURLEnv), getenv(RelayTokenEnv)
+	if url == "" || token == "" {
+		return fmt.Errorf("aml mcp-relay: %s and %s must be set; the relay is started by the ACP engine, not by hand", RelayURLEnv, RelayTokenEnv)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "aml-mcp-relay", Version: Version}, nil)
+	httpClient := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+	up, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: httpClient, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		return fmt.Errorf("aml mcp-relay: connecting to the tool bridge: %w", err)
+	}
+	defer up.Close()
+	tools, err := up.ListTools(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("aml mcp-relay: listing the bridge's tools: %w", err)
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "aml", Version: Version}, nil)
+	for _, t := range tools.Tools {
+		name := t.Name
+		server.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return up.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: req.Params.Arguments})
+		})
+	}
+	err = server.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+	if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
+		return fmt.Errorf("aml mcp-relay: %w", err)
+	}
+	return nil
+}
+
+// bearer adds the bridge's Authorization header.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
