@@ -49,8 +49,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -127,13 +127,13 @@ type agent struct {
 	outMu sync.Mutex
 	out   *os.File
 
-	mu      sync.Mutex
+	mu       sync.Mutex
 	mcp      *mcp.ClientSession
 	onRepair string
-	authed  bool
-	cwd     string
-	servers []acpsdk.McpServer
-	cancel  context.CancelFunc
+	authed   bool
+	cwd      string
+	servers  []acpsdk.McpServer
+	cancel   context.CancelFunc
 }
 
 // Write serializes the connection's writes with raw lines.
