@@ -10,9 +10,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
 
 	"github.com/aml-go/aml/providers/agent/acp"
 )
@@ -30,6 +36,7 @@ Commands:
   run FILE [flags]   evaluate a workflow and print its result
   test [PATH...]     run golden-file tests (*_test.star, .star with .golden)
   doc [NAME]         show the reference of every builtin, or of one
+  mcp-relay          the stdio relay to an ACP agent's tool bridge (started by aml itself)
   version            print version information
 
 Run 'aml run -h' for the flags of run, 'aml test -h' for those of test.
@@ -38,6 +45,7 @@ Run 'aml run -h' for the flags of run, 'aml test -h' for those of test.
 
 func main() {
 	acp.Version = amlVersion()
+	acp.DefaultRelay = relayCommand()
 	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -55,6 +63,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdTest(args[1:], stdout, stderr)
 	case "doc":
 		return cmdDoc(args[1:], stdout, stderr)
+	case "mcp-relay":
+		return cmdMCPRelay(stdin, stdout, stderr)
 	case "version", "--version", "-v":
 		return cmdVersion(stdout)
 	case "help", "-h", "--help":
@@ -64,3 +74,33 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "aml: unknown command %q\n\n%s", args[0], usageSummary)
 	return exitUsage
 }
+
+// relayCommand is how an ACP agent starts this executable as the stdio
+// relay to the tool bridge.
+func relayCommand() []string {
+	self := os.Args[0]
+	if !strings.ContainsRune(self, filepath.Separator) {
+		if p, err := exec.LookPath(self); err == nil {
+			self = p
+		}
+	}
+	if abs, err := filepath.Abs(self); err == nil {
+		self = abs
+	}
+	return []string{self, "mcp-relay"}
+}
+
+// cmdMCPRelay serves the tool bridge named by the environment over stdio.
+func cmdMCPRelay(stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := acp.RunRelay(ctx, io.NopCloser(stdin), nopWriteCloser{stdout}, nil); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/agent/acp/acptest"
 )
 
@@ -17,7 +18,10 @@ var update = flag.Bool("update", false, "rewrite testscript files with the actua
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"aml":            func() { os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"aml": func() {
+			acp.DefaultRelay = relayCommand()
+			os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		},
 		"fake-acp-agent": func() { os.Exit(acptest.Serve()) },
 	})
 }
