@@ -24,6 +24,10 @@ const stderrTail = 16 << 10
 // that explains it, and how long cleanup waits for stderr to drain.
 const exitGrace = time.Second
 
+// errorGrace is how long a failed request looks for a process exit or a
+// closed connection before it reports the error as the agent's answer.
+const errorGrace = 100 * time.Millisecond
+
 // killGrace bounds how long cleanup waits for the agent to exit after the
 // connection closed before it kills the process tree.
 const killGrace = 200 * time.Millisecond
@@ -353,12 +357,17 @@ func (s *session) do(ctx context.Context, phase string, f func(context.Context) 
 	if ctx.Err() != nil {
 		return fmt.Errorf("ACP %s interrupted: %w", phase, context.Cause(ctx))
 	}
+	// A failed write to a dying process, or an agent's error answer: a
+	// short look tells them apart.
+	quick := time.NewTimer(errorGrace)
+	defer quick.Stop()
 	select {
 	case <-s.exited:
 		return s.exitError(phase)
 	case <-s.conn.Done():
-	default:
-		// The agent answered with an error.
+	case <-ctx.Done():
+		return fmt.Errorf("ACP %s interrupted: %w", phase, context.Cause(ctx))
+	case <-quick.C:
 		return fmt.Errorf("ACP %s failed: %w%s", phase, err, s.problemText())
 	}
 	// A closed connection usually means the process is exiting: give the
