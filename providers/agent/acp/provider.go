@@ -35,6 +35,16 @@ type Config struct {
 	// InitialPromptPrefix is prepended to the first turn, joined with a
 	// blank line.
 	InitialPromptPrefix string
+	// Profile, when set, prepares each session's launch from the
+	// effective cwd, a fresh invocation-private state directory and the
+	// request; Command, Args, Env, AuthMethodID and InitialPromptPrefix
+	// are then only its defaults (see Launch). Built-in agent profiles
+	// (opencode, codex, …) are Profiles.
+	Profile func(ctx context.Context, lc LaunchContext) (*Launch, error)
+	// NativeSkills reports that the profile maps staged skills into the
+	// agent's own discovery (see eval.NativeSkills); otherwise AML adds
+	// the metadata-only system fragment.
+	NativeSkills bool
 	// Relay is the command (and leading arguments) of a stdio MCP relay to
 	// the tool bridge, for agents that do not advertise HTTP MCP support:
 	// typically the aml executable and "mcp-relay". nil uses DefaultRelay.
@@ -57,7 +67,11 @@ var (
 	_ eval.SessionProvider   = (*Provider)(nil)
 	_ eval.SandboxCompatible = (*Provider)(nil)
 	_ eval.ObjectToolInputs  = (*Provider)(nil)
+	_ eval.NativeSkills      = (*Provider)(nil)
 )
+
+// NativeSkillDiscovery implements eval.NativeSkills.
+func (p *Provider) NativeSkillDiscovery() bool { return p.cfg.NativeSkills }
 
 // RequiresObjectToolInput implements eval.ObjectToolInputs: MCP passes
 // tool input as named arguments, so granted tools must take objects.
@@ -187,12 +201,11 @@ func (p *Provider) localCwd() (string, error) {
 	return real, nil
 }
 
-// localEnv is the host environment plus the configured env and PWD.
-func (p *Provider) localEnv(cwd string) []string {
+// localEnv is the host environment plus extra and PWD.
+func localEnv(extra map[string]string, cwd string) []string {
 	env := os.Environ()
-	keys := slices.Sorted(maps.Keys(p.cfg.Env))
-	for _, k := range keys {
-		env = append(env, k+"="+p.cfg.Env[k])
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		env = append(env, k+"="+extra[k])
 	}
 	return append(env, "PWD="+cwd)
 }

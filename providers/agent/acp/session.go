@@ -50,6 +50,9 @@ type session struct {
 	bridgeName string
 	bridge     *bridge
 
+	launch   *Launch
+	stateDir string // the invocation-private state directory, or ""
+
 	life     context.Context // the process's lifetime, cancelled by Close
 	stopLife context.CancelFunc
 
@@ -106,9 +109,16 @@ func (s *session) open(ctx context.Context) error {
 		}
 	}
 
+	if err := s.prepareLaunch(ctx, cwd); err != nil {
+		return err
+	}
+	if s.req.Model != "" && !s.launch.ModelHandled {
+		return fmt.Errorf("provider %q cannot select model %q: a generic ACP agent has no portable model setting; configure the model in the agent's own settings and remove model=", s.p.cfg.Name, s.req.Model)
+	}
+
 	var content map[string]any
 	if s.trace.CapturesContent() {
-		content = map[string]any{"command": s.p.cfg.Command}
+		content = map[string]any{"command": s.launch.Command}
 	}
 	if len(s.req.Tools) > 0 || s.req.Output != nil {
 		b, err := startBridge(s, s.bridgeName)
@@ -120,13 +130,13 @@ func (s *session) open(ctx context.Context) error {
 
 	s.trace.Event("sandbox.process", map[string]any{"state": "spawn_requested"}, content)
 	if s.sandbox != nil {
-		proc, err := s.sandbox.Runtime.Spawn(s.life, s.p.cfg.Command, s.p.cfg.Args, eval.ExecOptions{Cwd: s.sandbox.Cwd, Env: s.p.cfg.Env})
+		proc, err := s.sandbox.Runtime.Spawn(s.life, s.launch.Command, s.launch.Args, eval.ExecOptions{Cwd: s.sandbox.Cwd, Env: s.launch.Env})
 		if err != nil {
-			return fmt.Errorf("starting ACP agent %q in the sandbox: %w", s.p.cfg.Command, err)
+			return fmt.Errorf("starting ACP agent %q in the sandbox: %w", s.launch.Command, err)
 		}
 		s.proc = proc
 	} else {
-		proc, err := startHost(s.p.cfg.Command, s.p.cfg.Args, cwd, s.p.localEnv(cwd))
+		proc, err := startHost(s.launch.Command, s.launch.Args, cwd, localEnv(s.launch.Env, cwd))
 		if err != nil {
 			return err
 		}
@@ -170,14 +180,14 @@ func (s *session) open(ctx context.Context) error {
 		return err
 	}
 	if init.ProtocolVersion != acpsdk.ProtocolVersionNumber {
-		return fmt.Errorf("ACP agent %q answered initialize with protocol version %d; AML speaks version %d", s.p.cfg.Command, init.ProtocolVersion, acpsdk.ProtocolVersionNumber)
+		return fmt.Errorf("ACP agent %q answered initialize with protocol version %d; AML speaks version %d", s.launch.Command, init.ProtocolVersion, acpsdk.ProtocolVersionNumber)
 	}
 	for _, m := range s.servers {
 		if m.Http != nil && !init.AgentCapabilities.McpCapabilities.Http {
-			return fmt.Errorf("MCP server %q uses streamable-http, but ACP agent %q does not advertise mcpCapabilities.http; use a stdio transport for it", m.Http.Name, s.p.cfg.Command)
+			return fmt.Errorf("MCP server %q uses streamable-http, but ACP agent %q does not advertise mcpCapabilities.http; use a stdio transport for it", m.Http.Name, s.launch.Command)
 		}
 	}
-	if id := s.p.cfg.AuthMethodID; id != "" {
+	if id := s.launch.AuthMethodID; id != "" {
 		if err := s.do(ctx, "authenticate", func(c context.Context) error {
 			_, err := s.conn.Authenticate(c, acpsdk.AuthenticateRequest{MethodId: id})
 			return err
@@ -201,13 +211,10 @@ func (s *session) open(ctx context.Context) error {
 		return err
 	}
 	if created.SessionId == "" {
-		return fmt.Errorf("ACP agent %q answered session/new without a sessionId", s.p.cfg.Command)
+		return fmt.Errorf("ACP agent %q answered session/new without a sessionId", s.launch.Command)
 	}
 	s.id = created.SessionId
 	s.trace.Event("acp.session.created", map[string]any{"sessionId": string(s.id)}, nil)
-	if s.req.Model != "" {
-		return fmt.Errorf("provider %q cannot select model %q: a generic ACP agent has no portable model setting; configure the model in the agent's own settings and remove model=", s.p.cfg.Name, s.req.Model)
-	}
 	return nil
 }
 
@@ -216,8 +223,8 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 	text := turn.Text
 	if turn.Index == 1 {
 		var pre []string
-		if s.p.cfg.InitialPromptPrefix != "" {
-			pre = append(pre, s.p.cfg.InitialPromptPrefix)
+		if s.launch.InitialPromptPrefix != "" {
+			pre = append(pre, s.launch.InitialPromptPrefix)
 		}
 		if s.req.System != "" {
 			pre = append(pre, "<SYSTEM>\n"+s.req.System+"\n</SYSTEM>")
@@ -263,7 +270,7 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 			result, ok = s.bridge.acceptedResult()
 		}
 		if !ok && resp.StopReason != acpsdk.StopReasonCancelled {
-			return nil, fmt.Errorf("ACP agent %q ended the final turn without submitting a valid structured result through %s, also after one repair prompt", s.p.cfg.Command, SubmitToolName)
+			return nil, fmt.Errorf("ACP agent %q ended the final turn without submitting a valid structured result through %s, also after one repair prompt", s.launch.Command, SubmitToolName)
 		}
 	}
 	usage := ""
@@ -278,7 +285,7 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 	}
 	s.trace.Event("acp.session.prompt.completed", done, nil)
 	if resp.StopReason == acpsdk.StopReasonCancelled {
-		return nil, fmt.Errorf("ACP agent %q cancelled turn %d", s.p.cfg.Command, turn.Index)
+		return nil, fmt.Errorf("ACP agent %q cancelled turn %d", s.launch.Command, turn.Index)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -331,7 +338,7 @@ func (s *session) bridgeDescriptor(http bool) (acpsdk.McpServer, error) {
 		relay = DefaultRelay
 	}
 	if len(relay) == 0 {
-		return acpsdk.McpServer{}, fmt.Errorf("ACP agent %q does not advertise mcpCapabilities.http and no stdio relay is configured, so it cannot receive tools or structured output; run it through the aml CLI (which provides aml mcp-relay) or set acp.Config.Relay", s.p.cfg.Command)
+		return acpsdk.McpServer{}, fmt.Errorf("ACP agent %q does not advertise mcpCapabilities.http and no stdio relay is configured, so it cannot receive tools or structured output; run it through the aml CLI (which provides aml mcp-relay) or set acp.Config.Relay", s.launch.Command)
 	}
 	return acpsdk.McpServer{Stdio: &acpsdk.McpServerStdio{Name: b.name, Command: relay[0], Args: append([]string{}, relay[1:]...),
 		Env: []acpsdk.EnvVariable{{Name: RelayURLEnv, Value: b.url}, {Name: RelayTokenEnv, Value: b.secret}}}}, nil
@@ -393,9 +400,9 @@ func (s *session) exitError(phase string) error {
 	case <-t.C:
 	}
 	t.Stop()
-	msg := fmt.Sprintf("ACP agent process %q exited with code %d during %s", s.p.cfg.Command, s.exitCode, phase)
+	msg := fmt.Sprintf("ACP agent process %q exited with code %d during %s", s.launch.Command, s.exitCode, phase)
 	if s.exitErr != nil {
-		msg = fmt.Sprintf("waiting for ACP agent process %q failed during %s: %v", s.p.cfg.Command, phase, s.exitErr)
+		msg = fmt.Sprintf("waiting for ACP agent process %q failed during %s: %v", s.launch.Command, phase, s.exitErr)
 	}
 	if tail := strings.TrimSpace(s.stderr.String()); tail != "" {
 		msg += ": " + tail
@@ -436,10 +443,12 @@ func (s *session) close(ctx context.Context) error {
 		}
 	}()
 	if s.proc == nil {
+		var errs []error
 		if s.bridge != nil {
-			return s.bridge.close(ctx)
+			errs = append(errs, s.bridge.close(ctx))
 		}
-		return nil
+		errs = append(errs, s.removeState(ctx))
+		return errors.Join(errs...)
 	}
 	var errs []error
 	if err := s.proc.Stdin().Close(); err != nil && !errors.Is(err, io.ErrClosedPipe) && !errors.Is(err, os.ErrClosed) {
@@ -485,6 +494,9 @@ func (s *session) close(ctx context.Context) error {
 		if err := s.bridge.close(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := s.removeState(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("ACP session cleanup failed: %w", errors.Join(errs...))

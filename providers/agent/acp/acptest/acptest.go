@@ -26,6 +26,8 @@
 //	mcp               says the MCP servers session/new received (JSON)
 //	cwd               says the session cwd
 //	env NAME          says the value of environment variable NAME
+//	cat PATH          says the content of file PATH (PATH may start with
+//	                  $NAME/, naming an environment variable)
 //	child             starts a long-lived child process and says its PID
 //	tools             says the tools of the MCP server named "aml" (the
 //	                  tool bridge), comma-separated, and a newline
@@ -266,6 +268,11 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 			err = chunk(cwd)
 		case "env":
 			err = chunk(os.Getenv(arg))
+		case "cat":
+			var b []byte
+			if b, err = os.ReadFile(os.ExpandEnv(arg)); err == nil {
+				err = chunk(string(b))
+			}
 		case "tools":
 			var names []string
 			if names, err = a.toolNames(ctx); err == nil {

@@ -1,0 +1,54 @@
+package acp_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
+)
+
+func TestProfileLaunch(t *testing.T) {
+	cmd, env := acptest.Command()
+	var seen acp.LaunchContext
+	p, err := acp.New(acp.Config{Name: "profiled", Command: "unused", Profile: func(_ context.Context, lc acp.LaunchContext) (*acp.Launch, error) {
+		seen = lc
+		env := map[string]string{"AML_FAKE_ACP_SERVE": env["AML_FAKE_ACP_SERVE"], "PROFILE_STATE": lc.StateDir, "PROFILE_MODEL": lc.Request.Model}
+		return &acp.Launch{Command: cmd, Env: env, ModelHandled: true, InitialPromptPrefix: "PREFIX",
+			Files: []acp.LaunchFile{{Path: "config/settings.json", Content: []byte(`{"ok":true}`)}}}, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := p.Run(context.Background(), &eval.AgentRequest{Prompt: "say |\ncat $PROFILE_STATE/config/settings.json\nsay |\nenv PROFILE_MODEL", Model: "big-model"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The prefix is the first line of the first turn, said back.
+	if want := `PREFIX|{"ok":true}|big-model`; resp.Text != want {
+		t.Fatalf("text = %q, want %q", resp.Text, want)
+	}
+	if !seen.Local || seen.StateDir == "" || seen.Cwd == "" {
+		t.Fatalf("launch context = %+v", seen)
+	}
+	if _, err := os.Stat(seen.StateDir); !os.IsNotExist(err) {
+		t.Fatalf("state directory %s survived the session: %v", seen.StateDir, err)
+	}
+	// Launch files must stay inside the state directory.
+	p, _ = acp.New(acp.Config{Command: "unused", Profile: func(context.Context, acp.LaunchContext) (*acp.Launch, error) {
+		return &acp.Launch{Command: cmd, Files: []acp.LaunchFile{{Path: "../escape"}}}, nil
+	}})
+	if _, err := p.Run(context.Background(), &eval.AgentRequest{Prompt: "x"}, nil); err == nil || !strings.Contains(err.Error(), "normalized relative path") {
+		t.Fatalf("escaping launch file: %v", err)
+	}
+}
+
+func TestGenericAgentRejectsModel(t *testing.T) {
+	_, err := fake(t, nil).Run(context.Background(), &eval.AgentRequest{Prompt: "x", Model: "m"}, nil)
+	if err == nil || !strings.Contains(err.Error(), `cannot select model "m"`) {
+		t.Fatalf("error = %v", err)
+	}
+}
