@@ -177,4 +177,3 @@ func (s *session) removeState(ctx context.Context) error {
 	}
 	return nil
 }
-
