@@ -1,0 +1,219 @@
+package opencode_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/fakemodel"
+	"github.com/aml-go/aml/internal/peers"
+	"github.com/aml-go/aml/providers/agent/opencode"
+)
+
+// The versions .ci/run installs.
+const (
+	opencodePkg   = "opencode-ai@1.18.33"
+	everythingPkg = "@modelcontextprotocol/server-everything@2026.8.31"
+)
+
+type recorder struct {
+	mu     sync.Mutex
+	events []eval.Event
+}
+
+func (r *recorder) HandleTrace(e eval.Event) error {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *recorder) named(name string) []eval.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []eval.Event
+	for _, e := range r.events {
+		if e.Name == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// setup starts the fake model and returns an OpenCode provider wired to it
+// with isolated state.
+func setup(t *testing.T) (*fakemodel.Server, func(opts opencode.Options) eval.AgentProvider) {
+	t.Helper()
+	bin := peers.Bin(t, "opencode", opencodePkg)
+	model := fakemodel.Start(nil)
+	t.Cleanup(model.Close)
+	home := t.TempDir()
+	cfg := map[string]any{
+		"autoupdate": false,
+		"share":      "disabled",
+		"provider": map[string]any{"fake": map[string]any{
+			"npm":     "@ai-sdk/openai-compatible",
+			"name":    "Fake",
+			"options": map[string]any{"baseURL": model.URL, "apiKey": "sk-fake"},
+			"models":  map[string]any{"fake-model": map[string]any{"name": "Fake Model", "tool_call": true}},
+		}},
+		"small_model": "fake/fake-model",
+	}
+	return model, func(o opencode.Options) eval.AgentProvider {
+		o.Command = bin
+		o.Config = cfg
+		o.Model = "fake/fake-model"
+		o.Directory = t.TempDir()
+		o.Env = map[string]string{
+			"HOME":                                home,
+			"OPENCODE_DISABLE_AUTOUPDATE":         "1",
+			"OPENCODE_DISABLE_MODELS_FETCH":       "1",
+			"OPENCODE_DISABLE_SHARE":              "1",
+			"OPENCODE_DISABLE_LSP_DOWNLOAD":       "1",
+			"OPENCODE_DISABLE_CLAUDE_CODE_PROMPT": "1",
+		}
+		p, err := opencode.New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
+func evaluate(t *testing.T, node any, rec *recorder) (string, error) {
+	t.Helper()
+	opts := eval.Options{}
+	if rec != nil {
+		opts.Trace = []eval.TraceSink{rec}
+	}
+	rt, err := eval.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	return rt.Evaluate(ctx, node)
+}
+
+// TestToolAndFollowUp: a Starlark tool called by the real agent through
+// the AML bridge, its result reaching the model, then a follow-up turn in
+// the same session.
+func TestToolAndFollowUp(t *testing.T) {
+	model, provider := setup(t)
+	var calls atomic.Int64
+	in, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "integer"}}, "required": []any{"id"}})
+	tool, err := eval.NewTool(eval.ToolOptions{Name: "lookup", Description: "Look up a record by id.", Input: in,
+		Execute: func(_ context.Context, input any) (any, error) {
+			calls.Add(1)
+			return map[string]any{"title": fmt.Sprintf("Record %v", input.(map[string]any)["id"])}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	out, err := evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), Children: []any{
+		&eval.ToolGrant{Tool: tool},
+		`CALL lookup {"id": 7}`,
+		&eval.FollowUp{Children: []any{"Thanks, now say goodbye."}},
+	}}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("the tool ran %d times", calls.Load())
+	}
+	// The tool result reached the model in the first turn.
+	var sawResult bool
+	for _, r := range model.Requests() {
+		for _, m := range r.Messages {
+			if m.Role == "tool" && strings.Contains(m.Text, "Record 7") {
+				sawResult = true
+			}
+		}
+	}
+	if !sawResult {
+		t.Fatal("the model never received the tool result")
+	}
+	if !strings.Contains(out, "FAKE-REPLY: Thanks, now say goodbye.") {
+		t.Fatalf("follow-up result = %q", out)
+	}
+	ends := 0
+	var ids []string
+	for _, e := range rec.named("agent.turn") {
+		if e.Type == eval.SpanEnd {
+			ends++
+			ids = append(ids, fmt.Sprint(e.Attributes["sessionId"]))
+		}
+	}
+	if ends != 2 || ids[0] != ids[1] {
+		t.Fatalf("turns %d, session ids %v: want two turns of one session", ends, ids)
+	}
+}
+
+// TestMCPGrant: an explicit mcp() grant of the everything server used by
+// the agent.
+func TestMCPGrant(t *testing.T) {
+	_, provider := setup(t)
+	everything := peers.Bin(t, "mcp-server-everything", everythingPkg)
+	srv := &eval.MCPServer{Name: "everything", Transport: eval.MCPTransport{Type: "stdio", Command: everything, Args: []string{"stdio"}}}
+	out, err := evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), Children: []any{
+		&eval.MCPGrant{Server: srv},
+		`CALL echo {"message": "via-mcp"}`,
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "Echo: via-mcp") {
+		t.Fatalf("result = %q", out)
+	}
+}
+
+// TestStructuredResult: the agent submits its result through the bridge.
+func TestStructuredResult(t *testing.T) {
+	_, provider := setup(t)
+	s, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"verdict": map[string]any{"enum": []any{"pass", "fail"}}}, "required": []any{"verdict"}})
+	rec := &recorder{}
+	out, err := evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), Schema: s, Children: []any{
+		`CALL aml_submit_result {"result": {"verdict": "pass"}}`,
+	}}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != `{"verdict":"pass"}` {
+		t.Fatalf("result = %q", out)
+	}
+	if n := len(rec.named("agent.output")); n != 1 {
+		t.Fatalf("agent.output events = %d", n)
+	}
+}
+
+// TestReadOnlyConfig checks the permission overlay the session receives.
+func TestReadOnlyConfig(t *testing.T) {
+	model, provider := setup(t)
+	p := provider(opencode.Options{})
+	_, err := evaluate(t, &eval.Agent{Provider: p, Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{"hello"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The model was offered no write, edit or bash tool.
+	var offered []string
+	for _, r := range model.Requests() {
+		if len(r.Tools) > len(offered) {
+			offered = r.Tools
+		}
+	}
+	for _, name := range offered {
+		if name == "write" || name == "edit" || name == "bash" {
+			t.Fatalf("read-only, shell-less session offered %q: %v", name, offered)
+		}
+	}
+	if len(offered) == 0 {
+		t.Fatal("no tools offered at all")
+	}
+}
+
