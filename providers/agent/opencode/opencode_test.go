@@ -216,4 +216,3 @@ func TestReadOnlyConfig(t *testing.T) {
 		t.Fatal("no tools offered at all")
 	}
 }
-
