@@ -6,6 +6,7 @@ import (
 	"go.starlark.net/starlark"
 
 	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/agent/opencode"
 )
 
 func init() {
@@ -36,35 +37,118 @@ func acpAgentImpl(c *call) (starlark.Value, error) {
 	if c.has("name") && cfg.Name == "" {
 		return nil, c.errorf("name must be a non-empty string")
 	}
-	if v := c.value("args"); v != nil {
-		args, err := stringList(v)
-		if err != nil {
-			return nil, c.errorf("args %v", err)
-		}
-		cfg.Args = args
+	var err error
+	if cfg.Args, err = listArg(c, "args"); err != nil {
+		return nil, err
 	}
-	if v := c.value("env"); v != nil {
-		d := v.(*starlark.Dict)
-		cfg.Env = make(map[string]string, d.Len())
-		for _, kv := range d.Items() {
-			k, ok1 := kv[0].(starlark.String)
-			val, ok2 := kv[1].(starlark.String)
-			if !ok1 || !ok2 {
-				return nil, c.errorf("env must map strings to strings, got %s: %s", kv[0].Type(), kv[1].Type())
-			}
-			cfg.Env[string(k)] = string(val)
-		}
+	if cfg.Env, err = envArg(c, "env"); err != nil {
+		return nil, err
 	}
-	if d := cfg.WorkingDirectory; d != "" && !filepath.IsAbs(d) {
-		abs, err := filepath.Abs(d)
-		if err != nil {
-			return nil, c.errorf("working_directory %q: %v", d, err)
-		}
-		cfg.WorkingDirectory = abs
+	if cfg.WorkingDirectory, err = absDir(c, "working_directory", cfg.WorkingDirectory); err != nil {
+		return nil, err
 	}
 	p, err := acp.New(cfg)
 	if err != nil {
 		return nil, c.errorf("%v", err)
 	}
 	return &AgentProviderValue{Provider: p}, nil
+}
+
+func init() {
+	register(opencodeAgentBuiltin)
+}
+
+var opencodeAgentBuiltin = &Builtin{
+	Name:  "opencode_agent",
+	Group: "providers",
+	Doc: `Returns the OpenCode agent provider: "opencode acp --pure --cwd <cwd>" plus args= over AML's ACP session engine.
+
+Each session gets a private OpenCode configuration (OPENCODE_CONFIG_CONTENT): config= preserved, then an AML-owned primary agent "aml" made the default, whose tools and permissions follow the agent's permissions (filesystem "read-only" disables and denies edit and write, shell=False bash, network=False webfetch and websearch; the denials also apply to OpenCode's subagents), the effective model (agent(model=), else model=, else config["model"]) and the staged skill directories in skills.paths. The session database and the XDG cache, config, state and data directories are private to the session; env={"XDG_DATA_HOME": ...} may replace only the data directory (where OpenCode keeps auth.json). HOME is not replaced: set env={"OPENCODE_DISABLE_CLAUDE_CODE_PROMPT": "1"} to skip ~/.claude/CLAUDE.md. Starlark tools and structured results reach OpenCode through the AML tool bridge; mcp() grants from define_mcp_server() are attached to the session. Credentials go in env= (for example from env()); they never reach traces or errors.`,
+	Params: []Param{
+		{Name: "model", Type: "str | None", Default: "None", Doc: `Fallback model, "provider/model".`},
+		{Name: "config", Type: "dict", Default: "{}", Doc: "OpenCode configuration (JSON data)."},
+		{Name: "env", Type: "dict", Default: "{}", Doc: "Environment variables for OpenCode (str to str): provider credentials and switches."},
+		{Name: "args", Type: "list", Default: "[]", Doc: "Extra arguments after the ACP arguments AML supplies."},
+		{Name: "command", Type: "str", Default: `"opencode"`, Doc: "The OpenCode executable."},
+		{Name: "directory", Type: "str | None", Default: "None", Doc: "Session cwd outside a sandbox (relative paths resolve from the current directory)."},
+		{Name: "name", Type: "str", Default: `"opencode"`, Doc: "Provider name shown in traces and errors."},
+	},
+	Returns: "an agent provider",
+	Example: `coder = opencode_agent(model = "openai/gpt-5", env = {"OPENAI_API_KEY": env("OPENAI_API_KEY")})`,
+	impl: func(c *call) (starlark.Value, error) {
+		o := opencode.Options{Name: c.str("name"), Command: c.str("command"), Model: c.str("model"), Directory: c.str("directory")}
+		if c.has("name") && o.Name == "" {
+			return nil, c.errorf("name must be a non-empty string")
+		}
+		if c.has("command") && o.Command == "" {
+			return nil, c.errorf("command must be a non-empty string")
+		}
+		var err error
+		if o.Args, err = listArg(c, "args"); err != nil {
+			return nil, err
+		}
+		if o.Env, err = envArg(c, "env"); err != nil {
+			return nil, err
+		}
+		if v := c.value("config"); v != nil {
+			g, err := toGo(v)
+			if err != nil {
+				return nil, c.errorf("config must be JSON data: %v", err)
+			}
+			o.Config = g.(map[string]any)
+		}
+		if o.Directory, err = absDir(c, "directory", o.Directory); err != nil {
+			return nil, err
+		}
+		p, err := opencode.New(o)
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		return &AgentProviderValue{Provider: p}, nil
+	},
+}
+
+// listArg reads an optional list-of-strings parameter.
+func listArg(c *call, name string) ([]string, error) {
+	v := c.value(name)
+	if v == nil {
+		return nil, nil
+	}
+	l, err := stringList(v)
+	if err != nil {
+		return nil, c.errorf("%s %v", name, err)
+	}
+	return l, nil
+}
+
+// envArg reads an optional dict-of-strings parameter.
+func envArg(c *call, name string) (map[string]string, error) {
+	v := c.value(name)
+	if v == nil {
+		return nil, nil
+	}
+	d := v.(*starlark.Dict)
+	out := make(map[string]string, d.Len())
+	for _, kv := range d.Items() {
+		k, ok1 := kv[0].(starlark.String)
+		val, ok2 := kv[1].(starlark.String)
+		if !ok1 || !ok2 {
+			return nil, c.errorf("%s must map strings to strings, got %s: %s", name, kv[0].Type(), kv[1].Type())
+		}
+		out[string(k)] = string(val)
+	}
+	return out, nil
+}
+
+// absDir resolves a relative directory parameter from the working
+// directory.
+func absDir(c *call, name, dir string) (string, error) {
+	if dir == "" || filepath.IsAbs(dir) {
+		return dir, nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", c.errorf("%s %q: %v", name, dir, err)
+	}
+	return abs, nil
 }
