@@ -268,8 +268,11 @@ func (s *Server) responses(w http.ResponseWriter, hr *http.Request) {
 		Instructions string `json:"instructions"`
 		Input        any    `json:"input"`
 		Tools        []struct {
-			Type string `json:"type"`
-			Name string `json:"name"`
+			Type  string `json:"type"`
+			Name  string `json:"name"`
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
 		} `json:"tools"`
 	}
 	raw, err := readBody(hr)
@@ -281,7 +284,20 @@ func (s *Server) responses(w http.ResponseWriter, hr *http.Request) {
 		return
 	}
 	req := &Request{API: "responses", Model: body.Model, Stream: body.Stream, Raw: raw}
+	// A namespace tool groups functions (Codex puts each MCP server in
+	// one); they are offered as NAMESPACE__NAME and called back with the
+	// namespace field.
+	type qualified struct{ ns, name string }
+	namespaced := map[string]qualified{}
 	for _, t := range body.Tools {
+		if t.Type == "namespace" {
+			for _, inner := range t.Tools {
+				full := t.Name + "__" + inner.Name
+				namespaced[full] = qualified{t.Name, inner.Name}
+				req.Tools = append(req.Tools, full)
+			}
+			continue
+		}
 		if t.Name != "" {
 			req.Tools = append(req.Tools, t.Name)
 		}
@@ -312,8 +328,12 @@ func (s *Server) responses(w http.ResponseWriter, hr *http.Request) {
 			"content": []any{map[string]any{"type": "output_text", "text": reply.Text, "annotations": []any{}}}})
 	}
 	for i, c := range reply.ToolCalls {
-		output = append(output, map[string]any{"type": "function_call", "id": fmt.Sprintf("%s_fc%d", id, i), "call_id": fmt.Sprintf("call_%s_%d", id, i),
-			"name": c.Name, "arguments": c.Arguments, "status": "completed"})
+		item := map[string]any{"type": "function_call", "id": fmt.Sprintf("%s_fc%d", id, i), "call_id": fmt.Sprintf("call_%s_%d", id, i),
+			"name": c.Name, "arguments": c.Arguments, "status": "completed"}
+		if q, ok := namespaced[c.Name]; ok {
+			item["name"], item["namespace"] = q.name, q.ns
+		}
+		output = append(output, item)
 	}
 	usage := map[string]any{"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
 		"input_tokens_details": map[string]any{"cached_tokens": 0}, "output_tokens_details": map[string]any{"reasoning_tokens": 0}}

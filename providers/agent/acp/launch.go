@@ -45,6 +45,10 @@ type Launch struct {
 	// ModelHandled reports that the launch already applies the request's
 	// model; otherwise a request with a model fails closed.
 	ModelHandled bool
+	// SystemHandled reports that the launch already delivers the system
+	// text (for example as agent configuration); otherwise it becomes a
+	// first-turn <SYSTEM> prelude.
+	SystemHandled bool
 }
 
 // LaunchFile is one file a profile writes into the state directory.

@@ -226,7 +226,7 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 		if s.launch.InitialPromptPrefix != "" {
 			pre = append(pre, s.launch.InitialPromptPrefix)
 		}
-		if s.req.System != "" {
+		if s.req.System != "" && !s.launch.SystemHandled {
 			pre = append(pre, "<SYSTEM>\n"+s.req.System+"\n</SYSTEM>")
 		}
 		if len(pre) > 0 {

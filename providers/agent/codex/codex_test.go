@@ -1,0 +1,159 @@
+package codex_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/fakemodel"
+	"github.com/aml-go/aml/internal/peers"
+	"github.com/aml-go/aml/providers/agent/codex"
+)
+
+// The versions .ci/run installs.
+const (
+	codexPkg    = "@openai/codex@0.171.0"
+	codexACPPkg = "@agentclientprotocol/codex-acp@2.6.0"
+)
+
+type recorder struct {
+	mu     sync.Mutex
+	events []eval.Event
+}
+
+func (r *recorder) HandleTrace(e eval.Event) error {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *recorder) count(name string, typ eval.EventType) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if e.Name == name && e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func setup(t *testing.T, respond func(*fakemodel.Request) fakemodel.Reply) (*fakemodel.Server, eval.AgentProvider) {
+	t.Helper()
+	adapter := peers.Bin(t, "codex-acp", codexACPPkg)
+	codexBin := peers.Bin(t, "codex", codexPkg)
+	model := fakemodel.Start(respond)
+	t.Cleanup(model.Close)
+	dir := t.TempDir()
+	p, err := codex.New(codex.Options{
+		Command:          adapter,
+		CodexPath:        codexBin,
+		Model:            "fake-model",
+		WorkingDirectory: dir,
+		Config: map[string]any{
+			"model_provider":              "fake",
+			"approval_policy":             "never",
+			"check_for_update_on_startup": false,
+			"model_providers": map[string]any{"fake": map[string]any{
+				"name": "Fake", "base_url": model.URL, "env_key": "FAKE_API_KEY", "wire_api": "responses",
+			}},
+		},
+		Env: map[string]string{"FAKE_API_KEY": "sk-fake", "HOME": dir},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return model, p
+}
+
+func evaluate(t *testing.T, node any, rec *recorder) (string, error) {
+	t.Helper()
+	opts := eval.Options{}
+	if rec != nil {
+		opts.Trace = []eval.TraceSink{rec}
+	}
+	rt, _ := eval.New(opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	return rt.Evaluate(ctx, node)
+}
+
+// TestTurnsAndSystem: two turns of one real Codex session over the
+// Responses API, with the system text delivered as developer
+// instructions rather than as prompt text.
+func TestTurnsAndSystem(t *testing.T) {
+	model, p := setup(t, nil)
+	rec := &recorder{}
+	out, err := evaluate(t, &eval.Agent{Provider: p, System: "Answer tersely.", Children: []any{
+		"first question", &eval.FollowUp{Children: []any{"second question"}},
+	}}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "FAKE-REPLY: second question") {
+		t.Fatalf("result = %q", out)
+	}
+	if n := rec.count("agent.turn", eval.SpanEnd); n != 2 {
+		t.Fatalf("turns = %d", n)
+	}
+	var sawInstructions, prelude bool
+	for _, r := range model.Requests() {
+		if strings.Contains(string(r.Raw), "Answer tersely.") {
+			sawInstructions = true
+		}
+		if strings.Contains(string(r.Raw), "<SYSTEM>") {
+			prelude = true
+		}
+	}
+	if !sawInstructions || prelude {
+		t.Fatalf("system text reached the model: %v; as a prelude: %v", sawInstructions, prelude)
+	}
+}
+
+// TestBridgeTool: a Starlark tool called by Codex through the AML bridge.
+func TestBridgeTool(t *testing.T) {
+	model, p := setup(t, nil)
+	var calls atomic.Int64
+	in, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "integer"}}, "required": []any{"id"}})
+	tool, _ := eval.NewTool(eval.ToolOptions{Name: "lookup", Description: "Look up a record by id.", Input: in,
+		Execute: func(_ context.Context, input any) (any, error) {
+			calls.Add(1)
+			return fmt.Sprintf("Record %v", input.(map[string]any)["id"]), nil
+		}})
+	out, err := evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.ToolGrant{Tool: tool}, `CALL lookup {"id": 9}`}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 1 || !strings.Contains(out, "Record 9") {
+		var tools [][]string
+		for _, r := range model.Requests() {
+			tools = append(tools, r.Tools)
+		}
+		t.Fatalf("calls %d, out %q; tools offered per request: %v", calls.Load(), out, tools)
+	}
+}
+
+
+// TestStructuredResult: Codex submits the typed result through the bridge.
+func TestStructuredResult(t *testing.T) {
+	_, p := setup(t, nil)
+	s, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"verdict": map[string]any{"enum": []any{"pass", "fail"}}}, "required": []any{"verdict"}})
+	rec := &recorder{}
+	out, err := evaluate(t, &eval.Agent{Provider: p, Schema: s, Children: []any{`CALL aml_submit_result {"result": {"verdict": "fail"}}`}}, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != `{"verdict":"fail"}` {
+		t.Fatalf("result = %q", out)
+	}
+	if n := rec.count("agent.output", eval.PointEvent); n != 1 {
+		t.Fatalf("agent.output events = %d", n)
+	}
+}
