@@ -6,6 +6,7 @@ import (
 	"go.starlark.net/starlark"
 
 	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/agent/codex"
 	"github.com/aml-go/aml/providers/agent/opencode"
 )
 
@@ -151,4 +152,61 @@ func absDir(c *call, name, dir string) (string, error) {
 		return "", c.errorf("%s %q: %v", name, dir, err)
 	}
 	return abs, nil
+}
+
+func init() {
+	register(codexAgentBuiltin)
+}
+
+var codexAgentBuiltin = &Builtin{
+	Name:  "codex_agent",
+	Group: "providers",
+	Doc: `Returns the Codex agent provider: the Codex ACP adapter (codex-acp, from @agentclientprotocol/codex-acp) over AML's ACP session engine.
+
+Each session gets private Codex state (CODEX_HOME, sqlite, logs) in a directory removed afterwards. config= is the base Codex configuration, passed as CODEX_CONFIG with model (agent(model=), else model=), model_reasoning_effort and developer_instructions (the AML system text) written by AML. Filesystem "read-write" starts Codex in agent-full-access mode, "read-only" in read-only mode; shell and network have no Codex mapping (the sandbox is the boundary). Staged skills are discovered natively. api_key= (or CODEX_API_KEY / OPENAI_API_KEY in env=) selects API-key authentication. Starlark tools and structured results reach Codex through the AML tool bridge. Credentials never reach traces or errors.`,
+	Params: []Param{
+		{Name: "model", Type: "str | None", Default: "None", Doc: "Fallback model."},
+		{Name: "api_key", Type: "str | None", Default: "None", Doc: "OpenAI API key (CODEX_API_KEY); prefer env()."},
+		{Name: "config", Type: "dict", Default: "{}", Doc: "Base Codex configuration (JSON data)."},
+		{Name: "env", Type: "dict", Default: "{}", Doc: "Environment variables for the adapter (str to str)."},
+		{Name: "args", Type: "list", Default: "[]", Doc: "Arguments appended literally."},
+		{Name: "command", Type: "str", Default: `"codex-acp"`, Doc: "The Codex ACP adapter executable."},
+		{Name: "codex_path", Type: "str", Default: `"codex"`, Doc: "The Codex executable the adapter runs (CODEX_PATH)."},
+		{Name: "reasoning_effort", Type: "str | None", Default: "None", Doc: "Codex model_reasoning_effort."},
+		{Name: "working_directory", Type: "str | None", Default: "None", Doc: "Session cwd outside a sandbox (relative paths resolve from the current directory)."},
+		{Name: "name", Type: "str", Default: `"codex"`, Doc: "Provider name shown in traces and errors."},
+	},
+	Returns: "an agent provider",
+	Example: `coder = codex_agent(model = "gpt-5-codex", api_key = env("OPENAI_API_KEY"))`,
+	impl: func(c *call) (starlark.Value, error) {
+		o := codex.Options{Name: c.str("name"), Command: c.str("command"), CodexPath: c.str("codex_path"), Model: c.str("model"),
+			APIKey: c.str("api_key"), ReasoningEffort: c.str("reasoning_effort"), WorkingDirectory: c.str("working_directory")}
+		for _, k := range []string{"name", "command", "codex_path"} {
+			if c.has(k) && c.str(k) == "" {
+				return nil, c.errorf("%s must be a non-empty string", k)
+			}
+		}
+		var err error
+		if o.Args, err = listArg(c, "args"); err != nil {
+			return nil, err
+		}
+		if o.Env, err = envArg(c, "env"); err != nil {
+			return nil, err
+		}
+		if v := c.value("config"); v != nil {
+			g, err := toGo(v)
+			if err != nil {
+				return nil, c.errorf("config must be JSON data: %v", err)
+			}
+			o.Config = g.(map[string]any)
+		}
+		if o.WorkingDirectory, err = absDir(c, "working_directory", o.WorkingDirectory); err != nil {
+			return nil, err
+		}
+		p, err := codex.New(o)
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		return &AgentProviderValue{Provider: p}, nil
+	},
 }

@@ -199,6 +199,32 @@ func TestPermissions(t *testing.T) {
 	}
 }
 
+// TestGrantedCallsAreAllowed: a permission request for a call to a
+// granted MCP server (or the AML bridge) is allowed even when the agent's
+// permissions would reject its kind; other servers' calls are not.
+func TestGrantedCallsAreAllowed(t *testing.T) {
+	req := &eval.AgentRequest{
+		Prompt:      "mcp-tool files read\nmcp-tool aml lookup\nmcp-tool stranger run",
+		Permissions: eval.Permissions{Filesystem: "read-only"},
+		MCPServers:  []eval.AgentMCPServer{{Name: "files", Server: &eval.MCPServer{Name: "files", Transport: eval.MCPTransport{Type: "stdio", Command: "srv"}}}},
+		Output:      &eval.OutputRequest{JSONSchema: map[string]any{"type": "string"}},
+		ToolServer:  "aml",
+	}
+	s, err := fake(t, nil).OpenSession(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	r, err := s.RunTurn(context.Background(), eval.AgentTurn{Index: 1, Kind: "initial", Text: req.Prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "permission files.read: allow-once\npermission aml.lookup: allow-once\npermission stranger.run: reject-once\n"
+	if r.Text != want {
+		t.Fatalf("text = %q, want %q", r.Text, want)
+	}
+}
+
 func TestMCPDescriptors(t *testing.T) {
 	req := &eval.AgentRequest{Prompt: "mcp", MCPServers: []eval.AgentMCPServer{
 		{Name: "files", Server: &eval.MCPServer{Name: "files", Transport: eval.MCPTransport{Type: "stdio", Command: "srv", Args: []string{"-v"}, Env: map[string]string{"B": "2", "A": "1"}}}},

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
+	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
 
@@ -33,6 +35,7 @@ func (c *client) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) 
 		s.trace.Event("acp.protocol.problem", map[string]any{"message": msg}, nil)
 		return errors.New(msg)
 	}
+	s.trackToolCall(u)
 	attrs := map[string]any{"sessionId": string(n.SessionId), "sessionUpdate": kind}
 	if toolName != "" {
 		attrs["toolName"] = toolName
@@ -113,8 +116,9 @@ func updateKind(u acpsdk.SessionUpdate) (kind, toolName string) {
 }
 
 // RequestPermission answers non-interactively from the AML permissions:
-// reads (and searches, thinking) are allowed; edit, delete and move only
-// with filesystem "read-write"; execute only with shell; fetch only with
+// calls to granted tools and MCP servers are allowed; otherwise reads
+// (and searches, thinking) are allowed; edit, delete and move only with
+// filesystem "read-write"; execute only with shell; fetch only with
 // network; anything else is rejected. An allowed request picks an
 // allow_once option, a rejected one a reject_once option; a reject never
 // falls back to an allow.
@@ -124,6 +128,12 @@ func (c *client) RequestPermission(_ context.Context, r acpsdk.RequestPermission
 		kind = *r.ToolCall.Kind
 	}
 	allow := Allows(c.s.req.Permissions, kind)
+	granted := false
+	if !allow && c.s.grantedCall(r.ToolCall) {
+		// A call to a tool or MCP server the author granted to this agent
+		// (the AML bridge included) is allowed whatever its kind.
+		allow, granted = true, true
+	}
 	want := []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindRejectOnce, acpsdk.PermissionOptionKindRejectAlways}
 	if allow {
 		want = []acpsdk.PermissionOptionKind{acpsdk.PermissionOptionKindAllowOnce, acpsdk.PermissionOptionKindAllowAlways}
@@ -137,7 +147,7 @@ func (c *client) RequestPermission(_ context.Context, r acpsdk.RequestPermission
 			break
 		}
 	}
-	c.s.trace.Event("acp.session.permission", map[string]any{"sessionId": string(r.SessionId), "toolKind": string(kind), "decision": decision}, nil)
+	c.s.trace.Event("acp.session.permission", map[string]any{"sessionId": string(r.SessionId), "toolKind": string(kind), "decision": decision, "granted": granted}, nil)
 	return acpsdk.RequestPermissionResponse{Outcome: outcome}, nil
 }
 
@@ -202,3 +212,113 @@ func (c *client) ReleaseTerminal(context.Context, acpsdk.ReleaseTerminalRequest)
 func (c *client) WaitForTerminalExit(context.Context, acpsdk.WaitForTerminalExitRequest) (acpsdk.WaitForTerminalExitResponse, error) {
 	return acpsdk.WaitForTerminalExitResponse{}, refuse(acpsdk.ClientMethodTerminalWaitForExit)
 }
+
+// toolInfo is what the session knows of one tool call.
+type toolInfo struct {
+	title    string
+	rawInput any
+}
+
+// trackToolCall remembers the title and raw input of tool calls, which a
+// later permission request may refer to by id only.
+func (s *session) trackToolCall(u acpsdk.SessionUpdate) {
+	var id acpsdk.ToolCallId
+	var info toolInfo
+	switch {
+	case u.ToolCall != nil:
+		id, info = u.ToolCall.ToolCallId, toolInfo{title: u.ToolCall.Title, rawInput: u.ToolCall.RawInput}
+	case u.ToolCallUpdate != nil:
+		id = u.ToolCallUpdate.ToolCallId
+		if u.ToolCallUpdate.Title != nil {
+			info.title = *u.ToolCallUpdate.Title
+		}
+		info.rawInput = u.ToolCallUpdate.RawInput
+	default:
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.toolCalls == nil {
+		s.toolCalls = map[acpsdk.ToolCallId]toolInfo{}
+	}
+	old := s.toolCalls[id]
+	if info.title == "" {
+		info.title = old.title
+	}
+	if info.rawInput == nil {
+		info.rawInput = old.rawInput
+	}
+	s.toolCalls[id] = info
+}
+
+// grantedCall reports whether a permission request is for a call to the
+// AML tool bridge or to an MCP server granted with mcp(): by the server
+// named in the raw input, or by the title agents give MCP calls
+// ("mcp.<server>.<tool>", "mcp__<server>__<tool>", or for the bridge's
+// own tools "<server>_<tool>" and "<server>-<tool>").
+func (s *session) grantedCall(tc acpsdk.ToolCallUpdate) bool {
+	info := toolInfo{rawInput: tc.RawInput}
+	if tc.Title != nil {
+		info.title = *tc.Title
+	}
+	if info.title == "" && info.rawInput == nil {
+		// The request names the call by id only. Requests are handled
+		// concurrently with the ordered notifications, so the tool_call
+		// update that describes the call may still be in flight.
+		known, _ := s.awaitToolCall(tc.ToolCallId)
+		info = known
+	}
+	servers := make([]string, 0, len(s.req.MCPServers)+1)
+	for _, m := range s.req.MCPServers {
+		servers = append(servers, m.Name)
+	}
+	if s.bridge != nil {
+		servers = append(servers, s.bridgeName)
+	}
+	if m, ok := info.rawInput.(map[string]any); ok {
+		if name, ok := m["server"].(string); ok && slices.Contains(servers, name) {
+			return true
+		}
+	}
+	if info.title == "" {
+		return false
+	}
+	for _, name := range servers {
+		if strings.HasPrefix(info.title, "mcp."+name+".") || strings.HasPrefix(info.title, "mcp__"+name+"__") {
+			return true
+		}
+	}
+	if s.bridge != nil {
+		names := []string{}
+		for _, t := range s.req.Tools {
+			names = append(names, t.Name)
+		}
+		if s.req.Output != nil {
+			names = append(names, SubmitToolName)
+		}
+		for _, t := range names {
+			if info.title == s.bridgeName+"_"+t || info.title == s.bridgeName+"-"+t {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// awaitToolCall returns what is known of a tool call, waiting up to
+// toolCallGrace for its tool_call update to be processed.
+func (s *session) awaitToolCall(id acpsdk.ToolCallId) (toolInfo, bool) {
+	deadline := time.Now().Add(toolCallGrace)
+	for {
+		s.mu.Lock()
+		info, ok := s.toolCalls[id]
+		s.mu.Unlock()
+		if ok || time.Now().After(deadline) {
+			return info, ok
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// toolCallGrace bounds the wait for a tool call's description.
+const toolCallGrace = 250 * time.Millisecond

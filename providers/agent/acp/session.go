@@ -65,9 +65,10 @@ type session struct {
 	exitCode   int
 	exitErr    error
 
-	mu       sync.Mutex
-	turn     *turnState
-	problems []string
+	mu        sync.Mutex
+	turn      *turnState
+	problems  []string
+	toolCalls map[acpsdk.ToolCallId]toolInfo
 
 	closeOnce sync.Once
 	closeErr  error

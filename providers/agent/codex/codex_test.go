@@ -140,7 +140,6 @@ func TestBridgeTool(t *testing.T) {
 	}
 }
 
-
 // TestStructuredResult: Codex submits the typed result through the bridge.
 func TestStructuredResult(t *testing.T) {
 	_, p := setup(t, nil)

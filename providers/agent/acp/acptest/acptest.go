@@ -16,6 +16,11 @@
 //	                  offering allow_once, allow_always, reject_once and
 //	                  reject_always; the chosen option is said back as
 //	                  "permission KIND: OPTION"
+//	mcp-tool SRV TOOL a tool_call of kind execute with raw input
+//	                  {"server": SRV, "tool": TOOL} and title mcp.SRV.TOOL
+//	                  (as Codex reports MCP calls), then a permission
+//	                  request naming only the call id; the choice is said
+//	                  back as "permission SRV.TOOL: OPTION"
 //	stderr TEXT       a line on stderr
 //	exit CODE         the process exits with CODE mid-turn
 //	hang              waits for session/cancel, then stops as cancelled
@@ -238,6 +243,9 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 			err = say(acpsdk.UpdateAgentThoughtText(arg))
 		case "tool":
 			err = a.permission(ctx, r.SessionId, acpsdk.ToolKind(arg), chunk)
+		case "mcp-tool":
+			srv, tool, _ := strings.Cut(arg, " ")
+			err = a.mcpPermission(ctx, r.SessionId, srv, tool, chunk)
 		case "stderr":
 			fmt.Fprintln(os.Stderr, arg)
 		case "exit":
@@ -432,4 +440,30 @@ func (h headers) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, v)
 	}
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (a *agent) mcpPermission(ctx context.Context, sid acpsdk.SessionId, srv, tool string, chunk func(string) error) error {
+	id := acpsdk.ToolCallId("mcp-" + srv + "-" + tool)
+	start := acpsdk.StartToolCall(id, "mcp."+srv+"."+tool, acpsdk.WithStartKind(acpsdk.ToolKindExecute),
+		acpsdk.WithStartRawInput(map[string]any{"server": srv, "tool": tool, "arguments": map[string]any{}}))
+	if err := a.conn.SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: sid, Update: start}); err != nil {
+		return err
+	}
+	kind := acpsdk.ToolKindExecute
+	resp, err := a.conn.RequestPermission(ctx, acpsdk.RequestPermissionRequest{
+		SessionId: sid,
+		ToolCall:  acpsdk.ToolCallUpdate{ToolCallId: id, Kind: &kind},
+		Options: []acpsdk.PermissionOption{
+			{Kind: acpsdk.PermissionOptionKindAllowOnce, Name: "Allow", OptionId: "allow-once"},
+			{Kind: acpsdk.PermissionOptionKindRejectOnce, Name: "Cancel", OptionId: "reject-once"},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	choice := "cancelled"
+	if resp.Outcome.Selected != nil {
+		choice = string(resp.Outcome.Selected.OptionId)
+	}
+	return chunk(fmt.Sprintf("permission %s.%s: %s\n", srv, tool, choice))
 }
