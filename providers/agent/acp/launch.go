@@ -45,6 +45,10 @@ type Launch struct {
 	// ModelHandled reports that the launch already applies the request's
 	// model; otherwise a request with a model fails closed.
 	ModelHandled bool
+	// StructuredInstruction replaces the default instruction appended to
+	// a schema-bearing final turn (and repeated by the repair prompt), for
+	// agents that name the submission tool differently.
+	StructuredInstruction string
 	// SystemHandled reports that the launch already delivers the system
 	// text (for example as agent configuration); otherwise it becomes a
 	// first-turn <SYSTEM> prelude.

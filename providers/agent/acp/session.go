@@ -246,7 +246,7 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 
 	structured := s.req.Output != nil && turn.Final
 	if structured {
-		text += "\n\n" + submitInstruction
+		text += "\n\n" + s.instruction()
 	}
 	if s.bridge != nil {
 		s.bridge.beginTurn(ctx, turn.Final)
@@ -318,10 +318,18 @@ func (s *session) prompt(ctx context.Context, phase, text string) (acpsdk.Prompt
 	return resp, err
 }
 
+// instruction is the structured-output instruction of the final turn.
+func (s *session) instruction() string {
+	if s.launch.StructuredInstruction != "" {
+		return s.launch.StructuredInstruction
+	}
+	return submitInstruction
+}
+
 // repairPrompt asks once more for the structured result.
 func (s *session) repairPrompt() string {
 	schema, _ := json.MarshalIndent(s.req.Output.JSONSchema, "", "  ")
-	return "The previous turn ended without submitting a valid structured result.\n\n" + submitInstruction +
+	return "The previous turn ended without submitting a valid structured result.\n\n" + s.instruction() +
 		"\n\nCall the structured-result Tool now. Do not continue the analysis or answer only with message text.\n\nThe required result must match this JSON Schema:\n" + string(schema)
 }
 

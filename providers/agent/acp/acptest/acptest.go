@@ -30,6 +30,7 @@
 //	usage             the prompt response carries token usage
 //	mcp               says the MCP servers session/new received (JSON)
 //	cwd               says the session cwd
+//	argv              says the process arguments, one per line
 //	env NAME          says the value of environment variable NAME
 //	cat PATH          says the content of file PATH (PATH may start with
 //	                  $NAME/, naming an environment variable)
@@ -47,7 +48,8 @@
 // variable AML_FAKE_ACP_MODE changes the handshake: "no-http" advertises
 // no HTTP MCP support, "version2" answers initialize with version 2,
 // "exit-init" exits with status 3 during initialize, "auth" requires
-// authenticate before session/new, and "linger" keeps running after
+// authenticate (with method AML_FAKE_ACP_AUTH_METHOD, default "fake-key")
+// before session/new, and "linger" keeps running after
 // stdin closes (until killed).
 package acptest
 
@@ -168,7 +170,11 @@ func (a *agent) Initialize(_ context.Context, _ acpsdk.InitializeRequest) (acpsd
 }
 
 func (a *agent) Authenticate(_ context.Context, r acpsdk.AuthenticateRequest) (acpsdk.AuthenticateResponse, error) {
-	if r.MethodId != "fake-key" {
+	want := os.Getenv("AML_FAKE_ACP_AUTH_METHOD")
+	if want == "" {
+		want = "fake-key"
+	}
+	if r.MethodId != want {
 		return acpsdk.AuthenticateResponse{}, acpsdk.NewInvalidParams(map[string]any{"methodId": r.MethodId})
 	}
 	a.mu.Lock()
@@ -274,6 +280,8 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 			cwd := a.cwd
 			a.mu.Unlock()
 			err = chunk(cwd)
+		case "argv":
+			err = chunk(strings.Join(os.Args[1:], "\n") + "\n")
 		case "env":
 			err = chunk(os.Getenv(arg))
 		case "cat":

@@ -1,0 +1,116 @@
+package copilot_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
+	"github.com/aml-go/aml/providers/agent/copilot"
+)
+
+func TestMain(m *testing.M) {
+	acptest.MaybeServe()
+	os.Exit(m.Run())
+}
+
+// The profile's launch, observed by the fake ACP agent standing in for
+// the Copilot CLI.
+func TestLaunch(t *testing.T) {
+	cmd, env := acptest.Command()
+	env["GH_TOKEN"] = "gh-secret"
+	p, err := copilot.New(copilot.Options{Command: cmd, Env: env, Args: []string{"--user-flag"}, ReasoningEffort: "high"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := p.Run(context.Background(), &eval.AgentRequest{
+		Prompt:      "argv\nenv COPILOT_HOME\nsay |\nenv HOME",
+		Model:       "gpt-5",
+		Permissions: eval.Permissions{Filesystem: "read-only", Network: true},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(resp.Text, "\n")
+	argv := strings.Join(lines[:len(lines)-1], " ")
+	for _, want := range []string{
+		"--user-flag --acp --no-auto-update --log-dir=",
+		"--no-custom-instructions --disable-builtin-mcps --no-ask-user --auth-token-env=GH_TOKEN --no-auto-login --no-color --no-remote --no-remote-export --model=gpt-5 --reasoning-effort=high",
+		"--deny-tool=write --deny-tool=shell --excluded-tools edit write bash",
+	} {
+		if !strings.Contains(argv, want) {
+			t.Errorf("argv %q lacks %q", argv, want)
+		}
+	}
+	if strings.Contains(argv, "gh-secret") || strings.Contains(argv, "web_fetch") {
+		t.Errorf("argv %q carries the token value or a network exclusion", argv)
+	}
+	home := lines[len(lines)-1]
+	parts := strings.Split(home, "|")
+	if len(parts) != 2 || parts[0] == "" || parts[0] != parts[1] || !strings.Contains(parts[0], "aml-acp-") {
+		t.Errorf("COPILOT_HOME|HOME = %q, want the same private state directory", home)
+	}
+}
+
+// capture keeps the prompts the engine submitted (content capture on).
+type capture struct {
+	mu      sync.Mutex
+	prompts []string
+}
+
+func (c *capture) CaptureContent() bool { return true }
+
+func (c *capture) HandleTrace(e eval.Event) error {
+	if e.Name == "acp.session.prompt.submitted" {
+		if p, ok := e.Attributes["prompt"].(string); ok {
+			c.mu.Lock()
+			c.prompts = append(c.prompts, p)
+			c.mu.Unlock()
+		}
+	}
+	return nil
+}
+
+// Granted tools are named for the model in the first turn, and the
+// structured instruction names Copilot's spelling of the submission tool.
+func TestToolHintsAndInstruction(t *testing.T) {
+	cmd, env := acptest.Command()
+	p, _ := copilot.New(copilot.Options{Command: cmd, Env: env})
+	s, _ := eval.NewSchema(map[string]any{"type": "string"})
+	tool, _ := eval.NewTool(eval.ToolOptions{Name: "lookup", Description: "Look up.", Execute: func(context.Context, any) (any, error) { return "x", nil }})
+	c := &capture{}
+	rt, _ := eval.New(eval.Options{Trace: []eval.TraceSink{c}})
+	_, err := rt.Evaluate(context.Background(), &eval.Agent{Provider: p, Schema: s, Children: []any{
+		&eval.ToolGrant{Tool: tool}, "say first", &eval.FollowUp{Children: []any{`submit "done"`}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.prompts) != 2 {
+		t.Fatalf("prompts = %q", c.prompts)
+	}
+	if !strings.HasPrefix(c.prompts[0], "The AML tools are available under these names:\n- lookup: aml-lookup\n\nsay first") {
+		t.Errorf("first turn = %q", c.prompts[0])
+	}
+	if strings.Contains(c.prompts[1], "aml-lookup") || !strings.Contains(c.prompts[1], "Call aml-aml_submit_result once") {
+		t.Errorf("final turn = %q", c.prompts[1])
+	}
+}
+
+func TestNoTokenNoFlag(t *testing.T) {
+	for _, v := range []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"} {
+		t.Setenv(v, "")
+	}
+	cmd, env := acptest.Command()
+	p, _ := copilot.New(copilot.Options{Command: cmd, Env: env})
+	resp, err := p.Run(context.Background(), &eval.AgentRequest{Prompt: "argv", Permissions: eval.DefaultPermissions()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(resp.Text, "--auth-token-env") || strings.Contains(resp.Text, "--deny-tool") || !strings.Contains(resp.Text, "--model=auto") {
+		t.Fatalf("argv = %q", resp.Text)
+	}
+}

@@ -1,0 +1,72 @@
+package glm_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
+	"github.com/aml-go/aml/providers/agent/glm"
+)
+
+func TestMain(m *testing.M) {
+	acptest.MaybeServe()
+	os.Exit(m.Run())
+}
+
+type sink struct {
+	mu     sync.Mutex
+	events []eval.Event
+}
+
+func (s *sink) HandleTrace(e eval.Event) error {
+	s.mu.Lock()
+	s.events = append(s.events, e)
+	s.mu.Unlock()
+	return nil
+}
+
+// The profile's environment and authentication, observed by the fake ACP
+// agent standing in for glm-acp-agent; the key never reaches traces.
+func TestLaunch(t *testing.T) {
+	cmd, env := acptest.Command()
+	env["AML_FAKE_ACP_MODE"] = "auth"
+	env["AML_FAKE_ACP_AUTH_METHOD"] = "z-ai-api-key"
+	env["ACP_GLM_MODEL"] = "overridden-by-aml"
+	p, err := glm.New(glm.Options{Command: cmd, Env: env, APIKey: "zai-secret", BaseURL: "http://127.0.0.1:1/api", MaxTokens: 4096, Model: "glm-4.7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &sink{}
+	rt, _ := eval.New(eval.Options{Trace: []eval.TraceSink{rec}})
+	out, err := rt.Evaluate(context.Background(), &eval.Agent{Provider: p, Model: "glm-5-turbo", Children: []any{
+		"env Z_AI_API_KEY\nsay |\nenv ACP_GLM_BASE_URL\nsay |\nenv ACP_GLM_MAX_TOKENS\nsay |\nenv ACP_GLM_MODEL\nsay |\nenv ACP_GLM_SESSION_DIR",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Split(out, "|")
+	if len(f) != 5 || f[0] != "zai-secret" || f[1] != "http://127.0.0.1:1/api" || f[2] != "4096" || f[3] != "glm-5-turbo" ||
+		!strings.HasSuffix(f[4], "/sessions") || !strings.Contains(f[4], "aml-acp-") {
+		t.Fatalf("environment = %q", out)
+	}
+	for _, e := range rec.events {
+		b, _ := json.Marshal(e)
+		if strings.Contains(string(b), "zai-secret") {
+			t.Fatalf("the key reached a trace event: %s", b)
+		}
+	}
+}
+
+func TestValidation(t *testing.T) {
+	if _, err := glm.New(glm.Options{MaxTokens: -1}); err == nil {
+		t.Error("negative max_tokens accepted")
+	}
+	if _, err := glm.New(glm.Options{Model: " glm"}); err == nil {
+		t.Error("untrimmed model accepted")
+	}
+}
