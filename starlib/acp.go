@@ -7,6 +7,8 @@ import (
 
 	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/agent/codex"
+	"github.com/aml-go/aml/providers/agent/copilot"
+	"github.com/aml-go/aml/providers/agent/glm"
 	"github.com/aml-go/aml/providers/agent/opencode"
 )
 
@@ -204,6 +206,104 @@ Each session gets private Codex state (CODEX_HOME, sqlite, logs) in a directory 
 			return nil, err
 		}
 		p, err := codex.New(o)
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		return &AgentProviderValue{Provider: p}, nil
+	},
+}
+
+func init() {
+	register(copilotAgentBuiltin, glmAgentBuiltin)
+}
+
+var copilotAgentBuiltin = &Builtin{
+	Name:  "copilot_agent",
+	Group: "providers",
+	Doc: `Returns the GitHub Copilot CLI agent provider over AML's ACP session engine.
+
+Each session runs the Copilot CLI with args= first and then AML's own flags (ACP mode, no auto-update, private logs, no custom instructions, no built-in MCP servers, no interactive questions or login, no remote, --model, --reasoning-effort and the permission flags), so args= cannot override them. COPILOT_HOME and HOME are a private state directory. The GitHub token is read by Copilot from the first of COPILOT_GITHUB_TOKEN, GH_TOKEN and GITHUB_TOKEN set in env= (or, on the host, in the environment): only the variable's name is passed. Filesystem "read-only" denies write and excludes edit and write; shell=False denies shell and excludes bash; network=False denies url and excludes web_fetch and web_search. Starlark tools and structured results reach Copilot through the AML tool bridge (named "<prefix>-<tool>" for the model).`,
+	Params: []Param{
+		{Name: "model", Type: "str | None", Default: `"auto"`, Doc: "Fallback model."},
+		{Name: "env", Type: "dict", Default: "{}", Doc: "Environment variables (the GitHub token) for Copilot (str to str)."},
+		{Name: "args", Type: "list", Default: "[]", Doc: "Arguments placed before AML's own flags."},
+		{Name: "command", Type: "str", Default: `"copilot"`, Doc: "The Copilot CLI executable."},
+		{Name: "reasoning_effort", Type: "str | None", Default: "None", Doc: "Passed as --reasoning-effort."},
+		{Name: "working_directory", Type: "str | None", Default: "None", Doc: "Session cwd outside a sandbox (relative paths resolve from the current directory)."},
+		{Name: "name", Type: "str", Default: `"copilot"`, Doc: "Provider name shown in traces and errors."},
+	},
+	Returns: "an agent provider",
+	Example: `reviewer = copilot_agent(env = {"GH_TOKEN": env("GH_TOKEN")})`,
+	impl: func(c *call) (starlark.Value, error) {
+		o := copilot.Options{Name: c.str("name"), Command: c.str("command"), Model: c.str("model"), ReasoningEffort: c.str("reasoning_effort"), WorkingDirectory: c.str("working_directory")}
+		for _, k := range []string{"name", "command"} {
+			if c.has(k) && c.str(k) == "" {
+				return nil, c.errorf("%s must be a non-empty string", k)
+			}
+		}
+		var err error
+		if o.Args, err = listArg(c, "args"); err != nil {
+			return nil, err
+		}
+		if o.Env, err = envArg(c, "env"); err != nil {
+			return nil, err
+		}
+		if o.WorkingDirectory, err = absDir(c, "working_directory", o.WorkingDirectory); err != nil {
+			return nil, err
+		}
+		p, err := copilot.New(o)
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		return &AgentProviderValue{Provider: p}, nil
+	},
+}
+
+var glmAgentBuiltin = &Builtin{
+	Name:  "glm_agent",
+	Group: "providers",
+	Doc: `Returns the GLM (Z.ai) agent provider: the glm-acp-agent adapter over AML's ACP session engine.
+
+AML sets Z_AI_API_KEY (api_key=), ACP_GLM_BASE_URL (base_url=), ACP_GLM_MAX_TOKENS (max_tokens=), ACP_GLM_MODEL (agent(model=), else model=) and a private ACP_GLM_SESSION_DIR after env=, so env= cannot override them. An API key selects the z-ai-api-key authentication. The adapter's own tools cannot be disabled: shell and network permissions have no mapping, and the sandbox is the boundary. Starlark tools and structured results reach the agent through the AML tool bridge.`,
+	Params: []Param{
+		{Name: "api_key", Type: "str | None", Default: "None", Doc: "Z.ai API key; prefer env()."},
+		{Name: "model", Type: "str | None", Default: "None", Doc: "Fallback model (the adapter defaults to glm-5.3)."},
+		{Name: "base_url", Type: "str | None", Default: "None", Doc: "API endpoint."},
+		{Name: "max_tokens", Type: "int | None", Default: "None", Doc: "Completion bound (positive)."},
+		{Name: "env", Type: "dict", Default: "{}", Doc: "Environment variables for the adapter (str to str)."},
+		{Name: "args", Type: "list", Default: "[]", Doc: "Arguments appended literally."},
+		{Name: "command", Type: "str", Default: `"glm-acp-agent"`, Doc: "The adapter executable."},
+		{Name: "working_directory", Type: "str | None", Default: "None", Doc: "Session cwd outside a sandbox (relative paths resolve from the current directory)."},
+		{Name: "name", Type: "str", Default: `"glm"`, Doc: "Provider name shown in traces and errors."},
+	},
+	Returns: "an agent provider",
+	Example: `glm = glm_agent(api_key = env("Z_AI_API_KEY"), model = "glm-4.7")`,
+	impl: func(c *call) (starlark.Value, error) {
+		o := glm.Options{Name: c.str("name"), Command: c.str("command"), APIKey: c.str("api_key"), Model: c.str("model"), BaseURL: c.str("base_url"), WorkingDirectory: c.str("working_directory")}
+		for _, k := range []string{"name", "command"} {
+			if c.has(k) && c.str(k) == "" {
+				return nil, c.errorf("%s must be a non-empty string", k)
+			}
+		}
+		if n, set, err := c.integer("max_tokens"); err != nil {
+			return nil, err
+		} else if set {
+			if n <= 0 {
+				return nil, c.errorf("max_tokens must be a positive integer, got %d", n)
+			}
+			o.MaxTokens = n
+		}
+		var err error
+		if o.Args, err = listArg(c, "args"); err != nil {
+			return nil, err
+		}
+		if o.Env, err = envArg(c, "env"); err != nil {
+			return nil, err
+		}
+		if o.WorkingDirectory, err = absDir(c, "working_directory", o.WorkingDirectory); err != nil {
+			return nil, err
+		}
+		p, err := glm.New(o)
 		if err != nil {
 			return nil, c.errorf("%v", err)
 		}
