@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	acpsdk "github.com/coder/acp-go-sdk"
+
 	"github.com/aml-go/aml/eval"
 )
 
@@ -26,6 +28,32 @@ type LaunchContext struct {
 	// Local is true on the host and false inside a sandbox, where the
 	// host environment is not inherited.
 	Local bool
+	// Bridge describes the AML tool bridge when the session has one (the
+	// agent's tools or structured output), for profiles that attach MCP
+	// servers through their own configuration; nil otherwise.
+	Bridge *BridgeInfo
+}
+
+// BridgeInfo is how an agent reaches the AML tool bridge over HTTP.
+type BridgeInfo struct {
+	// Name is the MCP server name (the tool prefix).
+	Name string
+	// URL is the streamable-HTTP endpoint on loopback.
+	URL string
+	// Authorization is the header value the bridge requires; it is a
+	// secret: write it only to private launch files or environment.
+	Authorization string
+}
+
+// ConfigSetting is one session configuration option a profile sets with
+// session/set_config_option after session/new. It is matched by ID, else
+// by Category, against the options the agent advertises; a missing option
+// or a value the option does not advertise fails the session.
+type ConfigSetting struct {
+	ID       string
+	Category string
+	// Value is a string (a select option's value) or a bool.
+	Value any
 }
 
 // Launch is a profile's plan for one session.
@@ -49,6 +77,16 @@ type Launch struct {
 	// a schema-bearing final turn (and repeated by the repair prompt), for
 	// agents that name the submission tool differently.
 	StructuredInstruction string
+	// Configuration are set after session/new, in order.
+	Configuration []ConfigSetting
+	// NoSessionMCP sends session/new without MCP servers, for agents that
+	// accept but do not connect them; the profile attaches the granted
+	// servers (and the bridge, see LaunchContext.Bridge) itself.
+	NoSessionMCP bool
+	// TransformText rewrites each turn's assembled text (for example to
+	// drop an agent's startup banner); messages are then omitted, because
+	// their boundaries no longer map onto the text.
+	TransformText func(string) string
 	// SystemHandled reports that the launch already delivers the system
 	// text (for example as agent configuration); otherwise it becomes a
 	// first-turn <SYSTEM> prelude.
@@ -75,7 +113,11 @@ func (s *session) prepareLaunch(ctx context.Context, cwd string) error {
 	if err := s.makeState(ctx); err != nil {
 		return err
 	}
-	l, err := cfg.Profile(ctx, LaunchContext{Cwd: cwd, StateDir: s.stateDir, Request: s.req, Local: s.sandbox == nil})
+	lc := LaunchContext{Cwd: cwd, StateDir: s.stateDir, Request: s.req, Local: s.sandbox == nil}
+	if b := s.bridge; b != nil {
+		lc.Bridge = &BridgeInfo{Name: b.name, URL: b.url, Authorization: b.header()}
+	}
+	l, err := cfg.Profile(ctx, lc)
 	if err != nil {
 		return fmt.Errorf("provider %q: %w", cfg.Name, err)
 	}
@@ -184,4 +226,77 @@ func (s *session) removeState(ctx context.Context) error {
 		return fmt.Errorf("removing the agent's state directory in the sandbox: %w", err)
 	}
 	return nil
+}
+
+// configure applies the launch's configuration settings to the session.
+func (s *session) configure(ctx context.Context, advertised []acpsdk.SessionConfigOption) error {
+	for _, want := range s.launch.Configuration {
+		label := want.ID
+		if label == "" {
+			label = "category " + want.Category
+		}
+		var req acpsdk.SetSessionConfigOptionRequest
+		found := false
+		for _, o := range advertised {
+			switch {
+			case o.Select != nil && matches(string(o.Select.Id), o.Select.Category, want):
+				v, ok := want.Value.(string)
+				if !ok {
+					return fmt.Errorf("ACP configuration option %s takes a string value, got %T", label, want.Value)
+				}
+				if !selectOffers(o.Select.Options, v) {
+					return fmt.Errorf("ACP agent %q does not offer %q for configuration option %s (%s)", s.launch.Command, v, label, o.Select.Name)
+				}
+				req.ValueId = &acpsdk.SetSessionConfigOptionValueId{SessionId: s.id, ConfigId: o.Select.Id, Value: acpsdk.SessionConfigValueId(v)}
+				found = true
+			case o.Boolean != nil && matches(string(o.Boolean.Id), o.Boolean.Category, want):
+				v, ok := want.Value.(bool)
+				if !ok {
+					return fmt.Errorf("ACP configuration option %s takes a boolean value, got %T", label, want.Value)
+				}
+				req.Boolean = &acpsdk.SetSessionConfigOptionBoolean{SessionId: s.id, ConfigId: o.Boolean.Id, Type: "boolean", Value: v}
+				found = true
+			}
+			if found {
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("ACP agent %q does not advertise configuration option %s", s.launch.Command, label)
+		}
+		if err := s.do(ctx, "session/set_config_option", func(c context.Context) error {
+			_, err := s.conn.SetSessionConfigOption(c, req)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func matches(id string, category *acpsdk.SessionConfigOptionCategory, want ConfigSetting) bool {
+	if want.ID != "" {
+		return id == want.ID
+	}
+	return category != nil && string(*category) == want.Category
+}
+
+func selectOffers(opts acpsdk.SessionConfigSelectOptions, v string) bool {
+	if opts.Ungrouped != nil {
+		for _, o := range *opts.Ungrouped {
+			if string(o.Value) == v {
+				return true
+			}
+		}
+	}
+	if opts.Grouped != nil {
+		for _, g := range *opts.Grouped {
+			for _, o := range g.Options {
+				if string(o.Value) == v {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

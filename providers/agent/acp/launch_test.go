@@ -52,3 +52,60 @@ func TestGenericAgentRejectsModel(t *testing.T) {
 		t.Fatalf("error = %v", err)
 	}
 }
+
+func TestProfileConfiguration(t *testing.T) {
+	cmd, env := acptest.Command()
+	profile := func(settings ...acp.ConfigSetting) *acp.Provider {
+		p, _ := acp.New(acp.Config{Command: "unused", Profile: func(context.Context, acp.LaunchContext) (*acp.Launch, error) {
+			return &acp.Launch{Command: cmd, Env: env, ModelHandled: true, Configuration: settings}, nil
+		}})
+		return p
+	}
+	resp, err := profile(
+		acp.ConfigSetting{Category: "model", Value: "fake-large"},
+		acp.ConfigSetting{Category: "thought_level", Value: "high"},
+		acp.ConfigSetting{ID: "fast", Value: true},
+	).Run(context.Background(), &eval.AgentRequest{Prompt: "config"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text != "fast=true,model=fake-large,thinking=high\n" {
+		t.Fatalf("config = %q", resp.Text)
+	}
+	for _, c := range []struct {
+		setting acp.ConfigSetting
+		want    string
+	}{
+		{acp.ConfigSetting{Category: "model", Value: "gpt-9"}, `does not offer "gpt-9"`},
+		{acp.ConfigSetting{Category: "mode", Value: "x"}, "does not advertise configuration option category mode"},
+		{acp.ConfigSetting{ID: "fast", Value: "yes"}, "takes a boolean value"},
+	} {
+		_, err := profile(c.setting).Run(context.Background(), &eval.AgentRequest{Prompt: "config"}, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want %q", c.setting, err, c.want)
+		}
+	}
+}
+
+func TestProfileTransformAndNoSessionMCP(t *testing.T) {
+	cmd, env := acptest.Command()
+	var bridge *acp.BridgeInfo
+	p, _ := acp.New(acp.Config{Command: "unused", Profile: func(_ context.Context, lc acp.LaunchContext) (*acp.Launch, error) {
+		bridge = lc.Bridge
+		return &acp.Launch{Command: cmd, Env: env, NoSessionMCP: true, TransformText: strings.ToUpper}, nil
+	}})
+	resp, err := p.Run(context.Background(), &eval.AgentRequest{Prompt: "msg a shout\nmcp", Output: &eval.OutputRequest{JSONSchema: map[string]any{"type": "string"}}, ToolServer: "aml"}, nil)
+	if err == nil {
+		t.Fatalf("no submission should fail, got %+v", resp)
+	}
+	if bridge == nil || bridge.Name != "aml" || !strings.HasPrefix(bridge.Authorization, "Bearer ") {
+		t.Fatalf("bridge info = %+v", bridge)
+	}
+	resp, err = p.Run(context.Background(), &eval.AgentRequest{Prompt: "msg a shout\nmcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text != "SHOUT[]" || resp.Messages != nil {
+		t.Fatalf("text %q messages %q: want the transformed text, no MCP servers and no messages", resp.Text, resp.Messages)
+	}
+}

@@ -110,6 +110,14 @@ func (s *session) open(ctx context.Context) error {
 		}
 	}
 
+	if len(s.req.Tools) > 0 || s.req.Output != nil {
+		b, err := startBridge(s, s.bridgeName)
+		if err != nil {
+			return err
+		}
+		s.bridge = b
+	}
+
 	if err := s.prepareLaunch(ctx, cwd); err != nil {
 		return err
 	}
@@ -121,14 +129,6 @@ func (s *session) open(ctx context.Context) error {
 	if s.trace.CapturesContent() {
 		content = map[string]any{"command": s.launch.Command}
 	}
-	if len(s.req.Tools) > 0 || s.req.Output != nil {
-		b, err := startBridge(s, s.bridgeName)
-		if err != nil {
-			return err
-		}
-		s.bridge = b
-	}
-
 	s.trace.Event("sandbox.process", map[string]any{"state": "spawn_requested"}, content)
 	if s.sandbox != nil {
 		proc, err := s.sandbox.Runtime.Spawn(s.life, s.launch.Command, s.launch.Args, eval.ExecOptions{Cwd: s.sandbox.Cwd, Env: s.launch.Env})
@@ -197,7 +197,9 @@ func (s *session) open(ctx context.Context) error {
 		}
 	}
 	servers := append([]acpsdk.McpServer{}, s.servers...)
-	if s.bridge != nil {
+	if s.launch.NoSessionMCP {
+		servers = []acpsdk.McpServer{}
+	} else if s.bridge != nil {
 		d, err := s.bridgeDescriptor(init.AgentCapabilities.McpCapabilities.Http)
 		if err != nil {
 			return err
@@ -216,6 +218,9 @@ func (s *session) open(ctx context.Context) error {
 	}
 	s.id = created.SessionId
 	s.trace.Event("acp.session.created", map[string]any{"sessionId": string(s.id)}, nil)
+	if err := s.configure(ctx, created.ConfigOptions); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -291,7 +296,9 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := &eval.AgentResponse{Text: ts.text.String(), Structured: result, SessionID: string(s.id), StopReason: string(resp.StopReason), Usage: usage}
-	if !ts.missingID && len(ts.order) > 0 {
+	if s.launch.TransformText != nil {
+		out.Text = s.launch.TransformText(out.Text)
+	} else if !ts.missingID && len(ts.order) > 0 {
 		out.Messages = make([]string, len(ts.order))
 		for i, id := range ts.order {
 			out.Messages[i] = ts.byID[id].String()

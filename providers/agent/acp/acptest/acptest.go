@@ -31,6 +31,8 @@
 //	mcp               says the MCP servers session/new received (JSON)
 //	cwd               says the session cwd
 //	argv              says the process arguments, one per line
+//	config            says the session configuration set through
+//	                  session/set_config_option, as "id=value" pairs
 //	env NAME          says the value of environment variable NAME
 //	cat PATH          says the content of file PATH (PATH may start with
 //	                  $NAME/, naming an environment variable)
@@ -61,6 +63,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,6 +142,7 @@ type agent struct {
 	mu       sync.Mutex
 	mcp      *mcp.ClientSession
 	onRepair string
+	config   map[string]string
 	authed   bool
 	cwd      string
 	servers  []acpsdk.McpServer
@@ -191,7 +195,21 @@ func (a *agent) NewSession(_ context.Context, r acpsdk.NewSessionRequest) (acpsd
 	}
 	a.cwd = r.Cwd
 	a.servers = r.McpServers
-	return acpsdk.NewSessionResponse{SessionId: "fake-session-1"}, nil
+	model := acpsdk.SessionConfigOptionCategoryModel
+	thought := acpsdk.SessionConfigOptionCategoryThoughtLevel
+	values := func(vs ...string) acpsdk.SessionConfigSelectOptions {
+		u := acpsdk.SessionConfigSelectOptionsUngrouped{}
+		for _, v := range vs {
+			u = append(u, acpsdk.SessionConfigSelectOption{Name: v, Value: acpsdk.SessionConfigValueId(v)})
+		}
+		return acpsdk.SessionConfigSelectOptions{Ungrouped: &u}
+	}
+	opts := []acpsdk.SessionConfigOption{
+		{Select: &acpsdk.SessionConfigOptionSelect{Id: "model", Name: "Model", Category: &model, Type: "select", CurrentValue: "fake-small", Options: values("fake-small", "fake-large")}},
+		{Select: &acpsdk.SessionConfigOptionSelect{Id: "thinking", Name: "Thinking", Category: &thought, Type: "select", CurrentValue: "off", Options: values("off", "high")}},
+		{Boolean: &acpsdk.SessionConfigOptionBoolean{Id: "fast", Name: "Fast", Type: "boolean"}},
+	}
+	return acpsdk.NewSessionResponse{SessionId: "fake-session-1", ConfigOptions: opts}, nil
 }
 
 func (a *agent) Cancel(_ context.Context, _ acpsdk.CancelNotification) error {
@@ -280,6 +298,19 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 			cwd := a.cwd
 			a.mu.Unlock()
 			err = chunk(cwd)
+		case "config":
+			a.mu.Lock()
+			keys := make([]string, 0, len(a.config))
+			for k := range a.config {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			var parts []string
+			for _, k := range keys {
+				parts = append(parts, k+"="+a.config[k])
+			}
+			a.mu.Unlock()
+			err = chunk(strings.Join(parts, ",") + "\n")
 		case "argv":
 			err = chunk(strings.Join(os.Args[1:], "\n") + "\n")
 		case "env":
@@ -356,8 +387,21 @@ func (a *agent) ResumeSession(context.Context, acpsdk.ResumeSessionRequest) (acp
 	return acpsdk.ResumeSessionResponse{}, acpsdk.NewMethodNotFound(acpsdk.AgentMethodSessionResume)
 }
 
-func (a *agent) SetSessionConfigOption(context.Context, acpsdk.SetSessionConfigOptionRequest) (acpsdk.SetSessionConfigOptionResponse, error) {
-	return acpsdk.SetSessionConfigOptionResponse{}, acpsdk.NewMethodNotFound(acpsdk.AgentMethodSessionSetConfigOption)
+func (a *agent) SetSessionConfigOption(_ context.Context, r acpsdk.SetSessionConfigOptionRequest) (acpsdk.SetSessionConfigOptionResponse, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.config == nil {
+		a.config = map[string]string{}
+	}
+	switch {
+	case r.ValueId != nil:
+		a.config[string(r.ValueId.ConfigId)] = string(r.ValueId.Value)
+	case r.Boolean != nil:
+		a.config[string(r.Boolean.ConfigId)] = strconv.FormatBool(r.Boolean.Value)
+	default:
+		return acpsdk.SetSessionConfigOptionResponse{}, acpsdk.NewInvalidParams(nil)
+	}
+	return acpsdk.SetSessionConfigOptionResponse{}, nil
 }
 
 func (a *agent) SetSessionMode(context.Context, acpsdk.SetSessionModeRequest) (acpsdk.SetSessionModeResponse, error) {
