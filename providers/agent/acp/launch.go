@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -84,9 +85,10 @@ type Launch struct {
 	// servers (and the bridge, see LaunchContext.Bridge) itself.
 	NoSessionMCP bool
 	// TransformText rewrites each turn's assembled text (for example to
-	// drop an agent's startup banner); messages are then omitted, because
-	// their boundaries no longer map onto the text.
-	TransformText func(string) string
+	// drop an agent's startup banner); it also receives the _meta of the
+	// session/new response. Messages are then omitted, because their
+	// boundaries no longer map onto the text.
+	TransformText func(text string, sessionMeta map[string]any) string
 	// SystemHandled reports that the launch already delivers the system
 	// text (for example as agent configuration); otherwise it becomes a
 	// first-turn <SYSTEM> prelude.
@@ -244,8 +246,12 @@ func (s *session) configure(ctx context.Context, advertised []acpsdk.SessionConf
 				if !ok {
 					return fmt.Errorf("ACP configuration option %s takes a string value, got %T", label, want.Value)
 				}
-				if !selectOffers(o.Select.Options, v) {
-					return fmt.Errorf("ACP agent %q does not offer %q for configuration option %s (%s)", s.launch.Command, v, label, o.Select.Name)
+				offered := selectValues(o.Select.Options)
+				if !slices.Contains(offered, v) {
+					if len(offered) > 12 {
+						offered = append(offered[:12], "…")
+					}
+					return fmt.Errorf("ACP agent %q does not offer %q for configuration option %s (%s); it offers: %s", s.launch.Command, v, label, o.Select.Name, strings.Join(offered, ", "))
 				}
 				req.ValueId = &acpsdk.SetSessionConfigOptionValueId{SessionId: s.id, ConfigId: o.Select.Id, Value: acpsdk.SessionConfigValueId(v)}
 				found = true
@@ -281,22 +287,19 @@ func matches(id string, category *acpsdk.SessionConfigOptionCategory, want Confi
 	return category != nil && string(*category) == want.Category
 }
 
-func selectOffers(opts acpsdk.SessionConfigSelectOptions, v string) bool {
+func selectValues(opts acpsdk.SessionConfigSelectOptions) []string {
+	var out []string
 	if opts.Ungrouped != nil {
 		for _, o := range *opts.Ungrouped {
-			if string(o.Value) == v {
-				return true
-			}
+			out = append(out, string(o.Value))
 		}
 	}
 	if opts.Grouped != nil {
 		for _, g := range *opts.Grouped {
 			for _, o := range g.Options {
-				if string(o.Value) == v {
-					return true
-				}
+				out = append(out, string(o.Value))
 			}
 		}
 	}
-	return false
+	return out
 }

