@@ -10,6 +10,7 @@ import (
 	"github.com/aml-go/aml/providers/agent/copilot"
 	"github.com/aml-go/aml/providers/agent/glm"
 	"github.com/aml-go/aml/providers/agent/opencode"
+	"github.com/aml-go/aml/providers/agent/pi"
 )
 
 func init() {
@@ -304,6 +305,63 @@ AML sets Z_AI_API_KEY (api_key=), ACP_GLM_BASE_URL (base_url=), ACP_GLM_MAX_TOKE
 			return nil, err
 		}
 		p, err := glm.New(o)
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		return &AgentProviderValue{Provider: p}, nil
+	},
+}
+
+func init() {
+	register(piAgentBuiltin)
+}
+
+var piAgentBuiltin = &Builtin{
+	Name:  "pi_agent",
+	Group: "providers",
+	Doc: `Returns the Pi coding agent provider: the pi-acp adapter (running the native pi) over AML's ACP session engine.
+
+Every session gets a private Pi home (HOME, agent and session directories) removed afterwards; models= is written there as Pi's models.json for custom providers. The model (agent(model=), else model=) and thinking_level= are set as ACP session configuration options and must be ones pi-acp offers. With tools, structured output or MCP grants, or permissions narrower than the default, pi runs through a generated wrapper that passes --tools (read, grep, find, ls; edit and write for filesystem "read-write"; bash with shell; mcp when MCP is used). Tools, structured output and MCP servers reach Pi through the pi-mcp-adapter extension (npm install -g pi-mcp-adapter, or mcp_adapter_path=). Network has no Pi mapping: the sandbox is the boundary. pi needs Node 22.`,
+	Params: []Param{
+		{Name: "model", Type: "str | None", Default: "None", Doc: `Fallback model, as pi-acp names it ("provider/model").`},
+		{Name: "thinking_level", Type: "str | None", Default: "None", Doc: "Pi thinking level (thought_level option)."},
+		{Name: "env", Type: "dict", Default: "{}", Doc: "Environment variables (credentials) for pi-acp and pi (str to str)."},
+		{Name: "models", Type: "dict | None", Default: "None", Doc: "Pi models.json content (custom providers)."},
+		{Name: "args", Type: "list", Default: "[]", Doc: "Extra pi-acp arguments."},
+		{Name: "command", Type: "str", Default: `"pi-acp"`, Doc: "The pi-acp executable."},
+		{Name: "pi_command", Type: "str", Default: `"pi"`, Doc: "The native pi executable."},
+		{Name: "mcp_adapter_path", Type: "str | None", Default: "None", Doc: "The pi-mcp-adapter extension (discovered from PATH when omitted)."},
+		{Name: "working_directory", Type: "str | None", Default: "None", Doc: "Session cwd outside a sandbox (relative paths resolve from the current directory)."},
+		{Name: "name", Type: "str", Default: `"pi"`, Doc: "Provider name shown in traces and errors."},
+	},
+	Returns: "an agent provider",
+	Example: `pi = pi_agent(model = "anthropic/claude-sonnet-4", env = {"ANTHROPIC_API_KEY": env("ANTHROPIC_API_KEY")})`,
+	impl: func(c *call) (starlark.Value, error) {
+		o := pi.Options{Name: c.str("name"), Command: c.str("command"), PiCommand: c.str("pi_command"), MCPAdapterPath: c.str("mcp_adapter_path"),
+			Model: c.str("model"), ThinkingLevel: c.str("thinking_level"), WorkingDirectory: c.str("working_directory")}
+		for _, k := range []string{"name", "command", "pi_command"} {
+			if c.has(k) && c.str(k) == "" {
+				return nil, c.errorf("%s must be a non-empty string", k)
+			}
+		}
+		var err error
+		if o.Args, err = listArg(c, "args"); err != nil {
+			return nil, err
+		}
+		if o.Env, err = envArg(c, "env"); err != nil {
+			return nil, err
+		}
+		if v := c.value("models"); v != nil && v != starlark.None {
+			g, err := toGo(v)
+			if err != nil {
+				return nil, c.errorf("models must be JSON data: %v", err)
+			}
+			o.Models = g.(map[string]any)
+		}
+		if o.WorkingDirectory, err = absDir(c, "working_directory", o.WorkingDirectory); err != nil {
+			return nil, err
+		}
+		p, err := pi.New(o)
 		if err != nil {
 			return nil, c.errorf("%v", err)
 		}
