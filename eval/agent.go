@@ -379,6 +379,12 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 			resp = nil
 		}
 	}()
+	// A cancellation (caller, signal or timeout_ms) while the session is
+	// open is recorded on the session span before the provider reacts.
+	stopCancelEvent := context.AfterFunc(ctx, func() {
+		sess.event("agent.session", attrs{"state", "cancellation_requested"}, nil)
+	})
+	defer stopCancelEvent()
 	turns := append([]string{req.Prompt}, req.FollowUps...)
 	for i, text := range turns {
 		kind := "initial"

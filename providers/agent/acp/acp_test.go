@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -411,10 +412,23 @@ func TestLingeringAgentIsKilled(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	_, err := run(t, fake(t, nil), &eval.Agent{TimeoutMS: 200, Children: []any{"hang-hard"}})
+	rec := &recorder{}
+	_, err := run(t, fake(t, nil), &eval.Agent{TimeoutMS: 200, Children: []any{"hang-hard"}}, rec)
 	var te *eval.AgentTimeoutError
 	if !errors.As(err, &te) {
 		t.Fatalf("error = %v, want an AgentTimeoutError", err)
+	}
+	var states []string
+	for _, e := range rec.named("agent.session") {
+		if e.Type == eval.PointEvent {
+			states = append(states, fmt.Sprint(e.Attributes["state"]))
+		}
+	}
+	if len(states) != 1 || states[0] != "cancellation_requested" {
+		t.Fatalf("agent.session events = %v", states)
+	}
+	if n := len(rec.named("acp.session.cancel")); n != 1 {
+		t.Fatalf("acp.session.cancel events = %d", n)
 	}
 }
 
