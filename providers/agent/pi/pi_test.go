@@ -138,7 +138,7 @@ func TestBannerAndPermissions(t *testing.T) {
 // before pi starts, saying how to fix it.
 func TestToolsNeedTheMCPAdapter(t *testing.T) {
 	_, o := setup(t)
-	t.Setenv("PATH", filepath.Dir(o.PiCommand)) // no pi-mcp-adapter on the host PATH
+	t.Setenv("PATH", t.TempDir()) // no pi-mcp-adapter on the host PATH
 	p, _ := pi.New(*o)
 	s, _ := eval.NewSchema(map[string]any{"type": "string"})
 	_, err := evaluate(t, &eval.Agent{Provider: p, Schema: s, Children: []any{"x"}}, nil)
