@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aml-go/aml/eval"
 )
@@ -120,7 +121,9 @@ func (p *Provider) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 		return nil, err
 	}
 	defer func() {
-		if cerr := s.Close(context.WithoutCancel(ctx)); cerr != nil {
+		cctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		if cerr := s.Close(cctx); cerr != nil {
 			err = errors.Join(err, cerr)
 			resp = nil
 		}
@@ -174,8 +177,9 @@ func (p *Provider) OpenSession(ctx context.Context, req *eval.AgentRequest, exec
 		s.sandbox = exec.Sandbox
 	}
 	if err := s.open(ctx); err != nil {
-		cerr := s.Close(context.WithoutCancel(ctx))
-		return nil, errors.Join(err, cerr)
+		cctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		return nil, errors.Join(err, s.Close(cctx))
 	}
 	return s, nil
 }
@@ -215,3 +219,12 @@ type nopTrace struct{}
 
 func (nopTrace) Event(string, map[string]any, map[string]any) {}
 func (nopTrace) CapturesContent() bool                        { return false }
+
+// cleanupTimeout bounds a session's cleanup after ctx ended.
+const cleanupTimeout = 30 * time.Second
+
+// cleanupContext is ctx without its cancellation, bounded by
+// cleanupTimeout: cleanup runs even after cancellation, never forever.
+func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+}
