@@ -226,6 +226,9 @@ func TestStructuredRepair(t *testing.T) {
 	if n := len(rec.named("acp.session.prompt.submitted")); n != 2 {
 		t.Fatalf("prompts = %d, want the final turn and one repair", n)
 	}
+	if n := len(rec.named("acp.session.prompt.completed")); n != 2 {
+		t.Fatalf("completed prompts = %d, want 2", n)
+	}
 	if n := len(rec.named("agent.turn")); n != 2 {
 		t.Fatalf("agent.turn events = %d, want one span (start and end): the repair is inside the turn", n)
 	}

@@ -281,17 +281,7 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 			return nil, fmt.Errorf("ACP agent %q ended the final turn without submitting a valid structured result through %s, also after one repair prompt", s.launch.Command, SubmitToolName)
 		}
 	}
-	usage := ""
-	if resp.Usage != nil {
-		if b, err := json.Marshal(resp.Usage); err == nil {
-			usage = string(b)
-		}
-	}
-	done := map[string]any{"sessionId": string(s.id), "stopReason": string(resp.StopReason)}
-	if usage != "" {
-		done["usage"] = usage
-	}
-	s.trace.Event("acp.session.prompt.completed", done, nil)
+	usage := usageJSON(resp.Usage)
 	if resp.StopReason == acpsdk.StopReasonCancelled {
 		return nil, fmt.Errorf("ACP agent %q cancelled turn %d", s.launch.Command, turn.Index)
 	}
@@ -321,10 +311,30 @@ func (s *session) prompt(ctx context.Context, phase, text string) (acpsdk.Prompt
 		resp, err = s.conn.Prompt(c, acpsdk.PromptRequest{SessionId: s.id, Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(text)}})
 		return err
 	})
-	if err != nil && ctx.Err() != nil {
-		s.trace.Event("acp.session.cancel", map[string]any{"sessionId": string(s.id)}, nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			s.trace.Event("acp.session.cancel", map[string]any{"sessionId": string(s.id)}, nil)
+		}
+		return resp, err
 	}
-	return resp, err
+	done := map[string]any{"sessionId": string(s.id), "stopReason": string(resp.StopReason)}
+	if u := usageJSON(resp.Usage); u != "" {
+		done["usage"] = u
+	}
+	s.trace.Event("acp.session.prompt.completed", done, nil)
+	return resp, nil
+}
+
+// usageJSON serializes token usage as opaque JSON, or "".
+func usageJSON(u *acpsdk.Usage) string {
+	if u == nil {
+		return ""
+	}
+	b, err := json.Marshal(u)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // instruction is the structured-output instruction of the final turn.
