@@ -54,7 +54,8 @@ type Config struct {
 
 // DefaultRelay is the relay command used when Config.Relay is nil; the
 // aml CLI sets it to itself. nil means no relay: an agent without HTTP
-// MCP support then cannot receive tools or structured output.
+// MCP support then cannot receive tools or structured output. Set it once
+// at start-up, before any session opens; it is read without locking.
 var DefaultRelay []string
 
 // Provider runs authored agent() sessions against an ACP agent process. It
