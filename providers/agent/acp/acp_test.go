@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/agent/acp/acptest"
 )
@@ -37,34 +37,6 @@ func fake(t testing.TB, env map[string]string) *acp.Provider {
 	return p
 }
 
-// recorder is a trace sink that keeps every event.
-type recorder struct {
-	mu      sync.Mutex
-	events  []eval.Event
-	content bool
-}
-
-func (r *recorder) HandleTrace(e eval.Event) error {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-	return nil
-}
-
-func (r *recorder) CaptureContent() bool { return r.content }
-
-func (r *recorder) named(name string) []eval.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []eval.Event
-	for _, e := range r.events {
-		if e.Name == name {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 func run(t *testing.T, p eval.AgentProvider, node *eval.Agent, sinks ...eval.TraceSink) (string, error) {
 	t.Helper()
 	node.Provider = p
@@ -78,7 +50,7 @@ func run(t *testing.T, p eval.AgentProvider, node *eval.Agent, sinks ...eval.Tra
 }
 
 func TestTurnsSystemAndMessages(t *testing.T) {
-	rec := &recorder{}
+	rec := &tracetest.Recorder{}
 	out, err := run(t, fake(t, nil), &eval.Agent{
 		System: "Be brief.",
 		Children: []any{
@@ -93,7 +65,7 @@ func TestTurnsSystemAndMessages(t *testing.T) {
 	if out != "firstsecond again" {
 		t.Fatalf("result = %q", out)
 	}
-	turns := rec.named("agent.turn")
+	turns := rec.Named("agent.turn")
 	var ends []eval.Event
 	for _, e := range turns {
 		if e.Type == eval.SpanEnd {
@@ -111,14 +83,14 @@ func TestTurnsSystemAndMessages(t *testing.T) {
 	if err := json.Unmarshal([]byte(last["usage"].(string)), &usage); err != nil || usage["totalTokens"] != float64(12) {
 		t.Fatalf("usage = %v (%v)", last["usage"], err)
 	}
-	if n := len(rec.named("acp.session.created")); n != 1 {
+	if n := len(rec.Named("acp.session.created")); n != 1 {
 		t.Fatalf("acp.session.created events = %d", n)
 	}
-	if n := len(rec.named("acp.session.prompt.completed")); n != 2 {
+	if n := len(rec.Named("acp.session.prompt.completed")); n != 2 {
 		t.Fatalf("acp.session.prompt.completed events = %d", n)
 	}
 	// Without content capture no prompt text or update payload is traced.
-	for _, e := range rec.events {
+	for _, e := range rec.Events() {
 		if _, ok := e.Attributes["prompt"]; ok {
 			t.Fatalf("prompt traced without capture: %v", e)
 		}
@@ -264,7 +236,7 @@ func TestCwdAndEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{}
+	rec := &tracetest.Recorder{}
 	out, err := run(t, p, &eval.Agent{Children: []any{"cwd\nenv AML_TEST_SECRET"}}, rec)
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +246,7 @@ func TestCwdAndEnv(t *testing.T) {
 		t.Fatalf("out = %q, want cwd %q and the env value", out, real)
 	}
 	// Env values never reach traces, not even with content capture.
-	for _, e := range rec.events {
+	for _, e := range rec.Events() {
 		b, _ := json.Marshal(e)
 		if strings.Contains(string(b), "s3cret") {
 			t.Fatalf("secret in trace event %s: %s", e.Name, b)
@@ -303,7 +275,7 @@ func TestProtocolFaults(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "protocol version 2") {
 		t.Fatalf("version error = %v", err)
 	}
-	rec := &recorder{}
+	rec := &tracetest.Recorder{}
 	out, err := run(t, fake(t, nil), &eval.Agent{Children: []any{"nonjson hello from a banner\nunknown\nsay ok"}}, rec)
 	if err != nil {
 		t.Fatal(err)
@@ -311,7 +283,7 @@ func TestProtocolFaults(t *testing.T) {
 	if out != "ok" {
 		t.Fatalf("out = %q", out)
 	}
-	probs := rec.named("acp.protocol.problem")
+	probs := rec.Named("acp.protocol.problem")
 	if len(probs) < 2 {
 		t.Fatalf("protocol problems reported = %d, want the plain line and the unknown update: %v", len(probs), probs)
 	}
@@ -412,14 +384,14 @@ func TestLingeringAgentIsKilled(t *testing.T) {
 }
 
 func TestTimeout(t *testing.T) {
-	rec := &recorder{}
+	rec := &tracetest.Recorder{}
 	_, err := run(t, fake(t, nil), &eval.Agent{TimeoutMS: 200, Children: []any{"hang-hard"}}, rec)
 	var te *eval.AgentTimeoutError
 	if !errors.As(err, &te) {
 		t.Fatalf("error = %v, want an AgentTimeoutError", err)
 	}
 	var states []string
-	for _, e := range rec.named("agent.session") {
+	for _, e := range rec.Named("agent.session") {
 		if e.Type == eval.PointEvent {
 			states = append(states, fmt.Sprint(e.Attributes["state"]))
 		}
@@ -427,7 +399,7 @@ func TestTimeout(t *testing.T) {
 	if len(states) != 1 || states[0] != "cancellation_requested" {
 		t.Fatalf("agent.session events = %v", states)
 	}
-	if n := len(rec.named("acp.session.cancel")); n != 1 {
+	if n := len(rec.Named("acp.session.cancel")); n != 1 {
 		t.Fatalf("acp.session.cancel events = %d", n)
 	}
 }

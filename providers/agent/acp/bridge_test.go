@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/agent/acp/acptest"
 )
@@ -44,7 +45,7 @@ func lookupTool(t *testing.T, calls *atomic.Int64) *eval.Tool {
 func TestBridgeTools(t *testing.T) {
 	var calls atomic.Int64
 	tool := lookupTool(t, &calls)
-	rec := &recorder{}
+	rec := &tracetest.Recorder{}
 	out, err := run(t, fake(t, nil), &eval.Agent{Children: []any{
 		&eval.ToolGrant{Tool: tool},
 		"tools\ncall lookup {\"id\":7}\ncall lookup {\"id\":\"x\"}\ncall lookup {\"id\":13}",
@@ -185,14 +186,14 @@ func TestStructuredSubmission(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rec := &recorder{}
+			rec := &tracetest.Recorder{}
 			out, err := run(t, fake(t, nil), schemaAgent(c.script...), rec)
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("error = %v, want %q", err, c.wantErr)
 				}
 				// The repair prompt was sent: two prompts in the final turn.
-				if n := len(rec.named("acp.session.prompt.submitted")); n != 2 {
+				if n := len(rec.Named("acp.session.prompt.submitted")); n != 2 {
 					t.Fatalf("prompts = %d, want the turn and one repair", n)
 				}
 				return
@@ -204,7 +205,7 @@ func TestStructuredSubmission(t *testing.T) {
 				t.Fatalf("out = %q, want %q", out, c.want)
 			}
 			var got []string
-			for _, e := range rec.named("agent.output") {
+			for _, e := range rec.Named("agent.output") {
 				got = append(got, e.Attributes["status"].(string))
 			}
 			if strings.Join(got, ",") != strings.Join(c.outputs, ",") {
@@ -215,7 +216,7 @@ func TestStructuredSubmission(t *testing.T) {
 }
 
 func TestStructuredRepair(t *testing.T) {
-	rec := &recorder{}
+	rec := &tracetest.Recorder{}
 	out, err := run(t, fake(t, nil), schemaAgent(`on-repair {"verdict":"pass"}`), rec)
 	if err != nil {
 		t.Fatal(err)
@@ -223,13 +224,13 @@ func TestStructuredRepair(t *testing.T) {
 	if out != `{"verdict":"pass"}` {
 		t.Fatalf("out = %q", out)
 	}
-	if n := len(rec.named("acp.session.prompt.submitted")); n != 2 {
+	if n := len(rec.Named("acp.session.prompt.submitted")); n != 2 {
 		t.Fatalf("prompts = %d, want the final turn and one repair", n)
 	}
-	if n := len(rec.named("acp.session.prompt.completed")); n != 2 {
+	if n := len(rec.Named("acp.session.prompt.completed")); n != 2 {
 		t.Fatalf("completed prompts = %d, want 2", n)
 	}
-	if n := len(rec.named("agent.turn")); n != 2 {
+	if n := len(rec.Named("agent.turn")); n != 2 {
 		t.Fatalf("agent.turn events = %d, want one span (start and end): the repair is inside the turn", n)
 	}
 }

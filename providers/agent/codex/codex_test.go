@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
+	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/agent/codex"
 )
 
@@ -20,30 +20,6 @@ const (
 	codexPkg    = "@openai/codex@0.171.0"
 	codexACPPkg = "@agentclientprotocol/codex-acp@2.6.0"
 )
-
-type recorder struct {
-	mu     sync.Mutex
-	events []eval.Event
-}
-
-func (r *recorder) HandleTrace(e eval.Event) error {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-	return nil
-}
-
-func (r *recorder) count(name string, typ eval.EventType) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, e := range r.events {
-		if e.Name == name && e.Type == typ {
-			n++
-		}
-	}
-	return n
-}
 
 func setup(t *testing.T, respond func(*fakemodel.Request) fakemodel.Reply) (*fakemodel.Server, eval.AgentProvider) {
 	t.Helper()
@@ -73,7 +49,7 @@ func setup(t *testing.T, respond func(*fakemodel.Request) fakemodel.Reply) (*fak
 	return model, p
 }
 
-func evaluate(t *testing.T, node any, rec *recorder) (string, error) {
+func evaluate(t *testing.T, node any, rec *tracetest.Recorder) (string, error) {
 	t.Helper()
 	opts := eval.Options{}
 	if rec != nil {
@@ -90,7 +66,7 @@ func evaluate(t *testing.T, node any, rec *recorder) (string, error) {
 // instructions rather than as prompt text.
 func TestTurnsAndSystem(t *testing.T) {
 	model, p := setup(t, nil)
-	rec := &recorder{}
+	rec := &tracetest.Recorder{}
 	out, err := evaluate(t, &eval.Agent{Provider: p, System: "Answer tersely.", Children: []any{
 		"first question", &eval.FollowUp{Children: []any{"second question"}},
 	}}, rec)
@@ -100,7 +76,7 @@ func TestTurnsAndSystem(t *testing.T) {
 	if !strings.Contains(out, "FAKE-REPLY: second question") {
 		t.Fatalf("result = %q", out)
 	}
-	if n := rec.count("agent.turn", eval.SpanEnd); n != 2 {
+	if n := rec.Count("agent.turn", eval.SpanEnd); n != 2 {
 		t.Fatalf("turns = %d", n)
 	}
 	var sawInstructions, prelude bool
@@ -144,7 +120,7 @@ func TestBridgeTool(t *testing.T) {
 func TestStructuredResult(t *testing.T) {
 	_, p := setup(t, nil)
 	s, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"verdict": map[string]any{"enum": []any{"pass", "fail"}}}, "required": []any{"verdict"}})
-	rec := &recorder{}
+	rec := &tracetest.Recorder{}
 	out, err := evaluate(t, &eval.Agent{Provider: p, Schema: s, Children: []any{`CALL aml_submit_result {"result": {"verdict": "fail"}}`}}, rec)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +128,7 @@ func TestStructuredResult(t *testing.T) {
 	if out != `{"verdict":"fail"}` {
 		t.Fatalf("result = %q", out)
 	}
-	if n := rec.count("agent.output", eval.PointEvent); n != 1 {
+	if n := rec.Count("agent.output", eval.PointEvent); n != 1 {
 		t.Fatalf("agent.output events = %d", n)
 	}
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/agent/acp/acptest"
 	"github.com/aml-go/aml/providers/agent/copilot"
 )
@@ -55,25 +55,6 @@ func TestLaunch(t *testing.T) {
 	}
 }
 
-// capture keeps the prompts the engine submitted (content capture on).
-type capture struct {
-	mu      sync.Mutex
-	prompts []string
-}
-
-func (c *capture) CaptureContent() bool { return true }
-
-func (c *capture) HandleTrace(e eval.Event) error {
-	if e.Name == "acp.session.prompt.submitted" {
-		if p, ok := e.Attributes["prompt"].(string); ok {
-			c.mu.Lock()
-			c.prompts = append(c.prompts, p)
-			c.mu.Unlock()
-		}
-	}
-	return nil
-}
-
 // Granted tools are named for the model in the first turn, and the
 // structured instruction names Copilot's spelling of the submission tool.
 func TestToolHintsAndInstruction(t *testing.T) {
@@ -81,22 +62,26 @@ func TestToolHintsAndInstruction(t *testing.T) {
 	p, _ := copilot.New(copilot.Options{Command: cmd, Env: env})
 	s, _ := eval.NewSchema(map[string]any{"type": "string"})
 	tool, _ := eval.NewTool(eval.ToolOptions{Name: "lookup", Description: "Look up.", Execute: func(context.Context, any) (any, error) { return "x", nil }})
-	c := &capture{}
-	rt, _ := eval.New(eval.Options{Trace: []eval.TraceSink{c}})
+	rec := &tracetest.Recorder{Content: true}
+	rt, _ := eval.New(eval.Options{Trace: []eval.TraceSink{rec}})
 	_, err := rt.Evaluate(context.Background(), &eval.Agent{Provider: p, Schema: s, Children: []any{
 		&eval.ToolGrant{Tool: tool}, "say first", &eval.FollowUp{Children: []any{`submit "done"`}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.prompts) != 2 {
-		t.Fatalf("prompts = %q", c.prompts)
+	var prompts []string
+	for _, e := range rec.Named("acp.session.prompt.submitted") {
+		prompts = append(prompts, e.Attributes["prompt"].(string))
 	}
-	if !strings.HasPrefix(c.prompts[0], "The AML tools are available under these names:\n- lookup: aml-lookup\n\nsay first") {
-		t.Errorf("first turn = %q", c.prompts[0])
+	if len(prompts) != 2 {
+		t.Fatalf("prompts = %q", prompts)
 	}
-	if strings.Contains(c.prompts[1], "aml-lookup") || !strings.Contains(c.prompts[1], "Call aml-aml_submit_result once") {
-		t.Errorf("final turn = %q", c.prompts[1])
+	if !strings.HasPrefix(prompts[0], "The AML tools are available under these names:\n- lookup: aml-lookup\n\nsay first") {
+		t.Errorf("first turn = %q", prompts[0])
+	}
+	if strings.Contains(prompts[1], "aml-lookup") || !strings.Contains(prompts[1], "Call aml-aml_submit_result once") {
+		t.Errorf("final turn = %q", prompts[1])
 	}
 }
 

