@@ -37,25 +37,12 @@ Each agent() session launches command with literal args (never through a shell):
 }
 
 func acpAgentImpl(c *call) (starlark.Value, error) {
-	cfg := acp.Config{Command: c.str("command"), Name: c.str("name"), AuthMethodID: c.str("auth_method"), WorkingDirectory: c.str("working_directory")}
-	if c.has("name") && cfg.Name == "" {
-		return nil, c.errorf("name must be a non-empty string")
-	}
-	var err error
-	if cfg.Args, err = listArg(c, "args"); err != nil {
-		return nil, err
-	}
-	if cfg.Env, err = envArg(c, "env"); err != nil {
-		return nil, err
-	}
-	if cfg.WorkingDirectory, err = absDir(c, "working_directory", cfg.WorkingDirectory); err != nil {
-		return nil, err
-	}
-	p, err := acp.New(cfg)
+	l, err := readLaunch(c, "working_directory", "name")
 	if err != nil {
-		return nil, c.errorf("%v", err)
+		return nil, err
 	}
-	return &AgentProviderValue{Provider: p}, nil
+	return providerValue(c)(acp.New(acp.Config{Command: c.str("command"), Name: c.str("name"), AuthMethodID: c.str("auth_method"),
+		Args: l.args, Env: l.env, WorkingDirectory: l.dir}))
 }
 
 func init() {
@@ -80,81 +67,89 @@ Each session gets a private OpenCode configuration (OPENCODE_CONFIG_CONTENT): co
 	Returns: "an agent provider",
 	Example: `coder = opencode_agent(model = "openai/gpt-5", env = {"OPENAI_API_KEY": env("OPENAI_API_KEY")})`,
 	impl: func(c *call) (starlark.Value, error) {
-		o := opencode.Options{Name: c.str("name"), Command: c.str("command"), Model: c.str("model"), Directory: c.str("directory")}
-		if c.has("name") && o.Name == "" {
-			return nil, c.errorf("name must be a non-empty string")
-		}
-		if c.has("command") && o.Command == "" {
-			return nil, c.errorf("command must be a non-empty string")
-		}
-		var err error
-		if o.Args, err = listArg(c, "args"); err != nil {
-			return nil, err
-		}
-		if o.Env, err = envArg(c, "env"); err != nil {
-			return nil, err
-		}
-		if v := c.value("config"); v != nil {
-			g, err := toGo(v)
-			if err != nil {
-				return nil, c.errorf("config must be JSON data: %v", err)
-			}
-			o.Config = g.(map[string]any)
-		}
-		if o.Directory, err = absDir(c, "directory", o.Directory); err != nil {
-			return nil, err
-		}
-		p, err := opencode.New(o)
+		l, err := readLaunch(c, "directory", "name", "command")
 		if err != nil {
-			return nil, c.errorf("%v", err)
+			return nil, err
 		}
-		return &AgentProviderValue{Provider: p}, nil
+		config, err := jsonDict(c, "config")
+		if err != nil {
+			return nil, err
+		}
+		return providerValue(c)(opencode.New(opencode.Options{Name: c.str("name"), Command: c.str("command"), Model: c.str("model"),
+			Config: config, Args: l.args, Env: l.env, Directory: l.dir}))
 	},
 }
 
-// listArg reads an optional list-of-strings parameter.
-func listArg(c *call, name string) ([]string, error) {
-	v := c.value(name)
-	if v == nil {
-		return nil, nil
+// launch holds the parameters every agent factory shares.
+type launch struct {
+	args []string
+	env  map[string]string
+	dir  string
+}
+
+// readLaunch checks that the string parameters nonEmpty are not empty
+// when given, and reads args= (a list of strings), env= (a dict of
+// strings) and the directory parameter dirParam, resolved from the
+// working directory when relative.
+func readLaunch(c *call, dirParam string, nonEmpty ...string) (launch, error) {
+	var l launch
+	for _, k := range nonEmpty {
+		if c.has(k) && c.str(k) == "" {
+			return l, c.errorf("%s must be a non-empty string", k)
+		}
 	}
-	l, err := stringList(v)
-	if err != nil {
-		return nil, c.errorf("%s %v", name, err)
+	if v := c.value("args"); v != nil {
+		args, err := stringList(v)
+		if err != nil {
+			return l, c.errorf("args %v", err)
+		}
+		l.args = args
+	}
+	if v := c.value("env"); v != nil {
+		d := v.(*starlark.Dict)
+		l.env = make(map[string]string, d.Len())
+		for _, kv := range d.Items() {
+			k, ok1 := kv[0].(starlark.String)
+			val, ok2 := kv[1].(starlark.String)
+			if !ok1 || !ok2 {
+				return l, c.errorf("env must map strings to strings, got %s: %s", kv[0].Type(), kv[1].Type())
+			}
+			l.env[string(k)] = string(val)
+		}
+	}
+	l.dir = c.str(dirParam)
+	if l.dir != "" && !filepath.IsAbs(l.dir) {
+		abs, err := filepath.Abs(l.dir)
+		if err != nil {
+			return l, c.errorf("%s %q: %v", dirParam, l.dir, err)
+		}
+		l.dir = abs
 	}
 	return l, nil
 }
 
-// envArg reads an optional dict-of-strings parameter.
-func envArg(c *call, name string) (map[string]string, error) {
+// jsonDict reads an optional dict parameter as JSON data, or nil.
+func jsonDict(c *call, name string) (map[string]any, error) {
 	v := c.value(name)
-	if v == nil {
+	if v == nil || v == starlark.None {
 		return nil, nil
 	}
-	d := v.(*starlark.Dict)
-	out := make(map[string]string, d.Len())
-	for _, kv := range d.Items() {
-		k, ok1 := kv[0].(starlark.String)
-		val, ok2 := kv[1].(starlark.String)
-		if !ok1 || !ok2 {
-			return nil, c.errorf("%s must map strings to strings, got %s: %s", name, kv[0].Type(), kv[1].Type())
-		}
-		out[string(k)] = string(val)
+	g, err := toGo(v)
+	if err != nil {
+		return nil, c.errorf("%s must be JSON data: %v", name, err)
 	}
-	return out, nil
+	return g.(map[string]any), nil
 }
 
-// absDir resolves a relative directory parameter from the working
-// directory.
-func absDir(c *call, name, dir string) (string, error) {
-	if dir == "" || filepath.IsAbs(dir) {
-		return dir, nil
+// providerValue turns an agent provider constructor's results into the
+// factory's result, reporting a construction error at the call.
+func providerValue(c *call) func(*acp.Provider, error) (starlark.Value, error) {
+	return func(p *acp.Provider, err error) (starlark.Value, error) {
+		if err != nil {
+			return nil, c.errorf("%v", err)
+		}
+		return &AgentProviderValue{Provider: p}, nil
 	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", c.errorf("%s %q: %v", name, dir, err)
-	}
-	return abs, nil
 }
 
 func init() {
@@ -182,35 +177,16 @@ Each session gets private Codex state (CODEX_HOME, sqlite, logs) in a directory 
 	Returns: "an agent provider",
 	Example: `coder = codex_agent(model = "gpt-5-codex", api_key = env("OPENAI_API_KEY"))`,
 	impl: func(c *call) (starlark.Value, error) {
-		o := codex.Options{Name: c.str("name"), Command: c.str("command"), CodexPath: c.str("codex_path"), Model: c.str("model"),
-			APIKey: c.str("api_key"), ReasoningEffort: c.str("reasoning_effort"), WorkingDirectory: c.str("working_directory")}
-		for _, k := range []string{"name", "command", "codex_path"} {
-			if c.has(k) && c.str(k) == "" {
-				return nil, c.errorf("%s must be a non-empty string", k)
-			}
-		}
-		var err error
-		if o.Args, err = listArg(c, "args"); err != nil {
-			return nil, err
-		}
-		if o.Env, err = envArg(c, "env"); err != nil {
-			return nil, err
-		}
-		if v := c.value("config"); v != nil {
-			g, err := toGo(v)
-			if err != nil {
-				return nil, c.errorf("config must be JSON data: %v", err)
-			}
-			o.Config = g.(map[string]any)
-		}
-		if o.WorkingDirectory, err = absDir(c, "working_directory", o.WorkingDirectory); err != nil {
-			return nil, err
-		}
-		p, err := codex.New(o)
+		l, err := readLaunch(c, "working_directory", "name", "command", "codex_path")
 		if err != nil {
-			return nil, c.errorf("%v", err)
+			return nil, err
 		}
-		return &AgentProviderValue{Provider: p}, nil
+		config, err := jsonDict(c, "config")
+		if err != nil {
+			return nil, err
+		}
+		return providerValue(c)(codex.New(codex.Options{Name: c.str("name"), Command: c.str("command"), CodexPath: c.str("codex_path"), Model: c.str("model"),
+			APIKey: c.str("api_key"), ReasoningEffort: c.str("reasoning_effort"), Config: config, Args: l.args, Env: l.env, WorkingDirectory: l.dir}))
 	},
 }
 
@@ -236,27 +212,12 @@ Each session runs the Copilot CLI with args= first and then AML's own flags (ACP
 	Returns: "an agent provider",
 	Example: `reviewer = copilot_agent(env = {"GH_TOKEN": env("GH_TOKEN")})`,
 	impl: func(c *call) (starlark.Value, error) {
-		o := copilot.Options{Name: c.str("name"), Command: c.str("command"), Model: c.str("model"), ReasoningEffort: c.str("reasoning_effort"), WorkingDirectory: c.str("working_directory")}
-		for _, k := range []string{"name", "command"} {
-			if c.has(k) && c.str(k) == "" {
-				return nil, c.errorf("%s must be a non-empty string", k)
-			}
-		}
-		var err error
-		if o.Args, err = listArg(c, "args"); err != nil {
-			return nil, err
-		}
-		if o.Env, err = envArg(c, "env"); err != nil {
-			return nil, err
-		}
-		if o.WorkingDirectory, err = absDir(c, "working_directory", o.WorkingDirectory); err != nil {
-			return nil, err
-		}
-		p, err := copilot.New(o)
+		l, err := readLaunch(c, "working_directory", "name", "command")
 		if err != nil {
-			return nil, c.errorf("%v", err)
+			return nil, err
 		}
-		return &AgentProviderValue{Provider: p}, nil
+		return providerValue(c)(copilot.New(copilot.Options{Name: c.str("name"), Command: c.str("command"), Model: c.str("model"),
+			ReasoningEffort: c.str("reasoning_effort"), Args: l.args, Env: l.env, WorkingDirectory: l.dir}))
 	},
 }
 
@@ -280,12 +241,12 @@ AML sets Z_AI_API_KEY (api_key=), ACP_GLM_BASE_URL (base_url=), ACP_GLM_MAX_TOKE
 	Returns: "an agent provider",
 	Example: `glm = glm_agent(api_key = env("Z_AI_API_KEY"), model = "glm-4.7")`,
 	impl: func(c *call) (starlark.Value, error) {
-		o := glm.Options{Name: c.str("name"), Command: c.str("command"), APIKey: c.str("api_key"), Model: c.str("model"), BaseURL: c.str("base_url"), WorkingDirectory: c.str("working_directory")}
-		for _, k := range []string{"name", "command"} {
-			if c.has(k) && c.str(k) == "" {
-				return nil, c.errorf("%s must be a non-empty string", k)
-			}
+		l, err := readLaunch(c, "working_directory", "name", "command")
+		if err != nil {
+			return nil, err
 		}
+		o := glm.Options{Name: c.str("name"), Command: c.str("command"), APIKey: c.str("api_key"), Model: c.str("model"), BaseURL: c.str("base_url"),
+			Args: l.args, Env: l.env, WorkingDirectory: l.dir}
 		if n, set, err := c.integer("max_tokens"); err != nil {
 			return nil, err
 		} else if set {
@@ -294,21 +255,7 @@ AML sets Z_AI_API_KEY (api_key=), ACP_GLM_BASE_URL (base_url=), ACP_GLM_MAX_TOKE
 			}
 			o.MaxTokens = n
 		}
-		var err error
-		if o.Args, err = listArg(c, "args"); err != nil {
-			return nil, err
-		}
-		if o.Env, err = envArg(c, "env"); err != nil {
-			return nil, err
-		}
-		if o.WorkingDirectory, err = absDir(c, "working_directory", o.WorkingDirectory); err != nil {
-			return nil, err
-		}
-		p, err := glm.New(o)
-		if err != nil {
-			return nil, c.errorf("%v", err)
-		}
-		return &AgentProviderValue{Provider: p}, nil
+		return providerValue(c)(glm.New(o))
 	},
 }
 
@@ -337,34 +284,16 @@ Every session gets a private Pi home (HOME, agent and session directories) remov
 	Returns: "an agent provider",
 	Example: `pi = pi_agent(model = "anthropic/claude-sonnet-4", env = {"ANTHROPIC_API_KEY": env("ANTHROPIC_API_KEY")})`,
 	impl: func(c *call) (starlark.Value, error) {
-		o := pi.Options{Name: c.str("name"), Command: c.str("command"), PiCommand: c.str("pi_command"), MCPAdapterPath: c.str("mcp_adapter_path"),
-			Model: c.str("model"), ThinkingLevel: c.str("thinking_level"), WorkingDirectory: c.str("working_directory")}
-		for _, k := range []string{"name", "command", "pi_command"} {
-			if c.has(k) && c.str(k) == "" {
-				return nil, c.errorf("%s must be a non-empty string", k)
-			}
-		}
-		var err error
-		if o.Args, err = listArg(c, "args"); err != nil {
-			return nil, err
-		}
-		if o.Env, err = envArg(c, "env"); err != nil {
-			return nil, err
-		}
-		if v := c.value("models"); v != nil && v != starlark.None {
-			g, err := toGo(v)
-			if err != nil {
-				return nil, c.errorf("models must be JSON data: %v", err)
-			}
-			o.Models = g.(map[string]any)
-		}
-		if o.WorkingDirectory, err = absDir(c, "working_directory", o.WorkingDirectory); err != nil {
-			return nil, err
-		}
-		p, err := pi.New(o)
+		l, err := readLaunch(c, "working_directory", "name", "command", "pi_command")
 		if err != nil {
-			return nil, c.errorf("%v", err)
+			return nil, err
 		}
-		return &AgentProviderValue{Provider: p}, nil
+		models, err := jsonDict(c, "models")
+		if err != nil {
+			return nil, err
+		}
+		return providerValue(c)(pi.New(pi.Options{Name: c.str("name"), Command: c.str("command"), PiCommand: c.str("pi_command"),
+			MCPAdapterPath: c.str("mcp_adapter_path"), Model: c.str("model"), ThinkingLevel: c.str("thinking_level"), Models: models,
+			Args: l.args, Env: l.env, WorkingDirectory: l.dir}))
 	},
 }
