@@ -25,7 +25,6 @@ import (
 	"maps"
 	"path"
 	"slices"
-	"strings"
 
 	"github.com/aml-go/aml/providers/agent/acp"
 )
@@ -68,14 +67,9 @@ func New(o Options) (*acp.Provider, error) {
 	if o.CodexPath == "" {
 		o.CodexPath = "codex"
 	}
-	for field, v := range map[string]string{"name": o.Name, "command": o.Command, "codex_path": o.CodexPath, "model": o.Model,
-		"reasoning_effort": o.ReasoningEffort, "working_directory": o.WorkingDirectory} {
-		if v != "" && (strings.TrimSpace(v) != v || strings.IndexByte(v, 0) >= 0) {
-			return nil, fmt.Errorf("codex_agent: %s must be trimmed and contain no NUL bytes, got %q", field, v)
-		}
-	}
-	if strings.IndexByte(o.APIKey, 0) >= 0 || strings.TrimSpace(o.APIKey) != o.APIKey {
-		return nil, fmt.Errorf("codex_agent: api_key must be trimmed and contain no NUL bytes")
+	if err := acp.CheckOptions("codex_agent", map[string]string{"name": o.Name, "command": o.Command, "codex_path": o.CodexPath, "model": o.Model,
+		"reasoning_effort": o.ReasoningEffort, "working_directory": o.WorkingDirectory, "api_key": o.APIKey}, "api_key"); err != nil {
+		return nil, err
 	}
 	raw, err := json.Marshal(o.Config)
 	if err != nil {

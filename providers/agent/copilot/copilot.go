@@ -63,10 +63,9 @@ func New(o Options) (*acp.Provider, error) {
 	if o.Model == "" {
 		o.Model = "auto"
 	}
-	for field, v := range map[string]string{"name": o.Name, "command": o.Command, "model": o.Model, "reasoning_effort": o.ReasoningEffort, "working_directory": o.WorkingDirectory} {
-		if strings.TrimSpace(v) != v || strings.IndexByte(v, 0) >= 0 {
-			return nil, fmt.Errorf("copilot_agent: %s must be trimmed and contain no NUL bytes, got %q", field, v)
-		}
+	if err := acp.CheckOptions("copilot_agent", map[string]string{"name": o.Name, "command": o.Command, "model": o.Model,
+		"reasoning_effort": o.ReasoningEffort, "working_directory": o.WorkingDirectory}); err != nil {
+		return nil, err
 	}
 	env := maps.Clone(o.Env)
 	args := slices.Clone(o.Args)

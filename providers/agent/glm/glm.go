@@ -18,7 +18,6 @@ import (
 	"path"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/aml-go/aml/providers/agent/acp"
 )
@@ -53,10 +52,9 @@ func New(o Options) (*acp.Provider, error) {
 	if o.Command == "" {
 		o.Command = "glm-acp-agent"
 	}
-	for field, v := range map[string]string{"name": o.Name, "command": o.Command, "api_key": o.APIKey, "base_url": o.BaseURL, "model": o.Model, "working_directory": o.WorkingDirectory} {
-		if strings.TrimSpace(v) != v || strings.IndexByte(v, 0) >= 0 {
-			return nil, fmt.Errorf("glm_agent: %s must be trimmed and contain no NUL bytes", field)
-		}
+	if err := acp.CheckOptions("glm_agent", map[string]string{"name": o.Name, "command": o.Command, "api_key": o.APIKey, "base_url": o.BaseURL,
+		"model": o.Model, "working_directory": o.WorkingDirectory}, "api_key"); err != nil {
+		return nil, err
 	}
 	if o.MaxTokens < 0 || o.MaxTokens > 1<<53-1 {
 		return nil, fmt.Errorf("glm_agent: max_tokens must be a positive integer, got %d", o.MaxTokens)

@@ -26,7 +26,6 @@ import (
 	"maps"
 	"path"
 	"slices"
-	"strings"
 
 	"github.com/aml-go/aml/providers/agent/acp"
 )
@@ -59,10 +58,8 @@ func New(o Options) (*acp.Provider, error) {
 	if o.Command == "" {
 		o.Command = "opencode"
 	}
-	for field, v := range map[string]string{"name": o.Name, "command": o.Command, "directory": o.Directory, "model": o.Model} {
-		if v != "" && (strings.TrimSpace(v) != v || strings.IndexByte(v, 0) >= 0) {
-			return nil, fmt.Errorf("opencode_agent: %s must be trimmed and contain no NUL bytes, got %q", field, v)
-		}
+	if err := acp.CheckOptions("opencode_agent", map[string]string{"name": o.Name, "command": o.Command, "directory": o.Directory, "model": o.Model}); err != nil {
+		return nil, err
 	}
 	// Capture the config now, as JSON: later changes by the caller have
 	// no effect, and values that are not JSON data are rejected here.

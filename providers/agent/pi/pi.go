@@ -83,11 +83,9 @@ func New(o Options) (*acp.Provider, error) {
 	if o.PiCommand == "" {
 		o.PiCommand = "pi"
 	}
-	for field, v := range map[string]string{"name": o.Name, "command": o.Command, "pi_command": o.PiCommand, "mcp_adapter_path": o.MCPAdapterPath,
-		"model": o.Model, "thinking_level": o.ThinkingLevel, "working_directory": o.WorkingDirectory} {
-		if strings.TrimSpace(v) != v || strings.IndexByte(v, 0) >= 0 {
-			return nil, fmt.Errorf("pi_agent: %s must be trimmed and contain no NUL bytes, got %q", field, v)
-		}
+	if err := acp.CheckOptions("pi_agent", map[string]string{"name": o.Name, "command": o.Command, "pi_command": o.PiCommand, "mcp_adapter_path": o.MCPAdapterPath,
+		"model": o.Model, "thinking_level": o.ThinkingLevel, "working_directory": o.WorkingDirectory}); err != nil {
+		return nil, err
 	}
 	if strings.ContainsAny(o.PiCommand+o.MCPAdapterPath, "'\n") {
 		return nil, fmt.Errorf("pi_agent: pi_command and mcp_adapter_path must not contain quotes or newlines")
