@@ -62,6 +62,9 @@ func (echoNoRecord) Run(_ context.Context, req *eval.AgentRequest, _ *eval.Agent
 	return &eval.AgentResponse{Text: req.Prompt}, nil
 }
 
+// noLimits switches every limit off.
+var noLimits = eval.Limits{MaxAgentCalls: eval.Unlimited, MaxConcurrentAgents: eval.Unlimited, MaxDepth: eval.Unlimited, MaxTurnsPerAgent: eval.Unlimited}
+
 func benchEvaluate(b *testing.B, rt *eval.Runtime, reset func(), tree any, wantLen int) {
 	b.Helper()
 	ctx := context.Background()
@@ -88,10 +91,10 @@ func BenchmarkSeq10k(b *testing.B) {
 	tree := siblingAgents(benchN)
 	b.Run("deterministic", func(b *testing.B) {
 		p := benchProvider(b, "")
-		benchEvaluate(b, benchRuntime(b, p, eval.Limits{}), p.Reset, tree, benchN)
+		benchEvaluate(b, benchRuntime(b, p, noLimits), p.Reset, tree, benchN)
 	})
 	b.Run("norecord", func(b *testing.B) {
-		benchEvaluate(b, benchRuntime(b, echoNoRecord{}, eval.Limits{}), nil, tree, benchN)
+		benchEvaluate(b, benchRuntime(b, echoNoRecord{}, noLimits), nil, tree, benchN)
 	})
 }
 
@@ -103,8 +106,8 @@ func BenchmarkParallel10k(b *testing.B) {
 		name   string
 		limits eval.Limits
 	}{
-		{"limit4", eval.Limits{MaxConcurrentAgents: 4}},
-		{"unlimited", eval.Limits{}},
+		{"limit4", eval.Limits{MaxAgentCalls: eval.Unlimited, MaxConcurrentAgents: 4, MaxDepth: eval.Unlimited, MaxTurnsPerAgent: eval.Unlimited}},
+		{"unlimited", noLimits},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			p := benchProvider(b, "")
@@ -122,7 +125,7 @@ func BenchmarkNest100k(b *testing.B) {
 		tree = &eval.Agent{Children: []any{tree}}
 	}
 	p := benchProvider(b, "ok")
-	benchEvaluate(b, benchRuntime(b, p, eval.Limits{}), p.Reset, tree, len("ok"))
+	benchEvaluate(b, benchRuntime(b, p, noLimits), p.Reset, tree, len("ok"))
 }
 
 // BenchmarkLocalEvaluate10k runs one component whose body evaluates an
@@ -141,7 +144,7 @@ func BenchmarkLocalEvaluate10k(b *testing.B) {
 		return n, nil
 	}}
 	p := benchProvider(b, "")
-	benchEvaluate(b, benchRuntime(b, p, eval.Limits{}), p.Reset, tree, len("10000"))
+	benchEvaluate(b, benchRuntime(b, p, noLimits), p.Reset, tree, len("10000"))
 }
 
 // BenchmarkRetainedPerCall measures the heap still reachable after
@@ -158,7 +161,7 @@ func BenchmarkRetainedPerCall(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p := benchProvider(b, "")
-		rt := benchRuntime(b, p, eval.Limits{})
+		rt := benchRuntime(b, p, noLimits)
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
@@ -209,7 +212,7 @@ func BenchmarkSeq10kStructured(b *testing.B) {
 			for i := range agents {
 				agents[i] = &eval.Agent{Schema: c.schema, Children: []any{"p"}}
 			}
-			benchEvaluate(b, benchRuntime(b, p, eval.Limits{}), p.Reset, agents, benchN*len(text.Text))
+			benchEvaluate(b, benchRuntime(b, p, noLimits), p.Reset, agents, benchN*len(text.Text))
 		})
 	}
 }

@@ -167,12 +167,46 @@ func TestLimits(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "agent() has 3 turns") || !strings.Contains(err.Error(), "max_turns_per_agent 2") {
 		t.Fatalf("turns: %v", err)
 	}
-	if _, err := eval.New(eval.Options{Limits: &eval.Limits{MaxDepth: -1}}); err == nil || !strings.Contains(err.Error(), "max_depth must be a non-negative integer") {
+	if _, err := eval.New(eval.Options{Limits: &eval.Limits{MaxDepth: -2}}); err == nil || !strings.Contains(err.Error(), "Limits.MaxDepth must be 0 (the default), a positive bound, or eval.Unlimited") {
 		t.Fatalf("negative limit: %v", err)
 	}
-	// Zero disables a limit.
-	if _, err := run(t, echo(t, nil), &eval.Limits{}, deep); err != nil {
+	// Unlimited disables a limit.
+	if _, err := run(t, echo(t, nil), &eval.Limits{MaxDepth: eval.Unlimited}, deep); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLimitsZeroIsDefault: a zero field keeps its default, so setting one
+// limit leaves the other three in force.
+func TestLimitsZeroIsDefault(t *testing.T) {
+	rt, err := eval.New(eval.Options{Limits: &eval.Limits{MaxAgentCalls: 8}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := eval.DefaultLimits()
+	want.MaxAgentCalls = 8
+	if got := rt.Limits(); got != want {
+		t.Fatalf("effective limits %+v, want %+v", got, want)
+	}
+	// The default depth (16) still applies.
+	deep := any("x")
+	for i := 0; i < 17; i++ {
+		deep = &eval.Agent{Position: pos(i + 1), Children: []any{deep}}
+	}
+	p := echo(t, nil)
+	if _, err := run(t, p, &eval.Limits{MaxAgentCalls: 8}, deep); err == nil || !strings.Contains(err.Error(), "exceeded max_depth 16") {
+		t.Fatalf("depth with defaults: %v", err)
+	}
+	off := eval.Limits{MaxDepth: eval.Unlimited}
+	rt, err = eval.New(eval.Options{Limits: &off})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rt.Limits(); got.MaxDepth != eval.Unlimited || got.MaxAgentCalls != 32 {
+		t.Fatalf("effective limits %+v", got)
+	}
+	if eval.SurfaceLimit(0) != eval.Unlimited || eval.SurfaceLimit(5) != 5 {
+		t.Fatal("SurfaceLimit")
 	}
 }
 

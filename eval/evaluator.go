@@ -50,6 +50,8 @@ type frame struct {
 	parentSpan string
 	// ctx is the chain of provided context values around this frame.
 	ctx *binding
+	// comps is the chain of components whose values enclose this frame.
+	comps *compLink
 	// res is the resource scope around this frame's children; ws and sb
 	// are the resources this frame owns and must release.
 	res resScope
@@ -138,7 +140,7 @@ func (e *evaluator) run(value any) (text string, err error) {
 	e.st = getStack()
 	// Registered first, so it runs after unwind below is done with the stack.
 	defer func() { putStack(e.st); e.st = nil }()
-	e.push(frame{kind: fRoot, items: []any{value}, depth: int32(e.sc.depth), sink: 0, out: -1, agent: -1, parentSpan: e.sc.span, ctx: e.sc.ctx, res: e.sc.res})
+	e.push(frame{kind: fRoot, items: []any{value}, depth: int32(e.sc.depth), sink: 0, out: -1, agent: -1, parentSpan: e.sc.span, ctx: e.sc.ctx, comps: e.sc.comps, res: e.sc.res})
 	defer func() {
 		if r := recover(); r != nil {
 			var pos Position
@@ -206,7 +208,7 @@ func (e *evaluator) visit(item any) error {
 		return nil
 	case []any:
 		if len(v) > 0 {
-			e.push(frame{kind: fList, items: v, depth: f.depth, pl: f.pl, sink: f.sink, agent: f.agent, pos: f.pos, parentSpan: e.spanParent(), ctx: f.ctx, res: f.res})
+			e.push(frame{kind: fList, items: v, depth: f.depth, pl: f.pl, sink: f.sink, agent: f.agent, pos: f.pos, parentSpan: e.spanParent(), ctx: f.ctx, comps: f.comps, res: f.res})
 		}
 		return nil
 	case []string:
@@ -268,7 +270,7 @@ func (e *evaluator) enter(n Node) error {
 	if err != nil {
 		return err
 	}
-	base := frame{depth: int32(depth), pl: pl, sink: p.sink, agent: p.agent, pos: n.Pos(), node: n, parentSpan: e.spanParent(), ctx: p.ctx, res: p.res}
+	base := frame{depth: int32(depth), pl: pl, sink: p.sink, agent: p.agent, pos: n.Pos(), node: n, parentSpan: e.spanParent(), ctx: p.ctx, comps: p.comps, res: p.res}
 	switch n := n.(type) {
 	case *Agent:
 		base.kind = fAgent
@@ -420,9 +422,14 @@ func (e *evaluator) spanParent() string {
 
 // component runs a component body and pushes the value it returned.
 func (e *evaluator) component(n *Component, base frame) error {
+	link, err := enterComponent(base.comps, n)
+	if err != nil {
+		return err
+	}
 	base.kind = fComponent
+	base.comps = link
 	base.span = e.d.trace.startSpan(e.spanParent(), "component", n.Name, n.Position, nil, nil)
-	sc := scope{depth: int(base.depth), span: base.span.ID(), ctx: base.ctx, res: base.res}
+	sc := scope{depth: int(base.depth), span: base.span.ID(), ctx: base.ctx, comps: link, res: base.res}
 	if sc.span == "" {
 		sc.span = e.spanParent()
 	}
@@ -445,6 +452,7 @@ func (e *evaluator) component(n *Component, base frame) error {
 		}
 	}
 	if err != nil {
+		link.leave()
 		base.span.end(err, nil, nil)
 		return err
 	}
@@ -464,6 +472,7 @@ func (e *evaluator) pop() error {
 	case fBlock:
 		return e.write(f.suffix, f.pos)
 	case fComponent:
+		f.comps.leave()
 		f.span.end(nil, nil, nil)
 		return nil
 	case fWorkspace:
@@ -530,6 +539,9 @@ func (e *evaluator) unwind(err error) error {
 		case f.span.ID() != "":
 			f.span.end(err, nil, nil)
 		}
+		if f.kind == fComponent {
+			f.comps.leave()
+		}
 		if f.plan != nil {
 			if rerr := f.plan.staging.release(); rerr != nil {
 				err = errors.Join(err, rerr)
@@ -545,7 +557,7 @@ func (e *evaluator) unwind(err error) error {
 func (e *evaluator) parallel(n *Parallel, depth int) (string, error) {
 	sp := e.d.trace.startSpan(e.spanParent(), "component", "Parallel", n.Position, nil, nil)
 	branches := flattenBranches(n.Branches)
-	sc := scope{depth: depth, span: sp.ID(), ctx: e.top().ctx, res: e.top().res}
+	sc := scope{depth: depth, span: sp.ID(), ctx: e.top().ctx, comps: e.top().comps, res: e.top().res}
 	if sc.span == "" {
 		sc.span = e.spanParent()
 	}

@@ -150,6 +150,10 @@ type Component struct {
 	// (so it may call Evaluate) but does not count toward max_depth.
 	Entry    bool
 	Position Position
+
+	// active counts the evaluations of this node in progress (read and
+	// written atomically); it lets cycle detection skip the common case.
+	active int32
 }
 
 // Kind implements Node.

@@ -157,6 +157,8 @@ type checkItem struct {
 	agent *agentCheck
 	// pos is the position of the nearest enclosing node.
 	pos Position
+	// lvl is the number of nodes enclosing the value.
+	lvl int
 }
 
 // agentCheck is the static state of one agent plan.
@@ -182,14 +184,19 @@ func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agent
 	maxDepth := d.limits.MaxDepth
 	maxTurns := d.limits.MaxTurnsPerAgent
 	stack := []checkItem{{v: value, pl: pl, depth: depth, pos: pos, agent: ac}}
+	// lvl is the node level of the children pushed next; path holds the
+	// nodes enclosing the current one, to find a node that contains itself.
+	lvl := 0
+	var path []Node
 	pushKids := func(kids []any, pl place, depth int, ac *agentCheck, pos Position) {
 		for i := len(kids) - 1; i >= 0; i-- {
-			stack = append(stack, checkItem{v: kids[i], pl: pl, depth: depth, agent: ac, pos: pos})
+			stack = append(stack, checkItem{v: kids[i], pl: pl, depth: depth, agent: ac, pos: pos, lvl: lvl})
 		}
 	}
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
+		lvl = it.lvl
 		switch v := it.v.(type) {
 		case string:
 			if it.agent != nil && it.agent.seen && !it.pl.inFollowUp && !it.pl.inSystem && !isBlank(v) {
@@ -199,12 +206,17 @@ func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agent
 			pushKids(v, it.pl, it.depth, it.agent, it.pos)
 		case []string:
 			for i := len(v) - 1; i >= 0; i-- {
-				stack = append(stack, checkItem{v: v[i], pl: it.pl, depth: it.depth, agent: it.agent, pos: it.pos})
+				stack = append(stack, checkItem{v: v[i], pl: it.pl, depth: it.depth, agent: it.agent, pos: it.pos, lvl: it.lvl})
 			}
 		case Node:
 			if v == nil {
 				continue
 			}
+			path = append(path[:it.lvl], v)
+			if err := checkNodeCycle(path); err != nil {
+				return err
+			}
+			lvl = it.lvl + 1
 			depth := it.depth
 			if countsDepth(v) {
 				depth++
@@ -293,6 +305,37 @@ func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agent
 		}
 	}
 	return nil
+}
+
+// checkNodeCycle reports a node tree built in Go that contains its own
+// node (Starlark builds trees bottom-up, so there a cycle can only pass
+// through a component, which enterComponent finds). path is the current
+// node and the nodes enclosing it. Only at levels that are powers of two
+// is the upper half of the path searched for the current node, which
+// finds every cycle by twice its depth at O(1) amortized cost per node.
+func checkNodeCycle(path []Node) error {
+	n := len(path)
+	if n < 64 || n&(n-1) != 0 {
+		return nil
+	}
+	cur := path[n-1]
+	for i := n / 2; i < n-1; i++ {
+		if sameNode(path[i], cur) {
+			return newError(cur.Pos(), fmt.Sprintf("cycle: %s() contains itself (%d levels down), so its evaluation would never end; a node tree must not contain its own node", cur.Kind(), n-1-i))
+		}
+	}
+	return nil
+}
+
+// sameNode compares node identities; a Node of a non-comparable type
+// (which the evaluator rejects later as an unknown kind) is never the same.
+func sameNode(a, b Node) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }
 
 // turnsMarker is pushed below an agent's children so the agent's static

@@ -10,8 +10,13 @@ import (
 	"time"
 )
 
-// Limits are the per-evaluation safety budgets. A value of 0 disables that
-// limit; negative values are rejected by New.
+// Limits are the per-evaluation safety budgets.
+//
+// In Go a zero field means "the default" (DefaultLimits), so
+// Limits{MaxAgentCalls: 8} changes one budget and keeps the other three.
+// Unlimited switches a limit off; any other negative value is rejected by
+// New. (The Starlark configure() and the CLI flags keep the original's
+// convention, where 0 disables a limit: SurfaceLimit converts.)
 type Limits struct {
 	// MaxAgentCalls bounds provider-backed agent sessions per evaluation.
 	MaxAgentCalls int
@@ -25,25 +30,54 @@ type Limits struct {
 	MaxTurnsPerAgent int
 }
 
+// Unlimited, as the value of a Limits field, switches that limit off.
+const Unlimited = -1
+
 // DefaultLimits returns the original AML defaults: 32 agent calls, 4
 // concurrent agents, depth 16, 16 turns per agent.
 func DefaultLimits() Limits {
 	return Limits{MaxAgentCalls: 32, MaxConcurrentAgents: 4, MaxDepth: 16, MaxTurnsPerAgent: 16}
 }
 
-// Validate reports the first negative limit.
+// SurfaceLimit converts a limit written in the Starlark and CLI convention
+// (a non-negative integer, 0 disables the limit) into a Limits field value.
+func SurfaceLimit(n int) int {
+	if n == 0 {
+		return Unlimited
+	}
+	return n
+}
+
+// WithDefaults returns l with every zero field replaced by its default.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits()
+	for _, f := range []struct{ v, def *int }{
+		{&l.MaxAgentCalls, &d.MaxAgentCalls},
+		{&l.MaxConcurrentAgents, &d.MaxConcurrentAgents},
+		{&l.MaxDepth, &d.MaxDepth},
+		{&l.MaxTurnsPerAgent, &d.MaxTurnsPerAgent},
+	} {
+		if *f.v == 0 {
+			*f.v = *f.def
+		}
+	}
+	return l
+}
+
+// Validate reports the first field that is neither zero (the default), a
+// positive bound nor Unlimited.
 func (l Limits) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
 	}{
-		{"max_agent_calls", l.MaxAgentCalls},
-		{"max_concurrent_agents", l.MaxConcurrentAgents},
-		{"max_depth", l.MaxDepth},
-		{"max_turns_per_agent", l.MaxTurnsPerAgent},
+		{"MaxAgentCalls", l.MaxAgentCalls},
+		{"MaxConcurrentAgents", l.MaxConcurrentAgents},
+		{"MaxDepth", l.MaxDepth},
+		{"MaxTurnsPerAgent", l.MaxTurnsPerAgent},
 	} {
-		if f.v < 0 {
-			return fmt.Errorf("%s must be a non-negative integer (0 disables the limit), got %d", f.name, f.v)
+		if f.v < 0 && f.v != Unlimited {
+			return fmt.Errorf("Limits.%s must be 0 (the default), a positive bound, or eval.Unlimited (no limit), got %d", f.name, f.v)
 		}
 	}
 	return nil
@@ -90,7 +124,8 @@ type Options struct {
 	// Cwd is the base directory for application-owned reads and host
 	// scripts; "" means the process working directory.
 	Cwd string
-	// Limits are the budgets; nil means DefaultLimits().
+	// Limits are the budgets; nil, like a zero field, means the default
+	// (see Limits).
 	Limits *Limits
 	// AllowedTools, when non-nil, lists the exact tool names that may be
 	// granted to agents (component code may call any tool).
@@ -122,13 +157,14 @@ type Runtime struct {
 
 // New returns a Runtime for opts, or an error for invalid limits.
 func New(opts Options) (*Runtime, error) {
-	limits := DefaultLimits()
+	var limits Limits
 	if opts.Limits != nil {
 		limits = *opts.Limits
 	}
 	if err := limits.Validate(); err != nil {
 		return nil, err
 	}
+	limits = limits.WithDefaults()
 	opts.Trace = append([]TraceSink(nil), opts.Trace...)
 	if opts.AllowedTools != nil {
 		opts.AllowedTools = append([]string{}, opts.AllowedTools...)
@@ -139,7 +175,8 @@ func New(opts Options) (*Runtime, error) {
 	return &Runtime{opts: opts, limits: limits, includes: newIncludeCache()}, nil
 }
 
-// Limits returns the runtime's effective limits.
+// Limits returns the runtime's effective limits: defaults filled in, and
+// Unlimited for a limit that is off.
 func (r *Runtime) Limits() Limits { return r.limits }
 
 // EvaluateOptions are per-evaluation options.
@@ -223,6 +260,8 @@ type scope struct {
 	span string
 	// ctx is the chain of provided context values.
 	ctx *binding
+	// comps is the chain of components being evaluated around this scope.
+	comps *compLink
 	// res is the active workspace and sandbox.
 	res resScope
 	// target collects the one structured agent result of a structured

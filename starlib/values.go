@@ -141,7 +141,7 @@ func convert(v starlark.Value, what string, path []*starlark.List) (any, error) 
 	case *starlark.List:
 		for _, p := range path {
 			if p == v {
-				return nil, fmt.Errorf("%s %w: a list that contains itself cannot be rendered", what, errUnrenderable)
+				return nil, fmt.Errorf("%s %w: cycle: a list contains itself, so its text would never end; build a new list instead of appending a list to itself", what, errUnrenderable)
 			}
 		}
 		return convertSeq(v.Len(), v.Index, what, append(path, v))

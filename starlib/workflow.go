@@ -45,6 +45,8 @@ type Config struct {
 	System              *string
 	AllowedTools        []string
 	AllowedMCPServers   []string
+	// The limits keep configure()'s convention: 0 disables a limit
+	// (Workflow.Limits converts them to eval.Limits).
 	MaxAgentCalls       *int
 	MaxConcurrentAgents *int
 	MaxDepth            *int
@@ -288,7 +290,9 @@ func (w *Workflow) Candidates() []string {
 	return names
 }
 
-// Limits returns the built-in default limits overridden by configure().
+// Limits returns the built-in default limits overridden by configure(),
+// as eval.Limits values: a limit that configure() set to 0 is
+// eval.Unlimited.
 func (w *Workflow) Limits() eval.Limits {
 	l := eval.DefaultLimits()
 	c := w.Config
@@ -302,7 +306,7 @@ func (w *Workflow) Limits() eval.Limits {
 		{&l.MaxTurnsPerAgent, c.MaxTurnsPerAgent},
 	} {
 		if f.src != nil {
-			*f.dst = *f.src
+			*f.dst = eval.SurfaceLimit(*f.src)
 		}
 	}
 	return l

@@ -169,7 +169,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		{&f.maxTurns, &limits.MaxTurnsPerAgent},
 	} {
 		if l.flag.set {
-			*l.dst = l.flag.v
+			*l.dst = eval.SurfaceLimit(l.flag.v)
 		}
 	}
 	opts.Limits = &limits
