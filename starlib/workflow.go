@@ -39,12 +39,12 @@ type LoadOptions struct {
 // Config is what the entry file set with configure(). Nil pointers and
 // nil slices mean "not set".
 type Config struct {
-	AgentProvider       eval.AgentProvider
-	SandboxProvider     eval.SandboxProvider
-	WorkspaceProvider   eval.WorkspaceProvider
-	System              *string
-	AllowedTools        []string
-	AllowedMCPServers   []string
+	AgentProvider     eval.AgentProvider
+	SandboxProvider   eval.SandboxProvider
+	WorkspaceProvider eval.WorkspaceProvider
+	System            *string
+	AllowedTools      []string
+	AllowedMCPServers []string
 	// The limits keep configure()'s convention: 0 disables a limit
 	// (Workflow.Limits converts them to eval.Limits).
 	MaxAgentCalls       *int
