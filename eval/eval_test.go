@@ -110,7 +110,11 @@ func TestPlacementErrorsBeforeProviderRuns(t *testing.T) {
 		{"follow_up outside", &eval.FollowUp{Position: pos(4), Children: []any{"x"}}, "t.star:4:1: follow_up() is only valid inside agent()"},
 		{"nested follow_up", &eval.Agent{Children: []any{&eval.FollowUp{Children: []any{&eval.FollowUp{Position: pos(5), Children: []any{"x"}}}}}}, "t.star:5:1: follow_up() cannot contain another follow_up()"},
 		{"text after follow_up", &eval.Agent{Position: pos(6), Children: []any{&eval.Agent{Children: []any{"child"}}, &eval.FollowUp{Children: []any{"x"}}, "late"}}, "t.star:6:1: agent() prompt text after the first follow_up()"},
-		{"system in parallel in agent", &eval.Agent{Children: []any{&eval.Parallel{Branches: []any{&eval.System{Position: pos(7)}}}}}, "t.star:7:1: system() is only valid inside agent()"},
+		{"system in parallel in agent", &eval.Agent{Children: []any{&eval.Parallel{Branches: []any{&eval.System{Position: pos(7)}}}}}, "t.star:7:1: system() inside parallel() does not reach the agent() around the parallel()"},
+		{"follow_up in sandbox in agent", &eval.Agent{Children: []any{"initial", &eval.Sandbox{Children: []any{&eval.FollowUp{Position: pos(10), Children: []any{"x"}}}}}}, "t.star:10:1: follow_up() inside sandbox() does not reach the agent() around the sandbox()"},
+		{"system in workspace in agent", &eval.Agent{Children: []any{"initial", &eval.Workspace{Children: []any{&eval.System{Position: pos(11), Children: []any{"x"}}}}}}, "t.star:11:1: system() inside workspace() does not reach the agent()"},
+		{"follow_up in sandbox in block in agent", &eval.Agent{Children: []any{"initial", &eval.Block{Children: []any{&eval.Sandbox{Children: []any{&eval.Fragment{Children: []any{&eval.FollowUp{Position: pos(12), Children: []any{"x"}}}}}}}}}}, "t.star:12:1: follow_up() inside sandbox() does not reach"},
+		{"follow_up in parallel in agent", &eval.Agent{Children: []any{"initial", &eval.Parallel{Branches: []any{&eval.FollowUp{Position: pos(13), Children: []any{"x"}}}}}}, "t.star:13:1: follow_up() inside parallel() does not reach"},
 		{"cwd without sandbox", &eval.Agent{Cwd: "src", Position: pos(8)}, "t.star:8:1: agent(cwd=...) requires an enclosing sandbox()"},
 		{"unrenderable", &eval.Agent{Position: pos(9), Children: []any{map[string]int{}}}, "t.star:9:1: value of type map[string]int is not renderable"},
 	}

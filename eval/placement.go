@@ -21,11 +21,35 @@ type place struct {
 	sandboxRO bool
 	// workspace is set inside a workspace().
 	workspace bool
+	// behind names the boundary (sandbox(), workspace(), parallel())
+	// between the nearest agent() and this position, or is "": nodes that
+	// belong to an agent plan may not cross one.
+	behind string
 }
 
 // scopes keeps only the resource scopes of pl, dropping agent ownership.
 func (pl place) scopes() place {
 	return place{sandbox: pl.sandbox, sandboxRO: pl.sandboxRO, workspace: pl.workspace}
+}
+
+// crossed returns pl seen from inside the boundary named by kind: an
+// agent around it no longer owns what lies inside.
+func (pl place) crossed(kind string) place {
+	if pl.agent && pl.behind == "" {
+		pl.behind = kind
+	}
+	return pl
+}
+
+// behindError rejects an agent-plan node (system(), follow_up(), tool(),
+// mcp(), skill()) separated from its agent by a boundary.
+func behindError(n Node, behind string) error {
+	name := n.Kind() + "()"
+	why, fix := behind+" is a resource scope", ", or put the "+behind+" around the agent()"
+	if behind == "parallel()" {
+		why, fix = "parallel() runs each branch as its own evaluation", ""
+	}
+	return newError(n.Pos(), fmt.Sprintf("%s inside %s does not reach the agent() around the %s: agent-plan nodes must be direct children of their agent() (lists, fragment(), block(), provide() and components are transparent; %s); move the %s out of the %s into the agent()%s", name, behind, behind, why, name, behind, fix))
 }
 
 // childPlace returns the placement context of n's children, or an error
@@ -41,6 +65,8 @@ func childPlace(n Node, pl place) (place, error) {
 		return c, nil
 	case *System:
 		switch {
+		case pl.behind != "":
+			return pl, behindError(n, pl.behind)
 		case !pl.agent:
 			return pl, newError(n.Position, "system() is only valid inside agent(); move it into the agent whose system prompt it extends")
 		case pl.inSystem:
@@ -53,6 +79,8 @@ func childPlace(n Node, pl place) (place, error) {
 		return c, nil
 	case *FollowUp:
 		switch {
+		case pl.behind != "":
+			return pl, behindError(n, pl.behind)
 		case !pl.agent:
 			return pl, newError(n.Position, "follow_up() is only valid inside agent(); move it into the agent whose session it continues")
 		case pl.inFollowUp:
@@ -83,7 +111,7 @@ func childPlace(n Node, pl place) (place, error) {
 		case pl.workspace:
 			return pl, newError(n.Position, "a workspace() cannot contain another workspace(): one workspace is allowed per evaluation")
 		}
-		c := pl
+		c := pl.crossed("workspace()")
 		c.workspace = true
 		return c, nil
 	case *Sandbox:
@@ -96,7 +124,7 @@ func childPlace(n Node, pl place) (place, error) {
 		if n.Access != "" && n.Access != ReadOnly && n.Access != ReadWrite {
 			return pl, newError(n.Position, fmt.Sprintf("sandbox access must be %q or %q, got %q", ReadOnly, ReadWrite, n.Access))
 		}
-		c := pl
+		c := pl.crossed("sandbox()")
 		c.sandbox = true
 		switch {
 		case n.Access == ReadOnly:
@@ -108,6 +136,8 @@ func childPlace(n Node, pl place) (place, error) {
 	case *ToolGrant, *MCPGrant, *Skill:
 		name := n.Kind() + "()"
 		switch {
+		case pl.behind != "":
+			return pl, behindError(n, pl.behind)
 		case !pl.agent:
 			return pl, newError(n.Pos(), name+" is only valid inside agent(); move it into the agent that may use it")
 		case pl.inSystem:
@@ -119,7 +149,11 @@ func childPlace(n Node, pl place) (place, error) {
 	case *Parallel:
 		// Each branch is its own nested evaluation: agent-scoped nodes in a
 		// branch do not attach to an agent around the parallel().
-		return pl.scopes(), nil
+		c := pl.scopes()
+		if pl.agent {
+			c.behind = pl.crossed("parallel()").behind
+		}
+		return c, nil
 	}
 	return pl, nil
 }

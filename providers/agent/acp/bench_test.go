@@ -62,8 +62,8 @@ func TestManyConcurrentSessions(t *testing.T) {
 		children[i] = &eval.Agent{Provider: p, Children: []any{fmt.Sprintf("say %d,", i)}}
 	}
 	limits := eval.DefaultLimits()
-	limits.MaxConcurrentAgents = 0
-	limits.MaxAgentCalls = 0
+	limits.MaxConcurrentAgents = eval.Unlimited
+	limits.MaxAgentCalls = eval.Unlimited
 	rt, err := eval.New(eval.Options{Limits: &limits})
 	if err != nil {
 		t.Fatal(err)
