@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -86,7 +87,7 @@ func sandboxSession(n *Agent, p AgentProvider, plan *agentPlan) (*SandboxSession
 	s := &SandboxSession{Lease: v.lease, Runtime: v.rt, Access: v.access, Root: v.root, Cwd: cwd}
 	sc, ok := p.(SandboxCompatible)
 	if !ok || !sc.SupportsSandbox(s) {
-		return nil, newError(n.Position, fmt.Sprintf("agent provider %q cannot run inside sandbox(): it does not accept the sandbox's runtime; use a provider that supports sandboxes (deterministic_agent(supports_sandbox=True) for tests) or move the agent out of the sandbox", p.Name()))
+		return nil, newError(n.Position, fmt.Sprintf("%s: agent provider %q cannot run inside sandbox(): it does not accept the sandbox's runtime; use a provider that supports sandboxes (deterministic_agent(supports_sandbox=True) for tests) or move the agent out of the sandbox", agentLabel(n), p.Name()))
 	}
 	return s, nil
 }
@@ -154,7 +155,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		req.Output = schema.output
 	}
 	if max := d.limits.MaxTurnsPerAgent; max > 0 && 1+len(req.FollowUps) > max {
-		return dst, turnsError(n.Position, 1+len(req.FollowUps), max)
+		return dst, turnsError(n, 1+len(req.FollowUps), max)
 	}
 	p := n.Provider
 	if p == nil {
@@ -164,7 +165,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		p = override(p)
 	}
 	if p == nil {
-		return dst, newError(n.Position, "agent() has no provider: pass provider= to agent(), or set a default with configure(agent_provider=...) or the runtime's AgentProvider option")
+		return dst, newError(n.Position, agentLabel(n)+" has no provider: pass provider= to agent(), or set a default with configure(agent_provider=...) or the runtime's AgentProvider option")
 	}
 	if err := d.checkCapabilities(n, p, plan); err != nil {
 		return dst, err
@@ -245,14 +246,14 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 // evaluate(schema=...) it hands the value to the target instead.
 func structuredResult(n *Agent, p AgentProvider, schema *Schema, resp *AgentResponse, t *structTarget, dst []byte) ([]byte, error) {
 	if resp.Structured == nil {
-		return dst, newError(n.Position, fmt.Sprintf("agent() was asked for a structured result but provider %q returned none (AgentResponse.Structured is nil)", p.Name()))
+		return dst, newError(n.Position, fmt.Sprintf("%s was asked for a structured result but provider %q returned none (AgentResponse.Structured is nil)", agentLabel(n), p.Name()))
 	}
 	out, err := schema.appendValidCanonical(dst, resp.Structured)
 	if err != nil {
 		if jsonErr := checkJSONValue(resp.Structured, 0); jsonErr != nil {
-			return dst, &EvaluationError{Msg: fmt.Sprintf("agent() structured result from provider %q is not JSON data", p.Name()), Pos: n.Position, Err: jsonErr}
+			return dst, &EvaluationError{Msg: fmt.Sprintf("%s structured result from provider %q is not JSON data", agentLabel(n), p.Name()), Pos: n.Position, Err: jsonErr}
 		}
-		return dst, &EvaluationError{Msg: "agent() structured result schema validation failed", Pos: n.Position, Err: err}
+		return dst, &EvaluationError{Msg: agentLabel(n) + " structured result schema validation failed", Pos: n.Position, Err: err}
 	}
 	if t != nil {
 		t.value = resp.Structured
@@ -321,7 +322,7 @@ func (d *domain) agentFailure(ctx, sctx context.Context, n *Agent, p AgentProvid
 		if !errors.Is(err, cause) {
 			err = errors.Join(cause, err)
 		}
-		return &EvaluationError{Msg: "evaluation cancelled during agent() session", Pos: n.Position, Err: err}
+		return &EvaluationError{Msg: "evaluation cancelled during " + agentLabel(n) + " session", Pos: n.Position, Err: err}
 	}
 	if sctx.Err() != nil {
 		cause := context.Cause(sctx)
@@ -330,10 +331,10 @@ func (d *domain) agentFailure(ctx, sctx context.Context, n *Agent, p AgentProvid
 			if !errors.Is(err, cause) {
 				err = errors.Join(cause, err)
 			}
-			return &EvaluationError{Msg: fmt.Sprintf("agent() timed out after timeout_ms=%d", n.TimeoutMS), Pos: n.Position, Err: err}
+			return &EvaluationError{Msg: fmt.Sprintf("%s timed out after timeout_ms=%d", agentLabel(n), n.TimeoutMS), Pos: n.Position, Err: err}
 		}
 	}
-	return &EvaluationError{Msg: fmt.Sprintf("agent() provider %q failed", p.Name()), Pos: n.Position, Err: err}
+	return &EvaluationError{Msg: fmt.Sprintf("%s provider %q failed", agentLabel(n), p.Name()), Pos: n.Position, Err: err}
 }
 
 func callProvider(ctx context.Context, p AgentProvider, req *AgentRequest, exec *AgentExecution) (resp *AgentResponse, err error) {
@@ -512,4 +513,13 @@ func turnAttrs(err error, r *AgentResponse) attrs {
 		a = append(a, "usage", r.Usage)
 	}
 	return a
+}
+
+// agentLabel names an agent in diagnostics: agent(name="reviewer") when
+// the author named it, else agent().
+func agentLabel(n *Agent) string {
+	if n.Name == "" {
+		return "agent()"
+	}
+	return "agent(name=" + strconv.Quote(n.Name) + ")"
 }

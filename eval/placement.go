@@ -173,8 +173,8 @@ func depthError(pos Position, max int) error {
 	return newError(pos, fmt.Sprintf("AML evaluation exceeded max_depth %d; flatten the nesting, or raise the limit with configure(max_depth=N) or --max-depth N (0 disables the limit)", max))
 }
 
-func turnsError(pos Position, turns, max int) error {
-	return newError(pos, fmt.Sprintf("agent() has %d turns (the initial prompt and %d follow_up()), which exceeds max_turns_per_agent %d; remove follow-ups or raise the limit with configure(max_turns_per_agent=N) or --max-turns-per-agent N", turns, turns-1, max))
+func turnsError(n *Agent, turns, max int) error {
+	return newError(n.Position, fmt.Sprintf("%s has %d turns (the initial prompt and %d follow_up()), which exceeds max_turns_per_agent %d; remove follow-ups or raise the limit with configure(max_turns_per_agent=N) or --max-turns-per-agent N", agentLabel(n), turns, turns-1, max))
 }
 
 func textAfterFollowUpError(pos Position) error {
@@ -326,7 +326,7 @@ func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agent
 			}
 		case turnsMarker:
 			if turns := v.ac.followUps + 1; maxTurns > 0 && turns > maxTurns {
-				return turnsError(v.ac.node.Position, turns, maxTurns)
+				return turnsError(v.ac.node, turns, maxTurns)
 			}
 		default:
 			text, ok := scalarText(v)
