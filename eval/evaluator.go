@@ -364,11 +364,14 @@ func (e *evaluator) enter(n Node) error {
 		base.agent = -1
 		e.push(base)
 	case *Include:
-		var plan *agentPlan
+		var (
+			plan  *agentPlan
+			agent *Agent
+		)
 		if p.agent >= 0 {
-			plan = e.st[p.agent].plan
+			plan, agent = e.st[p.agent].plan, e.st[p.agent].node.(*Agent)
 		}
-		text, err := e.d.include(e.ctx, n, plan, p.res)
+		text, err := e.d.include(e.ctx, n, plan, agent, p.res)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -187,9 +188,9 @@ func (d *domain) includeSourceOf(ctx context.Context, n *Include, res resScope) 
 	return nil, newError(n.Position, "include(path=...) requires an enclosing workspace() or sandbox(); use src= for an application file read from the runtime's working directory")
 }
 
-// include renders an include() node. plan is the nearest agent plan, or
-// nil outside an agent.
-func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, res resScope) (string, error) {
+// include renders an include() node. plan and agent are the nearest
+// agent's plan and node, or nil outside an agent.
+func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, agent *Agent, res resScope) (string, error) {
 	src, err := d.includeSourceOf(ctx, n, res)
 	if err != nil {
 		return "", err
@@ -242,9 +243,13 @@ func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, res r
 		if where, err = plan.stage(ctx, path.Base(filepath.ToSlash(src.path)), data); err != nil {
 			return "", &EvaluationError{Msg: label + ": cannot stage the oversized file for the agent", Pos: n.Position, Err: err}
 		}
+	} else {
+		// A file left in place in the sandbox is named relative to the
+		// directory the agent will run in.
+		where = relativeSlash(readerCwd(plan, agent, res.sb), where)
 	}
-	return fmt.Sprintf("%s`%s` is %s bytes and %s lines, over the %s-byte inline limit, so it is not inlined. Read it from `%s`.",
-		heading, src.name, groupDigits(size), groupDigits(int64(entry.lines)), groupDigits(n.MaxBytes), where), nil
+	return fmt.Sprintf("%s`%s` is %s and %s, over the %s-byte inline limit, so it is not inlined. Read it from `%s`.",
+		heading, src.name, plural(size, "byte"), plural(int64(entry.lines), "line"), groupDigits(n.MaxBytes), where), nil
 }
 
 // checkText rejects content that is not UTF-8 text.
@@ -289,6 +294,14 @@ func fileKind(info os.FileInfo) string {
 		return "device"
 	}
 	return "special file"
+}
+
+// plural formats a count of unit, with thousands separators.
+func plural(n int64, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return groupDigits(n) + " " + unit + "s"
 }
 
 // groupDigits formats n with thousands separators: 12,345.
@@ -424,4 +437,46 @@ func (s *staging) release() error {
 		}
 	}
 	return nil
+}
+
+// readerCwd returns the lease-relative directory from which the reader of
+// an in-place file in view v resolves paths: the effective cwd of the
+// agent (its cwd=, else its sandbox's cwd) when it runs in the same lease,
+// else v's own cwd.
+func readerCwd(plan *agentPlan, agent *Agent, v *sbView) string {
+	if plan != nil && plan.sb != nil && sameValue(plan.sb.lease, v.lease) {
+		cwd := plan.sb.cwd
+		if agent != nil && agent.Cwd != "" {
+			if c, err := CheckLogicalPath(agent.Cwd, true); err == nil {
+				cwd = c
+			}
+		}
+		return path.Join(plan.sb.root, cwd)
+	}
+	return path.Join(v.root, v.cwd)
+}
+
+// relativeSlash returns target relative to base; both are clean,
+// slash-separated paths relative to the same root ("." for the root).
+func relativeSlash(base, target string) string {
+	split := func(p string) []string {
+		if p == "." || p == "" {
+			return nil
+		}
+		return strings.Split(p, "/")
+	}
+	b, t := split(base), split(target)
+	i := 0
+	for i < len(b) && i < len(t) && b[i] == t[i] {
+		i++
+	}
+	parts := make([]string, 0, len(b)-i+len(t)-i)
+	for range b[i:] {
+		parts = append(parts, "..")
+	}
+	parts = append(parts, t[i:]...)
+	if len(parts) == 0 {
+		return "."
+	}
+	return strings.Join(parts, "/")
 }

@@ -363,7 +363,11 @@ func checkNodeCycle(path []Node) error {
 
 // sameNode compares node identities; a Node of a non-comparable type
 // (which the evaluator rejects later as an unknown kind) is never the same.
-func sameNode(a, b Node) (same bool) {
+func sameNode(a, b Node) bool { return sameValue(a, b) }
+
+// sameValue compares interface values without panicking on
+// non-comparable dynamic types, which are never the same.
+func sameValue(a, b any) (same bool) {
 	defer func() {
 		if recover() != nil {
 			same = false
