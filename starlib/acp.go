@@ -164,7 +164,7 @@ var codexAgentBuiltin = &Builtin{
 Each session gets private Codex state (CODEX_HOME, sqlite, logs) in a directory removed afterwards. config= is the base Codex configuration, passed as CODEX_CONFIG with model (agent(model=), else model=), model_reasoning_effort and developer_instructions (the AML system text) written by AML. Filesystem "read-write" starts Codex in agent-full-access mode, "read-only" in read-only mode; shell and network have no Codex mapping (the sandbox is the boundary). Staged skills are discovered natively. api_key= (or CODEX_API_KEY / OPENAI_API_KEY in env=) selects API-key authentication. Starlark tools and structured results reach Codex through the AML tool bridge. Credentials never reach traces or errors.`,
 	Params: []Param{
 		{Name: "model", Type: "str | None", Default: "None", Doc: "Fallback model."},
-		{Name: "api_key", Type: "str | None", Default: "None", Doc: "OpenAI API key (CODEX_API_KEY); prefer env()."},
+		{Name: "api_key", Type: "str | None", Default: "None", Secret: true, Doc: "OpenAI API key (CODEX_API_KEY); prefer env()."},
 		{Name: "config", Type: "dict", Default: "{}", Doc: "Base Codex configuration (JSON data)."},
 		{Name: "env", Type: "dict", Default: "{}", Doc: "Environment variables for the adapter (str to str)."},
 		{Name: "args", Type: "list", Default: "[]", Doc: "Arguments appended literally."},
@@ -228,7 +228,7 @@ var glmAgentBuiltin = &Builtin{
 
 AML sets Z_AI_API_KEY (api_key=), ACP_GLM_BASE_URL (base_url=), ACP_GLM_MAX_TOKENS (max_tokens=), ACP_GLM_MODEL (agent(model=), else model=) and a private ACP_GLM_SESSION_DIR after env=, so env= cannot override them. An API key selects the z-ai-api-key authentication. The adapter's own tools cannot be disabled: shell and network permissions have no mapping, and the sandbox is the boundary. Starlark tools and structured results reach the agent through the AML tool bridge.`,
 	Params: []Param{
-		{Name: "api_key", Type: "str | None", Default: "None", Doc: "Z.ai API key; prefer env()."},
+		{Name: "api_key", Type: "str | None", Default: "None", Secret: true, Doc: "Z.ai API key; prefer env()."},
 		{Name: "model", Type: "str | None", Default: "None", Doc: "Fallback model (the adapter defaults to glm-5.3)."},
 		{Name: "base_url", Type: "str | None", Default: "None", Doc: "API endpoint."},
 		{Name: "max_tokens", Type: "int | None", Default: "None", Doc: "Completion bound (positive)."},

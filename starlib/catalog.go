@@ -9,6 +9,7 @@ import (
 	"go.starlark.net/syntax"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/option"
 )
 
 // Param describes one parameter of a builtin. The same description drives
@@ -35,6 +36,8 @@ type Param struct {
 	// Kwargs marks a **name parameter that collects arbitrary keyword
 	// arguments.
 	Kwargs bool
+	// Secret marks a credential: errors never quote its value.
+	Secret bool
 }
 
 // Builtin is one predeclared function: its reference documentation and its
@@ -203,6 +206,15 @@ func (b *Builtin) unpack(thread *starlark.Thread, args starlark.Tuple, kwargs []
 		}
 		if !accepts(p.Type, v) {
 			return nil, fmt.Errorf("%s: %s must be %s, got %s", b.Name, p.Name, describeType(p.Type), describeValue(v))
+		}
+		if s, ok := v.(starlark.String); ok && b.Group == "providers" {
+			// Provider factories share one rule for their option strings.
+			if err := option.Set(b.Name, p.Name, string(s), p.Secret); err != nil {
+				if s == "" && p.Default != "" {
+					err = fmt.Errorf("%w; omit %s to use its default", err, p.Name)
+				}
+				return nil, err
+			}
 		}
 	}
 	return c, nil

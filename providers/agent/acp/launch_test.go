@@ -110,16 +110,3 @@ func TestProfileTransformAndNoSessionMCP(t *testing.T) {
 	}
 }
 
-func TestCheckOptions(t *testing.T) {
-	if err := acp.CheckOptions("x_agent", map[string]string{"model": "m", "empty": ""}); err != nil {
-		t.Fatal(err)
-	}
-	err := acp.CheckOptions("x_agent", map[string]string{"model": " m", "api_key": "k\x00"}, "api_key")
-	if err == nil || err.Error() != "x_agent: api_key must be trimmed and contain no NUL bytes" {
-		t.Fatalf("error = %v (the first bad option by name, a secret not quoted)", err)
-	}
-	err = acp.CheckOptions("x_agent", map[string]string{"model": " m"})
-	if err == nil || !strings.Contains(err.Error(), `model must be trimmed and contain no NUL bytes, got " m"`) {
-		t.Fatalf("error = %v", err)
-	}
-}

@@ -230,20 +230,3 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 }
 
-// CheckOptions validates a profile's string options: each value must
-// equal its trimmed form and contain no NUL byte. The error names the
-// factory and the first bad option in name order, quoting its value
-// unless the option is listed in secret.
-func CheckOptions(factory string, values map[string]string, secret ...string) error {
-	for _, name := range slices.Sorted(maps.Keys(values)) {
-		v := values[name]
-		if strings.TrimSpace(v) == v && strings.IndexByte(v, 0) < 0 {
-			continue
-		}
-		if slices.Contains(secret, name) {
-			return fmt.Errorf("%s: %s must be trimmed and contain no NUL bytes", factory, name)
-		}
-		return fmt.Errorf("%s: %s must be trimmed and contain no NUL bytes, got %q", factory, name, v)
-	}
-	return nil
-}

@@ -27,6 +27,7 @@ import (
 	"slices"
 
 	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/option"
 )
 
 // Options configure the Codex profile.
@@ -67,7 +68,7 @@ func New(o Options) (*acp.Provider, error) {
 	if o.CodexPath == "" {
 		o.CodexPath = "codex"
 	}
-	if err := acp.CheckOptions("codex_agent", map[string]string{"name": o.Name, "command": o.Command, "codex_path": o.CodexPath, "model": o.Model,
+	if err := option.Strings("codex_agent", map[string]string{"name": o.Name, "command": o.Command, "codex_path": o.CodexPath, "model": o.Model,
 		"reasoning_effort": o.ReasoningEffort, "working_directory": o.WorkingDirectory, "api_key": o.APIKey}, "api_key"); err != nil {
 		return nil, err
 	}

@@ -29,6 +29,7 @@ import (
 	"strings"
 
 	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/option"
 )
 
 // Options configure the Copilot profile.
@@ -63,7 +64,7 @@ func New(o Options) (*acp.Provider, error) {
 	if o.Model == "" {
 		o.Model = "auto"
 	}
-	if err := acp.CheckOptions("copilot_agent", map[string]string{"name": o.Name, "command": o.Command, "model": o.Model,
+	if err := option.Strings("copilot_agent", map[string]string{"name": o.Name, "command": o.Command, "model": o.Model,
 		"reasoning_effort": o.ReasoningEffort, "working_directory": o.WorkingDirectory}); err != nil {
 		return nil, err
 	}

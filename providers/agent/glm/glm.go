@@ -20,6 +20,7 @@ import (
 	"strconv"
 
 	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/option"
 )
 
 // Options configure the GLM profile.
@@ -52,7 +53,7 @@ func New(o Options) (*acp.Provider, error) {
 	if o.Command == "" {
 		o.Command = "glm-acp-agent"
 	}
-	if err := acp.CheckOptions("glm_agent", map[string]string{"name": o.Name, "command": o.Command, "api_key": o.APIKey, "base_url": o.BaseURL,
+	if err := option.Strings("glm_agent", map[string]string{"name": o.Name, "command": o.Command, "api_key": o.APIKey, "base_url": o.BaseURL,
 		"model": o.Model, "working_directory": o.WorkingDirectory}, "api_key"); err != nil {
 		return nil, err
 	}

@@ -28,6 +28,7 @@ import (
 	"slices"
 
 	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/option"
 )
 
 // Options configure the OpenCode profile.
@@ -58,7 +59,7 @@ func New(o Options) (*acp.Provider, error) {
 	if o.Command == "" {
 		o.Command = "opencode"
 	}
-	if err := acp.CheckOptions("opencode_agent", map[string]string{"name": o.Name, "command": o.Command, "directory": o.Directory, "model": o.Model}); err != nil {
+	if err := option.Strings("opencode_agent", map[string]string{"name": o.Name, "command": o.Command, "directory": o.Directory, "model": o.Model}); err != nil {
 		return nil, err
 	}
 	// Capture the config now, as JSON: later changes by the caller have

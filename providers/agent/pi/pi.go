@@ -41,6 +41,7 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/option"
 )
 
 // Options configure the Pi profile.
@@ -83,7 +84,7 @@ func New(o Options) (*acp.Provider, error) {
 	if o.PiCommand == "" {
 		o.PiCommand = "pi"
 	}
-	if err := acp.CheckOptions("pi_agent", map[string]string{"name": o.Name, "command": o.Command, "pi_command": o.PiCommand, "mcp_adapter_path": o.MCPAdapterPath,
+	if err := option.Strings("pi_agent", map[string]string{"name": o.Name, "command": o.Command, "pi_command": o.PiCommand, "mcp_adapter_path": o.MCPAdapterPath,
 		"model": o.Model, "thinking_level": o.ThinkingLevel, "working_directory": o.WorkingDirectory}); err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/option"
 )
 
 // DefaultMaxOutputBytes is the combined stdout and stderr bound of one
@@ -109,13 +110,7 @@ func New(opts Options) (*Provider, error) {
 
 // checkOption validates an optional string option.
 func checkOption(v, label string) error {
-	if v == "" {
-		return nil
-	}
-	if v != strings.TrimSpace(v) || strings.IndexByte(v, 0) >= 0 {
-		return fmt.Errorf("local sandbox %s must be a trimmed string without NUL bytes", label)
-	}
-	return nil
+	return option.String("local sandbox", label, v, false)
 }
 
 // Name returns "local".

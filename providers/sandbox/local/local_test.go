@@ -121,9 +121,9 @@ func TestNewOptions(t *testing.T) {
 		want string
 	}{
 		{"negative output bound", local.Options{MaxOutputBytes: -1}, "MaxOutputBytes must be positive"},
-		{"untrimmed setup", local.Options{Setup: " true"}, "setup must be a trimmed string"},
-		{"NUL in setup", local.Options{Setup: "true\x00"}, "setup must be a trimmed string"},
-		{"untrimmed workspace", local.Options{Workspace: "dir\n"}, "workspace must be a trimmed string"},
+		{"untrimmed setup", local.Options{Setup: " true"}, "setup must be a non-empty, trimmed string"},
+		{"NUL in setup", local.Options{Setup: "true\x00"}, "setup must be a non-empty, trimmed string"},
+		{"untrimmed workspace", local.Options{Workspace: "dir\n"}, "workspace must be a non-empty, trimmed string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := local.New(tc.opts)
