@@ -8,8 +8,6 @@ package deterministic
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/aml-go/aml/eval"
@@ -67,8 +65,8 @@ func New(opts Options) (*Agent, error) {
 	if name == "" {
 		name = DefaultName
 	}
-	if strings.TrimSpace(name) != name || strings.ContainsRune(name, 0) {
-		return nil, fmt.Errorf("deterministic agent name %q must be non-empty, without surrounding whitespace or NUL bytes", name)
+	if err := checkName("agent", name); err != nil {
+		return nil, err
 	}
 	return &Agent{name: name, respond: opts.Respond, supportsSandbox: opts.SupportsSandbox}, nil
 }

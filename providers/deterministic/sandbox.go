@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/option"
 )
 
 // DefaultSandboxName is the name of a Sandbox whose options name none.
@@ -122,10 +123,7 @@ func NewSandbox(opts SandboxOptions) (*Sandbox, error) {
 
 // checkName validates a provider name.
 func checkName(kind, name string) error {
-	if strings.TrimSpace(name) != name || name == "" || strings.ContainsRune(name, 0) {
-		return fmt.Errorf("deterministic %s name %q must be non-empty, without surrounding whitespace or NUL bytes", kind, name)
-	}
-	return nil
+	return option.Set("deterministic "+kind, "name", name, false)
 }
 
 // EchoCommand returns the default ExecFunc: exit code 0, the command and

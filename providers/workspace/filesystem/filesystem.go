@@ -63,6 +63,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/option"
 	"github.com/aml-go/aml/providers/workspace/internal/lockfile"
 	"github.com/aml-go/aml/providers/workspace/persist"
 )
@@ -111,8 +112,8 @@ func New(opts Options) (eval.WorkspaceProvider, error) {
 	if err != nil {
 		return nil, err
 	}
-	if opts.TemporaryDirectory != "" && strings.TrimSpace(opts.TemporaryDirectory) != opts.TemporaryDirectory {
-		return nil, fmt.Errorf("filesystem workspace: temporary directory %q must be trimmed", opts.TemporaryDirectory)
+	if err := option.String("filesystem workspace", "temporary directory", opts.TemporaryDirectory, false); err != nil {
+		return nil, err
 	}
 	po := persist.Options{
 		Format:             opts.Format,
@@ -136,8 +137,8 @@ type Storage struct {
 // NewStorage returns the Storage rooted at directory (resolved to an
 // absolute path, not created).
 func NewStorage(directory string) (*Storage, error) {
-	if directory == "" || strings.TrimSpace(directory) != directory {
-		return nil, fmt.Errorf("filesystem workspace: directory %q must be a non-empty trimmed path", directory)
+	if err := option.Set("filesystem workspace", "directory", directory, false); err != nil {
+		return nil, err
 	}
 	abs, err := filepath.Abs(directory)
 	if err != nil {

@@ -26,12 +26,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/option"
 	"github.com/aml-go/aml/providers/workspace/internal/lockfile"
 )
 
@@ -50,8 +50,8 @@ type Options struct {
 // options without touching the filesystem. The provider is safe for
 // concurrent use.
 func New(opts Options) (eval.WorkspaceProvider, error) {
-	if opts.Directory == "" || strings.TrimSpace(opts.Directory) != opts.Directory {
-		return nil, fmt.Errorf("local workspace: directory %q must be a non-empty trimmed path", opts.Directory)
+	if err := option.Set("local workspace", "directory", opts.Directory, false); err != nil {
+		return nil, err
 	}
 	abs, err := filepath.Abs(opts.Directory)
 	if err != nil {
