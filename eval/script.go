@@ -39,7 +39,9 @@ func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res re
 	if d.trace.captures() {
 		content = attrs{"command", commandLine(command, args)}
 	}
-	sp := d.trace.startSpan(parentSpan, "script", command, n.Position, attrs{"environment", env}, content)
+	// The command is content: the span has a neutral name and carries the
+	// command only for capturing sinks.
+	sp := d.trace.startSpan(parentSpan, "script", "Script", n.Position, attrs{"environment", env}, content)
 	r, err := d.execScript(ctx, n, command, args, timeout, res)
 	if err != nil {
 		sp.end(err, nil, nil)
