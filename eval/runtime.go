@@ -2,12 +2,12 @@ package eval
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Limits are the per-evaluation safety budgets.
@@ -232,12 +232,17 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	return text, nil
 }
 
-// NewRunID returns a random run identity.
+// NewRunID returns a new run identity: a version 7 UUID (RFC 9562), whose
+// leading 48 bits are the Unix time in milliseconds, so run ids sort by
+// start time in logs and directories.
 func NewRunID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+	return uuid.Must(uuid.NewV7()).String()
+}
+
+// NewWorkspaceID returns the identity of a workspace() that names none: a
+// random (version 4) UUID, as in the original.
+func NewWorkspaceID() string {
+	return uuid.NewString()
 }
 
 // domain is the mutable state of one evaluation.

@@ -51,7 +51,7 @@ func DefaultSavePolicy() *SavePolicy {
 // sandbox.
 type Workspace struct {
 	Children []any
-	// ID is the durable identity; "" generates a random one.
+	// ID is the durable identity; "" generates a random (version 4) UUID.
 	ID string
 	// Provider overrides the runtime's WorkspaceProvider.
 	Provider WorkspaceProvider

@@ -72,7 +72,7 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 	}
 	id := n.ID
 	if id == "" {
-		id = NewRunID()
+		id = NewWorkspaceID()
 	}
 	sp := d.trace.startSpan(parentSpan, "workspace", "Workspace", n.Position, attrs{"provider", p.Name(), "workspace.id", id}, nil)
 	lease, err := p.Acquire(ctx, &WorkspaceAcquireRequest{ID: id, EvaluationID: d.runID, Load: n.Load, Lock: !n.NoLock})

@@ -2,8 +2,6 @@ package local
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/option"
@@ -170,7 +170,7 @@ func (p *Provider) Acquire(ctx context.Context, req *eval.SandboxAcquireRequest)
 		return nil, fmt.Errorf("local sandbox root %q: %w", req.Root, err)
 	}
 	l := &lease{
-		id:        "local:" + newUUID(),
+		id:        "local:" + uuid.NewString(),
 		boundary:  boundary,
 		rootReal:  rootReal,
 		root:      root,
@@ -376,23 +376,4 @@ func (r *hostRuntime) commandDir(cwd string) (string, error) {
 		}
 	}
 	return resolveDir(r.lease.rootReal, rel, r.lease.rootReal, "command cwd")
-}
-
-// newUUID returns a random (version 4) UUID.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand crashes the program instead)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:36], b[10:16])
-	return string(s[:])
 }

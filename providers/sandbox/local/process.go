@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/aml-go/aml/eval"
 )
 
@@ -131,7 +133,7 @@ func (l *lease) start(ctx context.Context, command string, args []string, dir st
 		copyIn = in
 	}
 	if spawn {
-		p.id = "local-process:" + newUUID()
+		p.id = "local-process:" + uuid.NewString()
 	}
 
 	l.mu.Lock()
