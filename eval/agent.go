@@ -349,6 +349,13 @@ func callProvider(ctx context.Context, p AgentProvider, req *AgentRequest, exec 
 // retained drives a SessionProvider turn by turn, tracing each turn and
 // the cleanup, and closes the session exactly once.
 func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequest, exec *AgentExecution, sess *span) (resp *AgentResponse, err error) {
+	// A cancellation (caller, signal or timeout_ms) while the session is
+	// being set up or open is recorded on the session span before the
+	// provider reacts.
+	stopCancelEvent := context.AfterFunc(ctx, func() {
+		sess.event("agent.session", attrs{"state", "cancellation_requested"}, nil)
+	})
+	defer stopCancelEvent()
 	var s AgentSession
 	func() {
 		defer func() {
@@ -380,12 +387,6 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 			resp = nil
 		}
 	}()
-	// A cancellation (caller, signal or timeout_ms) while the session is
-	// open is recorded on the session span before the provider reacts.
-	stopCancelEvent := context.AfterFunc(ctx, func() {
-		sess.event("agent.session", attrs{"state", "cancellation_requested"}, nil)
-	})
-	defer stopCancelEvent()
 	turns := append([]string{req.Prompt}, req.FollowUps...)
 	for i, text := range turns {
 		kind := "initial"

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -383,6 +384,12 @@ func TestLingeringAgentIsKilled(t *testing.T) {
 	}
 }
 
+// TestTimeout: timeout_ms ends a hanging session with an
+// AgentTimeoutError and one cancellation_requested event, whichever phase
+// (launch, handshake or prompt) the deadline reaches; an ACP
+// session/cancel is sent exactly when a prompt was in flight. The
+// assertions hold on a loaded machine too: nothing depends on how far the
+// session got in 200 ms.
 func TestTimeout(t *testing.T) {
 	rec := &tracetest.Recorder{}
 	_, err := run(t, fake(t, nil), &eval.Agent{TimeoutMS: 200, Children: []any{"hang-hard"}}, rec)
@@ -390,18 +397,64 @@ func TestTimeout(t *testing.T) {
 	if !errors.As(err, &te) {
 		t.Fatalf("error = %v, want an AgentTimeoutError", err)
 	}
+	if states := sessionStates(rec); len(states) != 1 || states[0] != "cancellation_requested" {
+		t.Fatalf("agent.session events = %v", states)
+	}
+	submitted, cancels := len(rec.Named("acp.session.prompt.submitted")), len(rec.Named("acp.session.cancel"))
+	if cancels != submitted {
+		t.Fatalf("acp.session.cancel events = %d for %d submitted prompts", cancels, submitted)
+	}
+}
+
+// TestCancelDuringPrompt: a cancellation that arrives while a prompt is in
+// flight (triggered by the prompt.submitted event itself, not by a timer)
+// sends session/cancel, records cancellation_requested and keeps the
+// cause.
+func TestCancelDuringPrompt(t *testing.T) {
+	rec := &tracetest.Recorder{}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	stop := errors.New("operator stop")
+	trigger := cancelOn{name: "acp.session.prompt.submitted", cancel: func() { cancel(stop) }}
+	rt, err := eval.New(eval.Options{Trace: []eval.TraceSink{rec, &trigger}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.Evaluate(ctx, &eval.Agent{Provider: fake(t, nil), Children: []any{"hang-hard"}})
+	if !errors.Is(err, stop) {
+		t.Fatalf("error = %v, want the cancellation cause", err)
+	}
+	if states := sessionStates(rec); len(states) != 1 || states[0] != "cancellation_requested" {
+		t.Fatalf("agent.session events = %v", states)
+	}
+	if n := len(rec.Named("acp.session.cancel")); n != 1 {
+		t.Fatalf("acp.session.cancel events = %d, want 1", n)
+	}
+}
+
+// cancelOn is a trace sink that calls cancel once, on the first event
+// named name.
+type cancelOn struct {
+	name   string
+	cancel func()
+	once   sync.Once
+}
+
+func (c *cancelOn) HandleTrace(e eval.Event) error {
+	if e.Name == c.name {
+		c.once.Do(c.cancel)
+	}
+	return nil
+}
+
+func sessionStates(rec *tracetest.Recorder) []string {
 	var states []string
 	for _, e := range rec.Named("agent.session") {
 		if e.Type == eval.PointEvent {
 			states = append(states, fmt.Sprint(e.Attributes["state"]))
 		}
 	}
-	if len(states) != 1 || states[0] != "cancellation_requested" {
-		t.Fatalf("agent.session events = %v", states)
-	}
-	if n := len(rec.Named("acp.session.cancel")); n != 1 {
-		t.Fatalf("acp.session.cancel events = %d", n)
-	}
+	return states
 }
 
 func TestNewValidates(t *testing.T) {
