@@ -294,6 +294,9 @@ func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agent
 			case *Provide:
 				pushKids(n.Children, cpl, depth, ac, n.Position)
 			case *Workspace:
+				if err := n.Validate(); err != nil {
+					return newError(n.Position, "workspace(): "+err.Error())
+				}
 				pushKids(n.Children, cpl, depth, ac, n.Position)
 			case *Sandbox:
 				pushKids(n.Children, cpl, depth, ac, n.Position)

@@ -100,10 +100,7 @@ func (d *domain) leaveWorkspace(ctx context.Context, ws *wsState, failed bool) e
 		if failed {
 			outcome = "failure"
 		}
-		retention := pol.Retention
-		if retention <= 0 {
-			retention = 1
-		}
+		retention := SaveRetention(pol.Retention)
 		sctx, cancel := context.WithTimeout(ctx, cleanupTimeout*10)
 		err := ws.lease.Save(sctx, WorkspaceSaveRequest{Outcome: outcome, Retention: retention, Include: pol.Include, Exclude: pol.Exclude, Gitignore: pol.Gitignore})
 		cancel()

@@ -85,19 +85,12 @@ func workspaceImpl(c *call) (starlark.Value, error) {
 		n.Provider = p.Provider
 	}
 	if c.has("id") && n.ID == "" {
-		return nil, c.errorf("id must be a non-empty string")
+		return nil, c.errorf("id must be a non-empty string; omit id to generate one")
 	}
-	if c.has("cwd") {
-		if _, err := eval.CheckLogicalPath(n.Cwd, true); err != nil {
-			return nil, c.errorf("cwd: %v", err)
-		}
+	if c.has("cwd") && n.Cwd == "" {
+		return nil, c.errorf(`cwd must be a non-empty logical path; omit it for "."`)
 	}
-	switch wc := c.str("write_concurrency"); wc {
-	case "", "serial", "parallel":
-		n.WriteConcurrency = wc
-	default:
-		return nil, c.errorf(`write_concurrency must be "serial" or "parallel", got %q`, wc)
-	}
+	n.WriteConcurrency = c.str("write_concurrency")
 	// restore=
 	n.Load = &eval.WorkspaceLoad{Revision: "current"}
 	switch v := c.value("restore").(type) {
@@ -140,6 +133,11 @@ func workspaceImpl(c *call) (starlark.Value, error) {
 		}
 		n.Save = pol
 	}
+	// The rules of every value are the workspace contract's own, which the
+	// evaluator and the providers apply too.
+	if err := n.Validate(); err != nil {
+		return nil, c.errorf("%v", err)
+	}
 	return nodeValue(n), nil
 }
 
@@ -173,11 +171,6 @@ func globList(c *call, arg string, v starlark.Value) ([]string, error) {
 	if err != nil {
 		return nil, c.errorf("%s %v", arg, err)
 	}
-	for _, g := range globs {
-		if g == "" || g[0] == '!' || g[0] == '/' {
-			return nil, c.errorf("%s: %q must be a relative glob without negation", arg, g)
-		}
-	}
 	return globs, nil
 }
 
@@ -188,8 +181,8 @@ func fillLoad(c *call, d *starlark.Dict, load *eval.WorkspaceLoad) error {
 	}
 	if v, ok := f["revision"]; ok {
 		s, ok := v.(starlark.String)
-		if !ok || s == "" {
-			return c.errorf(`restore["revision"] must be "current" or a revision id`)
+		if !ok {
+			return c.errorf(`restore["revision"] must be "current" or a revision id, got %s`, v.Type())
 		}
 		load.Revision = string(s)
 	}
@@ -213,8 +206,8 @@ func savePolicy(c *call, d *starlark.Dict) (*eval.SavePolicy, error) {
 	}
 	pol := eval.DefaultSavePolicy()
 	if v, ok := f["on"]; ok {
-		s, _ := v.(starlark.String)
-		if s != "success" && s != "always" {
+		s, ok := v.(starlark.String)
+		if !ok {
 			return nil, c.errorf(`save["on"] must be "success" or "always", got %s`, v.String())
 		}
 		pol.On = string(s)
@@ -239,8 +232,8 @@ func savePolicy(c *call, d *starlark.Dict) (*eval.SavePolicy, error) {
 	if v, ok := f["retention"]; ok {
 		n, ok := v.(starlark.Int)
 		r, exact := n.Int64()
-		if !ok || !exact || r < 1 {
-			return nil, c.errorf(`save["retention"] must be a positive integer (it counts the new revision)`)
+		if !ok || !exact || r < 1 || r > 1<<31 {
+			return nil, c.errorf(`save["retention"] must be a positive integer (it counts the new revision), got %s`, v.String())
 		}
 		pol.Retention = int(r)
 	}

@@ -164,17 +164,6 @@ func TestParseIndex(t *testing.T) {
 	}
 }
 
-func TestValidatePatterns(t *testing.T) {
-	if err := persist.ValidatePatterns([]string{"**/*", "src/**", "*.go", ".github/**", "a/{b,c}/*.md", "file[0-9].txt"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, bad := range []string{"", "/a", "!a", "../a", "a/..", "a//b", "./a", `a\b`, "[", "a/"} {
-		if err := persist.ValidatePatterns([]string{bad}); err == nil {
-			t.Errorf("ValidatePatterns accepted %q", bad)
-		}
-	}
-}
-
 func TestOptionsValidate(t *testing.T) {
 	for _, o := range []persist.Options{{Format: "tar"}, {MaxEntries: -1}, {MaxArchiveBytes: -1}, {MaxExtractedBytes: -5}} {
 		if o.Validate() == nil {

@@ -84,10 +84,10 @@ func (p *provider) Acquire(ctx context.Context, req *eval.WorkspaceAcquireReques
 		return nil, err
 	}
 	if req.Load != nil {
-		if err := ValidatePatterns(req.Load.Include); err != nil {
+		if err := eval.ValidateGlobs(req.Load.Include); err != nil {
 			return nil, err
 		}
-		if err := ValidatePatterns(req.Load.Exclude); err != nil {
+		if err := eval.ValidateGlobs(req.Load.Exclude); err != nil {
 			return nil, err
 		}
 	}
@@ -289,17 +289,14 @@ func (l *lease) Save(ctx context.Context, req eval.WorkspaceSaveRequest) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	retention := req.Retention
-	if retention == 0 {
-		retention = 1
-	}
+	retention := eval.SaveRetention(req.Retention)
 	if retention < 0 {
 		return fmt.Errorf("workspace %q: retention %d must be positive", l.workspaceID, req.Retention)
 	}
-	if err := ValidatePatterns(req.Include); err != nil {
+	if err := eval.ValidateGlobs(req.Include); err != nil {
 		return err
 	}
-	if err := ValidatePatterns(req.Exclude); err != nil {
+	if err := eval.ValidateGlobs(req.Exclude); err != nil {
 		return err
 	}
 	if err := l.checkLock(ctx); err != nil {

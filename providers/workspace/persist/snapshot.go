@@ -47,28 +47,6 @@ type selection struct {
 	gitignore bool // apply .gitignore files (only when include is nil)
 }
 
-// ValidatePatterns reports whether every pattern is a normalized relative
-// forward-slash glob without negation: non-empty, not starting with "/" or
-// "!", without backslash or NUL, with no empty, "." or ".." segments, and
-// valid doublestar syntax.
-func ValidatePatterns(patterns []string) error {
-	for _, p := range patterns {
-		bad := p == "" || strings.HasPrefix(p, "/") || strings.HasPrefix(p, "!") || strings.ContainsAny(p, "\\\x00") || !doublestar.ValidatePattern(p)
-		if !bad {
-			for _, seg := range strings.Split(p, "/") {
-				if seg == "" || seg == "." || seg == ".." {
-					bad = true
-					break
-				}
-			}
-		}
-		if bad {
-			return fmt.Errorf("invalid workspace glob %q: use a normalized relative forward-slash pattern without negation", p)
-		}
-	}
-	return nil
-}
-
 // matchAny reports whether rel or one of its ancestor directories matches a
 // pattern: a pattern that matches a directory selects its whole subtree.
 func matchAny(patterns []string, rel string) bool {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/aml-go/aml/eval"
 )
 
 // ErrNotExist is wrapped by StorageLease errors about a missing object.
@@ -179,12 +181,7 @@ func ValidateStoragePrefix(p string) error {
 
 // ValidateID reports whether id is a valid durable workspace identity:
 // non-empty, valid UTF-8 and equal to its trimmed form.
-func ValidateID(id string) error {
-	if id == "" || strings.TrimSpace(id) != id || !utf8.ValidString(id) {
-		return fmt.Errorf("workspace id %q must be a non-empty trimmed UTF-8 string", id)
-	}
-	return nil
-}
+func ValidateID(id string) error { return eval.ValidateWorkspaceID(id) }
 
 // EncodeSegment maps a workspace id to one portable storage path segment:
 // encodeURIComponent, with !'()* also percent-encoded and the names "." and
