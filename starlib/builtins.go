@@ -91,6 +91,11 @@ func agentImpl(c *call) (starlark.Value, error) {
 	if c.has("cwd") && n.Cwd == "" {
 		return nil, c.errorf("cwd must be a non-empty relative path")
 	}
+	if n.Cwd != "" {
+		if _, err := eval.CheckLogicalPath(n.Cwd, true); err != nil {
+			return nil, c.errorf("cwd: %v", err)
+		}
+	}
 	if d, ok := c.value("permissions").(*starlark.Dict); ok {
 		p, err := permissions(c, d)
 		if err != nil {

@@ -34,6 +34,11 @@ var includeBuiltin = &Builtin{
 		if c.has("src") && n.Src == "" || c.has("path") && n.Path == "" {
 			return nil, c.errorf("the file name must be a non-empty string")
 		}
+		if n.Path != "" {
+			if _, err := eval.CheckLogicalPath(n.Path, false); err != nil {
+				return nil, c.errorf("path: %v", err)
+			}
+		}
 		if mb, set, err := c.integer("max_bytes"); err != nil {
 			return nil, err
 		} else if set {
