@@ -126,7 +126,7 @@ func LoadFile(path string, opts LoadOptions) (*Workflow, error) {
 	entry.globals, entry.err, entry.loading = globals, err, false
 	e.mu.Unlock()
 	if err != nil {
-		return nil, loadError(path, err)
+		return nil, loadError(path, suggestNames(err, path, src))
 	}
 	return &Workflow{File: path, Globals: globals, Config: e.config, env: e}, nil
 }
@@ -213,6 +213,7 @@ func (e *env) load(thread *starlark.Thread, name string) (starlark.StringDict, e
 		err = fmt.Errorf("cannot read module: %w", serr)
 	} else {
 		globals, err = starlark.ExecFileOptions(FileOptions, th, path, nil, predeclared())
+		err = suggestNames(err, path, nil)
 	}
 
 	e.mu.Lock()
