@@ -37,8 +37,26 @@
 // EvaluationError (with the authored Position and, for Starlark failures,
 // a backtrace), ParallelError (every failed branch with its index),
 // ToolInputError, ToolOutputError, WorkspaceConflictError and
-// AgentTimeoutError. Cancellation surfaces context.Cause of the caller's
-// context. Errors wrap their causes for errors.Is and errors.As.
+// AgentTimeoutError. Errors wrap their causes for errors.Is and errors.As,
+// and they nest: a failed parallel() branch is a ParallelError whose
+// failures are EvaluationErrors, whose causes may be provider or tool
+// errors. Check them from the most specific condition outwards:
+//
+//  1. cancellation: ctx.Err() != nil && errors.Is(err, context.Cause(ctx)).
+//     A cancelled run still fails with an EvaluationError (naming where
+//     evaluation stopped) that wraps the cause, possibly inside a
+//     ParallelError, so test for it before the types below;
+//  2. AgentTimeoutError (an agent's timeout_ms), WorkspaceConflictError,
+//     ToolInputError, ToolOutputError: the cause you can act on;
+//  3. ParallelError: one entry per failed branch;
+//  4. EvaluationError: any other rule, limit or provider failure; Pos
+//     names the authored node.
+//
+// # Limits
+//
+// Limits bound agent calls, concurrent agents, depth and turns. In Go a
+// zero field means the default and Unlimited switches a limit off;
+// SurfaceLimit converts the Starlark and CLI convention, where 0 is off.
 //
 // # Traces
 //
