@@ -246,7 +246,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 // evaluate(schema=...) it hands the value to the target instead.
 func structuredResult(n *Agent, p AgentProvider, schema *Schema, resp *AgentResponse, t *structTarget, dst []byte) ([]byte, error) {
 	if resp.Structured == nil {
-		return dst, newError(n.Position, fmt.Sprintf("%s was asked for a structured result but provider %q returned none (AgentResponse.Structured is nil)", agentLabel(n), p.Name()))
+		return dst, newError(n.Position, fmt.Sprintf("%s was asked for a structured result but provider %q returned none; the provider must return a value for the agent's schema", agentLabel(n), p.Name()))
 	}
 	out, err := schema.appendValidCanonical(dst, resp.Structured)
 	if err != nil {

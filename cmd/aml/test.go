@@ -36,10 +36,14 @@ The golden file records the result, print() output, every agent request
 servers, skills, output schema) with the provider's response, sorted by
 source position and then prompt, and the error if the run failed. Paths are
 relative to the test file's directory; agent staging directories read
-$STAGING. A workflow that fails passes when its golden records the error.
+$STAGING. A workflow that fails passes when its golden records the error;
+such a test is marked "[expects an error]", and when -update writes an
+error into a golden that recorded none, "[updated, now records an error:
+the run fails]".
 
 Output: one "ok   PATH (12ms)" or "FAIL PATH" line per test, a unified diff
-under a mismatch, then "N passed, N failed".
+under a mismatch, then "N passed, N failed", where "N passed" counts the
+goldens that expect an error: "5 passed (2 expecting an error), 0 failed".
 
 Exit status: 0 when every test passed, 1 when a test failed or no test was
 found, 2 for usage errors (bad flag, bad -run expression, unreadable PATH).

@@ -8,6 +8,7 @@ package deterministic
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/aml-go/aml/eval"
@@ -112,6 +113,9 @@ func (a *Agent) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.Agen
 
 	respond := a.respond
 	if respond == nil {
+		if req.Output != nil {
+			return nil, fmt.Errorf("deterministic agent %q has no respond function, and echoing the prompt cannot produce the structured result this agent asks for (schema=); give it respond= returning {\"structured\": value}", a.name)
+		}
 		respond = Echo()
 	}
 	resp, err := respond(ctx, req, idx)
@@ -120,6 +124,9 @@ func (a *Agent) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.Agen
 	}
 	if resp == nil {
 		return nil, errors.New("deterministic respond returned no response")
+	}
+	if req.Output != nil && resp.Structured == nil {
+		return nil, fmt.Errorf("deterministic agent %q: respond returned no structured value, but this agent asks for one (schema=); return {\"structured\": value} (with \"text\" if you want text too)", a.name)
 	}
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)

@@ -49,6 +49,13 @@ type Summary struct {
 	// Updated counts the golden files -update created or changed; they
 	// are also counted as passed.
 	Updated int
+	// Errors counts the passed tests whose golden records an error: the
+	// workflow is expected to fail. The summary line reports them, so
+	// that a run that began to fail cannot hide in a passing golden.
+	Errors int
+	// NewErrors counts the golden files -update rewrote to record an error
+	// where they recorded none (or did not exist).
+	NewErrors int
 }
 
 // Test is one test file.
@@ -72,6 +79,12 @@ type Result struct {
 	OK bool
 	// Updated reports that -update created or changed the golden file.
 	Updated bool
+	// RecordsError reports that the record (and so, for a passed test,
+	// the golden file) contains the run's error.
+	RecordsError bool
+	// NewError reports that -update wrote an error into a golden file
+	// that recorded none, or created one with an error.
+	NewError bool
 	// Duration is how long the test took.
 	Duration time.Duration
 	// Detail explains a failure: the unified diff between the golden file
@@ -197,6 +210,7 @@ func Check(ctx context.Context, t Test, update bool, timeout time.Duration) Resu
 		return res
 	}
 	want, rerr := os.ReadFile(t.Golden)
+	res.RecordsError = recordsError(got)
 	if update {
 		if rerr == nil && bytes.Equal(got, want) {
 			res.OK = true
@@ -207,6 +221,7 @@ func Check(ctx context.Context, t Test, update bool, timeout time.Duration) Resu
 			return res
 		}
 		res.OK, res.Updated = true, true
+		res.NewError = res.RecordsError && (rerr != nil || !recordsError(want))
 		return res
 	}
 	if rerr != nil {
@@ -232,8 +247,13 @@ func Check(ctx context.Context, t Test, update bool, timeout time.Duration) Resu
 //	ok   PATH (12ms)
 //	FAIL PATH
 //
-// a failed test's detail (a unified diff or an error) after its line,
-// and finally the summary line "N passed, N failed". The error reports an
+// a passed test whose golden records an error is marked
+// "[expects an error]" (after -update changed it to record one where it
+// recorded none: "[updated, now records an error: the run fails]"); a
+// failed test's detail (a unified diff or an error) follows its line; and
+// finally the summary line "N passed, N failed", where "N passed" says how
+// many of them expect an error: "5 passed (2 expecting an error), 0
+// failed". The error reports an
 // invalid -run expression or an unreadable path, and wraps ErrNoTests when
 // nothing was selected; test failures are counted in the Summary, not
 // returned.
@@ -298,10 +318,24 @@ func Run(opts Options) (Summary, error) {
 		r := <-ch
 		if r.OK {
 			sum.Passed++
-			note := ""
+			var notes []string
 			if r.Updated {
 				sum.Updated++
-				note = " [updated]"
+				notes = append(notes, "updated")
+			}
+			if r.RecordsError {
+				sum.Errors++
+				switch {
+				case r.NewError:
+					sum.NewErrors++
+					notes = append(notes, "now records an error: the run fails")
+				default:
+					notes = append(notes, "expects an error")
+				}
+			}
+			note := ""
+			if len(notes) > 0 {
+				note = " [" + strings.Join(notes, ", ") + "]"
 			}
 			fmt.Fprintf(out, "ok   %s (%dms)%s\n", r.Test.Path, r.Duration.Milliseconds(), note)
 			continue
@@ -315,6 +349,24 @@ func Run(opts Options) (Summary, error) {
 			io.WriteString(out, d)
 		}
 	}
-	fmt.Fprintf(out, "%d passed, %d failed\n", sum.Passed, sum.Failed)
+	fmt.Fprintln(out, sum.line())
 	return sum, nil
+}
+
+// line is the summary line: "N passed, N failed", and how many of the
+// passed goldens record an error.
+func (s Summary) line() string {
+	passed := fmt.Sprintf("%d passed", s.Passed)
+	switch {
+	case s.NewErrors > 0:
+		passed += fmt.Sprintf(" (%d expecting an error, %d of them new: check that those runs should fail)", s.Errors, s.NewErrors)
+	case s.Errors > 0:
+		passed += fmt.Sprintf(" (%d expecting an error)", s.Errors)
+	}
+	return fmt.Sprintf("%s, %d failed", passed, s.Failed)
+}
+
+// recordsError reports whether a record has an error section.
+func recordsError(record []byte) bool {
+	return bytes.HasPrefix(record, []byte(errorSection)) || bytes.Contains(record, []byte("\n"+errorSection))
 }

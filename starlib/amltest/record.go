@@ -244,11 +244,12 @@ type twin struct {
 }
 
 func newTwin(p eval.AgentProvider) eval.AgentProvider {
-	a, err := deterministic.New(deterministic.Options{Name: p.Name()})
+	respond := twinRespond(p.Name())
+	a, err := deterministic.New(deterministic.Options{Name: p.Name(), Respond: respond})
 	if err != nil {
 		// The name is not a valid deterministic provider name; the twin
 		// keeps the default name.
-		a, _ = deterministic.New(deterministic.Options{})
+		a, _ = deterministic.New(deterministic.Options{Respond: respond})
 	}
 	t := &twin{Agent: a, orig: p}
 	if ns, ok := p.(eval.NativeSkills); ok {
@@ -258,6 +259,19 @@ func newTwin(p eval.AgentProvider) eval.AgentProvider {
 		t.objectInputs = oi.RequiresObjectToolInput()
 	}
 	return t
+}
+
+// twinRespond echoes the initial prompt, as a twin does; a structured
+// result cannot be echoed, so for an agent with a schema it says what the
+// test must supply.
+func twinRespond(name string) deterministic.RespondFunc {
+	echo := deterministic.Echo()
+	return func(ctx context.Context, req *eval.AgentRequest, idx int) (*eval.AgentResponse, error) {
+		if req.Output != nil {
+			return nil, fmt.Errorf("in aml test, provider %q is replaced by a deterministic twin that echoes the prompt, so it cannot produce the structured result this agent asks for (schema=); supply one in the test: pass provider = deterministic_agent(respond = lambda req: {\"structured\": ...}) to this agent, or set it with configure(agent_provider = ...)", name)
+		}
+		return echo(ctx, req, idx)
+	}
 }
 
 // supportsSandbox asks p's sandbox handshake about session s.
@@ -489,11 +503,14 @@ func (h *harness) render(dir, result string, err error) []byte {
 		}
 	}
 	if err != nil {
-		b.WriteString("-- error --\n")
+		b.WriteString(errorSection)
 		writeLines(&b, "", strip(err.Error()))
 	}
 	return []byte(b.String())
 }
+
+// errorSection starts the error of a record.
+const errorSection = "-- error --\n"
 
 // compareSource orders "file:line:col" positions numerically.
 func compareSource(a, b string) int {
