@@ -14,8 +14,12 @@ import (
 // cmdDoc prints the builtin reference from the shared catalog: an index
 // without arguments, one builtin or standard module with a name.
 func cmdDoc(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 1 {
-		fmt.Fprintln(stderr, "usage: aml doc [NAME]")
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(stdout, docUsage)
+		return exitOK
+	}
+	if len(args) > 1 || len(args) == 1 && strings.HasPrefix(args[0], "-") {
+		fmt.Fprint(stderr, docUsage)
 		return exitUsage
 	}
 	if len(args) == 0 {
@@ -29,9 +33,9 @@ func cmdDoc(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "  %-22s %s\n", b.Name, b.Summary())
 		}
 		fmt.Fprintln(stdout, "\nvalues:")
-		fmt.Fprintf(stdout, "  %-22s %s\n", "schema", "JSON Schema builders (schema.object, schema.string, ...; listed above)")
-		fmt.Fprintf(stdout, "  %-22s %s\n", "json", "encode, decode, indent, encode_indent (go.starlark.net/lib/json)")
-		fmt.Fprintf(stdout, "  %-22s %s\n", "struct", "struct(**fields) builds an immutable record")
+		for _, v := range values {
+			fmt.Fprintf(stdout, "  %-22s %s\n", v.name, v.summary)
+		}
 		fmt.Fprintln(stdout, "\nstandard modules (load(\"@std/text\", \"dedent\")):")
 		for _, m := range stdlib.Names() {
 			fmt.Fprintf(stdout, "  %-22s %s\n", m, firstSentence(stdlib.Doc(m)))
@@ -43,6 +47,21 @@ func cmdDoc(args []string, stdout, stderr io.Writer) int {
 		writeBuiltinDoc(stdout, b)
 		return exitOK
 	}
+	for _, v := range values {
+		if v.name == name {
+			fmt.Fprintf(stdout, "%s\n\n%s\n", v.name, v.doc)
+			for _, m := range v.members {
+				fmt.Fprintf(stdout, "\n  %s\n      %s\n", m[0], m[1])
+			}
+			return exitOK
+		}
+		for _, m := range v.members {
+			if sig := m[0]; strings.HasPrefix(sig, name+"(") {
+				fmt.Fprintf(stdout, "%s\n\n%s\n", sig, m[1])
+				return exitOK
+			}
+		}
+	}
 	if doc := stdlib.Doc(name); doc != "" {
 		fmt.Fprintf(stdout, "%s\n\n%s\n", name, doc)
 		for _, m := range stdlib.Members(name) {
@@ -52,6 +71,42 @@ func cmdDoc(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "aml doc: no builtin or standard module named %q; run 'aml doc' for the index\n", name)
 	return exitUsage
+}
+
+const docUsage = `usage: aml doc [NAME]
+
+Without NAME, prints the index of every builtin, predeclared value and
+@std module. With NAME, prints the reference of one: a builtin (agent,
+schema.object, local_sandbox, ...), a predeclared value or one of its
+functions (json, json.encode, struct, schema) or a standard module
+(@std/text). The reference comes from the catalog the runtime itself uses.
+`
+
+// values are the predeclared values that are not catalog builtins; each
+// member is a signature and its documentation.
+var values = []struct {
+	name, summary, doc string
+	members            [][2]string
+}{
+	{"schema", "JSON Schema builders (schema.object, schema.string, ...; listed above)",
+		"The JSON Schema builders: each returns a JSON Schema (draft 2020-12) as a dict, for agent(schema=), evaluate(schema=), evaluate_all(schema=) and define_tool(input=, output=). Any hand-written JSON Schema dict works as well. aml doc schema.object (and so on) documents each builder.",
+		[][2]string{
+			{"schema.object(**properties)", "A dict with the given properties (all required unless wrapped in schema.optional)."},
+			{"schema.string(), schema.integer(), schema.number(), schema.boolean()", "Scalars."},
+			{"schema.array(items), schema.enum(*values), schema.literal(value)", "Lists, one of several values, one exact value."},
+			{"schema.nullable(s), schema.optional(s), schema.describe(s, description)", "None or s; an optional property; a description for the model."},
+		}},
+	{"json", "encode, decode, indent, encode_indent (go.starlark.net/lib/json)",
+		"JSON encoding and decoding (the go.starlark.net json module). Use json.encode to turn data into prompt text: dicts and structs are not renderable on their own.",
+		[][2]string{
+			{"json.encode(x)", "Returns the JSON text of x: None, bools, ints, floats (finite), strings, dicts with string keys (as objects), lists and tuples (as arrays) and structs (as objects); any other value is an error."},
+			{"json.decode(x[, default])", "Returns the Starlark value of the JSON text x: objects become dicts, arrays lists, numbers int or float. Invalid JSON fails, or returns default when it is given."},
+			{"json.indent(str, *, prefix=\"\", indent=\"\\t\")", "Returns the JSON text str reformatted with one element per line, each line starting with prefix and nested levels indented by indent."},
+			{"json.encode_indent(x, *, prefix=\"\", indent=\"\\t\")", "The same as json.indent(json.encode(x), prefix=prefix, indent=indent)."},
+		}},
+	{"struct", "struct(**fields) builds an immutable record",
+		"struct(**fields) returns an immutable record whose fields are the keyword arguments: s = struct(id = 42, title = \"Fix\"); s.id is 42. Structs compare by value; json.encode encodes them as objects. A struct is data, not text: render it with json.encode().",
+		nil},
 }
 
 func writeBuiltinDoc(w io.Writer, b *starlib.Builtin) {

@@ -173,6 +173,14 @@ func isTerminal(f *os.File) bool {
 	return f != nil && term.IsTerminal(int(f.Fd()))
 }
 
+// wantLiveView reports whether the live view may draw on f: f must be a
+// terminal that understands cursor movement, so not one whose TERM is
+// "dumb" (Emacs shells, some CI consoles), where the escape sequences
+// would show as garbage.
+func wantLiveView(f *os.File, getenv func(string) string) bool {
+	return isTerminal(f) && getenv("TERM") != "dumb"
+}
+
 // HandleTrace implements eval.TraceSink. It records agent span starts and
 // ends; it never writes to the terminal.
 func (lv *liveView) HandleTrace(e eval.Event) error {

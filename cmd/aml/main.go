@@ -39,7 +39,7 @@ Commands:
   mcp-relay          the stdio relay to an ACP agent's tool bridge (started by aml itself)
   version            print version information
 
-Run 'aml run -h' for the flags of run, 'aml test -h' for those of test.
+Run 'aml help COMMAND' (or 'aml COMMAND -h') for the help of one command.
 `
 )
 
@@ -68,10 +68,41 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "version", "--version", "-v":
 		return cmdVersion(stdout)
 	case "help", "-h", "--help":
+		if len(args) > 1 && args[0] == "help" {
+			return cmdHelp(args[1:], stdout, stderr)
+		}
 		fmt.Fprint(stdout, usageSummary)
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "aml: unknown command %q\n\n%s", args[0], usageSummary)
+	return exitUsage
+}
+
+// cmdHelp prints the help of one command on stdout: "aml help run" is
+// "aml run -h".
+func cmdHelp(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintf(stderr, "usage: aml help [COMMAND]\n\n%s", usageSummary)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun([]string{"-h"}, stdout, stdout)
+	case "test":
+		return cmdTest([]string{"-h"}, stdout, stdout)
+	case "doc":
+		return cmdDoc([]string{"-h"}, stdout, stdout)
+	case "version":
+		fmt.Fprintln(stdout, "usage: aml version\n\nPrints the version of aml, the platform and the Go version it was built with.")
+		return exitOK
+	case "mcp-relay":
+		fmt.Fprintln(stdout, "usage: aml mcp-relay\n\nServes the tool bridge of an ACP agent session over stdio; aml starts it itself (the bridge URL and secret come from the environment), never by hand.")
+		return exitOK
+	case "help":
+		fmt.Fprint(stdout, usageSummary)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "aml help: unknown command %q\n\n%s", args[0], usageSummary)
 	return exitUsage
 }
 

@@ -132,11 +132,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if f.quiet {
 		logger.SetLevel(log.ErrorLevel)
 	}
-	// When stderr is a terminal (and no other stderr view was asked for),
+	// When stderr is a terminal that is not TERM=dumb (and no other stderr
+	// view was asked for),
 	// a live view shows the running agents; log lines go through it so
 	// they never interleave with the redrawn block.
 	var lv *liveView
-	if fd, ok := stderr.(*os.File); ok && isTerminal(fd) && !f.trace && !f.captureContent && !f.quiet && !f.json {
+	if fd, ok := stderr.(*os.File); ok && wantLiveView(fd, os.Getenv) && !f.trace && !f.captureContent && !f.quiet && !f.json {
 		lv = newLiveView(stderr, liveOptions{})
 		logger.SetOutput(lv.Writer(stderr))
 		logger.SetColorProfile(lipgloss.NewRenderer(fd).ColorProfile())
