@@ -215,7 +215,13 @@ func TestLimitsZeroIsDefault(t *testing.T) {
 }
 
 func TestParallelOrderAndErrors(t *testing.T) {
+	// Each call holds its slot until three calls ran at once (the first
+	// three wait for each other, whatever the machine's load), and then
+	// for a moment more, so that a scheduler admitting more than three
+	// would be seen.
 	var active, peak atomic.Int32
+	full := make(chan struct{})
+	var fullOnce sync.Once
 	p := echo(t, func(req *eval.AgentRequest, _ int) string {
 		n := active.Add(1)
 		for {
@@ -223,6 +229,13 @@ func TestParallelOrderAndErrors(t *testing.T) {
 			if n <= old || peak.CompareAndSwap(old, n) {
 				break
 			}
+		}
+		if n >= 3 {
+			fullOnce.Do(func() { close(full) })
+		}
+		select {
+		case <-full:
+		case <-time.After(time.Minute):
 		}
 		time.Sleep(time.Millisecond)
 		active.Add(-1)
@@ -236,8 +249,8 @@ func TestParallelOrderAndErrors(t *testing.T) {
 	if err != nil || got != "ABCDEFGHIJKL" {
 		t.Fatalf("got %q, %v", got, err)
 	}
-	if peak.Load() > 3 {
-		t.Fatalf("peak concurrency %d exceeds max_concurrent_agents 3", peak.Load())
+	if peak.Load() != 3 {
+		t.Fatalf("peak concurrency %d, want max_concurrent_agents 3", peak.Load())
 	}
 
 	fail := func(req *eval.AgentRequest, _ int) (*eval.AgentResponse, error) {

@@ -65,6 +65,9 @@ func TestIncludeStagingReleasedWhenSiblingFails(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "big.txt"), []byte(strings.Repeat("x", 500)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A private temporary directory, so that staging areas of tests
+	// running at the same time in other packages are not counted.
+	t.Setenv("TMPDIR", t.TempDir())
 	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "aml-agent-*"))
 	rt, _ := eval.New(eval.Options{AgentProvider: echo(t, nil), Cwd: dir})
 	boom := &eval.Component{Name: "Boom", Fn: func(*eval.ComponentContext) (any, error) { return nil, errors.New("boom") }}

@@ -632,10 +632,11 @@ func TestLiveConcurrent(t *testing.T) {
 }
 
 // waitFor waits until out contains s: a frame is drawn within one
-// interval, but a loaded machine may delay the ticker.
+// interval, but a loaded machine may delay the ticker, so the bound is
+// generous.
 func waitFor(t *testing.T, out *syncBuffer, s string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !strings.Contains(out.String(), s) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no frame with %q was drawn:\n%q", s, out.String())
@@ -694,22 +695,22 @@ func TestLivePTY(t *testing.T) {
 		_, _ = io.Copy(&received, ptmx) // ends with EIO once the tty side is closed
 	}()
 
-	lv := newLiveView(tty, liveOptions{})
+	// The real ticker draws; the fake clock decides what: a frame at 1 s,
+	// then one at 2 s drawn over it (a frame at 0 s may come first).
+	clk := &fakeClock{t: liveT0}
+	lv := newLiveView(tty, liveOptions{Now: clk.Now})
 	if cols, rows := lv.size(); cols != 80 || rows != 10 {
 		t.Errorf("size from the tty = %dx%d, want 80x10", cols, rows)
 	}
-	now := time.Now()
-	ev := agentStart("2", "reviewer", "anthropic", "claude-sonnet", "wf.star:12:5", 0)
-	ev.Timestamp = now.UnixMilli()
-	feed(t, lv, ev)
+	feed(t, lv, agentStart("2", "reviewer", "anthropic", "claude-sonnet", "wf.star:12:5", 0))
 	for i := 0; i < 12; i++ {
-		ev := agentStart(strconv.Itoa(i+3), "", "openai", "", "wf.star:20:3", 0)
-		ev.Timestamp = now.UnixMilli()
-		feed(t, lv, ev)
+		feed(t, lv, agentStart(strconv.Itoa(i+3), "", "openai", "", "wf.star:20:3", 0))
 	}
 	lv.Start()
-	time.Sleep(250 * time.Millisecond)
-	waitFor(t, &received, "+6 more")
+	clk.Set(time.Second)
+	waitFor(t, &received, "aml run 1.0s")
+	clk.Set(2 * time.Second)
+	waitFor(t, &received, "aml run 2.0s")
 	lv.Stop()
 	lv.Stop()
 	tty.Close()
@@ -717,13 +718,15 @@ func TestLivePTY(t *testing.T) {
 
 	select {
 	case <-read:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("timed out reading the pseudo-terminal")
 	}
 	out := received.String()
 	for _, want := range []string{
 		"aml run ",
-		"13 running · 0 finished · 0 failed",
+		"aml run 1.0s · 13 running · 0 finished · 0 failed",
+		"aml run 2.0s · 13 running · 0 finished · 0 failed",
+		"\r\x1b[9A", // a frame is drawn over the previous one
 		"reviewer  anthropic  claude-sonnet  wf.star:12:5",
 		"agent     openai",
 		"+6 more", // 10 rows: header, 7 agents, "+6 more", cursor row

@@ -54,9 +54,10 @@ func TestSIGINTKillsHostScriptTree(t *testing.T) {
 	}
 }
 
-// alive reports whether pid names a live (not zombie) process.
+// alive reports whether pid names a live (not zombie) process once the
+// kill had signalTimeout to take effect.
 func alive(pid int) bool {
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(signalTimeout)
 	for time.Now().Before(deadline) {
 		if syscall.Kill(pid, 0) != nil {
 			return false

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/deterministic"
@@ -98,19 +97,25 @@ func TestAgentConformanceWrappedCauseIsAccepted(t *testing.T) {
 	}
 }
 
+// TestAgentConformanceHangingRun: a Run that hangs under the pre-cancelled
+// context is reported when the suite's context ends. The suite's context
+// ends from inside that hanging Run, not after a fixed delay: a deadline
+// could also expire before the suite's first, ordinary Run (on a loaded
+// machine), which would then hang too.
 func TestAgentConformanceHangingRun(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	p := &agentFunc{name: "hang", run: func(ctx context.Context, _ *eval.AgentRequest) (*eval.AgentResponse, error) {
-		if ctx.Err() != nil {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	p := &agentFunc{name: "hang", run: func(rctx context.Context, _ *eval.AgentRequest) (*eval.AgentResponse, error) {
+		if rctx.Err() != nil {
+			cancel(errors.New("suite deadline"))
 			<-release
 		}
 		return &eval.AgentResponse{}, nil
 	}}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
 	wantViolations(t, providertest.AgentConformance(ctx, p), "agent",
-		"Run did not return under a pre-cancelled context before the suite's context ended")
+		"Run did not return under a pre-cancelled context before the suite's context ended (suite deadline)")
 }
 
 func TestAgentConformanceShape(t *testing.T) {

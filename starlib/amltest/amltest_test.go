@@ -254,23 +254,54 @@ func TestRunOutput(t *testing.T) {
 
 func TestCheckCutShortNeverWrites(t *testing.T) {
 	dir := t.TempDir()
+	// The test marks (with a host script) that it is past its start, then
+	// loops for hours unless cut short.
 	write(t, dir, map[string]string{
-		"slow_test.star": "def main():\n    n = 0\n    for i in range(1 << 40):\n        n += i\n    return str(n)\n",
+		"slow_test.star": "def main():\n    evaluate(script(command = \"touch\", args = [\"started\"]))\n    n = 0\n    for i in range(1 << 40):\n        n += i\n    return str(n)\n",
 	})
 	tests, err := Find([]string{dir})
 	if err != nil || len(tests) != 1 {
 		t.Fatalf("%v, %v", tests, err)
 	}
+	// The timeout holds whatever phase (load, script, loop) it cuts.
 	res := Check(t.Context(), tests[0], true, 50*time.Millisecond)
 	if res.OK || !strings.Contains(res.Detail, "timed out after 50ms") {
 		t.Errorf("timeout: %+v", res)
 	}
+	// The cancellation comes once the test is running: when its marker
+	// appears (polling within a generous bound), not after a fixed delay.
+	started := filepath.Join(dir, "started")
+	if err := os.Remove(started); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	checked, seen := make(chan struct{}), make(chan bool, 1)
 	go func() {
-		time.Sleep(20 * time.Millisecond)
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if _, err := os.Stat(started); err == nil {
+				seen <- true
+				break
+			}
+			select {
+			case <-checked:
+				seen <- false
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				seen <- false
+				break
+			}
+		}
 		cancel(fmt.Errorf("stop"))
 	}()
 	res = Check(ctx, tests[0], true, 0)
+	close(checked)
+	if !<-seen {
+		t.Fatalf("the test ended or hung without starting: %+v", res)
+	}
 	if res.OK || !strings.Contains(res.Detail, "interrupted: stop") {
 		t.Errorf("cancel: %+v", res)
 	}

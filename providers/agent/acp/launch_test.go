@@ -109,4 +109,3 @@ func TestProfileTransformAndNoSessionMCP(t *testing.T) {
 		t.Fatalf("text %q messages %q: want the transformed text, no MCP servers and no messages", resp.Text, resp.Messages)
 	}
 }
-

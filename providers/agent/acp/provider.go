@@ -229,4 +229,3 @@ const cleanupTimeout = 30 * time.Second
 func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 }
-

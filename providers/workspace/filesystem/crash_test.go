@@ -234,10 +234,15 @@ func TestCrashKill(t *testing.T) {
 			e := persisttest.NewEnv(t, s, persist.Options{Format: format})
 			e.SaveTree("ws", generation(0, crashFiles, crashFileSize), 2)
 			last := 0
-			// Kills timed after a save started.
+			// Kills timed after a save started. Where a kill lands depends
+			// on the machine's speed, so the varied delays are followed by
+			// more kills (cycling through them) until one lands in the middle
+			// of a save, within a generous number of attempts.
 			delays := []time.Duration{0, time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
-			midSave := 0
-			for _, d := range delays {
+			const maxKills = 64
+			midSave, kills := 0, 0
+			for ; kills < len(delays) || midSave == 0 && kills < maxKills; kills++ {
+				d := delays[kills%len(delays)]
 				h := startHelper(t, "save-loop", dir, temp, format, "")
 				// Let one save complete, then kill during the next one.
 				var g int
@@ -269,9 +274,9 @@ func TestCrashKill(t *testing.T) {
 				}
 				last = got
 			}
-			t.Logf("%d of %d timed kills landed in the middle of a save", midSave, len(delays))
+			t.Logf("%d of %d timed kills landed in the middle of a save", midSave, kills)
 			if midSave == 0 {
-				t.Fatal("no kill landed in the middle of a save")
+				t.Fatalf("none of %d kills landed in the middle of a save", kills)
 			}
 			// Kills at each protocol step.
 			for _, step := range []persist.Step{persist.StepAfterSnapshot, persist.StepArtifactObject, persist.StepAfterArtifactUpload, persist.StepBeforePublication, persist.StepAfterPublication, persist.StepDuringPrune} {

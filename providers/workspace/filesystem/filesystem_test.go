@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,10 +193,25 @@ func TestIndexLock(t *testing.T) {
 	os.WriteFile(ilock, []byte(`{"token":"crashed","pid":-1}`), 0o644)
 	l := e.Acquire("ws", false, persisttest.Current)
 	defer e.Release(l)
-	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
-	if err := l.Save(sctx, eval.WorkspaceSaveRequest{Retention: 1}); !errors.Is(err, context.DeadlineExceeded) {
+	// The save's deadline runs from its last step before publication, so
+	// it expires while the save waits for the index lock, not in an
+	// earlier phase that a loaded machine made slow.
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var armed atomic.Bool
+	e.SetHook(func(s persist.Step) error {
+		if s == persist.StepBeforePublication && !armed.Swap(true) {
+			time.AfterFunc(100*time.Millisecond, func() { cancel(context.DeadlineExceeded) })
+		}
+		return nil
+	})
+	err := l.Save(sctx, eval.WorkspaceSaveRequest{Retention: 1})
+	e.SetHook(nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("save while the index lock is held: %v", err)
+	}
+	if !armed.Load() {
+		t.Fatal("the save never reached publication")
 	}
 	past := time.Now().Add(-IndexLockStale - time.Second)
 	os.Chtimes(ilock, past, past)

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -137,7 +138,9 @@ func TestHeartbeat(t *testing.T) {
 	}
 	past := time.Now().Add(-time.Hour)
 	os.Chtimes(path, past, past)
-	deadline := time.Now().Add(5 * time.Second)
+	// The heartbeat runs every 10ms; the generous bounds only catch a
+	// heartbeat that never comes.
+	deadline := time.Now().Add(time.Minute)
 	for {
 		info, err := os.Stat(path)
 		if err != nil {
@@ -158,6 +161,7 @@ func TestHeartbeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Release()
+	deadline = time.Now().Add(time.Minute)
 	for l.Check() == nil {
 		if time.Now().After(deadline) {
 			t.Fatal("compromise not detected")
@@ -214,15 +218,21 @@ func TestAcquireWait(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		time.Sleep(30 * time.Millisecond)
-		l.Release()
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// The holder releases once AcquireWait waits: AcquireWait consults
+	// its context only after an attempt found the lock held.
+	var released atomic.Bool
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	l2, err := AcquireWait(ctx, path, Options{})
+	l2, err := AcquireWait(onDone{ctx, func() {
+		if !released.Swap(true) {
+			l.Release()
+		}
+	}}, path, Options{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !released.Load() {
+		t.Fatal("AcquireWait acquired the lock without waiting for its holder")
 	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel2()
@@ -230,4 +240,16 @@ func TestAcquireWait(t *testing.T) {
 		t.Fatalf("AcquireWait on a held lock: %v", err)
 	}
 	l2.Release()
+}
+
+// onDone is a context that calls f whenever its Done channel is asked
+// for, that is when AcquireWait starts to wait.
+type onDone struct {
+	context.Context
+	f func()
+}
+
+func (c onDone) Done() <-chan struct{} {
+	c.f()
+	return c.Context.Done()
 }
