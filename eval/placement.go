@@ -21,10 +21,25 @@ type place struct {
 	sandboxRO bool
 	// workspace is set inside a workspace().
 	workspace bool
-	// behind names the boundary (sandbox(), workspace(), parallel())
-	// between the nearest agent() and this position, or is "": nodes that
+	// behind is the boundary (sandbox(), workspace(), parallel())
+	// between the nearest agent() and this position, if any: nodes that
 	// belong to an agent plan may not cross one.
-	behind string
+	behind boundary
+}
+
+// boundary is a node between an agent and its descendants that agent-plan
+// nodes may not cross.
+type boundary uint8
+
+const (
+	noBoundary boundary = iota
+	sandboxBoundary
+	workspaceBoundary
+	parallelBoundary
+)
+
+func (b boundary) String() string {
+	return [...]string{"", "sandbox()", "workspace()", "parallel()"}[b]
 }
 
 // scopes keeps only the resource scopes of pl, dropping agent ownership.
@@ -34,8 +49,8 @@ func (pl place) scopes() place {
 
 // crossed returns pl seen from inside the boundary named by kind: an
 // agent around it no longer owns what lies inside.
-func (pl place) crossed(kind string) place {
-	if pl.agent && pl.behind == "" {
+func (pl place) crossed(kind boundary) place {
+	if pl.agent && pl.behind == noBoundary {
 		pl.behind = kind
 	}
 	return pl
@@ -43,10 +58,10 @@ func (pl place) crossed(kind string) place {
 
 // behindError rejects an agent-plan node (system(), follow_up(), tool(),
 // mcp(), skill()) separated from its agent by a boundary.
-func behindError(n Node, behind string) error {
-	name := n.Kind() + "()"
+func behindError(n Node, b boundary) error {
+	name, behind := n.Kind()+"()", b.String()
 	why, fix := behind+" is a resource scope", ", or put the "+behind+" around the agent()"
-	if behind == "parallel()" {
+	if b == parallelBoundary {
 		why, fix = "parallel() runs each branch as its own evaluation", ""
 	}
 	return newError(n.Pos(), fmt.Sprintf("%s inside %s does not reach the agent() around the %s: agent-plan nodes must be direct children of their agent() (lists, fragment(), block(), provide() and components are transparent; %s); move the %s out of the %s into the agent()%s", name, behind, behind, why, name, behind, fix))
@@ -65,7 +80,7 @@ func childPlace(n Node, pl place) (place, error) {
 		return c, nil
 	case *System:
 		switch {
-		case pl.behind != "":
+		case pl.behind != noBoundary:
 			return pl, behindError(n, pl.behind)
 		case !pl.agent:
 			return pl, newError(n.Position, "system() is only valid inside agent(); move it into the agent whose system prompt it extends")
@@ -79,7 +94,7 @@ func childPlace(n Node, pl place) (place, error) {
 		return c, nil
 	case *FollowUp:
 		switch {
-		case pl.behind != "":
+		case pl.behind != noBoundary:
 			return pl, behindError(n, pl.behind)
 		case !pl.agent:
 			return pl, newError(n.Position, "follow_up() is only valid inside agent(); move it into the agent whose session it continues")
@@ -111,7 +126,7 @@ func childPlace(n Node, pl place) (place, error) {
 		case pl.workspace:
 			return pl, newError(n.Position, "a workspace() cannot contain another workspace(): one workspace is allowed per evaluation")
 		}
-		c := pl.crossed("workspace()")
+		c := pl.crossed(workspaceBoundary)
 		c.workspace = true
 		return c, nil
 	case *Sandbox:
@@ -124,7 +139,7 @@ func childPlace(n Node, pl place) (place, error) {
 		if n.Access != "" && n.Access != ReadOnly && n.Access != ReadWrite {
 			return pl, newError(n.Position, fmt.Sprintf("sandbox access must be %q or %q, got %q", ReadOnly, ReadWrite, n.Access))
 		}
-		c := pl.crossed("sandbox()")
+		c := pl.crossed(sandboxBoundary)
 		c.sandbox = true
 		switch {
 		case n.Access == ReadOnly:
@@ -136,7 +151,7 @@ func childPlace(n Node, pl place) (place, error) {
 	case *ToolGrant, *MCPGrant, *Skill:
 		name := n.Kind() + "()"
 		switch {
-		case pl.behind != "":
+		case pl.behind != noBoundary:
 			return pl, behindError(n, pl.behind)
 		case !pl.agent:
 			return pl, newError(n.Pos(), name+" is only valid inside agent(); move it into the agent that may use it")
@@ -151,7 +166,7 @@ func childPlace(n Node, pl place) (place, error) {
 		// branch do not attach to an agent around the parallel().
 		c := pl.scopes()
 		if pl.agent {
-			c.behind = pl.crossed("parallel()").behind
+			c.behind = pl.crossed(parallelBoundary).behind
 		}
 		return c, nil
 	}
@@ -186,13 +201,13 @@ func isBlank(s string) bool { return strings.TrimSpace(s) == "" }
 // checkItem is one pending value of the static check.
 type checkItem struct {
 	v     any
-	pl    place
-	depth int
 	agent *agentCheck
 	// pos is the position of the nearest enclosing node.
-	pos Position
+	pos   Position
+	depth int32
 	// lvl is the number of nodes enclosing the value.
-	lvl int
+	lvl int32
+	pl  place
 }
 
 // agentCheck is the static state of one agent plan.
@@ -217,27 +232,27 @@ func (d *domain) check(value any, pl place, depth int, pos Position) error {
 func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agentCheck) error {
 	maxDepth := d.limits.MaxDepth
 	maxTurns := d.limits.MaxTurnsPerAgent
-	stack := []checkItem{{v: value, pl: pl, depth: depth, pos: pos, agent: ac}}
+	stack := []checkItem{{v: value, pl: pl, depth: int32(depth), pos: pos, agent: ac}}
 	// lvl is the node level of the children pushed next; path holds the
 	// nodes enclosing the current one, to find a node that contains itself.
 	lvl := 0
 	var path []Node
 	pushKids := func(kids []any, pl place, depth int, ac *agentCheck, pos Position) {
 		for i := len(kids) - 1; i >= 0; i-- {
-			stack = append(stack, checkItem{v: kids[i], pl: pl, depth: depth, agent: ac, pos: pos, lvl: lvl})
+			stack = append(stack, checkItem{v: kids[i], pl: pl, depth: int32(depth), agent: ac, pos: pos, lvl: int32(lvl)})
 		}
 	}
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		lvl = it.lvl
+		lvl = int(it.lvl)
 		switch v := it.v.(type) {
 		case string:
 			if it.agent != nil && it.agent.seen && !it.pl.inFollowUp && !it.pl.inSystem && !isBlank(v) {
 				return textAfterFollowUpError(it.pos)
 			}
 		case []any:
-			pushKids(v, it.pl, it.depth, it.agent, it.pos)
+			pushKids(v, it.pl, int(it.depth), it.agent, it.pos)
 		case []string:
 			for i := len(v) - 1; i >= 0; i-- {
 				stack = append(stack, checkItem{v: v[i], pl: it.pl, depth: it.depth, agent: it.agent, pos: it.pos, lvl: it.lvl})
@@ -250,8 +265,8 @@ func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agent
 			if err := checkNodeCycle(path); err != nil {
 				return err
 			}
-			lvl = it.lvl + 1
-			depth := it.depth
+			lvl = int(it.lvl) + 1
+			depth := int(it.depth)
 			if countsDepth(v) {
 				depth++
 				if maxDepth > 0 && depth > maxDepth {
