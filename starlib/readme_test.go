@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/aml-go/aml/eval"
@@ -172,22 +173,21 @@ func TestREADMESnippets(t *testing.T) {
 	if len(regions) == 0 {
 		t.Fatal("no readme regions")
 	}
-	for _, b := range blocks {
-		found := false
-		for _, r := range regions {
-			found = found || r == b
-		}
-		if !found {
-			t.Errorf("README.md Go block is not a readme region of readme_test.go (update one to match the other):\n%s", b)
+	for _, b := range missing(blocks, regions) {
+		t.Errorf("README.md Go block is not a readme region of readme_test.go (update one to match the other):\n%s", b)
+	}
+	for _, r := range missing(regions, blocks) {
+		t.Errorf("readme region of readme_test.go is missing from README.md:\n%s", r)
+	}
+}
+
+// missing returns the elements of want that are not in have.
+func missing(want, have []string) []string {
+	var out []string
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			out = append(out, w)
 		}
 	}
-	for _, r := range regions {
-		found := false
-		for _, b := range blocks {
-			found = found || r == b
-		}
-		if !found {
-			t.Errorf("readme region of readme_test.go is missing from README.md:\n%s", r)
-		}
-	}
+	return out
 }
