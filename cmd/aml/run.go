@@ -22,6 +22,7 @@ import (
 	"github.com/joho/godotenv"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/observe"
 	"github.com/aml-go/aml/observe/otlp"
 	"github.com/aml-go/aml/starlib"
 )
@@ -180,7 +181,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		f.trace = true
 	}
 	if f.trace {
-		opts.Trace = append(opts.Trace, eval.NewConsoleTracer(stderr, f.captureContent))
+		opts.Trace = append(opts.Trace, observe.NewConsoleTracer(stderr, f.captureContent))
 	}
 	if f.traceFile != "" {
 		tf, err := os.Create(f.traceFile)
@@ -189,7 +190,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 		defer tf.Close()
-		opts.Trace = append(opts.Trace, eval.NewJSONLinesTracer(tf, f.captureContent))
+		opts.Trace = append(opts.Trace, observe.NewJSONLinesTracer(tf, f.captureContent))
 	}
 	if f.otlpEndpoint != "" || os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
 		exp, err := otlp.New(context.Background(), otlp.Options{Endpoint: f.otlpEndpoint, CaptureContent: f.captureContent,
@@ -280,7 +281,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if res.err != nil {
 		status = "error"
 	}
-	logger.Infof("finished run %s (%s) in %s", runID, status, eval.FormatDuration(float64(res.dur.Microseconds())/1000))
+	logger.Infof("finished run %s (%s) in %s", runID, status, observe.FormatDuration(float64(res.dur.Microseconds())/1000))
 	if f.json {
 		writeEnvelope(stdout, runID, res.dur, res.text, res.err)
 	} else if res.err == nil {

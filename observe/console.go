@@ -1,4 +1,4 @@
-package eval
+package observe
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/aml-go/aml/eval"
 )
 
 // ConsoleTracer writes trace events as the original's compact tree: two
@@ -36,14 +38,14 @@ func NewConsoleTracer(w io.Writer, captureContent bool) *ConsoleTracer {
 	return &ConsoleTracer{w: w, capture: captureContent, depths: map[spanKey]int{}}
 }
 
-// CaptureContent implements ContentCapturer.
+// CaptureContent implements eval.ContentCapturer.
 func (c *ConsoleTracer) CaptureContent() bool { return c.capture }
 
 var consoleHidden = map[string]bool{"agent_message_chunk": true, "agent_thought_chunk": true, "tool_call_update": true}
 
-// HandleTrace implements TraceSink.
-func (c *ConsoleTracer) HandleTrace(e Event) error {
-	if e.Type == PointEvent && e.Name == "acp.session.update" {
+// HandleTrace implements eval.TraceSink.
+func (c *ConsoleTracer) HandleTrace(e eval.Event) error {
+	if e.Type == eval.PointEvent && e.Name == "acp.session.update" {
 		if s, _ := e.Attributes["sessionUpdate"].(string); consoleHidden[s] {
 			return nil
 		}
@@ -53,7 +55,7 @@ func (c *ConsoleTracer) HandleTrace(e Event) error {
 	var b strings.Builder
 	depth := 0
 	switch e.Type {
-	case SpanStart:
+	case eval.SpanStart:
 		if e.ParentSpanID != "" {
 			if d, ok := c.depths[spanKey{e.RunID, e.ParentSpanID}]; ok {
 				depth = d + 1
@@ -63,12 +65,12 @@ func (c *ConsoleTracer) HandleTrace(e Event) error {
 		indent(&b, depth)
 		b.WriteString("▶ ")
 		b.WriteString(spanLabel(e.Kind, e.Name))
-	case SpanEnd:
+	case eval.SpanEnd:
 		key := spanKey{e.RunID, e.SpanID}
 		depth = c.depths[key]
 		delete(c.depths, key)
 		indent(&b, depth)
-		if e.Status == StatusError {
+		if e.Status == eval.StatusError {
 			b.WriteString("✗ ")
 		} else {
 			b.WriteString("✓ ")
@@ -129,34 +131,4 @@ func FormatDuration(ms float64) string {
 		return strconv.FormatFloat(ms, 'f', 0, 64) + "ms"
 	}
 	return strconv.FormatFloat(ms/1000, 'f', 1, 64) + "s"
-}
-
-// JSONLinesTracer writes every event as one JSON object per line, in the
-// wire shape of Event.MarshalJSON. It is safe for concurrent use.
-type JSONLinesTracer struct {
-	w       io.Writer
-	capture bool
-	mu      sync.Mutex
-}
-
-// NewJSONLinesTracer returns a JSON-lines sink writing to w. With
-// captureContent it also receives sensitive content attributes.
-func NewJSONLinesTracer(w io.Writer, captureContent bool) *JSONLinesTracer {
-	return &JSONLinesTracer{w: w, capture: captureContent}
-}
-
-// CaptureContent implements ContentCapturer.
-func (j *JSONLinesTracer) CaptureContent() bool { return j.capture }
-
-// HandleTrace implements TraceSink.
-func (j *JSONLinesTracer) HandleTrace(e Event) error {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return err
-	}
-	b = append(b, '\n')
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	_, err = j.w.Write(b)
-	return err
 }

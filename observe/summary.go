@@ -1,8 +1,10 @@
-package eval
+package observe
 
 import (
 	"maps"
 	"sync"
+
+	"github.com/aml-go/aml/eval"
 )
 
 // Timing aggregates the durations of one kind of span.
@@ -58,7 +60,7 @@ type CleanupOutcomes struct {
 	Failed int
 }
 
-// SummaryCollector is a TraceSink that keeps a RunSummary per run. It is
+// SummaryCollector is an eval.TraceSink that keeps a RunSummary per run. It is
 // safe for concurrent use by any number of runs; a completed summary is
 // kept until DeleteRun, so a long-lived collector should delete the runs
 // it has read.
@@ -78,8 +80,8 @@ func NewSummaryCollector() *SummaryCollector {
 	return &SummaryCollector{runs: map[string]*collecting{}}
 }
 
-// HandleTrace implements TraceSink.
-func (c *SummaryCollector) HandleTrace(e Event) error {
+// HandleTrace implements eval.TraceSink.
+func (c *SummaryCollector) HandleTrace(e eval.Event) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r := c.runs[e.RunID]
@@ -89,11 +91,11 @@ func (c *SummaryCollector) HandleTrace(e Event) error {
 	}
 	s := &r.sum
 	switch e.Type {
-	case SpanStart:
+	case eval.SpanStart:
 		if e.Kind == "evaluation" && e.ParentSpanID == "" {
 			r.root = e.SpanID
 		}
-	case SpanEnd:
+	case eval.SpanEnd:
 		switch {
 		case e.SpanID == r.root:
 			s.Status, s.DurationMS, r.done = e.Status, e.DurationMS, true
@@ -105,7 +107,7 @@ func (c *SummaryCollector) HandleTrace(e Event) error {
 				s.ProviderUsage = append(s.ProviderUsage, u)
 			}
 		case e.Name == "agent.cleanup":
-			if e.Status == StatusError {
+			if e.Status == eval.StatusError {
 				s.Cleanup.Failed++
 			} else {
 				s.Cleanup.OK++
@@ -119,7 +121,7 @@ func (c *SummaryCollector) HandleTrace(e Event) error {
 		case e.Kind == "sandbox" || e.Kind == "workspace" || e.Kind == "script" || e.Kind == "file":
 			s.Resources.add(e.DurationMS)
 		}
-	case PointEvent:
+	case eval.PointEvent:
 		if e.Name == "acp.session.update" && e.Attributes["sessionUpdate"] == "tool_call" {
 			s.ACPToolCalls.Total++
 			if name, ok := e.Attributes["toolName"].(string); ok && name != "" {

@@ -1,4 +1,4 @@
-package eval_test
+package observe_test
 
 import (
 	"context"
@@ -6,12 +6,14 @@ import (
 	"testing"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/observe"
+	"github.com/aml-go/aml/providers/deterministic"
 )
 
 func TestSummaryCollector(t *testing.T) {
-	col := eval.NewSummaryCollector()
+	col := observe.NewSummaryCollector()
 	tool, _ := eval.NewTool(eval.ToolOptions{Name: "t", Description: "T.", Execute: func(context.Context, any) (any, error) { return "x", nil }})
-	rt, _ := eval.New(eval.Options{AgentProvider: echo(t, nil), Trace: []eval.TraceSink{col}})
+	rt, _ := eval.New(eval.Options{AgentProvider: echo(t), Trace: []eval.TraceSink{col}})
 	comp := &eval.Component{Name: "C", Fn: func(cc *eval.ComponentContext) (any, error) {
 		if _, err := cc.CallTool(tool, eval.NoInput); err != nil {
 			return nil, err
@@ -54,48 +56,13 @@ func TestSummaryCollector(t *testing.T) {
 	}
 }
 
-func TestTraceSpanParentsNestedWork(t *testing.T) {
-	sink := &recordingSink{}
-	rt, _ := eval.New(eval.Options{AgentProvider: echo(t, nil), Trace: []eval.TraceSink{sink}})
-	var detached *eval.ComponentContext
-	_, err := rt.Evaluate(context.Background(), &eval.Component{Name: "C", Fn: func(cc *eval.ComponentContext) (any, error) {
-		detached = cc
-		return nil, cc.TraceSpan("outer", pos(1), func() error {
-			return cc.TraceSpan("inner", pos(2), func() error {
-				_, err := cc.EvaluateAll([]any{&eval.Agent{Children: []any{"a"}}, &eval.Agent{Children: []any{"b"}}}, pos(3))
-				return err
-			})
-		})
-	}})
+func pos(line int) eval.Position { return eval.Position{File: "t.star", Line: int32(line), Col: 1} }
+
+func echo(t testing.TB) *deterministic.Agent {
+	t.Helper()
+	a, err := deterministic.New(deterministic.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := map[string]string{}
-	parent := map[string]string{}
-	for _, e := range sink.events {
-		if e.Type == eval.SpanStart {
-			ids[e.SpanID] = e.Name
-			parent[e.SpanID] = e.ParentSpanID
-		}
-	}
-	agents := 0
-	for id, name := range ids {
-		switch name {
-		case "inner":
-			if ids[parent[id]] != "outer" {
-				t.Errorf("inner's parent is %q", ids[parent[id]])
-			}
-		case "Agent":
-			agents++
-			if ids[parent[id]] != "inner" {
-				t.Errorf("agent's parent is %q, want inner", ids[parent[id]])
-			}
-		}
-	}
-	if agents != 2 {
-		t.Fatalf("%d agent spans", agents)
-	}
-	if err := detached.TraceSpan("late", pos(4), func() error { return nil }); err == nil {
-		t.Fatal("TraceSpan after the component returned must fail")
-	}
+	return a
 }
