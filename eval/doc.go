@@ -28,6 +28,11 @@
 //
 // # Providers
 //
+// The evaluator runs no process and opens no connection itself: agents,
+// sandboxes and workspaces are providers, and script() outside a sandbox
+// runs through Options.Host, a SandboxProvider for trusted host execution
+// (the local sandbox provider in providers/sandbox/local).
+//
 // AgentProvider is the minimal agent contract (Name, Run). SessionProvider
 // is an optional capability for retained sessions: the evaluator then
 // drives each turn itself and traces agent.turn and agent.cleanup spans.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/deterministic"
+	"github.com/aml-go/aml/providers/sandbox/local"
 )
 
 // journal records resource events in order.
@@ -162,7 +163,7 @@ func TestScriptOnTheHost(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	rt, _ := eval.New(eval.Options{Cwd: dir})
+	rt, _ := eval.New(eval.Options{Cwd: dir, Host: host(t)})
 	ctx := context.Background()
 	got, err := rt.Evaluate(ctx, &eval.Script{Command: "echo", Args: []string{"a b", "$HOME"}})
 	if err != nil || got != "a b $HOME\n" {
@@ -340,4 +341,24 @@ type fixedWorkspace struct{ dir string }
 func (w *fixedWorkspace) Name() string { return "fixed" }
 func (w *fixedWorkspace) Acquire(context.Context, *eval.WorkspaceAcquireRequest) (eval.WorkspaceLease, error) {
 	return &dirLease{w: &dirWorkspace{j: &journal{}}, dir: w.dir}, nil
+}
+
+// host is the local sandbox provider as the host runtime of script().
+func host(t testing.TB) eval.SandboxProvider {
+	t.Helper()
+	p, err := local.New(local.Options{})
+	if err != nil {
+		t.Skipf("skipping: no local host runtime on this machine (%v)", err)
+	}
+	return p
+}
+
+// TestScriptWithoutHost: the evaluator runs no process itself; without a
+// host runtime a host script fails and says what to configure.
+func TestScriptWithoutHost(t *testing.T) {
+	rt, _ := eval.New(eval.Options{})
+	_, err := rt.Evaluate(context.Background(), &eval.Script{Command: "echo", Position: pos(2)})
+	if err == nil || !strings.Contains(err.Error(), "t.star:2:1: script() cannot run on the host: no host runtime is configured") {
+		t.Fatalf("error = %v", err)
+	}
 }

@@ -25,7 +25,7 @@ func TestScriptCancellationKillsTheProcessTree(t *testing.T) {
 	const hangBound = time.Minute
 	dir := t.TempDir()
 	pids := filepath.Join(dir, "pids")
-	rt, _ := eval.New(eval.Options{Cwd: dir})
+	rt, _ := eval.New(eval.Options{Cwd: dir, Host: host(t)})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	formed := make(chan bool, 1)

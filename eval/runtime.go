@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -104,6 +105,14 @@ type Options struct {
 	AgentProvider AgentProvider
 	// SandboxProvider is the default provider of outer sandbox() scopes.
 	SandboxProvider SandboxProvider
+	// Host runs script() outside any sandbox(): trusted execution on the
+	// host, through the same SandboxRuntime contract as a sandbox. On the
+	// first such script an evaluation acquires one read-write lease rooted
+	// at Cwd, and releases it when the evaluation ends. The evaluator runs
+	// no process itself: nil makes a host script fail with an error that
+	// says so. The local sandbox provider (providers/sandbox/local) is the
+	// usual host; starlib and the CLI set it.
+	Host SandboxProvider
 	// WorkspaceProvider is the default provider of the workspace() scope.
 	WorkspaceProvider WorkspaceProvider
 	// ProviderOverride, when non-nil, replaces the provider selected for
@@ -216,6 +225,9 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	if err == nil {
 		root := d.trace.startSpan("", "evaluation", "run", Position{}, nil, nil)
 		text, err = d.evaluate(ctx, value, scope{span: root.ID()})
+		if herr := d.releaseHost(ctx); herr != nil {
+			err = errors.Join(err, herr)
+		}
 		root.end(err, nil, nil)
 	}
 	d.trace.close()
@@ -255,6 +267,61 @@ type domain struct {
 	calls  atomic.Int64
 	// workspaceUsed enforces one workspace() per evaluation.
 	workspaceUsed atomic.Bool
+
+	// host is the evaluation's lease of Options.Host, acquired by the
+	// first host script.
+	hostMu   sync.Mutex
+	host     SandboxLease
+	hostDone bool
+}
+
+// hostRuntime returns the runtime of the evaluation's host lease,
+// acquiring it on first use.
+func (d *domain) hostRuntime(ctx context.Context) (SandboxRuntime, error) {
+	d.hostMu.Lock()
+	defer d.hostMu.Unlock()
+	if d.host != nil {
+		return d.host.Runtime(), nil
+	}
+	if d.hostDone {
+		return nil, errors.New("the evaluation has ended")
+	}
+	p := d.rt.opts.Host
+	if p == nil {
+		return nil, errors.New("no host runtime is configured: run the script inside a sandbox(), or give the runtime a host (eval.Options.Host, for example local.New(local.Options{}) from providers/sandbox/local)")
+	}
+	dir, err := d.cwd()
+	if err != nil {
+		return nil, err
+	}
+	lease, err := p.Acquire(ctx, &SandboxAcquireRequest{Access: ReadWrite, Root: ".", Cwd: ".", EvaluationID: d.runID,
+		Workspace: &WorkspaceMaterialization{Directory: dir, Cwd: "."}})
+	if err != nil {
+		return nil, fmt.Errorf("acquiring the host runtime: %w", err)
+	}
+	if lease == nil {
+		return nil, errors.New("the host provider returned no lease")
+	}
+	d.host = lease
+	return lease.Runtime(), nil
+}
+
+// releaseHost releases the host lease, if one was acquired; later
+// acquisitions fail.
+func (d *domain) releaseHost(ctx context.Context) error {
+	d.hostMu.Lock()
+	lease := d.host
+	d.host, d.hostDone = nil, true
+	d.hostMu.Unlock()
+	if lease == nil {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := lease.Release(rctx); err != nil {
+		return fmt.Errorf("releasing the host runtime: %w", err)
+	}
+	return nil
 }
 
 // scope is the lexical state inherited by a nested evaluation.

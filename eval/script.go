@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -98,21 +96,15 @@ func (d *domain) execScript(ctx context.Context, n *Script, command string, args
 		}
 		return r, nil
 	}
-	dir, err := d.cwd()
+	host, err := d.hostRuntime(ctx)
 	if err != nil {
-		return fail(err)
+		return nil, &EvaluationError{Msg: "script() cannot run on the host", Pos: n.Position, Err: err}
 	}
-	if cwd != "" {
-		dir = filepath.Join(dir, filepath.FromSlash(cwd))
-		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-			return nil, newError(n.Position, fmt.Sprintf("script(cwd=%q): %s is not an existing directory", n.Cwd, dir))
-		}
+	r, err := host.Exec(ctx, command, args, ExecOptions{Cwd: cwd, Timeout: timeout})
+	if err == nil && r == nil {
+		err = errors.New("the host runtime returned no result")
 	}
-	r, err := runHost(ctx, dir, command, args, timeout)
 	if err != nil {
-		if errors.Is(err, errOutputLimit) {
-			return nil, newError(n.Position, fmt.Sprintf("script() %s printed more than %d bytes on one stream", command, HostOutputLimit))
-		}
 		return fail(err)
 	}
 	return r, nil

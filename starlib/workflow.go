@@ -16,6 +16,7 @@ import (
 	"go.starlark.net/syntax"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/sandbox/local"
 	"github.com/aml-go/aml/stdlib"
 )
 
@@ -315,7 +316,8 @@ func (w *Workflow) Limits() eval.Limits {
 
 // ApplyConfig fills the options that opts leaves unset from configure():
 // the default agent provider, the system text, the limits and the
-// allow-lists. Options the
+// allow-lists; and the host runtime of script() outside a sandbox, which
+// is DefaultHost unless opts names one. Options the
 // caller set win, as CLI flags and Go options do.
 func (w *Workflow) ApplyConfig(opts *eval.Options) {
 	if opts.AgentProvider == nil {
@@ -326,6 +328,9 @@ func (w *Workflow) ApplyConfig(opts *eval.Options) {
 	}
 	if opts.WorkspaceProvider == nil {
 		opts.WorkspaceProvider = w.Config.WorkspaceProvider
+	}
+	if opts.Host == nil {
+		opts.Host = DefaultHost()
 	}
 	if opts.System == "" && w.Config.System != nil {
 		opts.System = *w.Config.System
@@ -391,4 +396,26 @@ func Predeclared() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// DefaultHost returns the host runtime that workflows use for script()
+// outside any sandbox(): the local sandbox provider (trusted execution on
+// this machine, in process groups, with bounded output).
+func DefaultHost() eval.SandboxProvider {
+	p, err := local.New(local.Options{})
+	if err != nil {
+		// Not a Unix host: host scripts then fail with the provider's
+		// reason when they run.
+		return unavailableHost{err}
+	}
+	return p
+}
+
+// unavailableHost is the host of a machine without a local runtime.
+type unavailableHost struct{ err error }
+
+func (h unavailableHost) Name() string { return "host" }
+
+func (h unavailableHost) Acquire(context.Context, *eval.SandboxAcquireRequest) (eval.SandboxLease, error) {
+	return nil, h.err
 }

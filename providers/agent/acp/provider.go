@@ -206,15 +206,6 @@ func (p *Provider) localCwd() (string, error) {
 	return real, nil
 }
 
-// localEnv is the host environment plus extra and PWD.
-func localEnv(extra map[string]string, cwd string) []string {
-	env := os.Environ()
-	for _, k := range slices.Sorted(maps.Keys(extra)) {
-		env = append(env, k+"="+extra[k])
-	}
-	return append(env, "PWD="+cwd)
-}
-
 // nopTrace discards events.
 type nopTrace struct{}
 

@@ -57,6 +57,9 @@ type session struct {
 	life     context.Context // the process's lifetime, cancelled by Close
 	stopLife context.CancelFunc
 
+	// hostLease is the local lease a host launch runs in, released after
+	// the process at cleanup; nil in a sandbox.
+	hostLease  eval.SandboxLease
 	proc       eval.SandboxProcess
 	conn       *acpsdk.ClientSideConnection
 	id         acpsdk.SessionId
@@ -138,7 +141,7 @@ func (s *session) open(ctx context.Context) error {
 		}
 		s.proc = proc
 	} else {
-		proc, err := startHost(s.launch.Command, s.launch.Args, cwd, localEnv(s.launch.Env, cwd))
+		proc, err := s.startHost(ctx, cwd)
 		if err != nil {
 			return err
 		}
@@ -472,6 +475,7 @@ func (s *session) close(ctx context.Context) error {
 	}()
 	if s.proc == nil {
 		var errs []error
+		errs = append(errs, s.releaseHost(ctx))
 		if s.bridge != nil {
 			errs = append(errs, s.bridge.close(ctx))
 		}
@@ -499,14 +503,16 @@ func (s *session) close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("waiting for the agent process to exit: %w", context.Cause(ctx)))
 	}
-	if hp, ok := s.proc.(*hostProcess); ok {
+	if s.hostLease != nil {
 		// The tree is dead; a descendant that escaped the group may still
-		// hold the pipes, so the parent's ends are closed explicitly.
+		// hold the pipes: releasing the host lease closes their ends.
 		select {
 		case <-s.stderrDone:
 		case <-time.After(exitGrace):
 		}
-		hp.closePipes()
+		if err := s.releaseHost(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	select {
 	case <-s.stderrDone:

@@ -2,6 +2,12 @@
 // leases whose commands run as ordinary host processes in a materialized
 // workspace directory.
 //
+// It is also AML's one host runner: the evaluator's Options.Host (for
+// script() outside any sandbox) and the ACP engine's host launch acquire
+// a read-write lease of this provider rooted at their working directory,
+// so every host process AML starts gets the same process groups, output
+// bounds, reaping and path rules.
+//
 // # Trust
 //
 // The local sandbox is trusted host execution, not isolation. Commands run
