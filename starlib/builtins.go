@@ -10,18 +10,10 @@ import (
 	"github.com/aml-go/aml/stdlib"
 )
 
-func init() {
-	register(
-		agentBuiltin, systemBuiltin, followUpBuiltin, blockBuiltin, fragmentBuiltin, parallelBuiltin,
-		componentBuiltin, evaluateBuiltin, evaluateAllBuiltin,
-		configureBuiltin, envBuiltin,
-	)
-}
-
 // childrenOnly implements a builtin whose node takes only its children.
-func childrenOnly(build func(kids []any, pos eval.Position) eval.Node) func(*call) (starlark.Value, error) {
-	return func(c *call) (starlark.Value, error) {
-		kids, err := c.children()
+func childrenOnly(build func(kids []any, pos eval.Position) eval.Node) func(*Call) (starlark.Value, error) {
+	return func(c *Call) (starlark.Value, error) {
+		kids, err := c.Children()
 		if err != nil {
 			return nil, err
 		}
@@ -51,52 +43,52 @@ The children form the initial prompt (trimmed); system() children extend the sys
 	},
 	Returns: "an agent node",
 	Example: `agent("Review the change.", system("Be concise."), provider = echo)`,
-	impl:    agentImpl,
+	Impl:    agentImpl,
 }
 
-func agentImpl(c *call) (starlark.Value, error) {
-	kids, err := c.children()
+func agentImpl(c *Call) (starlark.Value, error) {
+	kids, err := c.Children()
 	if err != nil {
 		return nil, err
 	}
-	n := &eval.Agent{Children: kids, Model: c.str("model"), System: c.str("system"), Cwd: c.str("cwd"), Position: c.pos}
-	if v := c.value("schema"); v != nil {
+	n := &eval.Agent{Children: kids, Model: c.Str("model"), System: c.Str("system"), Cwd: c.Str("cwd"), Position: c.pos}
+	if v := c.Value("schema"); v != nil {
 		s, err := compileSchema(v)
 		if err != nil {
-			return nil, c.errorf("%v", err)
+			return nil, c.Errorf("%v", err)
 		}
 		n.Schema = s
 	}
-	if p, ok := c.value("provider").(*AgentProviderValue); ok {
+	if p, ok := c.Value("provider").(*AgentProviderValue); ok {
 		n.Provider = p.Provider
 	}
-	if c.has("name") {
-		name := c.str("name")
+	if c.Has("name") {
+		name := c.Str("name")
 		if name == "" || strings.TrimSpace(name) != name {
-			return nil, c.errorf("name must be a non-empty string without surrounding whitespace, got %q", name)
+			return nil, c.Errorf("name must be a non-empty string without surrounding whitespace, got %q", name)
 		}
 		n.Name = name
 	}
-	if c.has("model") && strings.TrimSpace(n.Model) == "" {
-		return nil, c.errorf("model must be a non-empty string; omit it to use the provider default")
+	if c.Has("model") && strings.TrimSpace(n.Model) == "" {
+		return nil, c.Errorf("model must be a non-empty string; omit it to use the provider default")
 	}
-	if ms, set, err := c.integer("timeout_ms"); err != nil {
+	if ms, set, err := c.Int("timeout_ms"); err != nil {
 		return nil, err
 	} else if set {
 		if ms <= 0 {
-			return nil, c.errorf("timeout_ms must be a positive integer (milliseconds), got %d; omit it for no timeout", ms)
+			return nil, c.Errorf("timeout_ms must be a positive integer (milliseconds), got %d; omit it for no timeout", ms)
 		}
 		n.TimeoutMS = ms
 	}
-	if c.has("cwd") && n.Cwd == "" {
-		return nil, c.errorf("cwd must be a non-empty relative path")
+	if c.Has("cwd") && n.Cwd == "" {
+		return nil, c.Errorf("cwd must be a non-empty relative path")
 	}
 	if n.Cwd != "" {
 		if _, err := eval.CheckLogicalPath(n.Cwd, true); err != nil {
-			return nil, c.errorf("cwd: %v", err)
+			return nil, c.Errorf("cwd: %v", err)
 		}
 	}
-	if d, ok := c.value("permissions").(*starlark.Dict); ok {
+	if d, ok := c.Value("permissions").(*starlark.Dict); ok {
 		p, err := permissions(c, d)
 		if err != nil {
 			return nil, err
@@ -106,24 +98,24 @@ func agentImpl(c *call) (starlark.Value, error) {
 	return nodeValue(n), nil
 }
 
-func permissions(c *call, d *starlark.Dict) (*eval.Permissions, error) {
+func permissions(c *Call, d *starlark.Dict) (*eval.Permissions, error) {
 	p := eval.DefaultPermissions()
 	for _, item := range d.Items() {
 		k, ok := item[0].(starlark.String)
 		if !ok {
-			return nil, c.errorf("permissions keys must be strings, got %s", item[0].Type())
+			return nil, c.Errorf("permissions keys must be strings, got %s", item[0].Type())
 		}
 		switch string(k) {
 		case "filesystem":
 			v, ok := item[1].(starlark.String)
 			if !ok || (v != "read-only" && v != "read-write") {
-				return nil, c.errorf(`permissions["filesystem"] must be "read-only" or "read-write", got %s`, item[1].String())
+				return nil, c.Errorf(`permissions["filesystem"] must be "read-only" or "read-write", got %s`, item[1].String())
 			}
 			p.Filesystem = string(v)
 		case "network", "shell":
 			v, ok := item[1].(starlark.Bool)
 			if !ok {
-				return nil, c.errorf("permissions[%q] must be True or False, got %s", string(k), item[1].String())
+				return nil, c.Errorf("permissions[%q] must be True or False, got %s", string(k), item[1].String())
 			}
 			if k == "network" {
 				p.Network = bool(v)
@@ -135,7 +127,7 @@ func permissions(c *call, d *starlark.Dict) (*eval.Permissions, error) {
 			if s := nearest(string(k), []string{"filesystem", "network", "shell"}); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			return nil, c.errorf("%s; valid keys are filesystem, network, shell", msg)
+			return nil, c.Errorf("%s; valid keys are filesystem, network, shell", msg)
 		}
 	}
 	return &p, nil
@@ -150,7 +142,7 @@ The provider receives system text in this order: the runtime system text, the ag
 	Params:  []Param{childrenParam},
 	Returns: "a system node",
 	Example: `agent(system("Report only evidence."), "Review the patch.")`,
-	impl:    childrenOnly(func(kids []any, pos eval.Position) eval.Node { return &eval.System{Children: kids, Position: pos} }),
+	Impl:    childrenOnly(func(kids []any, pos eval.Position) eval.Node { return &eval.System{Children: kids, Position: pos} }),
 }
 
 var followUpBuiltin = &Builtin{
@@ -162,7 +154,7 @@ Follow-ups are flat (one cannot contain another), keep authored order, and must 
 	Params:  []Param{childrenParam},
 	Returns: "a follow_up node",
 	Example: `agent("Draft the plan.", follow_up("Estimate the risk of each step."))`,
-	impl:    childrenOnly(func(kids []any, pos eval.Position) eval.Node { return &eval.FollowUp{Children: kids, Position: pos} }),
+	Impl:    childrenOnly(func(kids []any, pos eval.Position) eval.Node { return &eval.FollowUp{Children: kids, Position: pos} }),
 }
 
 var blockBuiltin = &Builtin{
@@ -178,19 +170,19 @@ With children it contributes "\n\n", the children, and "\n\n"; with no children 
 	},
 	Returns: "a block node",
 	Example: `block(findings, tag = "security review")`,
-	impl: func(c *call) (starlark.Value, error) {
-		kids, err := c.children()
+	Impl: func(c *Call) (starlark.Value, error) {
+		kids, err := c.Children()
 		if err != nil {
 			return nil, err
 		}
-		if c.boolean("multiline", false) {
+		if c.Bool("multiline", false) {
 			for i, k := range kids {
 				if s, ok := k.(string); ok {
 					kids[i] = stdlib.Dedent(s)
 				}
 			}
 		}
-		return nodeValue(&eval.Block{Children: kids, Tag: c.str("tag"), Position: c.pos}), nil
+		return nodeValue(&eval.Block{Children: kids, Tag: c.Str("tag"), Position: c.pos}), nil
 	},
 }
 
@@ -203,7 +195,7 @@ Agent-scoped children (system(), follow_up()) inside a fragment belong to the ne
 	Params:  []Param{childrenParam},
 	Returns: "a fragment node",
 	Example: `fragment(system("Be concise."), "Review the change.")`,
-	impl:    childrenOnly(func(kids []any, pos eval.Position) eval.Node { return &eval.Fragment{Children: kids, Position: pos} }),
+	Impl:    childrenOnly(func(kids []any, pos eval.Position) eval.Node { return &eval.Fragment{Children: kids, Position: pos} }),
 }
 
 var parallelBuiltin = &Builtin{
@@ -215,7 +207,7 @@ Each argument is one branch; lists are flattened into branches and None/booleans
 	Params:  []Param{{Name: "branches", Type: "renderable", Variadic: true, Doc: "The branches."}},
 	Returns: "a parallel node",
 	Example: `parallel([block(agent("Review " + k + "."), tag = k) for k in kinds])`,
-	impl:    childrenOnly(func(kids []any, pos eval.Position) eval.Node { return &eval.Parallel{Branches: kids, Position: pos} }),
+	Impl:    childrenOnly(func(kids []any, pos eval.Position) eval.Node { return &eval.Parallel{Branches: kids, Position: pos} }),
 }
 
 var componentBuiltin = &Builtin{
@@ -230,9 +222,9 @@ Review = component(_review) returns a callable; Review(files = x) builds a compo
 	},
 	Returns: "a callable component",
 	Example: `Review = component(_review)`,
-	impl: func(c *call) (starlark.Value, error) {
-		fn := c.value("fn").(starlark.Callable)
-		name := c.str("name")
+	Impl: func(c *Call) (starlark.Value, error) {
+		fn := c.Value("fn").(starlark.Callable)
+		name := c.Str("name")
 		if name == "" {
 			name = strings.TrimLeft(fn.Name(), "_")
 			if name == "" || name == "lambda" {
@@ -256,19 +248,19 @@ Only available while a component body runs (the entry function counts). The nest
 	},
 	Returns: "str, or the validated value when schema is given",
 	Example: `finding = evaluate(agent("Inspect the change."), schema = Finding)`,
-	impl: func(c *call) (starlark.Value, error) {
+	Impl: func(c *Call) (starlark.Value, error) {
 		cc := componentOf(c.thread)
 		if cc == nil {
 			return nil, fmt.Errorf("evaluate() is only available while an AML component is active; call it inside a component body (or the entry function), not at top level or in a provider callback")
 		}
-		v, err := toRenderable(c.value("value"), "evaluate() argument")
+		v, err := toRenderable(c.Value("value"), "evaluate() argument")
 		if err != nil {
 			return nil, err
 		}
-		if sv := c.value("schema"); sv != nil {
+		if sv := c.Value("schema"); sv != nil {
 			s, err := compileSchema(sv)
 			if err != nil {
-				return nil, c.errorf("%v", err)
+				return nil, c.Errorf("%v", err)
 			}
 			out, err := cc.EvaluateStructured(v, s, c.pos)
 			if err != nil {
@@ -296,12 +288,12 @@ Like evaluate() but for a list: the values run concurrently (bounded by max_conc
 	},
 	Returns: "list of str, or of validated values when schema is given",
 	Example: `a, b = evaluate_all([agent("Review correctness."), agent("Review security.")])`,
-	impl: func(c *call) (starlark.Value, error) {
+	Impl: func(c *Call) (starlark.Value, error) {
 		cc := componentOf(c.thread)
 		if cc == nil {
 			return nil, fmt.Errorf("evaluate_all() is only available while an AML component is active; call it inside a component body (or the entry function)")
 		}
-		seq := c.value("values").(starlark.Indexable)
+		seq := c.Value("values").(starlark.Indexable)
 		vals := make([]any, seq.Len())
 		for i := range vals {
 			v, err := toRenderable(seq.Index(i), fmt.Sprintf("evaluate_all() value %d", i))
@@ -310,10 +302,10 @@ Like evaluate() but for a list: the values run concurrently (bounded by max_conc
 			}
 			vals[i] = v
 		}
-		if sv := c.value("schema"); sv != nil {
+		if sv := c.Value("schema"); sv != nil {
 			s, err := compileSchema(sv)
 			if err != nil {
-				return nil, c.errorf("%v", err)
+				return nil, c.Errorf("%v", err)
 			}
 			results, err := cc.EvaluateAllStructured(vals, s, c.pos)
 			if err != nil {
@@ -360,10 +352,10 @@ Call it at most once, at top level of the entry file. Precedence, lowest first: 
 	}, limitParams...),
 	Returns: "None",
 	Example: `configure(agent_provider = deterministic_agent(), max_agent_calls = 8)`,
-	impl:    configureImpl,
+	Impl:    configureImpl,
 }
 
-func configureImpl(c *call) (starlark.Value, error) {
+func configureImpl(c *Call) (starlark.Value, error) {
 	e := envOf(c.thread)
 	chain, _ := c.thread.Local(keyModule).([]string)
 	if e == nil || len(chain) != 1 || c.thread.CallStackDepth() != 2 || componentOf(c.thread) != nil {
@@ -373,27 +365,27 @@ func configureImpl(c *call) (starlark.Value, error) {
 		return nil, fmt.Errorf("configure() may be called only once (first call at %s); merge the options into one call", e.config.Pos)
 	}
 	cfg := Config{Pos: c.pos}
-	if p, ok := c.value("agent_provider").(*AgentProviderValue); ok {
+	if p, ok := c.Value("agent_provider").(*AgentProviderValue); ok {
 		cfg.AgentProvider = p.Provider
 	}
-	if p, ok := c.value("sandbox_provider").(*SandboxProviderValue); ok {
+	if p, ok := c.Value("sandbox_provider").(*SandboxProviderValue); ok {
 		cfg.SandboxProvider = p.Provider
 	}
-	if p, ok := c.value("workspace_provider").(*WorkspaceProviderValue); ok {
+	if p, ok := c.Value("workspace_provider").(*WorkspaceProviderValue); ok {
 		cfg.WorkspaceProvider = p.Provider
 	}
-	if c.has("system") {
-		s := c.str("system")
+	if c.Has("system") {
+		s := c.Str("system")
 		cfg.System = &s
 	}
 	for _, f := range []struct {
 		name string
 		dst  *[]string
 	}{{"allowed_tools", &cfg.AllowedTools}, {"allowed_mcp_servers", &cfg.AllowedMCPServers}} {
-		if v := c.value(f.name); v != nil {
+		if v := c.Value(f.name); v != nil {
 			names, err := stringList(v)
 			if err != nil {
-				return nil, c.errorf("%s %v", f.name, err)
+				return nil, c.Errorf("%s %v", f.name, err)
 			}
 			*f.dst = names
 		}
@@ -407,7 +399,7 @@ func configureImpl(c *call) (starlark.Value, error) {
 		{"max_depth", &cfg.MaxDepth},
 		{"max_turns_per_agent", &cfg.MaxTurnsPerAgent},
 	} {
-		n, set, err := c.integer(f.name)
+		n, set, err := c.Int(f.name)
 		if err != nil {
 			return nil, err
 		}
@@ -415,7 +407,7 @@ func configureImpl(c *call) (starlark.Value, error) {
 			continue
 		}
 		if n < 0 || n > 1<<31 {
-			return nil, c.errorf("%s must be a non-negative integer (0 disables the limit), got %d", f.name, n)
+			return nil, c.Errorf("%s must be a non-negative integer (0 disables the limit), got %d", f.name, n)
 		}
 		v := int(n)
 		*f.dst = &v
@@ -454,18 +446,18 @@ The CLI reads .env, .env.local, .env.<mode> and .env.<mode>.local beside the wor
 	},
 	Returns: "str or the default",
 	Example: `channel = env("RELEASE_CHANNEL", "preview")`,
-	impl: func(c *call) (starlark.Value, error) {
+	Impl: func(c *Call) (starlark.Value, error) {
 		e := envOf(c.thread)
-		name := c.str("name")
+		name := c.Str("name")
 		if name == "" {
-			return nil, c.errorf("name must be a non-empty string")
+			return nil, c.Errorf("name must be a non-empty string")
 		}
 		if e != nil {
 			if v, ok := e.lookupEnv(name); ok {
 				return starlark.String(v), nil
 			}
 		}
-		if d := c.value("default"); d != nil {
+		if d := c.Value("default"); d != nil {
 			return d, nil
 		}
 		return starlark.None, nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -56,7 +57,9 @@ type Builtin struct {
 	Returns string
 	// Example is a short usage example.
 	Example string
-	impl    func(c *call) (starlark.Value, error)
+	// Impl implements the builtin; it receives the arguments unpacked
+	// and type-checked against Params.
+	Impl func(c *Call) (starlark.Value, error)
 	// raw, when set, replaces catalog unpacking for builtins that take
 	// arbitrary keyword arguments.
 	raw func(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error)
@@ -93,37 +96,98 @@ func (b *Builtin) Summary() string {
 	return doc
 }
 
-// Catalog returns every predeclared builtin, sorted by group then name.
-// The result is shared and must not be modified.
-func Catalog() []*Builtin { return catalog }
+// core lists the builtins every workflow has, by group: the nodes and
+// components of the evaluator, its capabilities and resources, the
+// runtime, the credential-free and local providers, and the schema
+// builders. Provider families with heavier dependencies (ACP agents,
+// persistent workspaces, ...) are Extensions in packages of their own.
+var core = []*Builtin{
+	// nodes and components
+	agentBuiltin, systemBuiltin, followUpBuiltin, blockBuiltin, fragmentBuiltin, parallelBuiltin, includeBuiltin,
+	componentBuiltin, evaluateBuiltin, evaluateAllBuiltin, withTraceSpanBuiltin,
+	createContextBuiltin, provideBuiltin, useContextBuiltin,
+	// capabilities
+	defineToolBuiltin, toolBuiltin, defineMCPServerBuiltin, mcpBuiltin, skillBuiltin,
+	// resources
+	sandboxBuiltin, workspaceBuiltin, fileBuiltin, scriptBuiltin,
+	// runtime
+	configureBuiltin, envBuiltin,
+	// providers
+	deterministicAgentBuiltin, deterministicSandboxBuiltin, deterministicWorkspaceBuiltin,
+	localSandboxBuiltin, localWorkspaceBuiltin,
+	// schema
+	schemaObject, schemaString, schemaInteger, schemaNumber, schemaBoolean, schemaArray,
+	schemaEnum, schemaLiteral, schemaOptional, schemaNullable, schemaDescribe,
+}
 
-// Lookup returns the builtin named name.
-func Lookup(name string) (*Builtin, bool) {
-	b, ok := byName[name]
+// Extension is a group of builtins that joins the Starlark surface of the
+// workflows loaded with it (LoadOptions.Extensions): the way provider
+// families with their own dependencies, and an embedder's own Go
+// builtins and provider factories, reach Starlark. Its builtins appear in
+// Catalog and aml doc next to the core ones. An Extension must not be
+// changed after its first use; it is safe for concurrent use then.
+type Extension struct {
+	// Name identifies the extension in errors.
+	Name string
+	// Builtins are the functions it predeclares. Their names must be
+	// unique among all builtins a workflow is loaded with.
+	Builtins []*Builtin
+}
+
+// Catalog returns the core builtins and those of exts, sorted by group
+// then name. The result must not be modified.
+func Catalog(exts ...*Extension) []*Builtin {
+	if len(exts) == 0 {
+		return coreCatalog()
+	}
+	all := append([]*Builtin(nil), coreCatalog()...)
+	for _, x := range exts {
+		all = append(all, x.Builtins...)
+	}
+	sortCatalog(all)
+	return all
+}
+
+// Lookup returns the builtin named name among the core builtins and those
+// of exts.
+func Lookup(name string, exts ...*Extension) (*Builtin, bool) {
+	for _, x := range exts {
+		for _, b := range x.Builtins {
+			if b.Name == name {
+				return b, true
+			}
+		}
+	}
+	b, ok := coreByName()[name]
 	return b, ok
 }
 
-var (
-	catalog []*Builtin
-	byName  = map[string]*Builtin{}
-)
+var coreCatalog = sync.OnceValue(func() []*Builtin {
+	all := append([]*Builtin(nil), core...)
+	sortCatalog(all)
+	return all
+})
+
+var coreByName = sync.OnceValue(func() map[string]*Builtin {
+	m := make(map[string]*Builtin, len(core))
+	for _, b := range core {
+		if _, dup := m[b.Name]; dup {
+			panic("duplicate builtin " + b.Name)
+		}
+		m[b.Name] = b
+	}
+	return m
+})
 
 var groupOrder = map[string]int{"nodes": 0, "components": 1, "capabilities": 2, "resources": 3, "runtime": 4, "providers": 5, "schema": 6, "values": 7}
 
-func register(bs ...*Builtin) {
-	for _, b := range bs {
-		if _, dup := byName[b.Name]; dup {
-			panic("duplicate builtin " + b.Name)
-		}
-		byName[b.Name] = b
-		catalog = append(catalog, b)
-	}
-	sort.SliceStable(catalog, func(i, j int) bool {
-		gi, gj := groupOrder[catalog[i].Group], groupOrder[catalog[j].Group]
+func sortCatalog(bs []*Builtin) {
+	sort.SliceStable(bs, func(i, j int) bool {
+		gi, gj := groupOrder[bs[i].Group], groupOrder[bs[j].Group]
 		if gi != gj {
 			return gi < gj
 		}
-		return catalog[i].Name < catalog[j].Name
+		return bs[i].Name < bs[j].Name
 	})
 }
 
@@ -137,12 +201,14 @@ func (b *Builtin) value() *starlark.Builtin {
 		if err != nil {
 			return nil, err
 		}
-		return b.impl(c)
+		return b.Impl(c)
 	})
 }
 
-// call is one invocation of a builtin with its unpacked arguments.
-type call struct {
+// Call is one invocation of a builtin with its arguments unpacked and
+// type-checked against the builtin's parameters. A Call is used only by
+// the goroutine running the builtin.
+type Call struct {
 	b      *Builtin
 	thread *starlark.Thread
 	pos    eval.Position
@@ -151,8 +217,8 @@ type call struct {
 }
 
 // unpack matches args and kwargs to b's parameters and checks their types.
-func (b *Builtin) unpack(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (*call, error) {
-	c := &call{b: b, thread: thread, pos: callerPos(thread), vals: make([]starlark.Value, len(b.Params))}
+func (b *Builtin) unpack(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (*Call, error) {
+	c := &Call{b: b, thread: thread, pos: callerPos(thread), vals: make([]starlark.Value, len(b.Params))}
 	variadic := -1
 	i := 0
 	for pi, p := range b.Params {
@@ -218,6 +284,14 @@ func (b *Builtin) unpack(thread *starlark.Thread, args starlark.Tuple, kwargs []
 		}
 	}
 	return c, nil
+}
+
+func (b *Builtin) mustParam(name string) int {
+	i := b.param(name)
+	if i < 0 {
+		panic(fmt.Sprintf("builtin %s has no parameter %q", b.Name, name))
+	}
+	return i
 }
 
 func (b *Builtin) param(name string) int {
@@ -319,28 +393,36 @@ func toPos(p syntax.Position) eval.Position {
 }
 
 // Argument accessors. Each returns the zero value when the argument was
-// omitted (or None with a None default).
+// omitted (or None with a None default). A name that is not one of the
+// builtin's parameters panics: it is a mistake in the builtin.
 
-func (c *call) has(name string) bool { return c.vals[c.b.param(name)] != nil }
+// Has reports whether the argument name was passed (and is not a None
+// that stands for its None default).
+func (c *Call) Has(name string) bool { return c.vals[c.b.mustParam(name)] != nil }
 
-func (c *call) value(name string) starlark.Value { return c.vals[c.b.param(name)] }
+// Value returns the argument name, or nil when it was omitted.
+func (c *Call) Value(name string) starlark.Value { return c.vals[c.b.mustParam(name)] }
 
-func (c *call) str(name string) string {
-	if v, ok := c.value(name).(starlark.String); ok {
+// Str returns a string argument, or "".
+func (c *Call) Str(name string) string {
+	if v, ok := c.Value(name).(starlark.String); ok {
 		return string(v)
 	}
 	return ""
 }
 
-func (c *call) boolean(name string, def bool) bool {
-	if v, ok := c.value(name).(starlark.Bool); ok {
+// Bool returns a bool argument, or def when it was omitted.
+func (c *Call) Bool(name string, def bool) bool {
+	if v, ok := c.Value(name).(starlark.Bool); ok {
 		return bool(v)
 	}
 	return def
 }
 
-func (c *call) integer(name string) (int64, bool, error) {
-	v, ok := c.value(name).(starlark.Int)
+// Int returns an int argument and whether it was passed; an int that
+// does not fit an int64 is an error.
+func (c *Call) Int(name string) (int64, bool, error) {
+	v, ok := c.Value(name).(starlark.Int)
 	if !ok {
 		return 0, false, nil
 	}
@@ -351,13 +433,70 @@ func (c *call) integer(name string) (int64, bool, error) {
 	return n, true, nil
 }
 
-// children converts the variadic arguments to renderables.
-func (c *call) children() ([]any, error) {
+// StringList returns a list argument of strings, or nil when omitted.
+func (c *Call) StringList(name string) ([]string, error) {
+	v := c.Value(name)
+	if v == nil {
+		return nil, nil
+	}
+	ss, err := stringList(v)
+	if err != nil {
+		return nil, c.Errorf("%s %v", name, err)
+	}
+	return ss, nil
+}
+
+// StringDict returns a dict argument mapping strings to strings, or nil
+// when omitted.
+func (c *Call) StringDict(name string) (map[string]string, error) {
+	d, ok := c.Value(name).(*starlark.Dict)
+	if !ok {
+		return nil, nil
+	}
+	out := make(map[string]string, d.Len())
+	for _, kv := range d.Items() {
+		k, ok1 := kv[0].(starlark.String)
+		val, ok2 := kv[1].(starlark.String)
+		if !ok1 || !ok2 {
+			return nil, c.Errorf("%s must map strings to strings, got %s: %s", name, kv[0].Type(), kv[1].Type())
+		}
+		out[string(k)] = string(val)
+	}
+	return out, nil
+}
+
+// JSON returns a dict argument as JSON data (map[string]any), or nil
+// when omitted.
+func (c *Call) JSON(name string) (map[string]any, error) {
+	v := c.Value(name)
+	if v == nil || v == starlark.None {
+		return nil, nil
+	}
+	g, err := toGo(v)
+	if err != nil {
+		return nil, c.Errorf("%s must be JSON data: %v", name, err)
+	}
+	m, ok := g.(map[string]any)
+	if !ok {
+		return nil, c.Errorf("%s must be a dict", name)
+	}
+	return m, nil
+}
+
+// Children converts the variadic arguments to renderables.
+func (c *Call) Children() ([]any, error) {
 	return toRenderables(c.rest, c.b.Name+"() argument")
 }
 
-// errorf returns an error for this call.
-func (c *call) errorf(format string, args ...any) error {
+// Pos is the source position of the call, for the node it builds.
+func (c *Call) Pos() eval.Position { return c.pos }
+
+// Thread is the Starlark thread running the call.
+func (c *Call) Thread() *starlark.Thread { return c.thread }
+
+// Errorf returns an error for this call, prefixed with the builtin's
+// name; the caller's position is added where the error surfaces.
+func (c *Call) Errorf(format string, args ...any) error {
 	return fmt.Errorf(c.b.Name+": "+format, args...)
 }
 

@@ -13,7 +13,7 @@ func TestCatalogIsComplete(t *testing.T) {
 		if b.Doc == "" || b.Returns == "" || b.Example == "" || b.Group == "" {
 			t.Errorf("%s: missing doc, returns, example or group", b.Name)
 		}
-		if b.impl == nil && b.raw == nil {
+		if b.Impl == nil && b.raw == nil {
 			t.Errorf("%s: no implementation", b.Name)
 		}
 		for _, p := range b.Params {

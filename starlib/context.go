@@ -8,10 +8,6 @@ import (
 	"github.com/aml-go/aml/eval"
 )
 
-func init() {
-	register(createContextBuiltin, provideBuiltin, useContextBuiltin)
-}
-
 var createContextBuiltin = &Builtin{
 	Name:  "create_context",
 	Group: "components",
@@ -24,12 +20,12 @@ create_context(name) makes a required context: use_context() fails, naming it, u
 	},
 	Returns: "a context",
 	Example: `Reviewer = create_context("reviewer", default = "general")`,
-	impl: func(c *call) (starlark.Value, error) {
-		name := c.str("name")
+	Impl: func(c *Call) (starlark.Value, error) {
+		name := c.Str("name")
 		if name == "" {
-			return nil, c.errorf("name must be a non-empty string")
+			return nil, c.Errorf("name must be a non-empty string")
 		}
-		if v := c.value("default"); v != nil {
+		if v := c.Value("default"); v != nil {
 			v.Freeze()
 			return &ContextValue{Key: eval.NewContextKeyWithDefault(name, v)}, nil
 		}
@@ -50,11 +46,11 @@ Components evaluated inside the children (also through evaluate(), parallel() br
 	},
 	Returns: "a provide node",
 	Example: `provide(Reviewer, "security", Review())`,
-	impl: func(c *call) (starlark.Value, error) {
-		cv := c.value("ctx").(*ContextValue)
-		v := c.value("value")
+	Impl: func(c *Call) (starlark.Value, error) {
+		cv := c.Value("ctx").(*ContextValue)
+		v := c.Value("value")
 		v.Freeze()
-		kids, err := c.children()
+		kids, err := c.Children()
 		if err != nil {
 			return nil, err
 		}
@@ -71,12 +67,12 @@ Only available while a component body runs; a required context without a provide
 	Params:  []Param{{Name: "ctx", Type: "context", Positional: true, Doc: "The context from create_context()."}},
 	Returns: "the provided value",
 	Example: `kind = use_context(Reviewer)`,
-	impl: func(c *call) (starlark.Value, error) {
+	Impl: func(c *Call) (starlark.Value, error) {
 		cc := componentOf(c.thread)
 		if cc == nil {
 			return nil, fmt.Errorf("use_context() is only available while an AML component is active; call it inside a component body")
 		}
-		v, err := cc.UseContext(c.value("ctx").(*ContextValue).Key, c.pos)
+		v, err := cc.UseContext(c.Value("ctx").(*ContextValue).Key, c.pos)
 		if err != nil {
 			return nil, err
 		}

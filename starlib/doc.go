@@ -6,6 +6,24 @@
 // same description drives argument unpacking and type checks, `aml doc`
 // and editor help.
 //
+// # The surface and its extensions
+//
+// The core surface is the evaluator's nodes and components, capabilities,
+// resources, runtime builtins, the schema builders and the
+// credential-free and local providers (deterministic_agent(),
+// local_sandbox(), local_workspace(), ...). This package depends on
+// go.starlark.net, the evaluator and those providers only, so an
+// embedder that evaluates workflows links nothing more.
+//
+// Provider families with dependencies of their own are Extensions in
+// packages of their own: starlib/acpstar (the ACP agents) and
+// starlib/fsstar (the filesystem workspace). LoadOptions.Extensions adds
+// them to a workflow, and Catalog and Lookup take them too; the aml
+// command links them all. An embedder adds its own Go builtins and
+// provider factories the same way: a Builtin describes its parameters and
+// its Impl receives a Call with the arguments unpacked and type-checked.
+// LoadOptions.FS loads the entry file and its modules from an fs.FS.
+//
 // LoadFile executes a workflow file with the one AML dialect
 // (FileOptions): sets, top-level if/for and recursion are allowed, while
 // loops and global reassignment are not. load() resolves "@std/..." names

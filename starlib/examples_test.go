@@ -50,7 +50,7 @@ func TestExamples(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
-			lo := starlib.LoadOptions{Env: func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }}
+			lo := starlib.LoadOptions{Extensions: allExtensions, Env: func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }}
 			// Skill and include sources resolve from the repository root, as
 			// when the examples run from there.
 			root, _ := filepath.Abs("..")
@@ -146,7 +146,7 @@ def main():
 func TestWorkspaceRevisionsExample(t *testing.T) {
 	store := t.TempDir()
 	root, _ := filepath.Abs("..")
-	lo := starlib.LoadOptions{Env: func(k string) (string, bool) {
+	lo := starlib.LoadOptions{Extensions: allExtensions, Env: func(k string) (string, bool) {
 		if k == "AML_STORE" {
 			return store, true
 		}

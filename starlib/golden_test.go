@@ -33,6 +33,7 @@ func TestGolden(t *testing.T) {
 		t.Fatalf("no golden cases in %s", goldenDir)
 	}
 	for _, test := range tests {
+		test.Extensions = allExtensions
 		t.Run(test.Name, func(t *testing.T) {
 			t.Parallel()
 			res := amltest.Check(t.Context(), test, *update, 30*time.Second)

@@ -6,10 +6,6 @@ import (
 	"github.com/aml-go/aml/eval"
 )
 
-func init() {
-	register(includeBuiltin)
-}
-
 var includeBuiltin = &Builtin{
 	Name:  "include",
 	Group: "nodes",
@@ -26,35 +22,35 @@ var includeBuiltin = &Builtin{
 	},
 	Returns: "an include node",
 	Example: `agent("Review against the policy.", block(include(src = "policy.md", max_bytes = 16384), tag = "policy"))`,
-	impl: func(c *call) (starlark.Value, error) {
-		n := &eval.Include{Src: c.str("src"), Path: c.str("path"), Position: c.pos}
-		if c.has("src") == c.has("path") {
-			return nil, c.errorf("pass exactly one of src= (an application file) and path= (a file of the enclosing workspace or sandbox)")
+	Impl: func(c *Call) (starlark.Value, error) {
+		n := &eval.Include{Src: c.Str("src"), Path: c.Str("path"), Position: c.pos}
+		if c.Has("src") == c.Has("path") {
+			return nil, c.Errorf("pass exactly one of src= (an application file) and path= (a file of the enclosing workspace or sandbox)")
 		}
-		if c.has("src") && n.Src == "" || c.has("path") && n.Path == "" {
-			return nil, c.errorf("the file name must be a non-empty string")
+		if c.Has("src") && n.Src == "" || c.Has("path") && n.Path == "" {
+			return nil, c.Errorf("the file name must be a non-empty string")
 		}
 		if n.Path != "" {
 			if _, err := eval.CheckLogicalPath(n.Path, false); err != nil {
-				return nil, c.errorf("path: %v", err)
+				return nil, c.Errorf("path: %v", err)
 			}
 		}
-		if mb, set, err := c.integer("max_bytes"); err != nil {
+		if mb, set, err := c.Int("max_bytes"); err != nil {
 			return nil, err
 		} else if set {
 			if mb <= 0 {
-				return nil, c.errorf("max_bytes must be a positive integer, got %d; omit it for no limit", mb)
+				return nil, c.Errorf("max_bytes must be a positive integer, got %d; omit it for no limit", mb)
 			}
 			n.MaxBytes = mb
 		}
-		switch t := c.value("title").(type) {
+		switch t := c.Value("title").(type) {
 		case nil:
 		case starlark.String:
 			s := string(t)
 			n.Title = &s
 		case starlark.Bool:
 			if t {
-				return nil, c.errorf("title must be a string or False, got True")
+				return nil, c.Errorf("title must be a string or False, got True")
 			}
 			n.NoTitle = true
 		}

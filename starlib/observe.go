@@ -6,10 +6,6 @@ import (
 	"go.starlark.net/starlark"
 )
 
-func init() {
-	register(withTraceSpanBuiltin)
-}
-
 var withTraceSpanBuiltin = &Builtin{
 	Name:  "with_trace_span",
 	Group: "components",
@@ -22,14 +18,14 @@ Only available while a component body runs. The span sits beneath the component 
 	},
 	Returns: "what fn returns",
 	Example: `checked = with_trace_span("review.validate", lambda: validate(findings))`,
-	impl: func(c *call) (starlark.Value, error) {
+	Impl: func(c *Call) (starlark.Value, error) {
 		cc := componentOf(c.thread)
 		if cc == nil {
 			return nil, fmt.Errorf("with_trace_span() is only available while an AML component is active; call it inside a component body")
 		}
 		var result starlark.Value
-		err := cc.TraceSpan(c.str("name"), c.pos, func() error {
-			v, err := starlark.Call(c.thread, c.value("fn"), nil, nil)
+		err := cc.TraceSpan(c.Str("name"), c.pos, func() error {
+			v, err := starlark.Call(c.thread, c.Value("fn"), nil, nil)
 			result = v
 			return err
 		})

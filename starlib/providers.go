@@ -14,10 +14,6 @@ import (
 	"github.com/aml-go/aml/providers/deterministic"
 )
 
-func init() {
-	register(deterministicAgentBuiltin)
-}
-
 var deterministicAgentBuiltin = &Builtin{
 	Name:  "deterministic_agent",
 	Group: "providers",
@@ -31,25 +27,25 @@ respond(req) receives the resolved request: req.prompt (str), req.follow_ups (li
 	},
 	Returns: "an agent provider",
 	Example: `echo = deterministic_agent(respond = lambda req: "Resolved: " + req.prompt)`,
-	impl:    deterministicAgentImpl,
+	Impl:    deterministicAgentImpl,
 }
 
-func deterministicAgentImpl(c *call) (starlark.Value, error) {
-	opts := deterministic.Options{Name: c.str("name"), SupportsSandbox: c.boolean("supports_sandbox", false)}
-	if c.has("name") && opts.Name == "" {
-		return nil, c.errorf("name must be a non-empty string")
+func deterministicAgentImpl(c *Call) (starlark.Value, error) {
+	opts := deterministic.Options{Name: c.Str("name"), SupportsSandbox: c.Bool("supports_sandbox", false)}
+	if c.Has("name") && opts.Name == "" {
+		return nil, c.Errorf("name must be a non-empty string")
 	}
-	if fn, ok := c.value("respond").(starlark.Callable); ok {
+	if fn, ok := c.Value("respond").(starlark.Callable); ok {
 		e := envOf(c.thread)
 		if e == nil {
-			return nil, c.errorf("called outside an AML workflow")
+			return nil, c.Errorf("called outside an AML workflow")
 		}
 		fn.Freeze()
 		opts.Respond = respondFunc(e, fn, c.pos)
 	}
 	p, err := deterministic.New(opts)
 	if err != nil {
-		return nil, c.errorf("%v", err)
+		return nil, c.Errorf("%v", err)
 	}
 	return &AgentProviderValue{Provider: p}, nil
 }
@@ -303,10 +299,6 @@ func skillNames(ss []eval.AgentSkill) []string {
 	return names
 }
 
-func init() {
-	register(deterministicSandboxBuiltin, deterministicWorkspaceBuiltin)
-}
-
 var deterministicSandboxBuiltin = &Builtin{
 	Name:  "deterministic_sandbox",
 	Group: "providers",
@@ -319,12 +311,12 @@ Each lease has its own in-memory filesystem; commands answer with exec(command, 
 	},
 	Returns: "a sandbox provider",
 	Example: `configure(sandbox_provider = deterministic_sandbox())`,
-	impl: func(c *call) (starlark.Value, error) {
-		opts := deterministic.SandboxOptions{Name: c.str("name")}
-		if fn, ok := c.value("exec").(starlark.Callable); ok {
+	Impl: func(c *Call) (starlark.Value, error) {
+		opts := deterministic.SandboxOptions{Name: c.Str("name")}
+		if fn, ok := c.Value("exec").(starlark.Callable); ok {
 			e := envOf(c.thread)
 			if e == nil {
-				return nil, c.errorf("called outside an AML workflow")
+				return nil, c.Errorf("called outside an AML workflow")
 			}
 			fn.Freeze()
 			pos := c.pos
@@ -344,7 +336,7 @@ Each lease has its own in-memory filesystem; commands answer with exec(command, 
 		}
 		p, err := deterministic.NewSandbox(opts)
 		if err != nil {
-			return nil, c.errorf("%v", err)
+			return nil, c.Errorf("%v", err)
 		}
 		return &SandboxProviderValue{Provider: p}, nil
 	},
@@ -397,10 +389,10 @@ Each acquisition materializes into a fresh temporary directory (so file() and sc
 	},
 	Returns: "a workspace provider",
 	Example: `configure(workspace_provider = deterministic_workspace())`,
-	impl: func(c *call) (starlark.Value, error) {
-		p, err := deterministic.NewWorkspace(deterministic.WorkspaceOptions{Name: c.str("name")})
+	Impl: func(c *Call) (starlark.Value, error) {
+		p, err := deterministic.NewWorkspace(deterministic.WorkspaceOptions{Name: c.Str("name")})
 		if err != nil {
-			return nil, c.errorf("%v", err)
+			return nil, c.Errorf("%v", err)
 		}
 		return &WorkspaceProviderValue{Provider: p}, nil
 	},

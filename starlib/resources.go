@@ -8,13 +8,8 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/sandbox/local"
-	wsfs "github.com/aml-go/aml/providers/workspace/filesystem"
 	wslocal "github.com/aml-go/aml/providers/workspace/local"
 )
-
-func init() {
-	register(sandboxBuiltin, workspaceBuiltin, fileBuiltin, scriptBuiltin)
-}
 
 var sandboxBuiltin = &Builtin{
 	Name:  "sandbox",
@@ -31,23 +26,23 @@ The outermost sandbox() acquires a lease from its provider (provider=, else conf
 	},
 	Returns: "a sandbox node",
 	Example: `sandbox(script(command = "go", args = ["test", "./..."]), access = "read-write")`,
-	impl: func(c *call) (starlark.Value, error) {
-		kids, err := c.children()
+	Impl: func(c *Call) (starlark.Value, error) {
+		kids, err := c.Children()
 		if err != nil {
 			return nil, err
 		}
-		n := &eval.Sandbox{Children: kids, Access: c.str("access"), Root: c.str("root"), Cwd: c.str("cwd"), Position: c.pos}
+		n := &eval.Sandbox{Children: kids, Access: c.Str("access"), Root: c.Str("root"), Cwd: c.Str("cwd"), Position: c.pos}
 		if n.Access != "" && n.Access != eval.ReadOnly && n.Access != eval.ReadWrite {
-			return nil, c.errorf(`access must be "read-only" or "read-write", got %q`, n.Access)
+			return nil, c.Errorf(`access must be "read-only" or "read-write", got %q`, n.Access)
 		}
 		for _, f := range []struct{ name, v string }{{"root", n.Root}, {"cwd", n.Cwd}} {
-			if c.has(f.name) {
+			if c.Has(f.name) {
 				if _, err := eval.CheckLogicalPath(f.v, true); err != nil {
-					return nil, c.errorf("%s: %v", f.name, err)
+					return nil, c.Errorf("%s: %v", f.name, err)
 				}
 			}
 		}
-		if p, ok := c.value("provider").(*SandboxProviderValue); ok {
+		if p, ok := c.Value("provider").(*SandboxProviderValue); ok {
 			n.Provider = p.Provider
 		}
 		return nodeValue(n), nil
@@ -72,28 +67,28 @@ At most one workspace() runs per evaluation, never inside a sandbox(). restore= 
 	},
 	Returns: "a workspace node",
 	Example: `workspace(file("notes.md", path = "notes.md"), id = "review-42", provider = local_workspace(directory = "."), save = True)`,
-	impl:    workspaceImpl,
+	Impl:    workspaceImpl,
 }
 
-func workspaceImpl(c *call) (starlark.Value, error) {
-	kids, err := c.children()
+func workspaceImpl(c *Call) (starlark.Value, error) {
+	kids, err := c.Children()
 	if err != nil {
 		return nil, err
 	}
-	n := &eval.Workspace{Children: kids, ID: c.str("id"), Cwd: c.str("cwd"), NoLock: !c.boolean("lock", true), Position: c.pos}
-	if p, ok := c.value("provider").(*WorkspaceProviderValue); ok {
+	n := &eval.Workspace{Children: kids, ID: c.Str("id"), Cwd: c.Str("cwd"), NoLock: !c.Bool("lock", true), Position: c.pos}
+	if p, ok := c.Value("provider").(*WorkspaceProviderValue); ok {
 		n.Provider = p.Provider
 	}
-	if c.has("id") && n.ID == "" {
-		return nil, c.errorf("id must be a non-empty string; omit id to generate one")
+	if c.Has("id") && n.ID == "" {
+		return nil, c.Errorf("id must be a non-empty string; omit id to generate one")
 	}
-	if c.has("cwd") && n.Cwd == "" {
-		return nil, c.errorf(`cwd must be a non-empty logical path; omit it for "."`)
+	if c.Has("cwd") && n.Cwd == "" {
+		return nil, c.Errorf(`cwd must be a non-empty logical path; omit it for "."`)
 	}
-	n.WriteConcurrency = c.str("write_concurrency")
+	n.WriteConcurrency = c.Str("write_concurrency")
 	// restore=
 	n.Load = &eval.WorkspaceLoad{Revision: "current"}
-	switch v := c.value("restore").(type) {
+	switch v := c.Value("restore").(type) {
 	case nil:
 	case starlark.Bool:
 		if !v {
@@ -101,7 +96,7 @@ func workspaceImpl(c *call) (starlark.Value, error) {
 		}
 	case starlark.String:
 		if v == "" {
-			return nil, c.errorf("restore must be True, False, a revision id or a dict")
+			return nil, c.Errorf("restore must be True, False, a revision id or a dict")
 		}
 		n.Load.Revision = string(v)
 	case *starlark.Dict:
@@ -110,7 +105,7 @@ func workspaceImpl(c *call) (starlark.Value, error) {
 		}
 	}
 	// save=
-	switch v := c.value("save").(type) {
+	switch v := c.Value("save").(type) {
 	case nil:
 	case starlark.Bool:
 		if v {
@@ -124,7 +119,7 @@ func workspaceImpl(c *call) (starlark.Value, error) {
 			n.Save = eval.DefaultSavePolicy()
 			n.Save.On = "always"
 		default:
-			return nil, c.errorf(`save must be True, False, "always" or a dict, got %q`, string(v))
+			return nil, c.Errorf(`save must be True, False, "always" or a dict, got %q`, string(v))
 		}
 	case *starlark.Dict:
 		pol, err := savePolicy(c, v)
@@ -136,19 +131,19 @@ func workspaceImpl(c *call) (starlark.Value, error) {
 	// The rules of every value are the workspace contract's own, which the
 	// evaluator and the providers apply too.
 	if err := n.Validate(); err != nil {
-		return nil, c.errorf("%v", err)
+		return nil, c.Errorf("%v", err)
 	}
 	return nodeValue(n), nil
 }
 
 // dictFields returns a dict's items keyed by string, rejecting keys
 // outside allowed.
-func dictFields(c *call, arg string, d *starlark.Dict, allowed ...string) (map[string]starlark.Value, error) {
+func dictFields(c *Call, arg string, d *starlark.Dict, allowed ...string) (map[string]starlark.Value, error) {
 	out := map[string]starlark.Value{}
 	for _, kv := range d.Items() {
 		k, ok := kv[0].(starlark.String)
 		if !ok {
-			return nil, c.errorf("%s keys must be strings, got %s", arg, kv[0].Type())
+			return nil, c.Errorf("%s keys must be strings, got %s", arg, kv[0].Type())
 		}
 		known := false
 		for _, a := range allowed {
@@ -159,22 +154,22 @@ func dictFields(c *call, arg string, d *starlark.Dict, allowed ...string) (map[s
 			if s := nearest(string(k), allowed); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			return nil, c.errorf("%s; valid keys are %v", msg, allowed)
+			return nil, c.Errorf("%s; valid keys are %v", msg, allowed)
 		}
 		out[string(k)] = kv[1]
 	}
 	return out, nil
 }
 
-func globList(c *call, arg string, v starlark.Value) ([]string, error) {
+func globList(c *Call, arg string, v starlark.Value) ([]string, error) {
 	globs, err := stringList(v)
 	if err != nil {
-		return nil, c.errorf("%s %v", arg, err)
+		return nil, c.Errorf("%s %v", arg, err)
 	}
 	return globs, nil
 }
 
-func fillLoad(c *call, d *starlark.Dict, load *eval.WorkspaceLoad) error {
+func fillLoad(c *Call, d *starlark.Dict, load *eval.WorkspaceLoad) error {
 	f, err := dictFields(c, "restore", d, "revision", "include", "exclude")
 	if err != nil {
 		return err
@@ -182,7 +177,7 @@ func fillLoad(c *call, d *starlark.Dict, load *eval.WorkspaceLoad) error {
 	if v, ok := f["revision"]; ok {
 		s, ok := v.(starlark.String)
 		if !ok {
-			return c.errorf(`restore["revision"] must be "current" or a revision id, got %s`, v.Type())
+			return c.Errorf(`restore["revision"] must be "current" or a revision id, got %s`, v.Type())
 		}
 		load.Revision = string(s)
 	}
@@ -199,7 +194,7 @@ func fillLoad(c *call, d *starlark.Dict, load *eval.WorkspaceLoad) error {
 	return nil
 }
 
-func savePolicy(c *call, d *starlark.Dict) (*eval.SavePolicy, error) {
+func savePolicy(c *Call, d *starlark.Dict) (*eval.SavePolicy, error) {
 	f, err := dictFields(c, "save", d, "on", "include", "exclude", "gitignore", "retention")
 	if err != nil {
 		return nil, err
@@ -208,7 +203,7 @@ func savePolicy(c *call, d *starlark.Dict) (*eval.SavePolicy, error) {
 	if v, ok := f["on"]; ok {
 		s, ok := v.(starlark.String)
 		if !ok {
-			return nil, c.errorf(`save["on"] must be "success" or "always", got %s`, v.String())
+			return nil, c.Errorf(`save["on"] must be "success" or "always", got %s`, v.String())
 		}
 		pol.On = string(s)
 	}
@@ -225,7 +220,7 @@ func savePolicy(c *call, d *starlark.Dict) (*eval.SavePolicy, error) {
 	if v, ok := f["gitignore"]; ok {
 		b, ok := v.(starlark.Bool)
 		if !ok {
-			return nil, c.errorf(`save["gitignore"] must be True or False`)
+			return nil, c.Errorf(`save["gitignore"] must be True or False`)
 		}
 		pol.Gitignore = bool(b)
 	}
@@ -233,7 +228,7 @@ func savePolicy(c *call, d *starlark.Dict) (*eval.SavePolicy, error) {
 		n, ok := v.(starlark.Int)
 		r, exact := n.Int64()
 		if !ok || !exact || r < 1 || r > 1<<31 {
-			return nil, c.errorf(`save["retention"] must be a positive integer (it counts the new revision), got %s`, v.String())
+			return nil, c.Errorf(`save["retention"] must be a positive integer (it counts the new revision), got %s`, v.String())
 		}
 		pol.Retention = int(r)
 	}
@@ -253,17 +248,17 @@ The content is the resolved children (child agents finish first, so later siblin
 	},
 	Returns: "a file node",
 	Example: `file(agent("Write the release notes."), path = "NOTES.md")`,
-	impl: func(c *call) (starlark.Value, error) {
-		kids, err := c.children()
+	Impl: func(c *Call) (starlark.Value, error) {
+		kids, err := c.Children()
 		if err != nil {
 			return nil, err
 		}
-		n := &eval.File{Children: kids, Path: c.str("path"), Src: c.str("src"), Position: c.pos}
+		n := &eval.File{Children: kids, Path: c.Str("path"), Src: c.Str("src"), Position: c.pos}
 		if _, err := eval.CheckLogicalPath(n.Path, false); err != nil {
-			return nil, c.errorf("path: %v", err)
+			return nil, c.Errorf("path: %v", err)
 		}
-		if c.has("src") && (n.Src == "" || len(kids) > 0) {
-			return nil, c.errorf("pass either children or a non-empty src=, not both")
+		if c.Has("src") && (n.Src == "" || len(kids) > 0) {
+			return nil, c.Errorf("pass either children or a non-empty src=, not both")
 		}
 		return nodeValue(n), nil
 	},
@@ -285,44 +280,44 @@ Two forms: script(command = "go", args = ["test", "./..."]) runs one executable 
 	},
 	Returns: "a script node",
 	Example: `script("git log --oneline -5", shell = "sh")`,
-	impl:    scriptImpl,
+	Impl:    scriptImpl,
 }
 
-func scriptImpl(c *call) (starlark.Value, error) {
-	kids, err := c.children()
+func scriptImpl(c *Call) (starlark.Value, error) {
+	kids, err := c.Children()
 	if err != nil {
 		return nil, err
 	}
-	n := &eval.Script{Children: kids, Command: c.str("command"), Shell: c.str("shell"), Cwd: c.str("cwd"), Position: c.pos}
-	if v := c.value("args"); v != nil {
+	n := &eval.Script{Children: kids, Command: c.Str("command"), Shell: c.Str("shell"), Cwd: c.Str("cwd"), Position: c.pos}
+	if v := c.Value("args"); v != nil {
 		if n.Args, err = stringList(v); err != nil {
-			return nil, c.errorf("args %v", err)
+			return nil, c.Errorf("args %v", err)
 		}
 	}
 	switch {
-	case c.has("command") == c.has("shell"):
-		return nil, c.errorf(`pass exactly one of command= (literal argv) and shell= ("sh", "bash" or "node" with source children)`)
-	case c.has("command") && n.Command == "":
-		return nil, c.errorf("command must be a non-empty executable name")
-	case c.has("command") && len(kids) > 0:
-		return nil, c.errorf("the command= form takes no children; use shell= to run source")
-	case c.has("shell") && n.Args != nil && len(n.Args) > 0:
-		return nil, c.errorf("args= is only valid with command=")
-	case c.has("shell") && n.Shell != "sh" && n.Shell != "bash" && n.Shell != "node":
-		return nil, c.errorf(`shell must be "sh", "bash" or "node", got %q`, n.Shell)
-	case c.has("shell") && len(kids) == 0:
-		return nil, c.errorf("the shell= form needs the source as children")
+	case c.Has("command") == c.Has("shell"):
+		return nil, c.Errorf(`pass exactly one of command= (literal argv) and shell= ("sh", "bash" or "node" with source children)`)
+	case c.Has("command") && n.Command == "":
+		return nil, c.Errorf("command must be a non-empty executable name")
+	case c.Has("command") && len(kids) > 0:
+		return nil, c.Errorf("the command= form takes no children; use shell= to run source")
+	case c.Has("shell") && n.Args != nil && len(n.Args) > 0:
+		return nil, c.Errorf("args= is only valid with command=")
+	case c.Has("shell") && n.Shell != "sh" && n.Shell != "bash" && n.Shell != "node":
+		return nil, c.Errorf(`shell must be "sh", "bash" or "node", got %q`, n.Shell)
+	case c.Has("shell") && len(kids) == 0:
+		return nil, c.Errorf("the shell= form needs the source as children")
 	}
-	if c.has("cwd") {
+	if c.Has("cwd") {
 		if _, err := eval.CheckLogicalPath(n.Cwd, true); err != nil {
-			return nil, c.errorf("cwd: %v", err)
+			return nil, c.Errorf("cwd: %v", err)
 		}
 	}
-	if ms, set, err := c.integer("timeout_ms"); err != nil {
+	if ms, set, err := c.Int("timeout_ms"); err != nil {
 		return nil, err
 	} else if set {
 		if ms <= 0 {
-			return nil, c.errorf("timeout_ms must be a positive integer (milliseconds), got %d", ms)
+			return nil, c.Errorf("timeout_ms must be a positive integer (milliseconds), got %d", ms)
 		}
 		n.TimeoutMS = ms
 	}
@@ -369,10 +364,6 @@ func (v *WorkspaceProviderValue) Truth() starlark.Bool { return starlark.True }
 // Hash implements starlark.Value by identity.
 func (v *WorkspaceProviderValue) Hash() (uint32, error) { return identityHash(v.Provider), nil }
 
-func init() {
-	register(localSandboxBuiltin)
-}
-
 var localSandboxBuiltin = &Builtin{
 	Name:  "local_sandbox",
 	Group: "providers",
@@ -386,13 +377,13 @@ Commands run as host processes in their own process groups with literal argument
 	},
 	Returns: "a sandbox provider",
 	Example: `configure(sandbox_provider = local_sandbox(workspace = "."))`,
-	impl: func(c *call) (starlark.Value, error) {
-		opts := local.Options{Setup: c.str("setup"), Workspace: c.str("workspace")}
-		if n, set, err := c.integer("max_output_bytes"); err != nil {
+	Impl: func(c *Call) (starlark.Value, error) {
+		opts := local.Options{Setup: c.Str("setup"), Workspace: c.Str("workspace")}
+		if n, set, err := c.Int("max_output_bytes"); err != nil {
 			return nil, err
 		} else if set {
 			if n <= 0 {
-				return nil, c.errorf("max_output_bytes must be a positive integer, got %d", n)
+				return nil, c.Errorf("max_output_bytes must be a positive integer, got %d", n)
 			}
 			opts.MaxOutputBytes = n
 		}
@@ -405,14 +396,10 @@ Commands run as host processes in their own process groups with literal argument
 		}
 		p, err := local.New(opts)
 		if err != nil {
-			return nil, c.errorf("%v", err)
+			return nil, c.Errorf("%v", err)
 		}
 		return &SandboxProviderValue{Provider: p}, nil
 	},
-}
-
-func init() {
-	register(localWorkspaceBuiltin, filesystemWorkspaceBuiltin)
 }
 
 var localWorkspaceBuiltin = &Builtin{
@@ -424,55 +411,10 @@ The directory itself is the materialization (no revisions; saving only checks th
 	Params:  []Param{{Name: "directory", Type: "str", Doc: "An existing directory."}},
 	Returns: "a workspace provider",
 	Example: `configure(workspace_provider = local_workspace(directory = "."))`,
-	impl: func(c *call) (starlark.Value, error) {
-		p, err := wslocal.New(wslocal.Options{Directory: c.str("directory")})
+	Impl: func(c *Call) (starlark.Value, error) {
+		p, err := wslocal.New(wslocal.Options{Directory: c.Str("directory")})
 		if err != nil {
-			return nil, c.errorf("%v", err)
-		}
-		return &WorkspaceProviderValue{Provider: p}, nil
-	},
-}
-
-var filesystemWorkspaceBuiltin = &Builtin{
-	Name:  "filesystem_workspace",
-	Group: "providers",
-	Doc: `Returns a workspace provider backed by a revision store in a directory.
-
-Each save publishes a new revision (a tar.gz archive, or a folder that reuses unchanged files) and atomically switches the workspace.json index by compare-and-swap; older revisions are pruned by retention. Materializations are temporary copies. A cross-process lock with heartbeat rejects a second writer with a WorkspaceConflictError; a corrupted index or archive is reported as corruption, never as a conflict.`,
-	Params: []Param{
-		{Name: "directory", Type: "str", Doc: "Durable root of the store (created when needed)."},
-		{Name: "format", Type: "str", Default: `"archive"`, Doc: `"archive" or "folder" for new revisions.`},
-		{Name: "max_archive_bytes", Type: "int | None", Default: "None", Doc: "Bound on a compressed archive (default 256 MiB)."},
-		{Name: "max_entries", Type: "int | None", Default: "None", Doc: "Bound on the entries of a revision (default 100000)."},
-		{Name: "max_extracted_bytes", Type: "int | None", Default: "None", Doc: "Bound on uncompressed bytes (default 1 GiB)."},
-		{Name: "temporary_directory", Type: "str | None", Default: "None", Doc: "Parent of materializations (default the system temp directory)."},
-	},
-	Returns: "a workspace provider",
-	Example: `configure(workspace_provider = filesystem_workspace(directory = ".aml/workspaces", format = "folder"))`,
-	impl: func(c *call) (starlark.Value, error) {
-		opts := wsfs.Options{Directory: c.str("directory"), Format: c.str("format"), TemporaryDirectory: c.str("temporary_directory")}
-		for _, f := range []struct {
-			name string
-			set  func(int64)
-		}{
-			{"max_archive_bytes", func(n int64) { opts.MaxArchiveBytes = n }},
-			{"max_entries", func(n int64) { opts.MaxEntries = int(n) }},
-			{"max_extracted_bytes", func(n int64) { opts.MaxExtractedBytes = n }},
-		} {
-			n, set, err := c.integer(f.name)
-			if err != nil {
-				return nil, err
-			}
-			if set {
-				if n <= 0 {
-					return nil, c.errorf("%s must be a positive integer, got %d", f.name, n)
-				}
-				f.set(n)
-			}
-		}
-		p, err := wsfs.New(opts)
-		if err != nil {
-			return nil, c.errorf("%v", err)
+			return nil, c.Errorf("%v", err)
 		}
 		return &WorkspaceProviderValue{Provider: p}, nil
 	},

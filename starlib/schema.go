@@ -14,14 +14,9 @@ import (
 // The schema module builds JSON Schema (draft 2020-12) documents as plain
 // frozen dicts; any hand-written JSON Schema dict works wherever these do.
 
-func init() {
-	register(schemaObject, schemaString, schemaInteger, schemaNumber, schemaBoolean, schemaArray,
-		schemaEnum, schemaLiteral, schemaOptional, schemaNullable, schemaDescribe)
-}
-
 var schemaModule = sync.OnceValue(func() *starlarkstruct.Module {
 	m := &starlarkstruct.Module{Name: "schema", Members: starlark.StringDict{}}
-	for _, b := range catalog {
+	for _, b := range core {
 		if name, ok := strings.CutPrefix(b.Name, "schema."); ok {
 			m.Members[name] = b.value()
 		}
@@ -59,26 +54,26 @@ func schemaDict(kv ...any) *starlark.Dict {
 }
 
 // optArg returns the argument or nil when omitted.
-func optArg(c *call, name string) starlark.Value {
-	if v := c.value(name); v != nil {
+func optArg(c *Call, name string) starlark.Value {
+	if v := c.Value(name); v != nil {
 		return v
 	}
 	return nil
 }
 
-func optStr(c *call, name string) any {
-	if c.has(name) {
-		return c.str(name)
+func optStr(c *Call, name string) any {
+	if c.Has(name) {
+		return c.Str(name)
 	}
 	return nil
 }
 
-func nonNegative(c *call, names ...string) error {
+func nonNegative(c *Call, names ...string) error {
 	for _, n := range names {
-		if v, set, err := c.integer(n); err != nil {
+		if v, set, err := c.Int(n); err != nil {
 			return err
 		} else if set && v < 0 {
-			return c.errorf("%s must be a non-negative integer, got %d", n, v)
+			return c.Errorf("%s must be a non-negative integer, got %d", n, v)
 		}
 	}
 	return nil
@@ -97,7 +92,7 @@ var schemaString = &Builtin{
 	},
 	Returns: "dict",
 	Example: `schema.string(min_length = 1)`,
-	impl: func(c *call) (starlark.Value, error) {
+	Impl: func(c *Call) (starlark.Value, error) {
 		if err := nonNegative(c, "min_length", "max_length"); err != nil {
 			return nil, err
 		}
@@ -118,13 +113,13 @@ func numericBuiltin(name, typ string) *Builtin {
 		},
 		Returns: "dict",
 		Example: "schema." + name + "(minimum = 0)",
-		impl: func(c *call) (starlark.Value, error) {
+		Impl: func(c *Call) (starlark.Value, error) {
 			for _, n := range []string{"minimum", "maximum"} {
-				if v := c.value(n); v != nil {
+				if v := c.Value(n); v != nil {
 					switch v.(type) {
 					case starlark.Int, starlark.Float:
 					default:
-						return nil, c.errorf("%s must be a number, got %s", n, v.Type())
+						return nil, c.Errorf("%s must be a number, got %s", n, v.Type())
 					}
 				}
 			}
@@ -145,7 +140,7 @@ var schemaBoolean = &Builtin{
 	Params:  []Param{descriptionParam()},
 	Returns: "dict",
 	Example: `schema.boolean()`,
-	impl: func(c *call) (starlark.Value, error) {
+	Impl: func(c *Call) (starlark.Value, error) {
 		return schemaDict("type", "boolean", "description", optStr(c, "description")), nil
 	},
 }
@@ -162,11 +157,11 @@ var schemaArray = &Builtin{
 	},
 	Returns: "dict",
 	Example: `schema.array(schema.string(), min_items = 1)`,
-	impl: func(c *call) (starlark.Value, error) {
+	Impl: func(c *Call) (starlark.Value, error) {
 		if err := nonNegative(c, "min_items", "max_items"); err != nil {
 			return nil, err
 		}
-		return schemaDict("type", "array", "items", c.value("items"), "description", optStr(c, "description"),
+		return schemaDict("type", "array", "items", c.Value("items"), "description", optStr(c, "description"),
 			"minItems", optArg(c, "min_items"), "maxItems", optArg(c, "max_items")), nil
 	},
 }
@@ -178,9 +173,9 @@ var schemaEnum = &Builtin{
 	Params:  []Param{{Name: "values", Type: "any", Variadic: true, Doc: "The accepted values."}, descriptionParam()},
 	Returns: "dict",
 	Example: `schema.enum("low", "high")`,
-	impl: func(c *call) (starlark.Value, error) {
+	Impl: func(c *Call) (starlark.Value, error) {
 		if len(c.rest) == 0 {
-			return nil, c.errorf("needs at least one value")
+			return nil, c.Errorf("needs at least one value")
 		}
 		allStrings := true
 		for _, v := range c.rest {
@@ -189,7 +184,7 @@ var schemaEnum = &Builtin{
 			case starlark.Int, starlark.Float, starlark.Bool, starlark.NoneType:
 				allStrings = false
 			default:
-				return nil, c.errorf("values must be strings, numbers, booleans or None, got %s", v.Type())
+				return nil, c.Errorf("values must be strings, numbers, booleans or None, got %s", v.Type())
 			}
 		}
 		vals := starlark.NewList(append([]starlark.Value(nil), c.rest...))
@@ -209,11 +204,11 @@ var schemaLiteral = &Builtin{
 	Params:  []Param{{Name: "value", Type: "any", Positional: true, Doc: "The only accepted value."}, descriptionParam()},
 	Returns: "dict",
 	Example: `schema.literal("paid")`,
-	impl: func(c *call) (starlark.Value, error) {
-		if _, err := toGo(c.value("value")); err != nil {
-			return nil, c.errorf("value must be JSON data: %v", err)
+	Impl: func(c *Call) (starlark.Value, error) {
+		if _, err := toGo(c.Value("value")); err != nil {
+			return nil, c.Errorf("value must be JSON data: %v", err)
 		}
-		return schemaDict("const", c.value("value"), "description", optStr(c, "description")), nil
+		return schemaDict("const", c.Value("value"), "description", optStr(c, "description")), nil
 	},
 }
 
@@ -224,8 +219,8 @@ var schemaNullable = &Builtin{
 	Params:  []Param{{Name: "s", Type: "dict", Positional: true, Doc: "Schema of the non-null value."}},
 	Returns: "dict",
 	Example: `schema.nullable(schema.string())`,
-	impl: func(c *call) (starlark.Value, error) {
-		alts := starlark.NewList([]starlark.Value{c.value("s"), schemaDict("type", "null")})
+	Impl: func(c *Call) (starlark.Value, error) {
+		alts := starlark.NewList([]starlark.Value{c.Value("s"), schemaDict("type", "null")})
 		alts.Freeze()
 		return schemaDict("anyOf", alts), nil
 	},
@@ -241,13 +236,13 @@ var schemaDescribe = &Builtin{
 	},
 	Returns: "dict",
 	Example: `schema.describe(schema.string(), "One-sentence summary.")`,
-	impl: func(c *call) (starlark.Value, error) {
-		src := c.value("s").(*starlark.Dict)
+	Impl: func(c *Call) (starlark.Value, error) {
+		src := c.Value("s").(*starlark.Dict)
 		d := starlark.NewDict(src.Len() + 1)
 		for _, kv := range src.Items() {
 			_ = d.SetKey(kv[0], kv[1])
 		}
-		_ = d.SetKey(starlark.String("description"), starlark.String(c.str("description")))
+		_ = d.SetKey(starlark.String("description"), starlark.String(c.Str("description")))
 		d.Freeze()
 		return d, nil
 	},
@@ -270,8 +265,8 @@ var schemaOptional = &Builtin{
 	Params:  []Param{{Name: "s", Type: "dict", Positional: true, Doc: "Schema of the property when present."}},
 	Returns: "an optional marker, valid only as a schema.object() property",
 	Example: `schema.object(id = schema.integer(), note = schema.optional(schema.string()))`,
-	impl: func(c *call) (starlark.Value, error) {
-		return &optionalSchema{s: c.value("s").(*starlark.Dict)}, nil
+	Impl: func(c *Call) (starlark.Value, error) {
+		return &optionalSchema{s: c.Value("s").(*starlark.Dict)}, nil
 	},
 }
 

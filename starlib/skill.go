@@ -6,10 +6,6 @@ import (
 	"github.com/aml-go/aml/eval"
 )
 
-func init() {
-	register(skillBuiltin)
-}
-
 var skillBuiltin = &Builtin{
 	Name:  "skill",
 	Group: "capabilities",
@@ -19,10 +15,10 @@ src is a package directory resolved from the runtime's working directory: it mus
 	Params:  []Param{{Name: "src", Type: "str", Positional: true, Doc: "The package directory."}},
 	Returns: "a skill node",
 	Example: `agent(skill("skills/evidence-review"), "Review the current change.")`,
-	impl: func(c *call) (starlark.Value, error) {
-		src := c.str("src")
+	Impl: func(c *Call) (starlark.Value, error) {
+		src := c.Str("src")
 		if src == "" {
-			return nil, c.errorf("src must be a non-empty path to a package directory")
+			return nil, c.Errorf("src must be a non-empty path to a package directory")
 		}
 		return nodeValue(&eval.Skill{Src: src, Position: c.pos}), nil
 	},

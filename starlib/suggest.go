@@ -16,7 +16,7 @@ import (
 // error: a local of an enclosing function or comprehension, a global or
 // loaded symbol of the file, a predeclared AML builtin or a Starlark
 // universal. Other errors are returned unchanged.
-func suggestNames(err error, path string, src any) error {
+func suggestNames(err error, path string, src any, predeclared starlark.StringDict) error {
 	var list resolve.ErrorList
 	if !errors.As(err, &list) {
 		return err
@@ -35,7 +35,7 @@ func suggestNames(err error, path string, src any) error {
 				return err
 			}
 		}
-		if s := nearestName(name, namesInScope(f, e.Pos)); s != "" {
+		if s := nearestName(name, namesInScope(f, e.Pos, predeclared)); s != "" {
 			out[i].Msg = fmt.Sprintf("%s (did you mean %s?)", e.Msg, s)
 			changed = true
 		}
@@ -62,9 +62,9 @@ func (e resolveErrors) Error() string {
 func (e resolveErrors) Unwrap() error { return e.list }
 
 // namesInScope lists the names visible at pos in f, sorted.
-func namesInScope(f *syntax.File, pos syntax.Position) []string {
+func namesInScope(f *syntax.File, pos syntax.Position, predeclared starlark.StringDict) []string {
 	seen := map[string]bool{}
-	for name := range predeclared() {
+	for name := range predeclared {
 		seen[name] = true
 	}
 	for name := range starlark.Universe {

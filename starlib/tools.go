@@ -12,10 +12,6 @@ import (
 	"github.com/aml-go/aml/eval"
 )
 
-func init() {
-	register(defineToolBuiltin, toolBuiltin, defineMCPServerBuiltin, mcpBuiltin)
-}
-
 var defineToolBuiltin = &Builtin{
 	Name:  "define_tool",
 	Group: "capabilities",
@@ -31,28 +27,28 @@ The returned tool is callable from component code as t({"id": 42}) or t(id = 42)
 	},
 	Returns: "a callable tool",
 	Example: `lookup = define_tool(name = "lookup_order", description = "Read one order.", input = schema.object(id = schema.string()), execute = _lookup)`,
-	impl:    defineToolImpl,
+	Impl:    defineToolImpl,
 }
 
-func defineToolImpl(c *call) (starlark.Value, error) {
+func defineToolImpl(c *Call) (starlark.Value, error) {
 	e := envOf(c.thread)
 	if e == nil {
-		return nil, c.errorf("called outside an AML workflow")
+		return nil, c.Errorf("called outside an AML workflow")
 	}
-	opts := eval.ToolOptions{Name: c.str("name"), Description: c.str("description"), Position: c.pos}
+	opts := eval.ToolOptions{Name: c.Str("name"), Description: c.Str("description"), Position: c.pos}
 	for _, f := range []struct {
 		name string
 		dst  **eval.Schema
 	}{{"input", &opts.Input}, {"output", &opts.Output}} {
-		if v := c.value(f.name); v != nil {
+		if v := c.Value(f.name); v != nil {
 			s, err := compileSchema(v)
 			if err != nil {
-				return nil, c.errorf("%s: %v", f.name, err)
+				return nil, c.Errorf("%s: %v", f.name, err)
 			}
 			*f.dst = s
 		}
 	}
-	fn := c.value("execute").(starlark.Callable)
+	fn := c.Value("execute").(starlark.Callable)
 	fn.Freeze()
 	name := opts.Name
 	pos := c.pos
@@ -74,7 +70,7 @@ func defineToolImpl(c *call) (starlark.Value, error) {
 	}
 	t, err := eval.NewTool(opts)
 	if err != nil {
-		return nil, c.errorf("%v", err)
+		return nil, c.Errorf("%v", err)
 	}
 	return &ToolValue{Tool: t}, nil
 }
@@ -165,10 +161,10 @@ Valid only inside agent() (not inside system() or follow_up()); names must be un
 	Params:  []Param{{Name: "t", Type: "tool", Positional: true, Doc: "The tool returned by define_tool()."}},
 	Returns: "a tool node",
 	Example: `agent(tool(lookup), "Summarize order A-42.")`,
-	impl: func(c *call) (starlark.Value, error) {
-		tv, ok := c.value("t").(*ToolValue)
+	Impl: func(c *Call) (starlark.Value, error) {
+		tv, ok := c.Value("t").(*ToolValue)
 		if !ok {
-			return nil, c.errorf("t must be a tool returned by define_tool(), got %s", c.value("t").Type())
+			return nil, c.Errorf("t must be a tool returned by define_tool(), got %s", c.Value("t").Type())
 		}
 		return nodeValue(&eval.ToolGrant{Tool: tv.Tool, Position: c.pos}), nil
 	},
@@ -186,20 +182,20 @@ transport is {"type": "stdio", "command": ..., "args": [...], "cwd": ..., "env":
 	},
 	Returns: "an MCP server descriptor",
 	Example: `docs = define_mcp_server(name = "docs", transport = {"type": "streamable-http", "url": "https://mcp.example.com/docs"})`,
-	impl:    defineMCPServerImpl,
+	Impl:    defineMCPServerImpl,
 }
 
-func defineMCPServerImpl(c *call) (starlark.Value, error) {
-	name := c.str("name")
+func defineMCPServerImpl(c *Call) (starlark.Value, error) {
+	name := c.Str("name")
 	if name == "" || strings.TrimSpace(name) != name || strings.ContainsRune(name, 0) {
-		return nil, c.errorf("name must be non-empty, without surrounding whitespace, got %q", name)
+		return nil, c.Errorf("name must be non-empty, without surrounding whitespace, got %q", name)
 	}
-	d := c.value("transport").(*starlark.Dict)
+	d := c.Value("transport").(*starlark.Dict)
 	fields := map[string]starlark.Value{}
 	for _, kv := range d.Items() {
 		k, ok := kv[0].(starlark.String)
 		if !ok {
-			return nil, c.errorf("transport keys must be strings, got %s", kv[0].Type())
+			return nil, c.Errorf("transport keys must be strings, got %s", kv[0].Type())
 		}
 		fields[string(k)] = kv[1]
 	}
@@ -207,13 +203,13 @@ func defineMCPServerImpl(c *call) (starlark.Value, error) {
 		v, ok := fields[key]
 		if !ok {
 			if required {
-				return "", c.errorf("transport[%q] is required", key)
+				return "", c.Errorf("transport[%q] is required", key)
 			}
 			return "", nil
 		}
 		s, ok := v.(starlark.String)
 		if !ok || strings.TrimSpace(string(s)) == "" || strings.TrimSpace(string(s)) != string(s) {
-			return "", c.errorf("transport[%q] must be a non-empty string without surrounding whitespace, got %s", key, v.String())
+			return "", c.Errorf("transport[%q] must be a non-empty string without surrounding whitespace, got %s", key, v.String())
 		}
 		return string(s), nil
 	}
@@ -224,14 +220,14 @@ func defineMCPServerImpl(c *call) (starlark.Value, error) {
 		}
 		md, ok := v.(*starlark.Dict)
 		if !ok {
-			return nil, c.errorf("transport[%q] must be a dict of strings, got %s", key, v.Type())
+			return nil, c.Errorf("transport[%q] must be a dict of strings, got %s", key, v.Type())
 		}
 		out := make(map[string]string, md.Len())
 		for _, kv := range md.Items() {
 			k, ok1 := kv[0].(starlark.String)
 			val, ok2 := kv[1].(starlark.String)
 			if !ok1 || !ok2 || k == "" {
-				return nil, c.errorf("transport[%q] must map non-empty strings to strings", key)
+				return nil, c.Errorf("transport[%q] must map non-empty strings to strings", key)
 			}
 			out[string(k)] = string(val)
 		}
@@ -256,7 +252,7 @@ func defineMCPServerImpl(c *call) (starlark.Value, error) {
 		}
 		if v, ok := fields["args"]; ok {
 			if t.Args, err = stringList(v); err != nil {
-				return nil, c.errorf("transport[\"args\"] %v", err)
+				return nil, c.Errorf("transport[\"args\"] %v", err)
 			}
 		}
 		if t.Env, err = strMap("env"); err != nil {
@@ -271,14 +267,14 @@ func defineMCPServerImpl(c *call) (starlark.Value, error) {
 		}
 		u, perr := url.Parse(t.URL)
 		if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, c.errorf("transport[\"url\"] must be an absolute http: or https: URL, got %q", t.URL)
+			return nil, c.Errorf("transport[\"url\"] must be an absolute http: or https: URL, got %q", t.URL)
 		}
 		t.URL = u.String()
 		if t.Headers, err = strMap("headers"); err != nil {
 			return nil, err
 		}
 	default:
-		return nil, c.errorf(`transport["type"] must be "stdio" or "streamable-http", got %q`, typ)
+		return nil, c.Errorf(`transport["type"] must be "stdio" or "streamable-http", got %q`, typ)
 	}
 	var unknown []string
 	for k := range fields {
@@ -293,7 +289,7 @@ func defineMCPServerImpl(c *call) (starlark.Value, error) {
 			valid = append(valid, k)
 		}
 		sort.Strings(valid)
-		return nil, c.errorf("unknown %s transport key(s) %s; valid keys are %s", typ, strings.Join(unknown, ", "), strings.Join(valid, ", "))
+		return nil, c.Errorf("unknown %s transport key(s) %s; valid keys are %s", typ, strings.Join(unknown, ", "), strings.Join(valid, ", "))
 	}
 	return &MCPServerValue{Server: &eval.MCPServer{Name: name, Transport: t}}, nil
 }
@@ -347,22 +343,22 @@ Exactly one of name= and use= is required. Valid only inside agent(); names must
 	},
 	Returns: "an mcp node",
 	Example: `agent(mcp(use = docs), "Find the relevant API contract.")`,
-	impl: func(c *call) (starlark.Value, error) {
-		hasName, hasUse := c.has("name"), c.has("use")
+	Impl: func(c *Call) (starlark.Value, error) {
+		hasName, hasUse := c.Has("name"), c.Has("use")
 		if hasName == hasUse {
-			return nil, c.errorf("pass exactly one of name= (a provider-native server) and use= (a define_mcp_server() descriptor)")
+			return nil, c.Errorf("pass exactly one of name= (a provider-native server) and use= (a define_mcp_server() descriptor)")
 		}
 		g := &eval.MCPGrant{Position: c.pos}
 		if hasName {
-			name := c.str("name")
+			name := c.Str("name")
 			if name == "" || strings.TrimSpace(name) != name {
-				return nil, c.errorf("name must be non-empty and without surrounding whitespace, got %q", name)
+				return nil, c.Errorf("name must be non-empty and without surrounding whitespace, got %q", name)
 			}
 			g.Name = name
 		} else {
-			sv, ok := c.value("use").(*MCPServerValue)
+			sv, ok := c.Value("use").(*MCPServerValue)
 			if !ok {
-				return nil, c.errorf("use must be a descriptor returned by define_mcp_server(), got %s", c.value("use").Type())
+				return nil, c.Errorf("use must be a descriptor returned by define_mcp_server(), got %s", c.Value("use").Type())
 			}
 			g.Server = sv.Server
 		}

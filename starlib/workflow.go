@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -35,6 +37,17 @@ type LoadOptions struct {
 	// Source, when non-nil, is the entry file's content instead of what is
 	// on disk.
 	Source []byte
+	// FS, when non-nil, is where the entry file and the modules it loads
+	// are read from (paths are slash-separated and relative to the FS
+	// root, as io/fs wants); nil reads the operating system's files. It
+	// does not change where providers, include(src=) and skill() read:
+	// those are runtime paths (eval.Options.Cwd).
+	FS fs.FS
+	// Extensions add builtins to the Starlark surface: provider families
+	// with their own dependencies (the ACP agents of starlib/acpstar, the
+	// persistent workspace of starlib/fsstar) and an embedder's own Go
+	// builtins. A name already predeclared is a load error.
+	Extensions []*Extension
 }
 
 // Config is what the entry file set with configure(). Nil pointers and
@@ -89,6 +102,9 @@ type Workflow struct {
 type env struct {
 	opts  LoadOptions
 	entry string
+	// predeclared is the surface of this workflow: the core builtins and
+	// those of its extensions.
+	predeclared starlark.StringDict
 
 	mu      sync.Mutex
 	modules map[string]*module
@@ -107,27 +123,40 @@ type module struct {
 // configuration. Syntax, resolve and top-level errors are returned as a
 // *LoadError naming file:line:col.
 func LoadFile(path string, opts LoadOptions) (*Workflow, error) {
-	e := &env{opts: opts, entry: path, modules: map[string]*module{}}
+	pre, err := predeclaredWith(opts.Extensions)
+	if err != nil {
+		return nil, &LoadError{File: path, Err: err}
+	}
+	e := &env{opts: opts, entry: path, modules: map[string]*module{}, predeclared: pre}
 	src := any(nil)
-	if opts.Source != nil {
+	switch {
+	case opts.Source != nil:
 		src = opts.Source
-	} else if _, err := os.Stat(path); err != nil {
-		return nil, &LoadError{File: path, Err: fmt.Errorf("cannot read workflow: %w", err)}
+	case opts.FS != nil:
+		data, err := fs.ReadFile(opts.FS, path)
+		if err != nil {
+			return nil, &LoadError{File: path, Err: fmt.Errorf("cannot read workflow: %w", err)}
+		}
+		src = data
+	default:
+		if _, err := os.Stat(path); err != nil {
+			return nil, &LoadError{File: path, Err: fmt.Errorf("cannot read workflow: %w", err)}
+		}
 	}
 	// The entry is registered as loading so that a module loading it back
 	// is reported as a cycle instead of executing the entry twice.
-	key := moduleKey(path)
+	key := e.moduleKey(path)
 	entry := &module{loading: true}
 	e.modules[key] = entry
 	th := &starlark.Thread{Name: "load " + path, Print: e.print, Load: e.load}
 	th.SetLocal(keyEnv, e)
 	th.SetLocal(keyModule, []string{key})
-	globals, err := starlark.ExecFileOptions(FileOptions, th, path, src, predeclared())
+	globals, err := starlark.ExecFileOptions(FileOptions, th, path, src, pre)
 	e.mu.Lock()
 	entry.globals, entry.err, entry.loading = globals, err, false
 	e.mu.Unlock()
 	if err != nil {
-		return nil, loadError(path, suggestNames(err, path, src))
+		return nil, loadError(path, suggestNames(err, path, src, pre))
 	}
 	return &Workflow{File: path, Globals: globals, Config: e.config, env: e}, nil
 }
@@ -150,11 +179,16 @@ func loadError(path string, err error) *LoadError {
 	return le
 }
 
-func moduleKey(path string) string {
-	if abs, err := filepath.Abs(path); err == nil {
+// moduleKey identifies a module file: its absolute path, or its clean
+// path within LoadOptions.FS.
+func (e *env) moduleKey(p string) string {
+	if e.opts.FS != nil {
+		return path.Clean(p)
+	}
+	if abs, err := filepath.Abs(p); err == nil {
 		return abs
 	}
-	return path
+	return p
 }
 
 func (e *env) print(_ *starlark.Thread, msg string) {
@@ -184,11 +218,15 @@ func (e *env) load(thread *starlark.Thread, name string) (starlark.StringDict, e
 		return nil, fmt.Errorf("unknown standard module %q (available: %s)", name, strings.Join(stdlib.Names(), ", "))
 	}
 	from := thread.CallFrame(0).Pos.Filename()
-	path := name
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(filepath.Dir(from), name)
+	file := name
+	switch {
+	case e.opts.FS != nil:
+		// io/fs paths: slash-separated, relative to the FS root.
+		file = path.Join(path.Dir(from), name)
+	case !filepath.IsAbs(file):
+		file = filepath.Join(filepath.Dir(from), name)
 	}
-	key := moduleKey(path)
+	key := e.moduleKey(file)
 	chain, _ := thread.Local(keyModule).([]string)
 
 	e.mu.Lock()
@@ -205,22 +243,39 @@ func (e *env) load(thread *starlark.Thread, name string) (starlark.StringDict, e
 	e.modules[key] = m
 	e.mu.Unlock()
 
-	th := &starlark.Thread{Name: "load " + path, Print: e.print, Load: e.load}
+	th := &starlark.Thread{Name: "load " + file, Print: e.print, Load: e.load}
 	th.SetLocal(keyEnv, e)
 	th.SetLocal(keyModule, append(append([]string(nil), chain...), key))
 	var globals starlark.StringDict
 	var err error
-	if _, serr := os.Stat(path); serr != nil {
-		err = fmt.Errorf("cannot read module: %w", serr)
+	if src, rerr := e.readModule(file); rerr != nil {
+		err = fmt.Errorf("cannot read module: %w", rerr)
 	} else {
-		globals, err = starlark.ExecFileOptions(FileOptions, th, path, nil, predeclared())
-		err = suggestNames(err, path, nil)
+		globals, err = starlark.ExecFileOptions(FileOptions, th, file, src, e.predeclared)
+		err = suggestNames(err, file, src, e.predeclared)
 	}
 
 	e.mu.Lock()
 	m.globals, m.err, m.loading = globals, err, false
 	e.mu.Unlock()
 	return globals, err
+}
+
+// readModule returns the source of a module file: its bytes from
+// LoadOptions.FS, or nil (go.starlark.net reads the file) after checking
+// that it exists.
+func (e *env) readModule(file string) (any, error) {
+	if e.opts.FS != nil {
+		data, err := fs.ReadFile(e.opts.FS, file)
+		if err != nil {
+			return nil, err
+		}
+		return data, nil
+	}
+	if _, err := os.Stat(file); err != nil {
+		return nil, err
+	}
+	return nil, nil
 }
 
 func cycleText(chain []string, key string) string {
@@ -371,15 +426,16 @@ func Run(ctx context.Context, path, entry string, lo LoadOptions, opts eval.Opti
 	return w.Evaluate(ctx, entry, opts)
 }
 
-// predeclared holds every builtin, json and struct. Builtins keep their
-// state in thread locals, so one frozen dictionary serves every workflow.
+// predeclared holds every core builtin, json and struct. Builtins keep
+// their state in thread locals, so one frozen dictionary serves every
+// workflow.
 var predeclared = sync.OnceValue(func() starlark.StringDict {
 	d := starlark.StringDict{
 		"json":   json.Module,
 		"struct": starlark.NewBuiltin("struct", starlarkstruct.Make),
 		"schema": schemaModule(),
 	}
-	for _, b := range catalog {
+	for _, b := range coreCatalog() {
 		if !strings.Contains(b.Name, ".") {
 			d[b.Name] = b.value()
 		}
@@ -388,10 +444,44 @@ var predeclared = sync.OnceValue(func() starlark.StringDict {
 	return d
 })
 
-// Predeclared returns the names predeclared in every workflow file, sorted.
-func Predeclared() []string {
-	names := make([]string, 0, len(predeclared()))
-	for n := range predeclared() {
+// predeclaredWith is predeclared plus the builtins of exts; a name that
+// is already taken is an error.
+func predeclaredWith(exts []*Extension) (starlark.StringDict, error) {
+	if len(exts) == 0 {
+		return predeclared(), nil
+	}
+	base := predeclared()
+	d := make(starlark.StringDict, len(base)+8)
+	for k, v := range base {
+		d[k] = v
+	}
+	for _, x := range exts {
+		if x == nil {
+			return nil, errors.New("a nil extension was given")
+		}
+		for _, b := range x.Builtins {
+			if _, taken := d[b.Name]; taken {
+				return nil, fmt.Errorf("extension %q: builtin %q is already predeclared", x.Name, b.Name)
+			}
+			if b.Impl == nil && b.raw == nil {
+				return nil, fmt.Errorf("extension %q: builtin %q has no Impl", x.Name, b.Name)
+			}
+			d[b.Name] = b.value()
+		}
+	}
+	d.Freeze()
+	return d, nil
+}
+
+// Predeclared returns the names predeclared in every workflow file loaded
+// with exts, sorted.
+func Predeclared(exts ...*Extension) []string {
+	d, err := predeclaredWith(exts)
+	if err != nil {
+		d = predeclared()
+	}
+	names := make([]string, 0, len(d))
+	for n := range d {
 		names = append(names, n)
 	}
 	sort.Strings(names)

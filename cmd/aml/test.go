@@ -90,11 +90,12 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	sum, err := amltest.Run(amltest.Options{
-		Context: ctx,
-		Paths:   paths,
-		Update:  *update,
-		Run:     *run,
-		Out:     stdout,
+		Extensions: extensions,
+		Context:    ctx,
+		Paths:      paths,
+		Update:     *update,
+		Run:        *run,
+		Out:        stdout,
 	})
 	select {
 	case code := <-interrupted:

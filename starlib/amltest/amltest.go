@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aml-go/aml/starlib"
 	"github.com/rogpeppe/go-internal/diff"
 )
 
@@ -40,6 +41,10 @@ type Options struct {
 	Parallel int
 	// Timeout bounds each test; 0 means no limit.
 	Timeout time.Duration
+	// Extensions are loaded with every test file
+	// (starlib.LoadOptions.Extensions): the provider factories beyond the
+	// core ones that the workflows use.
+	Extensions []*starlib.Extension
 }
 
 // Summary counts the tests of a Run.
@@ -70,6 +75,8 @@ type Test struct {
 	File string
 	// Golden is the golden file beside it.
 	Golden string
+	// Extensions are loaded with the file; Run sets them from Options.
+	Extensions []*starlib.Extension
 }
 
 // Result is the outcome of one test.
@@ -196,7 +203,7 @@ func Check(ctx context.Context, t Test, update bool, timeout time.Duration) Resu
 		tctx, cancel = context.WithTimeoutCause(ctx, timeout, errTimeout)
 		defer cancel()
 	}
-	got, err := Record(tctx, t.File)
+	got, err := Record(tctx, t.File, t.Extensions...)
 	res.Duration = time.Since(start)
 	switch {
 	case err != nil:
@@ -280,6 +287,7 @@ func Run(opts Options) (Summary, error) {
 	tests := all[:0:0]
 	for _, t := range all {
 		if re == nil || re.MatchString(t.Name) {
+			t.Extensions = opts.Extensions
 			tests = append(tests, t)
 		}
 	}

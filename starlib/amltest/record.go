@@ -72,8 +72,9 @@ func ParseDirectives(src []byte) (Directives, error) {
 // Record loads the workflow file, evaluates its main in test mode (see the
 // package documentation) and returns its golden record. The error reports
 // a file that cannot be read or has a malformed directive; a workflow that
-// fails to load or evaluate is recorded, not returned.
-func Record(ctx context.Context, file string) ([]byte, error) {
+// fails to load or evaluate is recorded, not returned. exts are the
+// extensions the workflow is loaded with (starlib.LoadOptions.Extensions).
+func Record(ctx context.Context, file string, exts ...*starlib.Extension) ([]byte, error) {
 	abs, err := filepath.Abs(file)
 	if err != nil {
 		return nil, err
@@ -89,7 +90,8 @@ func Record(ctx context.Context, file string) ([]byte, error) {
 	dir := filepath.Dir(abs)
 	h := &harness{}
 	lo := starlib.LoadOptions{
-		Source: src,
+		Source:     src,
+		Extensions: exts,
 		Env: func(name string) (string, bool) {
 			v, ok := d.Env[name]
 			return v, ok

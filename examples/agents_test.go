@@ -1,0 +1,144 @@
+// Package examples_test runs the examples that need real agent programs
+// (npm peers, found through AML_PEERS_DIR; the tests skip and say how to
+// install them when they are missing) against the fake model server, so
+// that every example in this directory is exercised unchanged.
+package examples_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/fakemodel"
+	"github.com/aml-go/aml/internal/peers"
+	"github.com/aml-go/aml/starlib"
+	"github.com/aml-go/aml/starlib/acpstar"
+)
+
+// The npm peers these tests run (the versions .ci/run installs).
+const (
+	opencodePkg = "opencode-ai@1.18.33"
+	codexPkg    = "@openai/codex@0.171.0"
+	codexACPPkg = "@agentclientprotocol/codex-acp@2.6.0"
+)
+
+// TestOpenCodeExample runs examples/opencode.star unchanged with the real
+// opencode, pointed at the fake model through the host's OPENCODE_CONFIG:
+// the model calls the Starlark tool, then submits the typed result built
+// from the tool's answer.
+func TestOpenCodeExample(t *testing.T) {
+	bin := peers.Bin(t, "opencode", opencodePkg)
+	model := fakemodel.Start(func(r *fakemodel.Request) fakemodel.Reply {
+		var result string
+		for _, m := range r.Messages {
+			if m.Role == "tool" {
+				result = m.Text
+			}
+		}
+		tool := func(suffix string) string {
+			for _, name := range r.Tools {
+				if strings.HasSuffix(name, suffix) {
+					return name
+				}
+			}
+			return suffix
+		}
+		switch {
+		case len(r.Tools) == 0:
+			return fakemodel.Reply{Text: "Title"}
+		case result == "":
+			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: tool("word_count"), Arguments: `{"text":"AML runs coding agents from deterministic Starlark workflows"}`}}}
+		case strings.Contains(result, `"words"`):
+			var wc struct{ Words int }
+			_ = json.Unmarshal([]byte(result), &wc)
+			args, _ := json.Marshal(map[string]any{"result": map[string]any{"title": "Agents as workflows", "words": wc.Words}})
+			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: tool("aml_submit_result"), Arguments: string(args)}}}
+		default:
+			return fakemodel.Reply{Text: "Submitted."}
+		}
+	})
+	defer model.Close()
+	dir := t.TempDir()
+	cfg, _ := json.Marshal(map[string]any{"provider": map[string]any{"fake": map[string]any{
+		"npm": "@ai-sdk/openai-compatible", "name": "Fake",
+		"options": map[string]any{"baseURL": model.URL, "apiKey": "sk-fake"},
+		"models":  map[string]any{"fake-model": map[string]any{"name": "Fake Model", "tool_call": true}},
+	}}, "small_model": "fake/fake-model", "share": "disabled"})
+	cfgFile := filepath.Join(dir, "opencode.json")
+	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OPENCODE_CONFIG", cfgFile)
+	t.Setenv("HOME", dir)
+	t.Setenv("OPENCODE_DISABLE_MODELS_FETCH", "1")
+	t.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	env := map[string]string{"OPENCODE_MODEL": "fake/fake-model"}
+	lo := starlib.LoadOptions{Extensions: []*starlib.Extension{acpstar.Extension}, Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	got, err := starlib.Run(ctx, "opencode.star", "", lo, eval.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "Agents as workflows (8 words)" {
+		t.Fatalf("result = %q", got)
+	}
+}
+
+// TestCodexExample runs examples/codex.star unchanged with real codex-acp and
+// Codex, pointed at the fake model through its OPENAI_BASE_URL setting: the model
+// calls the Starlark tool, then submits a verdict built from its answer.
+func TestCodexExample(t *testing.T) {
+	adapter := peers.Bin(t, "codex-acp", codexACPPkg)
+	peers.Bin(t, "codex", codexPkg)
+	model := fakemodel.Start(func(r *fakemodel.Request) fakemodel.Reply {
+		var result string
+		for _, m := range r.Messages {
+			if m.Role == "tool" {
+				result = m.Text
+			}
+		}
+		tool := func(suffix string) string {
+			for _, name := range r.Tools {
+				if strings.HasSuffix(name, suffix) {
+					return name
+				}
+			}
+			return suffix
+		}
+		switch {
+		case result == "":
+			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: tool("style_check"), Arguments: `{"code":"for i in range(len(items)): print(items[i])"}`}}}
+		case strings.Contains(result, "index_loop") && strings.Contains(result, "true"):
+			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: tool("aml_submit_result"), Arguments: `{"result":{"verdict":"revise","reason":"iterate directly"}}`}}}
+		default:
+			return fakemodel.Reply{Text: "Submitted."}
+		}
+	})
+	defer model.Close()
+	dir := t.TempDir()
+	t.Setenv("HOME", dir)
+	t.Setenv("PATH", filepath.Dir(adapter)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	env := map[string]string{"OPENAI_API_KEY": "sk-fake", "CODEX_MODEL": "fake-model", "OPENAI_BASE_URL": model.URL}
+	lo := starlib.LoadOptions{Extensions: []*starlib.Extension{acpstar.Extension}, Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	got, err := starlib.Run(ctx, "codex.star", "", lo, eval.Options{Cwd: dir})
+	if err != nil {
+		for i, r := range model.Requests() {
+			t.Logf("request %d: tools %v", i, r.Tools)
+			for _, m := range r.Messages {
+				t.Logf("  %s %q %v", m.Role, m.Text, m.ToolCalls)
+			}
+		}
+		t.Fatalf("%v (model requests: %d)", err, len(model.Requests()))
+	}
+	if got != "revise: iterate directly" {
+		t.Fatalf("result = %q", got)
+	}
+}
