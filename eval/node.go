@@ -50,7 +50,7 @@ type Node interface {
 // for. An active sandbox may narrow them; they are requests, not confinement.
 type Permissions struct {
 	// Filesystem is "read-only" or "read-write".
-	Filesystem string
+	Filesystem Access
 	// Network allows network access.
 	Network bool
 	// Shell allows shell command execution.

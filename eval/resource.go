@@ -7,11 +7,18 @@ import (
 	"time"
 )
 
-// Access values of a sandbox.
+// Access is the filesystem access of a sandbox, a sandbox view, or an
+// agent's permissions.
+type Access string
+
+// The access modes.
 const (
-	ReadOnly  = "read-only"
-	ReadWrite = "read-write"
+	ReadOnly  Access = "read-only"
+	ReadWrite Access = "read-write"
 )
+
+// Valid reports whether a is ReadOnly or ReadWrite.
+func (a Access) Valid() bool { return a == ReadOnly || a == ReadWrite }
 
 // SandboxProvider acquires execution leases for sandbox() scopes. Only the
 // outermost sandbox() of a subtree acquires a lease; nested ones are
@@ -31,7 +38,7 @@ type SandboxProvider interface {
 // SandboxAcquireRequest is what a sandbox() scope asks a provider for.
 type SandboxAcquireRequest struct {
 	// Access is ReadOnly or ReadWrite.
-	Access string
+	Access Access
 	// Root is the logical root, relative and slash-separated ("." for the
 	// whole filesystem the provider exposes).
 	Root string
@@ -130,7 +137,7 @@ type FileStaging interface {
 // lease. Paths are logical: relative, slash-separated, below Root.
 // Implementations are safe for concurrent use.
 type SandboxRuntime interface {
-	Access() string
+	Access() Access
 	Root() string
 	Cwd() string
 	// Exec runs one executable with literal arguments (never through a
@@ -156,7 +163,7 @@ type SandboxRuntime interface {
 type SandboxSession struct {
 	Lease   SandboxLease
 	Runtime SandboxRuntime
-	Access  string
+	Access  Access
 	Root    string
 	Cwd     string
 }

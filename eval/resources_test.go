@@ -101,8 +101,9 @@ func (s *memSandbox) Acquire(_ context.Context, req *eval.SandboxAcquireRequest)
 }
 
 type memLease struct {
-	s                 *memSandbox
-	access, root, cwd string
+	s         *memSandbox
+	access    eval.Access
+	root, cwd string
 }
 
 func (l *memLease) ID() string                   { return "mem-1" }
@@ -114,9 +115,9 @@ func (l *memLease) Release(context.Context) error {
 	l.s.j.add("sb.release")
 	return l.s.releaseErr
 }
-func (l *memLease) Access() string { return l.access }
-func (l *memLease) Root() string   { return l.root }
-func (l *memLease) Cwd() string    { return l.cwd }
+func (l *memLease) Access() eval.Access { return l.access }
+func (l *memLease) Root() string        { return l.root }
+func (l *memLease) Cwd() string         { return l.cwd }
 func (l *memLease) Exec(_ context.Context, cmd string, args []string, o eval.ExecOptions) (*eval.ExecResult, error) {
 	l.s.j.add("exec:" + o.Cwd)
 	return &eval.ExecResult{Stdout: []byte(cmd + " " + strings.Join(args, " ") + " in " + o.Cwd)}, nil

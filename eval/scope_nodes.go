@@ -16,7 +16,7 @@ type Sandbox struct {
 	Provider SandboxProvider
 	// Access is ReadOnly or ReadWrite; "" means read-only for the
 	// outermost sandbox and the parent's access for a nested one.
-	Access string
+	Access Access
 	// Root is the logical root relative to the parent's root; "" means ".".
 	Root string
 	// Cwd is the logical working directory relative to Root; "" means the

@@ -33,7 +33,7 @@ type sbView struct {
 	rt    SandboxRuntime
 	// access is the effective access; root is relative to the lease's
 	// root; cwd is relative to root.
-	access string
+	access Access
 	root   string
 	cwd    string
 	// outer is set for the view that owns the lease.

@@ -108,10 +108,10 @@ func permissions(c *Call, d *starlark.Dict) (*eval.Permissions, error) {
 		switch string(k) {
 		case "filesystem":
 			v, ok := item[1].(starlark.String)
-			if !ok || (v != "read-only" && v != "read-write") {
+			if !ok || !eval.Access(v).Valid() {
 				return nil, c.Errorf(`permissions["filesystem"] must be "read-only" or "read-write", got %s`, item[1].String())
 			}
-			p.Filesystem = string(v)
+			p.Filesystem = eval.Access(v)
 		case "network", "shell":
 			v, ok := item[1].(starlark.Bool)
 			if !ok {

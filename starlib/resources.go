@@ -31,8 +31,8 @@ The outermost sandbox() acquires a lease from its provider (provider=, else conf
 		if err != nil {
 			return nil, err
 		}
-		n := &eval.Sandbox{Children: kids, Access: c.Str("access"), Root: c.Str("root"), Cwd: c.Str("cwd"), Position: c.pos}
-		if n.Access != "" && n.Access != eval.ReadOnly && n.Access != eval.ReadWrite {
+		n := &eval.Sandbox{Children: kids, Access: eval.Access(c.Str("access")), Root: c.Str("root"), Cwd: c.Str("cwd"), Position: c.pos}
+		if n.Access != "" && !n.Access.Valid() {
 			return nil, c.Errorf(`access must be "read-only" or "read-write", got %q`, n.Access)
 		}
 		for _, f := range []struct{ name, v string }{{"root", n.Root}, {"cwd", n.Cwd}} {

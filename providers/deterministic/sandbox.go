@@ -305,14 +305,15 @@ func (l *sandboxLease) alive() error {
 
 // sandboxRuntime is the runtime of a sandboxLease.
 type sandboxRuntime struct {
-	lease             *sandboxLease
-	access, root, cwd string
-	base              string // cleaned root
+	lease     *sandboxLease
+	access    eval.Access
+	root, cwd string
+	base      string // cleaned root
 }
 
-func (r *sandboxRuntime) Access() string { return r.access }
-func (r *sandboxRuntime) Root() string   { return r.root }
-func (r *sandboxRuntime) Cwd() string    { return r.cwd }
+func (r *sandboxRuntime) Access() eval.Access { return r.access }
+func (r *sandboxRuntime) Root() string        { return r.root }
+func (r *sandboxRuntime) Cwd() string         { return r.cwd }
 
 // key maps a logical path relative to the root onto a filesystem key.
 func (r *sandboxRuntime) key(p string) (rel, key string, err error) {

@@ -26,7 +26,7 @@ func newSandbox(t *testing.T, opts deterministic.SandboxOptions) *deterministic.
 	return s
 }
 
-func acquire(t *testing.T, s *deterministic.Sandbox, access, root, cwd string) eval.SandboxLease {
+func acquire(t *testing.T, s *deterministic.Sandbox, access eval.Access, root, cwd string) eval.SandboxLease {
 	t.Helper()
 	l, err := s.Acquire(context.Background(), &eval.SandboxAcquireRequest{Access: access, Root: root, Cwd: cwd, EvaluationID: "ev"})
 	if err != nil {

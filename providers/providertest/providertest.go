@@ -266,7 +266,7 @@ func SandboxConformance(ctx context.Context, p eval.SandboxProvider, opts Sandbo
 	if evalID == "" {
 		evalID = "sandbox-provider-conformance"
 	}
-	for _, access := range []string{eval.ReadOnly, eval.ReadWrite} {
+	for _, access := range []eval.Access{eval.ReadOnly, eval.ReadWrite} {
 		req := &eval.SandboxAcquireRequest{Access: access, Root: ".", Cwd: ".", EvaluationID: evalID}
 		if opts.Workspace != nil {
 			ws := *opts.Workspace
@@ -300,7 +300,7 @@ func SandboxConformance(ctx context.Context, p eval.SandboxProvider, opts Sandbo
 }
 
 // checkLease validates an acquired sandbox lease; it never releases it.
-func checkLease(ctx context.Context, r *report, access string, lease eval.SandboxLease, exercise bool) {
+func checkLease(ctx context.Context, r *report, access eval.Access, lease eval.SandboxLease, exercise bool) {
 	var id string
 	if err := safely("lease ID", func() error { id = lease.ID(); return nil }); err != nil {
 		r.fail("%s lease: %w", access, err)
@@ -346,7 +346,7 @@ const (
 )
 
 // exerciseRuntime runs the optional filesystem and staging checks.
-func exerciseRuntime(ctx context.Context, r *report, access string, rt eval.SandboxRuntime) {
+func exerciseRuntime(ctx context.Context, r *report, access eval.Access, rt eval.SandboxRuntime) {
 	for _, bad := range []string{"/", "../providertest-escape"} {
 		if _, err := rt.ReadFile(ctx, bad); err == nil {
 			r.fail("%s runtime: ReadFile(%q) succeeded; paths must be relative and confined below the root", access, bad)

@@ -195,13 +195,13 @@ func (l *leaseWrap) Release(ctx context.Context) error {
 
 type runtimeWrap struct {
 	eval.SandboxRuntime
-	access    string
+	access    eval.Access
 	root      string
 	writeFile func(ctx context.Context, path string, data []byte) error
 	staging   func(ctx context.Context) (eval.FileStaging, error)
 }
 
-func (r *runtimeWrap) Access() string {
+func (r *runtimeWrap) Access() eval.Access {
 	if r.access != "" {
 		return r.access
 	}

@@ -167,7 +167,7 @@ func Allows(p eval.Permissions, kind acpsdk.ToolKind) bool {
 	case acpsdk.ToolKindRead, acpsdk.ToolKindSearch, acpsdk.ToolKindThink:
 		return true
 	case acpsdk.ToolKindEdit, acpsdk.ToolKindDelete, acpsdk.ToolKindMove:
-		return p.Filesystem == "read-write"
+		return p.Filesystem == eval.ReadWrite
 	case acpsdk.ToolKindExecute:
 		return p.Shell
 	case acpsdk.ToolKindFetch:

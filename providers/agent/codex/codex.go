@@ -26,6 +26,8 @@ import (
 	"path"
 	"slices"
 
+	"github.com/aml-go/aml/eval"
+
 	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/option"
 )
@@ -115,7 +117,7 @@ func New(o Options) (*acp.Provider, error) {
 			home = req.Skills[0].Home
 		}
 		mode := "read-only"
-		if req.Permissions.Filesystem == "read-write" {
+		if req.Permissions.Filesystem == eval.ReadWrite {
 			mode = "agent-full-access"
 		}
 		e["CODEX_HOME"] = home

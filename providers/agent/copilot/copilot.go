@@ -28,6 +28,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/aml-go/aml/eval"
+
 	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/option"
 )
@@ -86,7 +88,7 @@ func New(o Options) (*acp.Provider, error) {
 			flags = append(flags, "--reasoning-effort="+o.ReasoningEffort)
 		}
 		var deny, exclude []string
-		if req.Permissions.Filesystem != "read-write" {
+		if req.Permissions.Filesystem != eval.ReadWrite {
 			deny, exclude = append(deny, "write"), append(exclude, "edit", "write")
 		}
 		if !req.Permissions.Shell {

@@ -27,6 +27,8 @@ import (
 	"path"
 	"slices"
 
+	"github.com/aml-go/aml/eval"
+
 	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/option"
 )
@@ -120,7 +122,7 @@ func overlay(cfg map[string]any, lc acp.LaunchContext, fallback string) error {
 		cfg["model"] = model
 	}
 	var denied []string
-	if req.Permissions.Filesystem != "read-write" {
+	if req.Permissions.Filesystem != eval.ReadWrite {
 		denied = append(denied, "edit", "write")
 	}
 	if !req.Permissions.Shell {

@@ -130,7 +130,7 @@ func New(o Options) (*acp.Provider, error) {
 		perms := req.Permissions
 		if usesMCP || perms != eval.DefaultPermissions() {
 			tools := []string{"read", "grep", "find", "ls"}
-			if perms.Filesystem == "read-write" {
+			if perms.Filesystem == eval.ReadWrite {
 				tools = append(tools, "edit", "write")
 			}
 			if perms.Shell {

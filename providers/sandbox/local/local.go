@@ -193,7 +193,7 @@ func (p *Provider) Acquire(ctx context.Context, req *eval.SandboxAcquireRequest)
 }
 
 // runSetup runs the setup source in dir.
-func (l *lease) runSetup(ctx context.Context, setup, dir, access string) error {
+func (l *lease) runSetup(ctx context.Context, setup, dir string, access eval.Access) error {
 	if access != eval.ReadWrite {
 		return &readOnlyError{msg: "local sandbox setup: " + readOnlyExecMessage}
 	}
@@ -319,7 +319,7 @@ func (l *lease) forgetStaging(s *staging) {
 // concurrent use.
 type hostRuntime struct {
 	lease    *lease
-	access   string
+	access   eval.Access
 	rootPath string // as requested
 	cwdPath  string // as requested
 	cwdRel   string // cleaned, relative to the root
@@ -328,7 +328,7 @@ type hostRuntime struct {
 var _ eval.SandboxRuntime = (*hostRuntime)(nil)
 
 // Access returns the acquired access.
-func (r *hostRuntime) Access() string { return r.access }
+func (r *hostRuntime) Access() eval.Access { return r.access }
 
 // Root returns the acquired logical root, exactly as requested.
 func (r *hostRuntime) Root() string { return r.rootPath }

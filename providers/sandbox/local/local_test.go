@@ -33,7 +33,7 @@ func newProvider(t testing.TB, opts local.Options) *local.Provider {
 }
 
 // request builds an acquire request over the workspace directory ws.
-func request(ws, access, root, cwd string) *eval.SandboxAcquireRequest {
+func request(ws string, access eval.Access, root, cwd string) *eval.SandboxAcquireRequest {
 	req := &eval.SandboxAcquireRequest{Access: access, Root: root, Cwd: cwd, EvaluationID: "eval-test"}
 	if ws != "" {
 		req.Workspace = &eval.WorkspaceMaterialization{WorkspaceID: "ws", LeaseID: "ws-lease", Directory: ws, Cwd: ".", Provider: "test"}
@@ -237,7 +237,7 @@ func TestLeaseShape(t *testing.T) {
 	p := newProvider(t, local.Options{})
 	idRE := regexp.MustCompile(`^local:[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	seen := map[string]bool{}
-	for _, access := range []string{eval.ReadOnly, eval.ReadWrite} {
+	for _, access := range []eval.Access{eval.ReadOnly, eval.ReadWrite} {
 		l := acquire(t, p, request(ws, access, "repo", "src"))
 		if !idRE.MatchString(l.ID()) {
 			t.Fatalf("lease id %q is not local:<uuid>", l.ID())
