@@ -60,7 +60,7 @@ type Permissions struct {
 // DefaultPermissions are the permissions of an agent that sets none:
 // read-write filesystem, network and shell enabled.
 func DefaultPermissions() Permissions {
-	return Permissions{Filesystem: "read-write", Network: true, Shell: true}
+	return Permissions{Filesystem: ReadWrite, Network: true, Shell: true}
 }
 
 // Agent runs one provider session after its prompt, system text and

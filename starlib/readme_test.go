@@ -77,13 +77,13 @@ func goNodes(ctx context.Context, provider eval.AgentProvider, diff string) (str
 
 // readme:begin
 func realAgents(key string) (coder, generic *acp.Provider, err error) {
-	coder, err = opencode.New(opencode.Options{Model: "openai/gpt-5", Env: map[string]string{"OPENAI_API_KEY": key}})
+	// Agents without HTTP MCP reach the tool bridge through a stdio relay.
+	relay := []string{"/usr/local/bin/aml", "mcp-relay"}
+	coder, err = opencode.New(opencode.Options{Base: acp.Base{Model: "openai/gpt-5", Env: map[string]string{"OPENAI_API_KEY": key}, Relay: relay}})
 	if err != nil {
 		return nil, nil, err
 	}
-	generic, err = acp.New(acp.Config{Command: "my-acp-agent", Args: []string{"--stdio"}})
-	// Agents without HTTP MCP reach the tool bridge through a stdio relay:
-	acp.DefaultRelay = []string{"/usr/local/bin/aml", "mcp-relay"}
+	generic, err = acp.New(acp.Config{Command: "my-acp-agent", Args: []string{"--stdio"}, Relay: relay})
 	return coder, generic, err
 }
 
@@ -144,8 +144,6 @@ func Example_readme() {
 // Example_readmeProviders builds the README's real agent providers; they
 // start no process until an agent runs.
 func Example_readmeProviders() {
-	saved := acp.DefaultRelay
-	defer func() { acp.DefaultRelay = saved }()
 	coder, generic, err := realAgents("sk-test")
 	fmt.Println(coder.Name(), generic.Name(), err)
 	// Output: opencode acp <nil>

@@ -25,7 +25,7 @@ func cmdDoc(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stdout, "AML builtins (aml doc NAME for details)")
 		group := ""
-		for _, b := range starlib.Catalog(extensions...) {
+		for _, b := range starlib.Catalog(extensions()...) {
 			if b.Group != group {
 				group = b.Group
 				fmt.Fprintf(stdout, "\n%s:\n", group)
@@ -43,7 +43,7 @@ func cmdDoc(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	name := args[0]
-	if b, ok := starlib.Lookup(name, extensions...); ok {
+	if b, ok := starlib.Lookup(name, extensions()...); ok {
 		writeBuiltinDoc(stdout, b)
 		return exitOK
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"sync"
+
 	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/starlib/acpstar"
 	"github.com/aml-go/aml/starlib/fsstar"
@@ -8,4 +10,11 @@ import (
 
 // extensions are the provider families the aml command links beyond the
 // core of starlib: every workflow it runs, tests or documents has them.
-var extensions = []*starlib.Extension{acpstar.Extension, fsstar.Extension}
+// The ACP agents get this executable as their stdio relay to the tool
+// bridge (aml mcp-relay) and its version.
+var extensions = sync.OnceValue(func() []*starlib.Extension {
+	return []*starlib.Extension{
+		acpstar.New(acpstar.Options{Relay: relayCommand(), ClientVersion: amlVersion()}),
+		fsstar.Extension,
+	}
+})

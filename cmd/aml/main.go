@@ -44,8 +44,6 @@ Run 'aml help COMMAND' (or 'aml COMMAND -h') for the help of one command.
 )
 
 func main() {
-	acp.Version = amlVersion()
-	acp.DefaultRelay = relayCommand()
 	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -125,7 +123,7 @@ func relayCommand() []string {
 func cmdMCPRelay(stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := acp.RunRelay(ctx, io.NopCloser(stdin), nopWriteCloser{stdout}, nil); err != nil {
+	if err := acp.RunRelay(ctx, io.NopCloser(stdin), nopWriteCloser{stdout}, acp.RelayOptions{Version: amlVersion()}); err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitFailure
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/agent/acp/acptest"
 )
 
@@ -19,7 +18,6 @@ var update = flag.Bool("update", false, "rewrite testscript files with the actua
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"aml": func() {
-			acp.DefaultRelay = relayCommand()
 			os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
 		"fake-acp-agent": func() { os.Exit(acptest.Serve()) },

@@ -150,7 +150,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	printer := logger.WithPrefix("print")
-	wf, err := starlib.LoadFile(file, starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions})
+	wf, err := starlib.LoadFile(file, starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions()})
 	if err != nil {
 		return reportLoadError(stderr, stdout, f.json, err)
 	}

@@ -90,7 +90,7 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 	}()
 
 	sum, err := amltest.Run(amltest.Options{
-		Extensions: extensions,
+		Extensions: extensions(),
 		Context:    ctx,
 		Paths:      paths,
 		Update:     *update,

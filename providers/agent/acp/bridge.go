@@ -67,7 +67,7 @@ func startBridge(s *session, name string) (_ *bridge, err error) {
 	}
 	b.secret = hex.EncodeToString(raw[:])
 
-	server := mcp.NewServer(&mcp.Implementation{Name: name, Version: Version}, nil)
+	server := mcp.NewServer(&mcp.Implementation{Name: name, Version: s.p.cfg.ClientVersion}, nil)
 	for _, t := range s.req.Tools {
 		schema := maps.Clone(t.InputSchema)
 		if schema == nil {

@@ -93,9 +93,6 @@ func TestBridgeThroughStdioRelay(t *testing.T) {
 	}
 	// Without a relay, an agent without HTTP MCP cannot get tools.
 	p, _ = acp.New(acp.Config{Command: cmd, Env: env, Relay: []string{}})
-	saved := acp.DefaultRelay
-	acp.DefaultRelay = nil
-	defer func() { acp.DefaultRelay = saved }()
 	_, err = run(t, p, &eval.Agent{Children: []any{&eval.ToolGrant{Tool: tool}, "say x"}})
 	if err == nil || !strings.Contains(err.Error(), "no stdio relay is configured") {
 		t.Fatalf("error = %v", err)

@@ -36,7 +36,3 @@
 // agent speaking the real protocol.
 package acp
 
-// Version is the client version announced in initialize and by the tool
-// bridge. The aml CLI sets it to its own version at start-up; set it
-// before any session opens, as it is read without locking.
-var Version = "dev"

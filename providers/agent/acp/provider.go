@@ -48,15 +48,13 @@ type Config struct {
 	NativeSkills bool
 	// Relay is the command (and leading arguments) of a stdio MCP relay to
 	// the tool bridge, for agents that do not advertise HTTP MCP support:
-	// typically the aml executable and "mcp-relay". nil uses DefaultRelay.
+	// typically the aml executable and "mcp-relay". nil means no relay:
+	// such an agent then cannot receive tools or structured output.
 	Relay []string
+	// ClientVersion is the version AML announces to the agent in
+	// initialize and on the tool bridge; "" means "dev".
+	ClientVersion string
 }
-
-// DefaultRelay is the relay command used when Config.Relay is nil; the
-// aml CLI sets it to itself. nil means no relay: an agent without HTTP
-// MCP support then cannot receive tools or structured output. Set it once
-// at start-up, before any session opens; it is read without locking.
-var DefaultRelay []string
 
 // Provider runs authored agent() sessions against an ACP agent process. It
 // implements eval.SessionProvider and eval.SandboxCompatible, and is safe
@@ -100,8 +98,12 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Name == "" {
 		cfg.Name = "acp"
 	}
+	if cfg.ClientVersion == "" {
+		cfg.ClientVersion = "dev"
+	}
 	cfg.Args = slices.Clone(cfg.Args)
 	cfg.Env = maps.Clone(cfg.Env)
+	cfg.Relay = slices.Clone(cfg.Relay)
 	return &Provider{cfg: cfg}, nil
 }
 

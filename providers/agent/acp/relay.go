@@ -19,19 +19,32 @@ const (
 	RelayTokenEnv = "AML_MCP_BRIDGE_TOKEN"
 )
 
+// RelayOptions configure RunRelay.
+type RelayOptions struct {
+	// Getenv reads the bridge URL and secret; nil uses os.Getenv.
+	Getenv func(string) string
+	// Version is the version announced on both sides; "" means "dev".
+	Version string
+}
+
 // RunRelay serves the tool bridge at the URL and token of RelayURLEnv and
 // RelayTokenEnv (from getenv) as a stdio MCP server on in and out, for
 // agents that only attach stdio MCP servers. It lists the bridge's tools
 // once, forwards every call, and returns when in closes or ctx ends.
-func RunRelay(ctx context.Context, in io.ReadCloser, out io.WriteCloser, getenv func(string) string) error {
+func RunRelay(ctx context.Context, in io.ReadCloser, out io.WriteCloser, opts RelayOptions) error {
+	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
+	}
+	version := opts.Version
+	if version == "" {
+		version = "dev"
 	}
 	url, token := getenv(RelayURLEnv), getenv(RelayTokenEnv)
 	if url == "" || token == "" {
 		return fmt.Errorf("aml mcp-relay: %s and %s must be set; the relay is started by the ACP engine, not by hand", RelayURLEnv, RelayTokenEnv)
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "aml-mcp-relay", Version: Version}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "aml-mcp-relay", Version: version}, nil)
 	httpClient := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
 	up, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: httpClient, DisableStandaloneSSE: true}, nil)
 	if err != nil {
@@ -42,7 +55,7 @@ func RunRelay(ctx context.Context, in io.ReadCloser, out io.WriteCloser, getenv 
 	if err != nil {
 		return fmt.Errorf("aml mcp-relay: listing the bridge's tools: %w", err)
 	}
-	server := mcp.NewServer(&mcp.Implementation{Name: "aml", Version: Version}, nil)
+	server := mcp.NewServer(&mcp.Implementation{Name: "aml", Version: version}, nil)
 	for _, t := range tools.Tools {
 		name := t.Name
 		server.AddTool(t, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

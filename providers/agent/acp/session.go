@@ -177,7 +177,7 @@ func (s *session) open(ctx context.Context) error {
 	err := s.do(ctx, "initialize", func(c context.Context) (err error) {
 		init, err = s.conn.Initialize(c, acpsdk.InitializeRequest{
 			ProtocolVersion: acpsdk.ProtocolVersionNumber,
-			ClientInfo:      &acpsdk.Implementation{Name: "aml", Title: acpsdk.Ptr("Agent Markup Language"), Version: Version},
+			ClientInfo:      &acpsdk.Implementation{Name: "aml", Title: acpsdk.Ptr("Agent Markup Language"), Version: s.p.cfg.ClientVersion},
 		})
 		return err
 	})
@@ -365,9 +365,6 @@ func (s *session) bridgeDescriptor(http bool) (acpsdk.McpServer, error) {
 			Headers: []acpsdk.HttpHeader{{Name: "Authorization", Value: b.header()}}}}, nil
 	}
 	relay := s.p.cfg.Relay
-	if relay == nil {
-		relay = DefaultRelay
-	}
 	if len(relay) == 0 {
 		return acpsdk.McpServer{}, fmt.Errorf("ACP agent %q does not advertise mcpCapabilities.http and no stdio relay is configured, so it cannot receive tools or structured output; run it through the aml CLI (which provides aml mcp-relay) or set acp.Config.Relay", s.launch.Command)
 	}

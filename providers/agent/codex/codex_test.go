@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aml-go/aml/providers/agent/acp"
+
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
@@ -29,10 +31,8 @@ func setup(t *testing.T, respond func(*fakemodel.Request) fakemodel.Reply) (*fak
 	t.Cleanup(model.Close)
 	dir := t.TempDir()
 	p, err := codex.New(codex.Options{
-		Command:          adapter,
-		CodexPath:        codexBin,
-		Model:            "fake-model",
-		WorkingDirectory: dir,
+		Base:      acp.Base{Command: adapter, Model: "fake-model", WorkingDirectory: dir, Env: map[string]string{"FAKE_API_KEY": "sk-fake", "HOME": dir}},
+		CodexPath: codexBin,
 		Config: map[string]any{
 			"model_provider":              "fake",
 			"approval_policy":             "never",
@@ -41,7 +41,6 @@ func setup(t *testing.T, respond func(*fakemodel.Request) fakemodel.Reply) (*fak
 				"name": "Fake", "base_url": model.URL, "env_key": "FAKE_API_KEY", "wire_api": "responses",
 			}},
 		},
-		Env: map[string]string{"FAKE_API_KEY": "sk-fake", "HOME": dir},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aml-go/aml/providers/agent/acp"
+
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/agent/acp/acptest"
 	"github.com/aml-go/aml/providers/agent/codex"
@@ -26,8 +28,13 @@ func TestLaunchEnvironment(t *testing.T) {
 	env["AML_FAKE_ACP_MODE"] = "auth"
 	env["AML_FAKE_ACP_AUTH_METHOD"] = "api-key"
 	env["CODEX_HOME"] = "/user/choice"
-	p, err := codex.New(codex.Options{Command: cmd, Env: env, APIKey: "sk-secret", CodexPath: "/opt/codex", Model: "gpt-x", ReasoningEffort: "high",
-		Config: map[string]any{"approval_policy": "never", "model": "ignored"}})
+	p, err := codex.New(codex.Options{
+		Base:            acp.Base{Command: cmd, Env: env, Model: "gpt-x"},
+		APIKey:          "sk-secret",
+		CodexPath:       "/opt/codex",
+		ReasoningEffort: "high",
+		Config:          map[string]any{"approval_policy": "never", "model": "ignored"},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,6 @@ package copilot
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"path"
 	"slices"
@@ -31,25 +30,16 @@ import (
 	"github.com/aml-go/aml/eval"
 
 	"github.com/aml-go/aml/providers/agent/acp"
-	"github.com/aml-go/aml/providers/option"
 )
 
-// Options configure the Copilot profile.
+// Options configure the Copilot profile: the shared acp.Base (Name ""
+// means "copilot", Command "" means "copilot", Model "" means "auto",
+// Args come before the AML-owned flags, Env holds the tokens) and what is
+// Copilot's own.
 type Options struct {
-	// Name is the provider name; "" means "copilot".
-	Name string
-	// Command is the Copilot CLI; "" means "copilot".
-	Command string
-	// Args come before the AML-owned flags.
-	Args []string
-	// Env adds environment variables (tokens); never traced.
-	Env map[string]string
-	// Model is the fallback model; "" means "auto".
-	Model string
+	acp.Base
 	// ReasoningEffort is passed as --reasoning-effort.
 	ReasoningEffort string
-	// WorkingDirectory is the session cwd outside a sandbox.
-	WorkingDirectory string
 }
 
 // tokenVars are the token variables in priority order.
@@ -57,30 +47,12 @@ var tokenVars = []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"}
 
 // New returns the Copilot agent provider.
 func New(o Options) (*acp.Provider, error) {
-	if o.Name == "" {
-		o.Name = "copilot"
-	}
-	if o.Command == "" {
-		o.Command = "copilot"
-	}
-	if o.Model == "" {
-		o.Model = "auto"
-	}
-	if err := option.Strings("copilot_agent", map[string]string{"name": o.Name, "command": o.Command, "model": o.Model,
-		"reasoning_effort": o.ReasoningEffort, "working_directory": o.WorkingDirectory}); err != nil {
-		return nil, err
-	}
-	env := maps.Clone(o.Env)
-	args := slices.Clone(o.Args)
-	profile := func(_ context.Context, lc acp.LaunchContext) (*acp.Launch, error) {
+	profile := func(_ context.Context, lc acp.LaunchContext, b *acp.Base) (*acp.Launch, error) {
 		req := lc.Request
-		model := req.Model
-		if model == "" {
-			model = o.Model
-		}
-		flags := append(slices.Clone(args), "--acp", "--no-auto-update", "--log-dir="+path.Join(lc.StateDir, "logs"),
+		model := b.ModelFor(req)
+		flags := append(slices.Clone(b.Args), "--acp", "--no-auto-update", "--log-dir="+path.Join(lc.StateDir, "logs"),
 			"--no-custom-instructions", "--disable-builtin-mcps", "--no-ask-user")
-		if v := tokenVar(env, lc.Local); v != "" {
+		if v := tokenVar(b.Env, lc.Local); v != "" {
 			flags = append(flags, "--auth-token-env="+v)
 		}
 		flags = append(flags, "--no-auto-login", "--no-color", "--no-remote", "--no-remote-export", "--model="+model)
@@ -104,30 +76,28 @@ func New(o Options) (*acp.Provider, error) {
 			flags = append(flags, "--excluded-tools")
 			flags = append(flags, exclude...)
 		}
-		e := maps.Clone(env)
-		if e == nil {
-			e = map[string]string{}
-		}
+		e := b.LaunchEnv()
 		e["COPILOT_HOME"] = lc.StateDir
 		e["HOME"] = lc.StateDir
-		l := &acp.Launch{Command: o.Command, Args: flags, Env: e, ModelHandled: true}
+		l := &acp.Launch{Command: b.Command, Args: flags, Env: e, ModelHandled: true}
 		server := req.ToolServer
 		if server == "" {
 			server = "aml"
 		}
 		if len(req.Tools) > 0 {
-			var b strings.Builder
-			b.WriteString("The AML tools are available under these names:")
+			var sb strings.Builder
+			sb.WriteString("The AML tools are available under these names:")
 			for _, t := range req.Tools {
-				fmt.Fprintf(&b, "\n- %s: %s-%s", t.Name, server, t.Name)
+				fmt.Fprintf(&sb, "\n- %s: %s-%s", t.Name, server, t.Name)
 			}
-			l.InitialPromptPrefix = b.String()
+			l.InitialPromptPrefix = sb.String()
 		}
 		name := server + "-" + acp.SubmitToolName
 		l.StructuredInstruction = "Call " + name + " once with the final value in its result field. If the Tool returns an error, correct the result and retry the call. After the Tool accepts a result, do not call it again. Do not return a substitute JSON value only as message text."
 		return l, nil
 	}
-	return acp.New(acp.Config{Name: o.Name, Command: o.Command, WorkingDirectory: o.WorkingDirectory, Profile: profile})
+	return acp.NewProfile(o.Base, acp.ProfileSpec{Factory: "copilot_agent", Name: "copilot", Command: "copilot", Model: "auto",
+		Strings: map[string]string{"reasoning_effort": o.ReasoningEffort}, Launch: profile})
 }
 
 // tokenVar names the token variable to pass: from env first, then (for a

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aml-go/aml/providers/agent/acp"
+
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/agent/acp/acptest"
@@ -22,7 +24,7 @@ func TestMain(m *testing.M) {
 func TestLaunch(t *testing.T) {
 	cmd, env := acptest.Command()
 	env["GH_TOKEN"] = "gh-secret"
-	p, err := copilot.New(copilot.Options{Command: cmd, Env: env, Args: []string{"--user-flag"}, ReasoningEffort: "high"})
+	p, err := copilot.New(copilot.Options{Base: acp.Base{Command: cmd, Env: env, Args: []string{"--user-flag"}}, ReasoningEffort: "high"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func TestLaunch(t *testing.T) {
 // structured instruction names Copilot's spelling of the submission tool.
 func TestToolHintsAndInstruction(t *testing.T) {
 	cmd, env := acptest.Command()
-	p, _ := copilot.New(copilot.Options{Command: cmd, Env: env})
+	p, _ := copilot.New(copilot.Options{Base: acp.Base{Command: cmd, Env: env}})
 	s, _ := eval.NewSchema(map[string]any{"type": "string"})
 	tool, _ := eval.NewTool(eval.ToolOptions{Name: "lookup", Description: "Look up.", Execute: func(context.Context, any) (any, error) { return "x", nil }})
 	rec := &tracetest.Recorder{Content: true}
@@ -90,7 +92,7 @@ func TestNoTokenNoFlag(t *testing.T) {
 		t.Setenv(v, "")
 	}
 	cmd, env := acptest.Command()
-	p, _ := copilot.New(copilot.Options{Command: cmd, Env: env})
+	p, _ := copilot.New(copilot.Options{Base: acp.Base{Command: cmd, Env: env}})
 	resp, err := p.Run(context.Background(), &eval.AgentRequest{Prompt: "argv", Permissions: eval.DefaultPermissions()}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -14,79 +14,55 @@ package glm
 import (
 	"context"
 	"fmt"
-	"maps"
 	"path"
 	"slices"
 	"strconv"
 
 	"github.com/aml-go/aml/providers/agent/acp"
-	"github.com/aml-go/aml/providers/option"
 )
 
-// Options configure the GLM profile.
+// Options configure the GLM profile: the shared acp.Base (Name "" means
+// "glm", Command "" means the adapter "glm-acp-agent", Args are appended
+// literally) and what is GLM's own.
 type Options struct {
-	// Name is the provider name; "" means "glm".
-	Name string
-	// Command is the adapter; "" means "glm-acp-agent".
-	Command string
-	// Args are appended literally.
-	Args []string
-	// Env adds environment variables; never traced.
-	Env map[string]string
+	acp.Base
 	// APIKey is the Z.ai key; never traced.
 	APIKey string
 	// BaseURL overrides the API endpoint.
 	BaseURL string
 	// MaxTokens bounds a completion; 0 keeps the adapter default.
 	MaxTokens int64
-	// Model is the fallback model.
-	Model string
-	// WorkingDirectory is the session cwd outside a sandbox.
-	WorkingDirectory string
 }
 
 // New returns the GLM agent provider.
 func New(o Options) (*acp.Provider, error) {
-	if o.Name == "" {
-		o.Name = "glm"
-	}
-	if o.Command == "" {
-		o.Command = "glm-acp-agent"
-	}
-	if err := option.Strings("glm_agent", map[string]string{"name": o.Name, "command": o.Command, "api_key": o.APIKey, "base_url": o.BaseURL,
-		"model": o.Model, "working_directory": o.WorkingDirectory}, "api_key"); err != nil {
-		return nil, err
-	}
 	if o.MaxTokens < 0 || o.MaxTokens > 1<<53-1 {
 		return nil, fmt.Errorf("glm_agent: max_tokens must be a positive integer, got %d", o.MaxTokens)
 	}
-	env := maps.Clone(o.Env)
-	args := slices.Clone(o.Args)
 	auth := ""
-	if o.APIKey != "" || env["Z_AI_API_KEY"] != "" {
+	if o.APIKey != "" || o.Env["Z_AI_API_KEY"] != "" {
 		auth = "z-ai-api-key"
 	}
-	profile := func(_ context.Context, lc acp.LaunchContext) (*acp.Launch, error) {
-		e := maps.Clone(env)
-		if e == nil {
-			e = map[string]string{}
-		}
-		if o.APIKey != "" {
-			e["Z_AI_API_KEY"] = o.APIKey
-		}
-		if o.BaseURL != "" {
-			e["ACP_GLM_BASE_URL"] = o.BaseURL
-		}
-		if o.MaxTokens > 0 {
-			e["ACP_GLM_MAX_TOKENS"] = strconv.FormatInt(o.MaxTokens, 10)
-		}
-		if m := lc.Request.Model; m != "" {
-			e["ACP_GLM_MODEL"] = m
-		} else if o.Model != "" {
-			e["ACP_GLM_MODEL"] = o.Model
-		}
-		e["ACP_GLM_SESSION_DIR"] = path.Join(lc.StateDir, "sessions")
-		return &acp.Launch{Command: o.Command, Args: args, Env: e, AuthMethodID: auth, ModelHandled: true}, nil
-	}
-	return acp.New(acp.Config{Name: o.Name, Command: o.Command, WorkingDirectory: o.WorkingDirectory, Profile: profile})
+	return acp.NewProfile(o.Base, acp.ProfileSpec{
+		Factory: "glm_agent", Name: "glm", Command: "glm-acp-agent",
+		Strings: map[string]string{"api_key": o.APIKey, "base_url": o.BaseURL},
+		Secret:  []string{"api_key"},
+		Launch: func(_ context.Context, lc acp.LaunchContext, b *acp.Base) (*acp.Launch, error) {
+			e := b.LaunchEnv()
+			if o.APIKey != "" {
+				e["Z_AI_API_KEY"] = o.APIKey
+			}
+			if o.BaseURL != "" {
+				e["ACP_GLM_BASE_URL"] = o.BaseURL
+			}
+			if o.MaxTokens > 0 {
+				e["ACP_GLM_MAX_TOKENS"] = strconv.FormatInt(o.MaxTokens, 10)
+			}
+			if m := b.ModelFor(lc.Request); m != "" {
+				e["ACP_GLM_MODEL"] = m
+			}
+			e["ACP_GLM_SESSION_DIR"] = path.Join(lc.StateDir, "sessions")
+			return &acp.Launch{Command: b.Command, Args: slices.Clone(b.Args), Env: e, AuthMethodID: auth, ModelHandled: true}, nil
+		},
+	})
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aml-go/aml/providers/agent/acp"
+
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/agent/acp/acptest"
@@ -25,7 +27,7 @@ func TestLaunch(t *testing.T) {
 	env["AML_FAKE_ACP_MODE"] = "auth"
 	env["AML_FAKE_ACP_AUTH_METHOD"] = "z-ai-api-key"
 	env["ACP_GLM_MODEL"] = "overridden-by-aml"
-	p, err := glm.New(glm.Options{Command: cmd, Env: env, APIKey: "zai-secret", BaseURL: "http://127.0.0.1:1/api", MaxTokens: 4096, Model: "glm-4.7"})
+	p, err := glm.New(glm.Options{Base: acp.Base{Command: cmd, Env: env, Model: "glm-4.7"}, APIKey: "zai-secret", BaseURL: "http://127.0.0.1:1/api", MaxTokens: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func TestValidation(t *testing.T) {
 	if _, err := glm.New(glm.Options{MaxTokens: -1}); err == nil {
 		t.Error("negative max_tokens accepted")
 	}
-	if _, err := glm.New(glm.Options{Model: " glm"}); err == nil {
+	if _, err := glm.New(glm.Options{Base: acp.Base{Model: " glm"}}); err == nil {
 		t.Error("untrimmed model accepted")
 	}
 }

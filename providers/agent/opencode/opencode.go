@@ -25,99 +25,68 @@ import (
 	"fmt"
 	"maps"
 	"path"
-	"slices"
 
 	"github.com/aml-go/aml/eval"
 
 	"github.com/aml-go/aml/providers/agent/acp"
-	"github.com/aml-go/aml/providers/option"
 )
 
-// Options configure the OpenCode profile.
+// Options configure the OpenCode profile: the shared acp.Base (Name ""
+// means "opencode", Command "" means "opencode", Args are appended after
+// the ACP arguments AML supplies, Model is "provider/model", and
+// WorkingDirectory, directory= in Starlark, "" means the process working
+// directory) and what is OpenCode's own.
 type Options struct {
-	// Name is the provider name; "" means "opencode".
-	Name string
-	// Command is the OpenCode executable; "" means "opencode".
-	Command string
-	// Args are appended after the ACP arguments AML supplies.
-	Args []string
+	acp.Base
 	// Config is OpenCode's configuration object (JSON data), captured at
 	// construction.
 	Config map[string]any
-	// Directory is the session cwd outside a sandbox; "" means the
-	// process working directory.
-	Directory string
-	// Env adds environment variables (credentials); never traced.
-	Env map[string]string
-	// Model is the fallback model ("provider/model").
-	Model string
 }
 
 // New returns the OpenCode agent provider.
 func New(o Options) (*acp.Provider, error) {
-	if o.Name == "" {
-		o.Name = "opencode"
-	}
-	if o.Command == "" {
-		o.Command = "opencode"
-	}
-	if err := option.Strings("opencode_agent", map[string]string{"name": o.Name, "command": o.Command, "directory": o.Directory, "model": o.Model}); err != nil {
+	config, err := acp.Capture("opencode_agent", "config", o.Config)
+	if err != nil {
 		return nil, err
 	}
-	// Capture the config now, as JSON: later changes by the caller have
-	// no effect, and values that are not JSON data are rejected here.
-	raw, err := json.Marshal(o.Config)
-	if err != nil {
-		return nil, fmt.Errorf("opencode_agent: config must be JSON data: %w", err)
-	}
-	env := maps.Clone(o.Env)
-	args := slices.Clone(o.Args)
-	command, model := o.Command, o.Model
-	profile := func(_ context.Context, lc acp.LaunchContext) (*acp.Launch, error) {
-		var cfg map[string]any
-		if err := json.Unmarshal(raw, &cfg); err != nil {
-			return nil, err
-		}
-		if cfg == nil {
-			cfg = map[string]any{}
-		}
-		if err := overlay(cfg, lc, model); err != nil {
-			return nil, err
-		}
-		content, err := json.Marshal(cfg)
-		if err != nil {
-			return nil, err
-		}
-		e := maps.Clone(env)
-		if e == nil {
-			e = map[string]string{}
-		}
-		st := lc.StateDir
-		e["OPENCODE_CONFIG_CONTENT"] = string(content)
-		e["OPENCODE_DB"] = path.Join(st, "opencode.db")
-		e["XDG_CACHE_HOME"] = path.Join(st, "cache")
-		e["XDG_CONFIG_HOME"] = path.Join(st, "config")
-		e["XDG_STATE_HOME"] = path.Join(st, "state")
-		if _, ok := env["XDG_DATA_HOME"]; !ok {
-			e["XDG_DATA_HOME"] = path.Join(st, "data")
-		}
-		return &acp.Launch{
-			Command:      command,
-			Args:         append([]string{"acp", "--pure", "--cwd", lc.Cwd}, args...),
-			Env:          e,
-			ModelHandled: true,
-		}, nil
-	}
-	return acp.New(acp.Config{Name: o.Name, Command: o.Command, WorkingDirectory: o.Directory, Profile: profile, NativeSkills: true})
+	return acp.NewProfile(o.Base, acp.ProfileSpec{
+		Factory: "opencode_agent", Name: "opencode", Command: "opencode", DirectoryOption: "directory", NativeSkills: true,
+		Launch: func(_ context.Context, lc acp.LaunchContext, b *acp.Base) (*acp.Launch, error) {
+			cfg, err := config.Fresh()
+			if err != nil {
+				return nil, err
+			}
+			if err := overlay(cfg, lc, b.ModelFor(lc.Request)); err != nil {
+				return nil, err
+			}
+			content, err := json.Marshal(cfg)
+			if err != nil {
+				return nil, err
+			}
+			e := b.LaunchEnv()
+			st := lc.StateDir
+			e["OPENCODE_CONFIG_CONTENT"] = string(content)
+			e["OPENCODE_DB"] = path.Join(st, "opencode.db")
+			e["XDG_CACHE_HOME"] = path.Join(st, "cache")
+			e["XDG_CONFIG_HOME"] = path.Join(st, "config")
+			e["XDG_STATE_HOME"] = path.Join(st, "state")
+			if _, ok := b.Env["XDG_DATA_HOME"]; !ok {
+				e["XDG_DATA_HOME"] = path.Join(st, "data")
+			}
+			return &acp.Launch{
+				Command:      b.Command,
+				Args:         append([]string{"acp", "--pure", "--cwd", lc.Cwd}, b.Args...),
+				Env:          e,
+				ModelHandled: true,
+			}, nil
+		},
+	})
 }
 
-// overlay applies the AML session profile to the user's config.
-func overlay(cfg map[string]any, lc acp.LaunchContext, fallback string) error {
+// overlay applies the AML session profile to the user's config; model is
+// the effective model of the session, or "".
+func overlay(cfg map[string]any, lc acp.LaunchContext, model string) error {
 	req := lc.Request
-	model := req.Model
-	if model == "" {
-		model = fallback
-	}
 	if model != "" {
 		cfg["model"] = model
 	}

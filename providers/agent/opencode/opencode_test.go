@@ -44,7 +44,7 @@ func setup(t *testing.T) (*fakemodel.Server, func(opts opencode.Options) eval.Ag
 		o.Command = bin
 		o.Config = cfg
 		o.Model = "fake/fake-model"
-		o.Directory = t.TempDir()
+		o.WorkingDirectory = t.TempDir()
 		o.Env = map[string]string{
 			"HOME":                                home,
 			"OPENCODE_DISABLE_AUTOUPDATE":         "1",

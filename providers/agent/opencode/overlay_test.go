@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aml-go/aml/providers/agent/acp"
+
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/agent/acp/acptest"
 	"github.com/aml-go/aml/providers/agent/opencode"
@@ -25,14 +27,17 @@ func TestMain(m *testing.M) {
 func TestConfigOverlay(t *testing.T) {
 	cmd, env := acptest.Command()
 	env["XDG_DATA_HOME"] = "/srv/opencode-data"
-	p, err := opencode.New(opencode.Options{Command: cmd, Env: env, Model: "factory/model", Config: map[string]any{
-		"model":      "config/model",
-		"theme":      "dark",
-		"permission": "ask",
-		"tools":      map[string]any{"webfetch": true, "todowrite": false},
-		"agent":      map[string]any{"build": map[string]any{"mode": "primary"}, "aml": map[string]any{"tools": map[string]any{"bash": true, "grep": false}}},
-		"skills":     map[string]any{"paths": []any{"/opt/skills"}},
-	}})
+	p, err := opencode.New(opencode.Options{
+		Base: acp.Base{Command: cmd, Env: env, Model: "factory/model"},
+		Config: map[string]any{
+			"model":      "config/model",
+			"theme":      "dark",
+			"permission": "ask",
+			"tools":      map[string]any{"webfetch": true, "todowrite": false},
+			"agent":      map[string]any{"build": map[string]any{"mode": "primary"}, "aml": map[string]any{"tools": map[string]any{"bash": true, "grep": false}}},
+			"skills":     map[string]any{"paths": []any{"/opt/skills"}},
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -41,33 +40,23 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/agent/acp"
-	"github.com/aml-go/aml/providers/option"
 )
 
-// Options configure the Pi profile.
+// Options configure the Pi profile: the shared acp.Base (Name "" means
+// "pi", Command "" means the ACP adapter "pi-acp", Args are extra adapter
+// arguments, Env holds credentials) and what is Pi's own.
 type Options struct {
-	// Name is the provider name; "" means "pi".
-	Name string
-	// Command is the ACP adapter; "" means "pi-acp".
-	Command string
-	// Args are extra adapter arguments.
-	Args []string
-	// Env adds environment variables (credentials); never traced.
-	Env map[string]string
+	acp.Base
 	// PiCommand is the native pi executable; "" means "pi".
 	PiCommand string
 	// MCPAdapterPath is the pi-mcp-adapter extension entry point; ""
 	// discovers it next to the pi-mcp-adapter executable on PATH.
 	MCPAdapterPath string
-	// Model is the fallback model.
-	Model string
 	// ThinkingLevel is set as the thought_level configuration option.
 	ThinkingLevel string
 	// Models is Pi's models.json (custom providers), written into the
 	// private agent directory when set.
 	Models map[string]any
-	// WorkingDirectory is the session cwd outside a sandbox.
-	WorkingDirectory string
 }
 
 // mcpNote tells the model how to reach AML tools through Pi's MCP proxy.
@@ -75,18 +64,8 @@ const mcpNote = "AML tools and MCP capabilities use Pi's mcp proxy tool. Call mc
 
 // New returns the Pi agent provider.
 func New(o Options) (*acp.Provider, error) {
-	if o.Name == "" {
-		o.Name = "pi"
-	}
-	if o.Command == "" {
-		o.Command = "pi-acp"
-	}
 	if o.PiCommand == "" {
 		o.PiCommand = "pi"
-	}
-	if err := option.Strings("pi_agent", map[string]string{"name": o.Name, "command": o.Command, "pi_command": o.PiCommand, "mcp_adapter_path": o.MCPAdapterPath,
-		"model": o.Model, "thinking_level": o.ThinkingLevel, "working_directory": o.WorkingDirectory}); err != nil {
-		return nil, err
 	}
 	if strings.ContainsAny(o.PiCommand+o.MCPAdapterPath, "'\n") {
 		return nil, fmt.Errorf("pi_agent: pi_command and mcp_adapter_path must not contain quotes or newlines")
@@ -98,15 +77,10 @@ func New(o Options) (*acp.Provider, error) {
 			return nil, fmt.Errorf("pi_agent: models must be JSON data: %w", err)
 		}
 	}
-	env := maps.Clone(o.Env)
-	args := slices.Clone(o.Args)
-	profile := func(_ context.Context, lc acp.LaunchContext) (*acp.Launch, error) {
+	profile := func(_ context.Context, lc acp.LaunchContext, b *acp.Base) (*acp.Launch, error) {
 		req := lc.Request
 		st := lc.StateDir
-		e := maps.Clone(env)
-		if e == nil {
-			e = map[string]string{}
-		}
+		e := b.LaunchEnv()
 		e["HOME"] = st
 		e["PI_CODING_AGENT_DIR"] = path.Join(st, "agent")
 		e["PI_CODING_AGENT_SESSION_DIR"] = path.Join(st, "sessions")
@@ -116,11 +90,9 @@ func New(o Options) (*acp.Provider, error) {
 		if models != nil {
 			files = append(files, acp.LaunchFile{Path: "agent/models.json", Content: models})
 		}
-		l := &acp.Launch{Command: o.Command, Args: args, Env: e, ModelHandled: true, NoSessionMCP: true, TransformText: stripStartup}
-		if m := req.Model; m != "" {
+		l := &acp.Launch{Command: b.Command, Args: slices.Clone(b.Args), Env: e, ModelHandled: true, NoSessionMCP: true, TransformText: stripStartup}
+		if m := b.ModelFor(req); m != "" {
 			l.Configuration = append(l.Configuration, acp.ConfigSetting{Category: "model", Value: m})
-		} else if o.Model != "" {
-			l.Configuration = append(l.Configuration, acp.ConfigSetting{Category: "model", Value: o.Model})
 		}
 		if o.ThinkingLevel != "" {
 			l.Configuration = append(l.Configuration, acp.ConfigSetting{Category: "thought_level", Value: o.ThinkingLevel})
@@ -162,7 +134,9 @@ func New(o Options) (*acp.Provider, error) {
 		l.Files = files
 		return l, nil
 	}
-	return acp.New(acp.Config{Name: o.Name, Command: o.Command, WorkingDirectory: o.WorkingDirectory, Profile: profile})
+	return acp.NewProfile(o.Base, acp.ProfileSpec{Factory: "pi_agent", Name: "pi", Command: "pi-acp",
+		Strings: map[string]string{"pi_command": o.PiCommand, "mcp_adapter_path": o.MCPAdapterPath, "thinking_level": o.ThinkingLevel},
+		Launch:  profile})
 }
 
 // adapterPath finds the pi-mcp-adapter extension: the configured path,

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aml-go/aml/providers/agent/acp"
+
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
@@ -37,11 +39,8 @@ func setup(t *testing.T) (*fakemodel.Server, *pi.Options) {
 	t.Cleanup(model.Close)
 	path := filepath.Dir(node) + string(os.PathListSeparator) + filepath.Dir(piBin) + string(os.PathListSeparator) + os.Getenv("PATH")
 	return model, &pi.Options{
-		Command:          adapter,
-		PiCommand:        piBin,
-		WorkingDirectory: t.TempDir(),
-		Model:            "fake/fake-model",
-		Env:              map[string]string{"PATH": path, "PI_OFFLINE": "1"},
+		Base:      acp.Base{Command: adapter, WorkingDirectory: t.TempDir(), Model: "fake/fake-model", Env: map[string]string{"PATH": path, "PI_OFFLINE": "1"}},
+		PiCommand: piBin,
 		Models: map[string]any{"providers": map[string]any{"fake": map[string]any{
 			"name": "Fake", "baseUrl": model.URL, "apiKey": "sk-fake", "api": "openai-completions",
 			"models": []any{map[string]any{"id": "fake-model", "name": "Fake Model"}},

@@ -87,7 +87,7 @@ const (
 // first in TestMain.
 func MaybeServe() {
 	if os.Getenv(envRelay) == "1" {
-		if err := acp.RunRelay(context.Background(), os.Stdin, os.Stdout, nil); err != nil {
+		if err := acp.RunRelay(context.Background(), os.Stdin, os.Stdout, acp.RelayOptions{}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
