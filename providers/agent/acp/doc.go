@@ -35,4 +35,3 @@
 // eval contracts require; the test double acptest is a scriptable fake
 // agent speaking the real protocol.
 package acp
-
