@@ -48,8 +48,9 @@ func (d *domain) grant(plan *agentPlan, n Node) error {
 }
 
 // checkCapabilities rejects grants the selected provider cannot take and
-// an MCP server whose name collides with the tool bridge's prefix.
-func (d *domain) checkCapabilities(n *Agent, p AgentProvider, plan *agentPlan) error {
+// an MCP server whose name collides with the tool bridge's server
+// (AgentRequest.CheckToolServer's rule, reported at the grant).
+func (d *domain) checkCapabilities(n *Agent, p AgentProvider, plan *agentPlan, structured bool) error {
 	if len(plan.tools) > 0 {
 		if oi, ok := p.(ObjectToolInputs); ok && oi.RequiresObjectToolInput() {
 			for _, g := range plan.tools {
@@ -58,10 +59,12 @@ func (d *domain) checkCapabilities(n *Agent, p AgentProvider, plan *agentPlan) e
 				}
 			}
 		}
+	}
+	if len(plan.tools) > 0 || structured {
 		prefix := d.toolPrefix()
 		for _, m := range plan.mcp {
 			if m.GrantName() == prefix {
-				return newError(m.Position, fmt.Sprintf("mcp() server %q collides with the tool bridge's server name %q used for this agent's tool() grants; rename the server or set a different tool prefix", prefix, prefix))
+				return newError(m.Position, toolServerClash(prefix).Error())
 			}
 		}
 	}
@@ -98,7 +101,7 @@ func (d *domain) toolPrefix() string {
 	if d.rt.opts.ToolPrefix != "" {
 		return d.rt.opts.ToolPrefix
 	}
-	return "aml"
+	return defaultToolServer
 }
 
 // agentTools binds an agent's granted tools to this evaluation for the
@@ -167,7 +170,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 	if p == nil {
 		return dst, newError(n.Position, agentLabel(n)+" has no provider: pass provider= to agent(), or set a default with configure(agent_provider=...) or the runtime's AgentProvider option")
 	}
-	if err := d.checkCapabilities(n, p, plan); err != nil {
+	if err := d.checkCapabilities(n, p, plan, req.Output != nil); err != nil {
 		return dst, err
 	}
 	session, err := sandboxSession(n, p, plan)
@@ -387,22 +390,17 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 			resp = nil
 		}
 	}()
-	turns := append([]string{req.Prompt}, req.FollowUps...)
-	for i, text := range turns {
-		kind := "initial"
-		if i > 0 {
-			kind = "follow-up"
-		}
+	for _, turn := range req.Turns() {
 		var content attrs
 		if d.trace.captures() {
-			content = attrs{"prompt", text}
+			content = attrs{"prompt", turn.Text}
 		}
-		ts := sess.childWith(d.trace, "agent", "agent.turn", exec.Source, attrs{"index", int64(i + 1), "kind", kind}, content)
+		ts := sess.childWith(d.trace, "agent", "agent.turn", exec.Source, attrs{"index", int64(turn.Index), "kind", turn.Kind}, content)
 		st, _ := exec.Trace.(*sessionTrace)
 		if st != nil {
 			st.setTurn(ts)
 		}
-		r, terr := runTurn(ctx, s, AgentTurn{Index: i + 1, Kind: kind, Text: text, Final: i == len(turns)-1})
+		r, terr := runTurn(ctx, s, turn)
 		if st != nil {
 			st.setTurn(nil)
 		}
@@ -435,13 +433,17 @@ func closeSession(s AgentSession) (err error) {
 	}()
 	// Cleanup runs even after cancellation, bounded so a stuck provider
 	// cannot hold the evaluation forever.
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), CleanupTimeout)
 	defer cancel()
 	return s.Close(ctx)
 }
 
-// cleanupTimeout bounds provider cleanup after a session ends.
-const cleanupTimeout = 30 * time.Second
+// CleanupTimeout bounds the cleanup of one resource (an agent session, a
+// sandbox lease, a staging area, the host runtime) after its work ended
+// or was cancelled: cleanup runs even after cancellation, but a stuck
+// provider cannot hold an evaluation forever. Providers bound their own
+// cleanup with it too.
+const CleanupTimeout = 30 * time.Second
 
 // childWith opens a nested span below s.
 func (s *span) childWith(t *tracer, kind, name string, pos Position, a attrs, content attrs) *span {

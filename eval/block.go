@@ -4,14 +4,14 @@ import (
 	"strings"
 )
 
-// NormalizeTag turns an authored block tag into lowercase ASCII
+// normalizeTag turns an authored block tag into lowercase ASCII
 // kebab-case: camelCase boundaries and every run of characters other than
 // ASCII letters and digits (including '<' and '/') become one hyphen, and
 // leading or trailing hyphens are dropped. "Personal Data",
 // "personal_data", "personalData" and "personal-data" all become
 // "personal-data". A tag without letters or digits normalizes to "",
 // which leaves the block untagged.
-func NormalizeTag(tag string) string {
+func normalizeTag(tag string) string {
 	var b strings.Builder
 	b.Grow(len(tag) + 4)
 	pendingHyphen := false
@@ -55,7 +55,7 @@ func NormalizeTag(tag string) string {
 // blockDelimiters returns the text written before and after a block's
 // children.
 func blockDelimiters(tag string) (open, close string) {
-	if t := NormalizeTag(tag); t != "" {
+	if t := normalizeTag(tag); t != "" {
 		return "\n\n<" + t + ">\n", "\n</" + t + ">\n\n"
 	}
 	return "\n\n", "\n\n"

@@ -10,14 +10,18 @@ type ContextKey struct {
 	def        any
 }
 
-// NewContextKey returns a required context: use_context fails when no
-// provide() encloses the caller.
-func NewContextKey(name string) *ContextKey { return &ContextKey{name: name} }
-
-// NewContextKeyWithDefault returns a context whose value defaults to def
-// (which may be nil) when no provide() encloses the caller.
-func NewContextKeyWithDefault(name string, def any) *ContextKey {
-	return &ContextKey{name: name, hasDefault: true, def: def}
+// NewContextKey returns a context. Without def it is required:
+// use_context fails when no provide() encloses the caller. With one
+// default value (which may be nil) that value is used then. More than one
+// default panics.
+func NewContextKey(name string, def ...any) *ContextKey {
+	switch len(def) {
+	case 0:
+		return &ContextKey{name: name}
+	case 1:
+		return &ContextKey{name: name, hasDefault: true, def: def[0]}
+	}
+	panic("eval.NewContextKey: at most one default value")
 }
 
 // Name returns the context's name.

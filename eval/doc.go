@@ -61,7 +61,8 @@
 //
 // Limits bound agent calls, concurrent agents, depth and turns. In Go a
 // zero field means the default and Unlimited switches a limit off;
-// SurfaceLimit converts the Starlark and CLI convention, where 0 is off.
+// starlib.SurfaceLimit converts the Starlark and CLI convention, where 0
+// is off.
 //
 // # Traces
 //

@@ -209,9 +209,6 @@ func TestLimitsZeroIsDefault(t *testing.T) {
 	if got := rt.Limits(); got.MaxDepth != eval.Unlimited || got.MaxAgentCalls != 32 {
 		t.Fatalf("effective limits %+v", got)
 	}
-	if eval.SurfaceLimit(0) != eval.Unlimited || eval.SurfaceLimit(5) != 5 {
-		t.Fatal("SurfaceLimit")
-	}
 }
 
 func TestParallelOrderAndErrors(t *testing.T) {

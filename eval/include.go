@@ -426,7 +426,7 @@ func (s *staging) release() error {
 	s.done = true
 	switch {
 	case s.fs != nil:
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), CleanupTimeout)
 		defer cancel()
 		if err := s.fs.Release(ctx); err != nil {
 			return fmt.Errorf("releasing the agent's staging area in the sandbox: %w", err)

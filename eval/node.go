@@ -113,7 +113,7 @@ type FollowUp struct {
 type Block struct {
 	Children []any
 	// Tag is the authored section name; it is normalized with
-	// NormalizeTag when rendered. "" means untagged.
+	// normalizeTag when rendered. "" means untagged.
 	Tag      string
 	Position Position
 }
@@ -134,18 +134,15 @@ type Parallel struct {
 	Position Position
 }
 
-// ComponentFunc is the body of a component. It runs when the evaluator
-// descends into the component node, receives the component context through
-// which it may call Evaluate, and returns the renderable value the
-// component composes.
-type ComponentFunc func(cc *ComponentContext) (any, error)
-
 // Component is a lazily evaluated function component.
 type Component struct {
 	// Name is the component's display name used in traces and errors.
 	Name string
-	// Fn is the body; it is called at most once per evaluation of the node.
-	Fn ComponentFunc
+	// Fn is the body, called at most once per evaluation of the node: it
+	// runs when the evaluator descends into the node, receives the
+	// component context through which it may call Evaluate, and returns
+	// the renderable value the component composes.
+	Fn func(cc *ComponentContext) (any, error)
 	// Entry marks the workflow's entry component: it runs as a component
 	// (so it may call Evaluate) but does not count toward max_depth.
 	Entry    bool

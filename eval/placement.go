@@ -399,7 +399,7 @@ func sameValue(a, b any) (same bool) {
 type turnsMarker struct{ ac *agentCheck }
 
 func blockHasText(b *Block) bool {
-	if NormalizeTag(b.Tag) != "" && !blockIsEmpty(b) {
+	if normalizeTag(b.Tag) != "" && !blockIsEmpty(b) {
 		return true
 	}
 	for _, c := range b.Children {
@@ -469,7 +469,7 @@ func scanStructured(value any, pos Position) error {
 		case *Script:
 			return structuredTextError(v.Position)
 		case *Block:
-			if NormalizeTag(v.Tag) != "" && !blockIsEmpty(v) {
+			if normalizeTag(v.Tag) != "" && !blockIsEmpty(v) {
 				return structuredTextError(v.Position)
 			}
 			push(v.Children, v.Position)

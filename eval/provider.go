@@ -1,6 +1,9 @@
 package eval
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // AgentProvider runs one authored agent() session. It is the minimal
 // contract: a name and Run. Optional capabilities are separate interfaces
@@ -82,14 +85,79 @@ type AgentRequest struct {
 	// ToolServer is the name of the invocation-owned MCP server through
 	// which a bridging provider exposes Tools (and the structured-output
 	// submission) to the agent: the runtime's ToolPrefix, "aml" by
-	// default.
+	// default (see ToolServerName).
 	ToolServer string
+}
+
+// Turns returns the turns of the session the request asks for, in order:
+// the initial prompt (kind "initial", index 1) and each follow-up (kind
+// "follow-up"); the last is Final. The evaluator drives a SessionProvider
+// through exactly these turns.
+func (r *AgentRequest) Turns() []AgentTurn {
+	turns := make([]AgentTurn, 0, 1+len(r.FollowUps))
+	turns = append(turns, AgentTurn{Index: 1, Kind: "initial", Text: r.Prompt})
+	for i, f := range r.FollowUps {
+		turns = append(turns, AgentTurn{Index: i + 2, Kind: "follow-up", Text: f})
+	}
+	turns[len(turns)-1].Final = true
+	return turns
+}
+
+// defaultToolServer names the tool bridge's MCP server when the runtime
+// sets no ToolPrefix.
+const defaultToolServer = "aml"
+
+// ToolServerName returns the name of the tool bridge's MCP server for
+// this request: ToolServer, else "aml".
+func (r *AgentRequest) ToolServerName() string {
+	if r.ToolServer != "" {
+		return r.ToolServer
+	}
+	return defaultToolServer
+}
+
+// CheckToolServer reports an MCP server named like the tool bridge's
+// server when the request needs the bridge (it has tools or asks for a
+// structured result): the agent could not tell the two apart. The
+// evaluator applies this rule to each agent() before it runs; a provider
+// that bridges tools applies it to the requests it receives.
+func (r *AgentRequest) CheckToolServer() error {
+	if len(r.Tools) == 0 && r.Output == nil {
+		return nil
+	}
+	for _, m := range r.MCPServers {
+		if m.Name == r.ToolServerName() {
+			return toolServerClash(m.Name)
+		}
+	}
+	return nil
+}
+
+func toolServerClash(name string) error {
+	return fmt.Errorf("mcp() server %q collides with the tool bridge's server name %q used for this agent's tool() grants; rename the server or set a different tool prefix", name, name)
 }
 
 // OutputRequest asks a provider for a structured result that satisfies
 // JSONSchema (a JSON Schema document decoded into Go values).
 type OutputRequest struct {
 	JSONSchema map[string]any
+	// schema is the compiled JSONSchema of a request the evaluator made.
+	schema *Schema
+}
+
+// Validate checks a candidate result against the schema with the
+// evaluator's own validator, so that a provider accepts exactly what the
+// evaluator will. A request the evaluator made carries its compiled
+// schema; one built by hand (in tests) is compiled on each call.
+func (o *OutputRequest) Validate(v any) error {
+	s := o.schema
+	if s == nil {
+		var err error
+		if s, err = NewSchema(o.JSONSchema); err != nil {
+			return err
+		}
+	}
+	return s.Validate(v)
 }
 
 // AgentResponse is what a provider returns for a session.

@@ -200,7 +200,8 @@ type WorkspaceAcquireRequest struct {
 
 // WorkspaceLoad selects the revision to materialize and which paths.
 type WorkspaceLoad struct {
-	// Revision is "current" or a revision id; a named revision must exist.
+	// Revision is "current" (or "") or a revision id; a named revision
+	// must exist.
 	Revision string
 	// Include and Exclude are relative slash-separated globs; nil Include
 	// means everything, and excludes win.

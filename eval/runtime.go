@@ -17,7 +17,7 @@ import (
 // Limits{MaxAgentCalls: 8} changes one budget and keeps the other three.
 // Unlimited switches a limit off; any other negative value is rejected by
 // New. (The Starlark configure() and the CLI flags keep the original's
-// convention, where 0 disables a limit: SurfaceLimit converts.)
+// convention, where 0 disables a limit: starlib.SurfaceLimit converts.)
 type Limits struct {
 	// MaxAgentCalls bounds provider-backed agent sessions per evaluation.
 	MaxAgentCalls int
@@ -38,15 +38,6 @@ const Unlimited = -1
 // concurrent agents, depth 16, 16 turns per agent.
 func DefaultLimits() Limits {
 	return Limits{MaxAgentCalls: 32, MaxConcurrentAgents: 4, MaxDepth: 16, MaxTurnsPerAgent: 16}
-}
-
-// SurfaceLimit converts a limit written in the Starlark and CLI convention
-// (a non-negative integer, 0 disables the limit) into a Limits field value.
-func SurfaceLimit(n int) int {
-	if n == 0 {
-		return Unlimited
-	}
-	return n
 }
 
 // WithDefaults returns l with every zero field replaced by its default.
@@ -251,9 +242,9 @@ func NewRunID() string {
 	return uuid.Must(uuid.NewV7()).String()
 }
 
-// NewWorkspaceID returns the identity of a workspace() that names none: a
+// newWorkspaceID returns the identity of a workspace() that names none: a
 // random (version 4) UUID, as in the original.
-func NewWorkspaceID() string {
+func newWorkspaceID() string {
 	return uuid.NewString()
 }
 
@@ -316,7 +307,7 @@ func (d *domain) releaseHost(ctx context.Context) error {
 	if lease == nil {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 	defer cancel()
 	if err := lease.Release(rctx); err != nil {
 		return fmt.Errorf("releasing the host runtime: %w", err)

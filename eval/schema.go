@@ -48,7 +48,9 @@ func NewSchema(doc map[string]any) (*Schema, error) {
 	if err := json.Unmarshal([]byte(text), &copyDoc); err != nil {
 		return nil, fmt.Errorf("invalid JSON Schema: %w", err)
 	}
-	return &Schema{doc: copyDoc, resolved: resolved, fast: compileFast(copyDoc), text: text, output: &OutputRequest{JSONSchema: copyDoc}}, nil
+	sc := &Schema{doc: copyDoc, resolved: resolved, fast: compileFast(copyDoc), text: text}
+	sc.output = &OutputRequest{JSONSchema: copyDoc, schema: sc}
+	return sc, nil
 }
 
 // Document returns the schema document. Callers must not modify it.

@@ -72,7 +72,7 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 	}
 	id := n.ID
 	if id == "" {
-		id = NewWorkspaceID()
+		id = newWorkspaceID()
 	}
 	sp := d.trace.startSpan(parentSpan, "workspace", "Workspace", n.Position, attrs{"provider", p.Name(), "workspace.id", id}, nil)
 	lease, err := p.Acquire(ctx, &WorkspaceAcquireRequest{ID: id, EvaluationID: d.runID, Load: n.Load, Lock: !n.NoLock})
@@ -100,15 +100,14 @@ func (d *domain) leaveWorkspace(ctx context.Context, ws *wsState, failed bool) e
 		if failed {
 			outcome = "failure"
 		}
-		retention := SaveRetention(pol.Retention)
-		sctx, cancel := context.WithTimeout(ctx, cleanupTimeout*10)
-		err := ws.lease.Save(sctx, WorkspaceSaveRequest{Outcome: outcome, Retention: retention, Include: pol.Include, Exclude: pol.Exclude, Gitignore: pol.Gitignore})
+		sctx, cancel := context.WithTimeout(ctx, CleanupTimeout*10)
+		err := ws.lease.Save(sctx, WorkspaceSaveRequest{Outcome: outcome, Retention: pol.Retention, Include: pol.Include, Exclude: pol.Exclude, Gitignore: pol.Gitignore})
 		cancel()
 		if err != nil {
 			errs = append(errs, wrapScopeError(ctx, ws.node.Position, fmt.Sprintf("workspace %q could not be saved", ws.id), err))
 		}
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 	if err := ws.lease.Release(rctx); err != nil {
 		errs = append(errs, &EvaluationError{Msg: fmt.Sprintf("workspace %q could not be released", ws.id), Pos: ws.node.Position, Err: err})
 	}
@@ -228,7 +227,7 @@ func (v *sbView) releaseLease(ctx context.Context) error {
 	}
 	lease := v.lease
 	v.lease = nil
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 	defer cancel()
 	if err := lease.Release(rctx); err != nil {
 		return fmt.Errorf("releasing the sandbox lease %s: %w", lease.ID(), err)

@@ -8,11 +8,6 @@ import (
 	"strings"
 )
 
-// ToolFunc executes a tool. input is the validated input value (a
-// map[string]any for the usual object schema); the result must be a
-// string or JSON-like data. ctx is cancelled with the evaluation.
-type ToolFunc func(ctx context.Context, input any) (any, error)
-
 // Tool is an application-owned capability that runs in the host process.
 // Component code may call it directly; tool() grants it to one agent so
 // the model may call it. A Tool is immutable and safe for concurrent use.
@@ -21,7 +16,7 @@ type Tool struct {
 	description string
 	input       *Schema
 	output      *Schema
-	execute     ToolFunc
+	execute     func(ctx context.Context, input any) (any, error)
 	pos         Position
 }
 
@@ -36,8 +31,10 @@ type ToolOptions struct {
 	Input *Schema
 	// Output, when set, validates the result.
 	Output *Schema
-	// Execute runs the tool.
-	Execute ToolFunc
+	// Execute runs the tool. input is the validated input value (a
+	// map[string]any for the usual object schema); the result must be a
+	// string or JSON-like data. ctx is cancelled with the evaluation.
+	Execute func(ctx context.Context, input any) (any, error)
 	// Position is where the tool was defined.
 	Position Position
 }

@@ -14,12 +14,12 @@ import (
 // child runs, and workspace providers apply the same functions to the
 // requests they receive. One rule, one function.
 
-// ValidateGlobs reports the first pattern that is not a normalized
+// validateGlobs reports the first pattern that is not a normalized
 // relative forward-slash glob without negation: non-empty, not starting
 // with "/" or "!", without backslash or NUL, with no empty, "." or ".."
 // segments, and valid doublestar syntax. A pattern selects a path when it
 // matches the path or one of its ancestor directories.
-func ValidateGlobs(patterns []string) error {
+func validateGlobs(patterns []string) error {
 	for _, p := range patterns {
 		bad := p == "" || strings.HasPrefix(p, "/") || strings.HasPrefix(p, "!") || strings.ContainsAny(p, "\\\x00") || !doublestar.ValidatePattern(p)
 		if !bad {
@@ -37,21 +37,13 @@ func ValidateGlobs(patterns []string) error {
 	return nil
 }
 
-// ValidateWorkspaceID reports whether id can name a workspace: a
+// validateWorkspaceID reports whether id can name a workspace: a
 // non-empty, trimmed UTF-8 string.
-func ValidateWorkspaceID(id string) error {
+func validateWorkspaceID(id string) error {
 	if id == "" || strings.TrimSpace(id) != id || !utf8.ValidString(id) {
 		return fmt.Errorf("workspace id %q must be a non-empty trimmed UTF-8 string", id)
 	}
 	return nil
-}
-
-// SaveRetention returns the retention a save uses: n, or 1 when n is 0.
-func SaveRetention(n int) int {
-	if n == 0 {
-		return 1
-	}
-	return n
 }
 
 // Validate reports the first invalid field of the policy, naming it as
@@ -60,10 +52,10 @@ func (p *SavePolicy) Validate() error {
 	if p.On != "success" && p.On != "always" {
 		return fmt.Errorf(`save["on"] must be "success" or "always", got %q`, p.On)
 	}
-	if err := ValidateGlobs(p.Include); err != nil {
+	if err := validateGlobs(p.Include); err != nil {
 		return fmt.Errorf(`save["include"]: %w`, err)
 	}
-	if err := ValidateGlobs(p.Exclude); err != nil {
+	if err := validateGlobs(p.Exclude); err != nil {
 		return fmt.Errorf(`save["exclude"]: %w`, err)
 	}
 	if p.Retention < 0 {
@@ -75,14 +67,49 @@ func (p *SavePolicy) Validate() error {
 // Validate reports the first invalid field of the selection, naming it as
 // the restore= dict of workspace() does.
 func (l *WorkspaceLoad) Validate() error {
-	if l.Revision == "" || strings.TrimSpace(l.Revision) != l.Revision {
+	if strings.TrimSpace(l.Revision) != l.Revision {
 		return fmt.Errorf(`restore["revision"] must be "current" or a revision id, got %q`, l.Revision)
 	}
-	if err := ValidateGlobs(l.Include); err != nil {
+	if err := validateGlobs(l.Include); err != nil {
 		return fmt.Errorf(`restore["include"]: %w`, err)
 	}
-	if err := ValidateGlobs(l.Exclude); err != nil {
+	if err := validateGlobs(l.Exclude); err != nil {
 		return fmt.Errorf(`restore["exclude"]: %w`, err)
+	}
+	return nil
+}
+
+// RetentionOrDefault returns the retention the save uses: Retention, or
+// 1 (only the new revision) when it is 0.
+func (r WorkspaceSaveRequest) RetentionOrDefault() int {
+	if r.Retention == 0 {
+		return 1
+	}
+	return r.Retention
+}
+
+// Validate reports an invalid save request: a malformed include or
+// exclude glob, or a negative retention. Workspace providers call it on
+// the requests they receive.
+func (r WorkspaceSaveRequest) Validate() error {
+	if r.Retention < 0 {
+		return fmt.Errorf("retention %d must be positive (it counts the new revision)", r.Retention)
+	}
+	if err := validateGlobs(r.Include); err != nil {
+		return err
+	}
+	return validateGlobs(r.Exclude)
+}
+
+// Validate reports an invalid acquire request: an id that is not a
+// non-empty trimmed UTF-8 string, or an invalid restore selection.
+// Workspace providers call it on the requests they receive.
+func (r *WorkspaceAcquireRequest) Validate() error {
+	if err := validateWorkspaceID(r.ID); err != nil {
+		return err
+	}
+	if r.Load != nil {
+		return r.Load.Validate()
 	}
 	return nil
 }
@@ -93,7 +120,7 @@ func (l *WorkspaceLoad) Validate() error {
 // child of a Go-built node runs.
 func (w *Workspace) Validate() error {
 	if w.ID != "" {
-		if err := ValidateWorkspaceID(w.ID); err != nil {
+		if err := validateWorkspaceID(w.ID); err != nil {
 			return err
 		}
 	}

@@ -27,7 +27,7 @@ create_context(name) makes a required context: use_context() fails, naming it, u
 		}
 		if v := c.Value("default"); v != nil {
 			v.Freeze()
-			return &ContextValue{Key: eval.NewContextKeyWithDefault(name, v)}, nil
+			return &ContextValue{Key: eval.NewContextKey(name, v)}, nil
 		}
 		return &ContextValue{Key: eval.NewContextKey(name)}, nil
 	},

@@ -96,3 +96,9 @@ func TestLoadFromFS(t *testing.T) {
 		t.Fatalf("missing module: %v", err)
 	}
 }
+
+func TestSurfaceLimit(t *testing.T) {
+	if starlib.SurfaceLimit(0) != eval.Unlimited || starlib.SurfaceLimit(5) != 5 {
+		t.Fatal("SurfaceLimit")
+	}
+}

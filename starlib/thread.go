@@ -126,10 +126,10 @@ func unwrapCause(se *starlark.EvalError) error {
 	return cause
 }
 
-// componentBody adapts a Starlark callable to an eval.ComponentFunc. The
+// componentBody adapts a Starlark callable to an eval.Component body. The
 // body runs on its own thread whose component local is the active
 // component, so evaluate() works inside it.
-func (e *env) componentBody(fn starlark.Callable, args starlark.Tuple, kwargs []starlark.Tuple, name string, pos eval.Position) eval.ComponentFunc {
+func (e *env) componentBody(fn starlark.Callable, args starlark.Tuple, kwargs []starlark.Tuple, name string, pos eval.Position) func(cc *eval.ComponentContext) (any, error) {
 	return func(cc *eval.ComponentContext) (any, error) {
 		th, stop := e.newThread(cc.Context(), "component "+name)
 		defer stop()

@@ -363,7 +363,7 @@ func (w *Workflow) Limits() eval.Limits {
 		{&l.MaxTurnsPerAgent, c.MaxTurnsPerAgent},
 	} {
 		if f.src != nil {
-			*f.dst = eval.SurfaceLimit(*f.src)
+			*f.dst = SurfaceLimit(*f.src)
 		}
 	}
 	return l
@@ -508,4 +508,14 @@ func (h unavailableHost) Name() string { return "host" }
 
 func (h unavailableHost) Acquire(context.Context, *eval.SandboxAcquireRequest) (eval.SandboxLease, error) {
 	return nil, h.err
+}
+
+// SurfaceLimit converts a limit written in the Starlark and CLI convention
+// (a non-negative integer, 0 disables the limit) into an eval.Limits field
+// value, where 0 means the default and eval.Unlimited disables.
+func SurfaceLimit(n int) int {
+	if n == 0 {
+		return eval.Unlimited
+	}
+	return n
 }

@@ -171,7 +171,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		{&f.maxTurns, &limits.MaxTurnsPerAgent},
 	} {
 		if l.flag.set {
-			*l.dst = eval.SurfaceLimit(l.flag.v)
+			*l.dst = starlib.SurfaceLimit(l.flag.v)
 		}
 	}
 	opts.Limits = &limits

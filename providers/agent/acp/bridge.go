@@ -43,7 +43,7 @@ type bridge struct {
 	served chan struct{}
 
 	s      *session
-	output *eval.Schema
+	output *eval.OutputRequest
 
 	mu       sync.Mutex
 	turnCtx  context.Context // the running turn, or nil between turns
@@ -56,11 +56,7 @@ type bridge struct {
 // startBridge starts the bridge for s, named name.
 func startBridge(s *session, name string) (_ *bridge, err error) {
 	b := &bridge{name: name, s: s, served: make(chan struct{})}
-	if out := s.req.Output; out != nil {
-		if b.output, err = eval.NewSchema(out.JSONSchema); err != nil {
-			return nil, fmt.Errorf("the structured output schema: %w", err)
-		}
-	}
+	b.output = s.req.Output
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return nil, fmt.Errorf("creating the bridge secret: %w", err)

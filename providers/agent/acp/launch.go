@@ -123,13 +123,11 @@ func (s *session) prepareLaunch(ctx context.Context, cwd string) error {
 	if err != nil {
 		return fmt.Errorf("provider %q: %w", cfg.Name, err)
 	}
-	if l == nil || strings.TrimSpace(l.Command) == "" || strings.IndexByte(l.Command, 0) >= 0 {
-		return fmt.Errorf("provider %q: the profile produced no valid command", cfg.Name)
+	if l == nil {
+		return fmt.Errorf("provider %q: the profile produced no launch", cfg.Name)
 	}
-	for _, a := range l.Args {
-		if strings.IndexByte(a, 0) >= 0 {
-			return fmt.Errorf("provider %q: a launch argument contains a NUL byte", cfg.Name)
-		}
+	if err := checkLaunch(l.Command, l.Args, l.Env); err != nil {
+		return fmt.Errorf("provider %q: the profile's launch: %w", cfg.Name, err)
 	}
 	s.launch = l
 	for _, f := range l.Files {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/aml-go/aml/eval"
 )
@@ -79,21 +78,8 @@ func (p *Provider) RequiresObjectToolInput() bool { return true }
 
 // New validates cfg and returns a provider.
 func New(cfg Config) (*Provider, error) {
-	if strings.TrimSpace(cfg.Command) == "" {
-		return nil, errors.New("acp_agent: command must be a non-empty executable name or path")
-	}
-	if strings.IndexByte(cfg.Command, 0) >= 0 {
-		return nil, errors.New("acp_agent: command must not contain NUL bytes")
-	}
-	for i, a := range cfg.Args {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, fmt.Errorf("acp_agent: args[%d] must not contain NUL bytes", i)
-		}
-	}
-	for k := range cfg.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return nil, fmt.Errorf("acp_agent: env name %q must be non-empty without '=' or NUL", k)
-		}
+	if err := checkLaunch(cfg.Command, cfg.Args, cfg.Env); err != nil {
+		return nil, fmt.Errorf("acp_agent: %w", err)
 	}
 	if cfg.Name == "" {
 		cfg.Name = "acp"
@@ -131,14 +117,8 @@ func (p *Provider) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 			resp = nil
 		}
 	}()
-	turns := append([]string{req.Prompt}, req.FollowUps...)
-	for i, text := range turns {
-		kind := "initial"
-		if i > 0 {
-			kind = "follow-up"
-		}
-		resp, err = s.RunTurn(ctx, eval.AgentTurn{Index: i + 1, Kind: kind, Text: text, Final: i == len(turns)-1})
-		if err != nil {
+	for _, turn := range req.Turns() {
+		if resp, err = s.RunTurn(ctx, turn); err != nil {
 			return nil, err
 		}
 	}
@@ -155,21 +135,14 @@ func (p *Provider) OpenSession(ctx context.Context, req *eval.AgentRequest, exec
 	if err != nil {
 		return nil, err
 	}
-	bridgeName := req.ToolServer
-	if bridgeName == "" {
-		bridgeName = "aml"
+	bridgeName := req.ToolServerName()
+	for _, t := range req.Tools {
+		if t.Name == SubmitToolName {
+			return nil, fmt.Errorf("tool name %q is reserved for structured-output submission; rename the tool", SubmitToolName)
+		}
 	}
-	if len(req.Tools) > 0 || req.Output != nil {
-		for _, t := range req.Tools {
-			if t.Name == SubmitToolName {
-				return nil, fmt.Errorf("tool name %q is reserved for structured-output submission; rename the tool", SubmitToolName)
-			}
-		}
-		for _, m := range req.MCPServers {
-			if m.Name == bridgeName {
-				return nil, fmt.Errorf("MCP server %q collides with the tool bridge's server name; rename the server or set a different tool prefix", m.Name)
-			}
-		}
+	if err := req.CheckToolServer(); err != nil {
+		return nil, err
 	}
 	var trace eval.TraceEmitter = nopTrace{}
 	if exec != nil && exec.Trace != nil {
@@ -214,11 +187,37 @@ type nopTrace struct{}
 func (nopTrace) Event(string, map[string]any, map[string]any) {}
 func (nopTrace) CapturesContent() bool                        { return false }
 
-// cleanupTimeout bounds a session's cleanup after ctx ended.
-const cleanupTimeout = 30 * time.Second
+// checkLaunch is the one rule for what launches an agent process: a
+// non-empty command, and no NUL byte in it, its arguments or the
+// environment, whose names must not contain "=". acp.New applies it to
+// the configuration and every session to the launch its profile
+// prepared.
+func checkLaunch(command string, args []string, env map[string]string) error {
+	if strings.TrimSpace(command) == "" {
+		return errors.New("command must be a non-empty executable name or path")
+	}
+	if strings.IndexByte(command, 0) >= 0 {
+		return errors.New("command must not contain NUL bytes")
+	}
+	for i, a := range args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return fmt.Errorf("args[%d] must not contain NUL bytes", i)
+		}
+	}
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("env name %q must be non-empty without '=' or NUL", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("env %s must not contain NUL bytes", k)
+		}
+	}
+	return nil
+}
 
 // cleanupContext is ctx without its cancellation, bounded by
-// cleanupTimeout: cleanup runs even after cancellation, never forever.
+// eval.CleanupTimeout: cleanup runs even after cancellation, never
+// forever.
 func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), eval.CleanupTimeout)
 }

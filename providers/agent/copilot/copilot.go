@@ -80,10 +80,7 @@ func New(o Options) (*acp.Provider, error) {
 		e["COPILOT_HOME"] = lc.StateDir
 		e["HOME"] = lc.StateDir
 		l := &acp.Launch{Command: b.Command, Args: flags, Env: e, ModelHandled: true}
-		server := req.ToolServer
-		if server == "" {
-			server = "aml"
-		}
+		server := req.ToolServerName()
 		if len(req.Tools) > 0 {
 			var sb strings.Builder
 			sb.WriteString("The AML tools are available under these names:")

@@ -80,16 +80,8 @@ func (p *provider) Acquire(ctx context.Context, req *eval.WorkspaceAcquireReques
 	if req == nil {
 		return nil, errors.New("workspace persistence: nil acquire request")
 	}
-	if err := ValidateID(req.ID); err != nil {
+	if err := req.Validate(); err != nil {
 		return nil, err
-	}
-	if req.Load != nil {
-		if err := eval.ValidateGlobs(req.Load.Include); err != nil {
-			return nil, err
-		}
-		if err := eval.ValidateGlobs(req.Load.Exclude); err != nil {
-			return nil, err
-		}
 	}
 	sl, err := p.storage.Acquire(ctx, StorageAcquireRequest{ID: req.ID, EvaluationID: req.EvaluationID, Lock: req.Lock})
 	if err != nil {
@@ -289,16 +281,10 @@ func (l *lease) Save(ctx context.Context, req eval.WorkspaceSaveRequest) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	retention := eval.SaveRetention(req.Retention)
-	if retention < 0 {
-		return fmt.Errorf("workspace %q: retention %d must be positive", l.workspaceID, req.Retention)
+	if err := req.Validate(); err != nil {
+		return fmt.Errorf("workspace %q: %w", l.workspaceID, err)
 	}
-	if err := eval.ValidateGlobs(req.Include); err != nil {
-		return err
-	}
-	if err := eval.ValidateGlobs(req.Exclude); err != nil {
-		return err
-	}
+	retention := req.RetentionOrDefault()
 	if err := l.checkLock(ctx); err != nil {
 		return err
 	}

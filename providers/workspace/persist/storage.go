@@ -181,7 +181,7 @@ func ValidateStoragePrefix(p string) error {
 
 // ValidateID reports whether id is a valid durable workspace identity:
 // non-empty, valid UTF-8 and equal to its trimmed form.
-func ValidateID(id string) error { return eval.ValidateWorkspaceID(id) }
+func ValidateID(id string) error { return (&eval.WorkspaceAcquireRequest{ID: id}).Validate() }
 
 // EncodeSegment maps a workspace id to one portable storage path segment:
 // encodeURIComponent, with !'()* also percent-encoded and the names "." and
