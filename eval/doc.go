@@ -33,9 +33,26 @@
 // runs through Options.Host, a SandboxProvider for trusted host execution
 // (the local sandbox provider in providers/sandbox/local).
 //
-// AgentProvider is the minimal agent contract (Name, Run). SessionProvider
-// is an optional capability for retained sessions: the evaluator then
-// drives each turn itself and traces agent.turn and agent.cleanup spans.
+// The contracts (agent_contract.go, sandbox_contract.go,
+// workspace_contract.go, trace.go):
+//
+//	AgentProvider      Name, Run: one authored agent() session
+//	AgentSession       the turns of a retained session (from SessionProvider)
+//	SandboxProvider    Acquire a SandboxLease for the outermost sandbox()
+//	SandboxLease       ID, Runtime, Release
+//	SandboxRuntime     Exec, Spawn (a SandboxProcess), files, CreateFileStaging (a FileStaging)
+//	WorkspaceProvider  Acquire a WorkspaceLease for workspace()
+//	WorkspaceLease     ID, Directory, Save, Release
+//	TraceSink          HandleTrace for every trace event
+//	TraceEmitter       a provider's events inside its session (AgentExecution.Trace)
+//
+// The optional capabilities (capabilities.go), found by type assertion:
+//
+//	SessionProvider    AgentProvider: the evaluator drives each turn and traces agent.turn and agent.cleanup
+//	SandboxCompatible  AgentProvider: may run inside a sandbox() (SupportsSandbox)
+//	NativeSkills       AgentProvider: discovers staged skills itself
+//	ObjectToolInputs   AgentProvider: needs object input schemas for granted tools
+//	ContentCapturer    TraceSink: receives content attributes (prompts, results, errors)
 //
 // # Errors
 //

@@ -43,14 +43,6 @@ type AgentSkill struct {
 	SkillFile string
 }
 
-// NativeSkills is an optional AgentProvider capability: a provider whose
-// NativeSkillDiscovery returns true maps the staged skills into its own
-// discovery mechanism. Every other provider receives a short system
-// fragment naming each skill, its description and its SKILL.md path.
-type NativeSkills interface {
-	NativeSkillDiscovery() bool
-}
-
 const (
 	maxSkillName        = 64
 	maxSkillDescription = 1024

@@ -84,13 +84,6 @@ type TraceSink interface {
 	HandleTrace(Event) error
 }
 
-// ContentCapturer is an optional TraceSink capability. A sink whose
-// CaptureContent returns true also receives sensitive content attributes
-// (prompts, results, error messages); every other sink gets metadata only.
-type ContentCapturer interface {
-	CaptureContent() bool
-}
-
 // TraceFunc adapts a function to a metadata-only TraceSink.
 type TraceFunc func(Event) error
 

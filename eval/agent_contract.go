@@ -23,18 +23,6 @@ type AgentProvider interface {
 	Run(ctx context.Context, req *AgentRequest, exec *AgentExecution) (*AgentResponse, error)
 }
 
-// SessionProvider is an optional AgentProvider capability: the provider
-// keeps one retained session per agent() node and lets the evaluator drive
-// the turns, so that every turn gets its own agent.turn span and cleanup its
-// own agent.cleanup span. When a provider implements it, the evaluator
-// calls OpenSession instead of Run.
-type SessionProvider interface {
-	AgentProvider
-	// OpenSession opens the session for req. The evaluator then calls
-	// RunTurn once per turn, in order, and Close exactly once.
-	OpenSession(ctx context.Context, req *AgentRequest, exec *AgentExecution) (AgentSession, error)
-}
-
 // AgentSession is one retained provider session.
 //
 // The evaluator calls RunTurn sequentially (never concurrently) and then
