@@ -128,29 +128,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	file := pos[0]
-	logger := log.NewWithOptions(stderr, log.Options{Prefix: "aml"})
-	if f.quiet {
-		logger.SetLevel(log.ErrorLevel)
-	}
-	// When stderr is a terminal that is not TERM=dumb (and no other stderr
-	// view was asked for),
-	// a live view shows the running agents; log lines go through it so
-	// they never interleave with the redrawn block.
-	var lv *liveView
-	if fd, ok := stderr.(*os.File); ok && wantLiveView(fd, os.Getenv) && !f.trace && !f.captureContent && !f.quiet && !f.json {
-		lv = newLiveView(stderr, liveOptions{})
-		logger.SetOutput(lv.Writer(stderr))
-		logger.SetColorProfile(lipgloss.NewRenderer(fd).ColorProfile())
-	}
-	defer lv.Stop()
-
-	if err := loadEnvFiles(file, f.envFile); err != nil {
-		logger.Error(err.Error())
+	r := newRunner(&f, pos[0], stdout, stderr)
+	defer r.close()
+	if err := loadEnvFiles(r.file, f.envFile); err != nil {
+		r.logger.Error(err.Error())
 		return exitUsage
 	}
-	printer := logger.WithPrefix("print")
-	wf, err := starlib.LoadFile(file, starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions()})
+	printer := r.logger.WithPrefix("print")
+	wf, err := starlib.LoadFile(r.file, starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions()})
 	if err != nil {
 		return reportLoadError(stderr, stdout, f.json, err)
 	}
@@ -158,7 +143,60 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return reportLoadError(stderr, stdout, f.json, err)
 	}
+	opts, err := r.options(wf)
+	if err != nil {
+		r.logger.Error(err.Error())
+		return exitUsage
+	}
+	rt, err := eval.New(opts)
+	if err != nil {
+		r.logger.Error(err.Error())
+		return exitUsage
+	}
+	return r.run(rt, entry)
+}
 
+// runner is one aml run: its flags, outputs, logger, live view and the
+// resources (trace file, OTLP exporter) to close when it ends.
+type runner struct {
+	f              *runFlags
+	file           string
+	stdout, stderr io.Writer
+	logger         *log.Logger
+	lv             *liveView
+	closers        []func()
+}
+
+// newRunner sets up the logger and, when stderr is a terminal that is not
+// TERM=dumb (and no other stderr view was asked for), the live view of
+// the running agents; log lines then go through it so that they never
+// interleave with the redrawn block.
+func newRunner(f *runFlags, file string, stdout, stderr io.Writer) *runner {
+	r := &runner{f: f, file: file, stdout: stdout, stderr: stderr}
+	r.logger = log.NewWithOptions(stderr, log.Options{Prefix: "aml"})
+	if f.quiet {
+		r.logger.SetLevel(log.ErrorLevel)
+	}
+	if fd, ok := stderr.(*os.File); ok && wantLiveView(fd, os.Getenv) && !f.trace && !f.captureContent && !f.quiet && !f.json {
+		r.lv = newLiveView(stderr, liveOptions{})
+		r.logger.SetOutput(r.lv.Writer(stderr))
+		r.logger.SetColorProfile(lipgloss.NewRenderer(fd).ColorProfile())
+	}
+	return r
+}
+
+// close stops the live view and closes the run's resources, last first.
+func (r *runner) close() {
+	r.lv.Stop()
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+}
+
+// options builds the runtime options: configure() and then the flags for
+// the limits, and the trace sinks the flags ask for.
+func (r *runner) options(wf *starlib.Workflow) (eval.Options, error) {
+	f := r.f
 	opts := eval.Options{}
 	limits := wf.Limits()
 	for _, l := range []struct {
@@ -181,117 +219,119 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		f.trace = true
 	}
 	if f.trace {
-		opts.Trace = append(opts.Trace, observe.NewConsoleTracer(stderr, f.captureContent))
+		opts.Trace = append(opts.Trace, observe.NewConsoleTracer(r.stderr, f.captureContent))
 	}
 	if f.traceFile != "" {
 		tf, err := os.Create(f.traceFile)
 		if err != nil {
-			logger.Error("cannot create trace file", "err", err)
-			return exitUsage
+			return opts, fmt.Errorf("cannot create trace file: %w", err)
 		}
-		defer tf.Close()
+		r.closers = append(r.closers, func() { tf.Close() })
 		opts.Trace = append(opts.Trace, observe.NewJSONLinesTracer(tf, f.captureContent))
 	}
 	if f.otlpEndpoint != "" || os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
 		exp, err := otlp.New(context.Background(), otlp.Options{Endpoint: f.otlpEndpoint, CaptureContent: f.captureContent,
-			OnError: func(err error) { logger.Warn("OTLP export failed", "err", err) }})
+			OnError: func(err error) { r.logger.Warn("OTLP export failed", "err", err) }})
 		if err != nil {
-			logger.Error("cannot set up the OTLP exporter", "err", err)
-			return exitUsage
+			return opts, fmt.Errorf("cannot set up the OTLP exporter: %w", err)
 		}
 		opts.Trace = append(opts.Trace, exp)
-		defer func() {
+		r.closers = append(r.closers, func() {
 			ctx, cancel := context.WithTimeout(context.Background(), otlpShutdown)
 			defer cancel()
 			_ = exp.Shutdown(ctx) // failures were reported through OnError
-		}()
+		})
 	}
 	var traceFailed atomic.Bool
 	opts.OnTraceError = func(err error, ev eval.Event) {
 		if traceFailed.CompareAndSwap(false, true) {
-			logger.Warn("trace sink failed; the run continues", "err", err, "sequence", ev.Sequence)
+			r.logger.Warn("trace sink failed; the run continues", "err", err, "sequence", ev.Sequence)
 		}
 	}
-	if lv != nil {
-		opts.Trace = append(opts.Trace, lv)
+	if r.lv != nil {
+		opts.Trace = append(opts.Trace, r.lv)
 	}
-	rt, err := eval.New(opts)
-	if err != nil {
-		logger.Error(err.Error())
-		return exitUsage
-	}
+	return opts, nil
+}
 
-	// Signals are caught before the run starts, so that an early SIGINT
-	// cancels the run instead of killing the process.
+// outcome is how an evaluation ended.
+type outcome struct {
+	text string
+	err  error
+	dur  time.Duration
+}
+
+// run evaluates entry and reports the outcome. Signals are caught before
+// the run starts, so that an early SIGINT cancels the run instead of
+// killing the process; the first signal cancels it and waits up to
+// cleanupDeadline for cleanup, a second one exits at once.
+func (r *runner) run(rt *eval.Runtime, entry any) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
 	runID := eval.NewRunID()
-	logger.Infof("starting run %s for %s", runID, file)
+	r.logger.Infof("starting run %s for %s", runID, r.file)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-
-	type outcome struct {
-		text string
-		err  error
-		dur  time.Duration
-	}
 	done := make(chan outcome, 1)
 	started := time.Now()
-	lv.Start()
+	r.lv.Start()
 	go func() {
 		text, err := rt.Evaluate(ctx, entry, eval.EvaluateOptions{RunID: runID})
 		done <- outcome{text, err, time.Since(started)}
 	}()
 
-	var res outcome
 	select {
-	case res = <-done:
+	case res := <-done:
+		return r.finish(runID, res)
 	case sig := <-sigs:
-		code := exitSIGINT
-		name := "SIGINT"
+		code, name := exitSIGINT, "SIGINT"
 		if sig == syscall.SIGTERM {
 			code, name = exitSIGTERM, "SIGTERM"
 		}
-		logger.Warnf("received %s: cancelling run %s (up to %s for cleanup; send it again to exit now)", name, runID, cleanupDeadline)
+		r.logger.Warnf("received %s: cancelling run %s (up to %s for cleanup; send it again to exit now)", name, runID, cleanupDeadline)
 		interrupted := fmt.Errorf("aml run interrupted by %s", name)
 		cancel(interrupted)
 		select {
-		case res = <-done:
+		case res := <-done:
 			status := "ok"
 			if res.err != nil {
 				status = "error"
 			}
-			logger.Infof("run %s stopped after cleanup (%s)", runID, status)
+			r.logger.Infof("run %s stopped after cleanup (%s)", runID, status)
 		case <-sigs:
-			logger.Errorf("second signal: exiting without waiting for cleanup")
+			r.logger.Errorf("second signal: exiting without waiting for cleanup")
 		case <-time.After(cleanupDeadline):
-			logger.Errorf("cleanup did not finish within %s; exiting", cleanupDeadline)
+			r.logger.Errorf("cleanup did not finish within %s; exiting", cleanupDeadline)
 		}
-		lv.Stop()
-		if f.json {
-			writeEnvelope(stdout, runID, time.Since(started), "", interrupted)
+		r.lv.Stop()
+		if r.f.json {
+			writeEnvelope(r.stdout, runID, time.Since(started), "", interrupted)
 		}
 		return code
 	}
+}
 
-	lv.Stop()
+// finish reports a completed run: the result on stdout (or the --json
+// envelope), the error on stderr.
+func (r *runner) finish(runID string, res outcome) int {
+	r.lv.Stop()
 	status := "ok"
 	if res.err != nil {
 		status = "error"
 	}
-	logger.Infof("finished run %s (%s) in %s", runID, status, observe.FormatDuration(float64(res.dur.Microseconds())/1000))
-	if f.json {
-		writeEnvelope(stdout, runID, res.dur, res.text, res.err)
+	r.logger.Infof("finished run %s (%s) in %s", runID, status, observe.FormatDuration(float64(res.dur.Microseconds())/1000))
+	if r.f.json {
+		writeEnvelope(r.stdout, runID, res.dur, res.text, res.err)
 	} else if res.err == nil {
-		fmt.Fprint(stdout, res.text)
+		fmt.Fprint(r.stdout, res.text)
 		if !strings.HasSuffix(res.text, "\n") {
-			fmt.Fprintln(stdout)
+			fmt.Fprintln(r.stdout)
 		}
 	}
 	if res.err != nil {
-		printError(stderr, res.err)
+		printError(r.stderr, res.err)
 		return exitFailure
 	}
 	return exitOK
