@@ -101,7 +101,7 @@ func (d *domain) leaveWorkspace(ctx context.Context, ws *wsState, failed bool) e
 			outcome = "failure"
 		}
 		sctx, cancel := context.WithTimeout(ctx, CleanupTimeout*10)
-		err := ws.lease.Save(sctx, WorkspaceSaveRequest{Outcome: outcome, Retention: pol.Retention, Include: pol.Include, Exclude: pol.Exclude, Gitignore: pol.Gitignore})
+		err := ws.lease.Save(sctx, WorkspaceSaveRequest{Outcome: outcome, SavePolicy: *pol})
 		cancel()
 		if err != nil {
 			errs = append(errs, wrapScopeError(ctx, ws.node.Position, fmt.Sprintf("workspace %q could not be saved", ws.id), err))

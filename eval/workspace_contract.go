@@ -36,16 +36,14 @@ type WorkspaceLoad struct {
 	Exclude []string
 }
 
-// WorkspaceSaveRequest is the publication policy of one save.
+// WorkspaceSaveRequest asks a provider for one save: the workspace()'s
+// own SavePolicy (the one type from the save= option to the provider; On
+// was already applied by the evaluator, which saves only when the policy
+// says so) and the outcome of the workspace's subtree.
 type WorkspaceSaveRequest struct {
 	// Outcome is "success" or "failure" (of the workspace's subtree).
 	Outcome string
-	// Retention is the number of revisions to keep, counting the new one.
-	Retention int
-	Include   []string
-	Exclude   []string
-	// Gitignore applies the tree's .gitignore files (when Include is nil).
-	Gitignore bool
+	SavePolicy
 }
 
 // WorkspaceLease is one acquired workspace.

@@ -79,9 +79,9 @@ func (l *WorkspaceLoad) Validate() error {
 	return nil
 }
 
-// RetentionOrDefault returns the retention the save uses: Retention, or
-// 1 (only the new revision) when it is 0.
-func (r WorkspaceSaveRequest) RetentionOrDefault() int {
+// RetentionOrDefault returns the retention a save uses: Retention, or 1
+// (only the new revision) when it is 0.
+func (r SavePolicy) RetentionOrDefault() int {
 	if r.Retention == 0 {
 		return 1
 	}
@@ -89,8 +89,9 @@ func (r WorkspaceSaveRequest) RetentionOrDefault() int {
 }
 
 // Validate reports an invalid save request: a malformed include or
-// exclude glob, or a negative retention. Workspace providers call it on
-// the requests they receive.
+// exclude glob, or a negative retention (On is the evaluator's business
+// and is not checked). Workspace providers call it on the requests they
+// receive.
 func (r WorkspaceSaveRequest) Validate() error {
 	if r.Retention < 0 {
 		return fmt.Errorf("retention %d must be positive (it counts the new revision)", r.Retention)

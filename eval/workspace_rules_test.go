@@ -11,18 +11,18 @@ import (
 // TestSaveRequestGlobs: the glob rule of the workspace contract, as
 // providers apply it to the requests they receive.
 func TestSaveRequestGlobs(t *testing.T) {
-	if err := (eval.WorkspaceSaveRequest{Include: []string{"**/*", "src/**", "*.go", ".github/**", "a/{b,c}/*.md", "file[0-9].txt"}}).Validate(); err != nil {
+	if err := (eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Include: []string{"**/*", "src/**", "*.go", ".github/**", "a/{b,c}/*.md", "file[0-9].txt"}}}).Validate(); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []string{"", "/a", "!a", "../a", "a/..", "src/../x", "a//b", "./a", `a\b`, "[", "a/", "a\x00"} {
-		if err := (eval.WorkspaceSaveRequest{Exclude: []string{bad}}).Validate(); err == nil {
+		if err := (eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Exclude: []string{bad}}}).Validate(); err == nil {
 			t.Errorf("Validate accepted the glob %q", bad)
 		}
 	}
-	if err := (eval.WorkspaceSaveRequest{Retention: -1}).Validate(); err == nil {
+	if err := (eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: -1}}).Validate(); err == nil {
 		t.Error("Validate accepted a negative retention")
 	}
-	if (eval.WorkspaceSaveRequest{}).RetentionOrDefault() != 1 || (eval.WorkspaceSaveRequest{Retention: 3}).RetentionOrDefault() != 3 {
+	if (eval.WorkspaceSaveRequest{}).RetentionOrDefault() != 1 || (eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 3}}).RetentionOrDefault() != 3 {
 		t.Error("RetentionOrDefault")
 	}
 	if err := (&eval.WorkspaceAcquireRequest{ID: " x"}).Validate(); err == nil {

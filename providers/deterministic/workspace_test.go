@@ -101,7 +101,7 @@ func TestWorkspaceSaveRestoreRelease(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(l.Directory(), "empty"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	save := eval.WorkspaceSaveRequest{Outcome: "success", Retention: 1, Gitignore: true}
+	save := eval.WorkspaceSaveRequest{Outcome: "success", SavePolicy: eval.SavePolicy{Retention: 1, Gitignore: true}}
 	if err := l.Save(ctx, save); err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestWorkspaceRevisionsAndRetention(t *testing.T) {
 	l := acquireWS(t, w, current("w"))
 	for i, retention := range []int{0, 3, 2} {
 		writeFiles(t, l.Directory(), map[string]string{"n.txt": fmt.Sprint(i + 1)})
-		if err := l.Save(ctx, eval.WorkspaceSaveRequest{Outcome: "failure", Retention: retention}); err != nil {
+		if err := l.Save(ctx, eval.WorkspaceSaveRequest{Outcome: "failure", SavePolicy: eval.SavePolicy{Retention: retention}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -216,7 +216,7 @@ func TestWorkspaceRevisionsAndRetention(t *testing.T) {
 	if n := entries(t, tmp); n != 0 {
 		t.Fatalf("%d leftovers", n)
 	}
-	if err := acquireWS(t, w, current("w")).Save(ctx, eval.WorkspaceSaveRequest{Retention: -1}); err == nil {
+	if err := acquireWS(t, w, current("w")).Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: -1}}); err == nil {
 		t.Fatal("negative retention accepted")
 	}
 }
@@ -228,22 +228,22 @@ func TestWorkspaceIncludeExclude(t *testing.T) {
 	writeFiles(t, l.Directory(), map[string]string{
 		"a.txt": "a", "b.log": "b", "src/x.go": "x", "src/y.txt": "y", "node_modules/m/i.js": "m", "docs/d.md": "d",
 	})
-	if err := l.Save(ctx, eval.WorkspaceSaveRequest{Exclude: []string{"node_modules", "*.log"}}); err != nil {
+	if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Exclude: []string{"node_modules", "*.log"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := fmt.Sprint(w.Files("w")); got != "map[a.txt:a docs/d.md:d src/x.go:x src/y.txt:y]" {
 		t.Fatalf("exclude: %s", got)
 	}
-	if err := l.Save(ctx, eval.WorkspaceSaveRequest{Include: []string{"src", "*.txt"}, Exclude: []string{"src/*.txt"}}); err != nil {
+	if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Include: []string{"src", "*.txt"}, Exclude: []string{"src/*.txt"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := fmt.Sprint(w.Files("w")); got != "map[a.txt:a src/x.go:x]" {
 		t.Fatalf("include: %s", got)
 	}
-	if err := l.Save(ctx, eval.WorkspaceSaveRequest{Exclude: []string{"/abs"}}); err == nil {
+	if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Exclude: []string{"/abs"}}}); err == nil {
 		t.Fatal("absolute glob accepted")
 	}
-	if err := l.Save(ctx, eval.WorkspaceSaveRequest{Include: []string{"["}}); err == nil {
+	if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Include: []string{"["}}}); err == nil {
 		t.Fatal("malformed glob accepted")
 	}
 	l.Release(ctx)
@@ -272,7 +272,7 @@ func TestWorkspaceRejectsSymlinks(t *testing.T) {
 	if err := l.Save(ctx, eval.WorkspaceSaveRequest{}); err == nil {
 		t.Fatal("a symlink was saved")
 	}
-	if err := l.Save(ctx, eval.WorkspaceSaveRequest{Exclude: []string{"link"}}); err != nil {
+	if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Exclude: []string{"link"}}}); err != nil {
 		t.Fatalf("an excluded symlink failed the save: %v", err)
 	}
 }

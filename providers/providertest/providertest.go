@@ -539,7 +539,7 @@ func workspaceRequest() *eval.WorkspaceAcquireRequest {
 
 // defaultSave is the save policy of WorkspaceConformance.
 func defaultSave() eval.WorkspaceSaveRequest {
-	return eval.WorkspaceSaveRequest{Outcome: "success", Retention: 1, Exclude: []string{}, Gitignore: true}
+	return eval.WorkspaceSaveRequest{Outcome: "success", SavePolicy: eval.SavePolicy{Retention: 1, Exclude: []string{}, Gitignore: true}}
 }
 
 // acquireWorkspace acquires and validates one lease; ok reports that its

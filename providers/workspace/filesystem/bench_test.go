@@ -62,7 +62,7 @@ func (e *benchEnv) acquire(b *testing.B, id string, load *eval.WorkspaceLoad) ev
 }
 
 func (e *benchEnv) save(b *testing.B, l eval.WorkspaceLease) {
-	if err := l.Save(context.Background(), eval.WorkspaceSaveRequest{Outcome: "success", Retention: 1}); err != nil {
+	if err := l.Save(context.Background(), eval.WorkspaceSaveRequest{Outcome: "success", SavePolicy: eval.SavePolicy{Retention: 1}}); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -134,7 +134,7 @@ func BenchmarkSaveLoad1000Files50MB(b *testing.B) {
 			b.SetBytes(benchTreeBytes)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if err := l.Save(ctx, eval.WorkspaceSaveRequest{Outcome: "success", Retention: 1}); err != nil {
+				if err := l.Save(ctx, eval.WorkspaceSaveRequest{Outcome: "success", SavePolicy: eval.SavePolicy{Retention: 1}}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -115,7 +115,7 @@ func runHelper(mode string) int {
 			persisttest.ClearDir(helperTB{}, l.Directory())
 			persisttest.WriteTree(helperTB{}, l.Directory(), generation(g, crashFiles, crashFileSize))
 			fmt.Println("saving", g)
-			if err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 2}); err != nil {
+			if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 2}}); err != nil {
 				fmt.Println("error:", err)
 				return 2
 			}

@@ -83,7 +83,7 @@ func TestLayout(t *testing.T) {
 		}
 		// An unchanged save hard-links the previous revision's files.
 		l := e.Acquire(id, true, persisttest.Current)
-		if err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 2}); err != nil {
+		if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 2}}); err != nil {
 			t.Fatal(err)
 		}
 		e.Release(l)
@@ -94,7 +94,7 @@ func TestLayout(t *testing.T) {
 		}
 		// Pruning the older revision keeps the linked content.
 		l = e.Acquire(id, true, persisttest.Current)
-		if err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 1}); err != nil {
+		if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 1}}); err != nil {
 			t.Fatal(err)
 		}
 		e.Release(l)
@@ -159,7 +159,7 @@ func TestStaleLockTakeover(t *testing.T) {
 	}
 	taker := e.Acquire("ws", true, persisttest.Current)
 	persisttest.WriteTree(t, old.Directory(), persisttest.Tree{"f": {Data: "stale owner", Mode: 0o644}})
-	err = old.Save(ctx, eval.WorkspaceSaveRequest{Retention: 1})
+	err = old.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 1}})
 	if err == nil || !strings.Contains(err.Error(), "compromised") || errors.As(err, &ce) {
 		t.Fatalf("save after losing the lock: %v", err)
 	}
@@ -173,7 +173,7 @@ func TestStaleLockTakeover(t *testing.T) {
 		t.Fatalf("orphans %q", o)
 	}
 	persisttest.WriteTree(t, taker.Directory(), persisttest.Tree{"f": {Data: "taker", Mode: 0o644}})
-	if err := taker.Save(ctx, eval.WorkspaceSaveRequest{Retention: 1}); err != nil {
+	if err := taker.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	e.Release(taker)
@@ -205,7 +205,7 @@ func TestIndexLock(t *testing.T) {
 		}
 		return nil
 	})
-	err := l.Save(sctx, eval.WorkspaceSaveRequest{Retention: 1})
+	err := l.Save(sctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 1}})
 	e.SetHook(nil)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("save while the index lock is held: %v", err)
@@ -215,7 +215,7 @@ func TestIndexLock(t *testing.T) {
 	}
 	past := time.Now().Add(-IndexLockStale - time.Second)
 	os.Chtimes(ilock, past, past)
-	if err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 1}); err != nil {
+	if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 1}}); err != nil {
 		t.Fatalf("save after the index lock went stale: %v", err)
 	}
 	if _, err := os.Stat(ilock); !os.IsNotExist(err) {

@@ -49,7 +49,7 @@ func TestDirectMaterialization(t *testing.T) {
 		t.Fatalf("lock beside the directory: %v", err)
 	}
 	os.WriteFile(filepath.Join(l.Directory(), "new.txt"), []byte("direct"), 0o644)
-	if err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 1, Include: []string{"nothing"}}); err != nil {
+	if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 1, Include: []string{"nothing"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Release(ctx); err != nil {

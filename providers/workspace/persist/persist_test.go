@@ -25,7 +25,7 @@ func TestLostLock(t *testing.T) {
 	persisttest.WriteTree(t, l.Directory(), persisttest.Tree{"f": {Data: "x", Mode: 0o644}})
 	st.BreakLock("ws")
 	other := e.Acquire("ws", true, nil) // the lock was taken over
-	err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 1})
+	err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 1}})
 	if !errors.Is(err, persist.ErrLockLost) {
 		t.Fatalf("Save with a lost lock: %v", err)
 	}
@@ -57,7 +57,7 @@ func TestLostLockBeforePublication(t *testing.T) {
 		}
 		return nil
 	})
-	if err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 1}); !errors.Is(err, persist.ErrLockLost) {
+	if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 1}}); !errors.Is(err, persist.ErrLockLost) {
 		t.Fatalf("Save: %v", err)
 	}
 	l.Release(ctx)
@@ -80,7 +80,7 @@ func TestStorageFaults(t *testing.T) {
 	})
 	l := e.Acquire("ws", true, persisttest.Current)
 	persisttest.WriteTree(t, l.Directory(), persisttest.Tree{"b": {Data: "2", Mode: 0o644}})
-	if err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 1}); err == nil || !strings.Contains(err.Error(), "disk on fire") {
+	if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 1}}); err == nil || !strings.Contains(err.Error(), "disk on fire") {
 		t.Fatalf("Save: %v", err)
 	}
 	if o := e.Orphans("ws"); len(o) != 0 {
@@ -93,7 +93,7 @@ func TestStorageFaults(t *testing.T) {
 		}
 		return nil
 	})
-	err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 1})
+	err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 1}})
 	if err == nil || !strings.Contains(err.Error(), "orphan cleanup failed") {
 		t.Fatalf("Save with failing cleanup: %v", err)
 	}
@@ -104,7 +104,7 @@ func TestStorageFaults(t *testing.T) {
 		}
 		return nil
 	})
-	err = l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 1})
+	err = l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 1}})
 	var pe *persist.PruneError
 	if !errors.As(err, &pe) || pe.Revision != l.RevisionID() {
 		t.Fatalf("Save with failing prune: %v", err)

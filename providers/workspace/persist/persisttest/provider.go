@@ -99,7 +99,7 @@ func (e *Env) SaveTree(id string, t Tree, retention int) string {
 	l := e.Acquire(id, true, nil)
 	defer e.Release(l)
 	WriteTree(e.TB, l.Directory(), t)
-	if err := l.Save(context.Background(), eval.WorkspaceSaveRequest{Outcome: "success", Retention: retention}); err != nil {
+	if err := l.Save(context.Background(), eval.WorkspaceSaveRequest{Outcome: "success", SavePolicy: eval.SavePolicy{Retention: retention}}); err != nil {
 		e.TB.Fatalf("Save: %v", err)
 	}
 	return l.RevisionID()
@@ -230,7 +230,7 @@ func SampleTree() Tree {
 }
 
 func saveReq(retention int) eval.WorkspaceSaveRequest {
-	return eval.WorkspaceSaveRequest{Outcome: "success", Retention: retention}
+	return eval.WorkspaceSaveRequest{Outcome: "success", SavePolicy: eval.SavePolicy{Retention: retention}}
 }
 
 func mustConflictFree(tb testing.TB, err error) {
@@ -424,7 +424,7 @@ func RunProvider(t *testing.T, newStorage NewStorageFunc) {
 			l := e.Acquire("ws", true, nil)
 			WriteTree(t, l.Directory(), full)
 			// Excludes win; a directory match covers its subtree.
-			if err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 5, Include: []string{"src", "README.md", "build/**"}, Exclude: []string{"**/*_test.go", "src/sub/gen", "build/nested"}}); err != nil {
+			if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 5, Include: []string{"src", "README.md", "build/**"}, Exclude: []string{"**/*_test.go", "src/sub/gen", "build/nested"}}}); err != nil {
 				t.Fatal(err)
 			}
 			e.Release(l)
@@ -443,7 +443,7 @@ func RunProvider(t *testing.T, newStorage NewStorageFunc) {
 			// Include patterns that match only files keep their parents.
 			l = e.Acquire("ws", true, nil)
 			WriteTree(t, l.Directory(), full)
-			if err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 5, Include: []string{"**/*.go"}, Exclude: []string{}}); err != nil {
+			if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 5, Include: []string{"**/*.go"}, Exclude: []string{}}}); err != nil {
 				t.Fatal(err)
 			}
 			e.Release(l)
@@ -489,7 +489,7 @@ func RunProvider(t *testing.T, newStorage NewStorageFunc) {
 					t.Errorf("load include %q accepted", bad)
 				}
 				l := e.Acquire("ws", true, nil)
-				if err := l.Save(ctx, eval.WorkspaceSaveRequest{Exclude: []string{bad}}); err == nil {
+				if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Exclude: []string{bad}}}); err == nil {
 					t.Errorf("save exclude %q accepted", bad)
 				}
 				e.Release(l)
@@ -522,7 +522,7 @@ func RunProvider(t *testing.T, newStorage NewStorageFunc) {
 			if err := os.Symlink("keep.log", filepath.Join(l.Directory(), "build", "link")); err != nil {
 				t.Fatal(err)
 			}
-			if err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 5, Gitignore: true}); err != nil {
+			if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 5, Gitignore: true}}); err != nil {
 				t.Fatal(err)
 			}
 			want := Tree{}
@@ -533,7 +533,7 @@ func RunProvider(t *testing.T, newStorage NewStorageFunc) {
 				t.Fatalf(".gitignore at save:\n%s", d)
 			}
 			// With an include list, .gitignore files are not applied.
-			if err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 5, Gitignore: true, Include: []string{"*.log"}}); err != nil {
+			if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 5, Gitignore: true, Include: []string{"*.log"}}}); err != nil {
 				t.Fatal(err)
 			}
 			e.Release(l)
@@ -569,7 +569,7 @@ func RunProvider(t *testing.T, newStorage NewStorageFunc) {
 				if c.name == "backslash" {
 					name = "a*"
 				}
-				if err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: 3, Exclude: []string{name}}); err != nil {
+				if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 3, Exclude: []string{name}}}); err != nil {
 					t.Errorf("%s: excluded save: %v", c.name, err)
 				}
 				e.Release(l)
@@ -862,7 +862,7 @@ func RunProvider(t *testing.T, newStorage NewStorageFunc) {
 			t.Error("format zip accepted")
 		}
 		l := e.Acquire("ws", true, nil)
-		if err := l.Save(ctx, eval.WorkspaceSaveRequest{Retention: -1}); err == nil {
+		if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: -1}}); err == nil {
 			t.Error("negative retention accepted")
 		}
 		e.Release(l)
