@@ -34,20 +34,7 @@ const (
 func TestOpenCodeExample(t *testing.T) {
 	bin := peers.Bin(t, "opencode", opencodePkg)
 	model := fakemodel.Start(func(r *fakemodel.Request) fakemodel.Reply {
-		var result string
-		for _, m := range r.Messages {
-			if m.Role == "tool" {
-				result = m.Text
-			}
-		}
-		tool := func(suffix string) string {
-			for _, name := range r.Tools {
-				if strings.HasSuffix(name, suffix) {
-					return name
-				}
-			}
-			return suffix
-		}
+		result, tool := lastToolResult(r), toolNamed(r)
 		switch {
 		case len(r.Tools) == 0:
 			return fakemodel.Reply{Text: "Title"}
@@ -97,20 +84,7 @@ func TestCodexExample(t *testing.T) {
 	adapter := peers.Bin(t, "codex-acp", codexACPPkg)
 	peers.Bin(t, "codex", codexPkg)
 	model := fakemodel.Start(func(r *fakemodel.Request) fakemodel.Reply {
-		var result string
-		for _, m := range r.Messages {
-			if m.Role == "tool" {
-				result = m.Text
-			}
-		}
-		tool := func(suffix string) string {
-			for _, name := range r.Tools {
-				if strings.HasSuffix(name, suffix) {
-					return name
-				}
-			}
-			return suffix
-		}
+		result, tool := lastToolResult(r), toolNamed(r)
 		switch {
 		case result == "":
 			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: tool("style_check"), Arguments: `{"code":"for i in range(len(items)): print(items[i])"}`}}}
@@ -140,5 +114,30 @@ func TestCodexExample(t *testing.T) {
 	}
 	if got != "revise: iterate directly" {
 		t.Fatalf("result = %q", got)
+	}
+}
+
+// lastToolResult is the text of the last tool message the model received,
+// or "".
+func lastToolResult(r *fakemodel.Request) string {
+	var result string
+	for _, m := range r.Messages {
+		if m.Role == "tool" {
+			result = m.Text
+		}
+	}
+	return result
+}
+
+// toolNamed finds the offered tool whose name ends in suffix (agents
+// prefix tool names with their MCP server's).
+func toolNamed(r *fakemodel.Request) func(suffix string) string {
+	return func(suffix string) string {
+		for _, name := range r.Tools {
+			if strings.HasSuffix(name, suffix) {
+				return name
+			}
+		}
+		return suffix
 	}
 }
