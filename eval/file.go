@@ -2,9 +2,12 @@ package eval
 
 import (
 	"context"
-	"errors"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
@@ -72,57 +75,23 @@ func (d *domain) readAppFile(src string) ([]byte, error) {
 	return os.ReadFile(full)
 }
 
-// errEscape is wrapped by paths that resolve outside their root.
-var errEscape = errors.New("path escapes its root")
-
-// confined resolves logical path p below root on the host, following
-// symbolic links only while they stay inside root. The final component
-// need not exist.
-func confined(root, p string) (string, error) {
-	realRoot, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return "", err
-	}
-	cur := realRoot
-	parts := strings.Split(p, "/")
-	for i, part := range parts {
-		next := filepath.Join(cur, part)
-		info, err := os.Lstat(next)
-		if errors.Is(err, os.ErrNotExist) {
-			// The rest does not exist yet: nothing can escape through it.
-			return filepath.Join(append([]string{cur}, parts[i:]...)...), nil
-		}
-		if err != nil {
-			return "", err
-		}
-		if info.Mode()&os.ModeSymlink != 0 {
-			resolved, err := filepath.EvalSymlinks(next)
-			if err != nil {
-				return "", fmt.Errorf("%s: a dangling or unreadable symbolic link: %w", p, errEscape)
-			}
-			if !within(realRoot, resolved) {
-				return "", fmt.Errorf("%s resolves outside its root: %w", p, errEscape)
-			}
-			next = resolved
-		}
-		cur = next
-	}
-	return cur, nil
-}
-
-func within(root, p string) bool {
-	rel, err := filepath.Rel(root, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
-}
+// The evaluator's own access to a workspace materialization (file() and
+// include(path=) outside any sandbox) goes through os.Root: every path is
+// resolved component by component below the root by the kernel's *at
+// calls, so a symbolic link (or a directory swapped for one while the run
+// works) can never lead outside it. There is no check-then-open.
 
 // writeConfined atomically replaces root/p with data, creating parent
-// directories, without writing through symbolic links.
+// directories, without writing through symbolic links: the content goes
+// to a temporary file beside the destination, which is then renamed over
+// it (rename replaces a link instead of following it).
 func writeConfined(root, p string, data []byte) error {
-	full, err := confined(root, p)
+	r, err := os.OpenRoot(root)
 	if err != nil {
 		return err
 	}
-	if info, err := os.Lstat(full); err == nil {
+	defer r.Close()
+	if info, err := r.Lstat(p); err == nil {
 		switch {
 		case info.Mode()&os.ModeSymlink != 0:
 			return fmt.Errorf("%s is a symbolic link: file() does not write through links", p)
@@ -130,63 +99,87 @@ func writeConfined(root, p string, data []byte) error {
 			return fmt.Errorf("%s is a %s, not a file", p, fileKind(info))
 		}
 	}
-	dir := filepath.Dir(full)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+	dir := path.Dir(p)
+	if dir != "." {
+		if err := r.MkdirAll(dir, 0o755); err != nil {
+			return confinedError(p, err)
+		}
 	}
-	// The directories just created are real directories; re-check that the
-	// parent still resolves inside the root before writing.
-	realRoot, _ := filepath.EvalSymlinks(root)
-	if realDir, err := filepath.EvalSymlinks(dir); err != nil || !within(realRoot, realDir) {
-		return fmt.Errorf("%s resolves outside its root: %w", p, errEscape)
-	}
-	tmp, err := os.CreateTemp(dir, ".aml-file-*")
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := path.Join(dir, ".aml-file-"+hex.EncodeToString(rnd[:]))
+	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
-		return err
+		return confinedError(p, err)
 	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
+	_, werr := f.Write(data)
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
 	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
+	if werr == nil {
+		werr = r.Rename(tmp, p)
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), full); err != nil {
-		os.Remove(tmp.Name())
-		return err
+	if werr != nil {
+		_ = r.Remove(tmp)
+		return confinedError(p, werr)
 	}
 	return nil
 }
 
-// readConfinedInfo resolves root/p, refusing links that leave root, and
-// describes it; it must be a regular file.
-func readConfinedInfo(root, p string) (string, os.FileInfo, error) {
-	full, err := confined(root, p)
+// openConfined opens root/p for reading through os.Root; it must be a
+// regular file. The caller closes both returned values.
+func openConfined(root, p string) (*os.Root, *os.File, os.FileInfo, error) {
+	r, err := os.OpenRoot(root)
 	if err != nil {
-		return "", nil, err
+		return nil, nil, nil, err
 	}
-	info, err := os.Stat(full)
+	f, err := r.Open(p)
 	if err != nil {
-		return "", nil, err
+		r.Close()
+		return nil, nil, nil, confinedError(p, err)
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		r.Close()
+		return nil, nil, nil, err
 	}
 	if !info.Mode().IsRegular() {
-		return "", info, fmt.Errorf("%s is a %s, not a regular file", p, fileKind(info))
+		f.Close()
+		r.Close()
+		return nil, nil, info, fmt.Errorf("%s is a %s, not a regular file", p, fileKind(info))
 	}
-	return full, info, nil
+	return r, f, info, nil
 }
 
-// readConfined reads root/p, refusing links that leave root.
+// readConfinedInfo describes root/p, a regular file below root.
+func readConfinedInfo(root, p string) (os.FileInfo, error) {
+	r, f, info, err := openConfined(root, p)
+	if err != nil {
+		return info, err
+	}
+	f.Close()
+	r.Close()
+	return info, nil
+}
+
+// readConfined reads root/p, a regular file below root.
 func readConfined(root, p string) ([]byte, os.FileInfo, error) {
-	full, info, err := readConfinedInfo(root, p)
+	r, f, info, err := openConfined(root, p)
 	if err != nil {
 		return nil, info, err
 	}
-	data, err := os.ReadFile(full)
+	defer r.Close()
+	defer f.Close()
+	data, err := io.ReadAll(f)
 	return data, info, err
+}
+
+// confinedError names the path of a failed confined access; an attempt to
+// leave the root says so.
+func confinedError(p string, err error) error {
+	if strings.Contains(err.Error(), "path escapes from parent") {
+		return fmt.Errorf("%s resolves outside its root (through a symbolic link): %w", p, err)
+	}
+	return err
 }

@@ -174,7 +174,7 @@ func (d *domain) includeSourceOf(ctx context.Context, n *Include, res resScope) 
 		dir := res.ws.lease.Directory()
 		return &includeSource{name: n.Path, arg: "path", fs: "workspace:" + dir, path: p,
 			stat: func() (int64, int64, error) {
-				_, info, err := readConfinedInfo(dir, p)
+				info, err := readConfinedInfo(dir, p)
 				if err != nil {
 					return 0, 0, err
 				}
