@@ -93,6 +93,10 @@ type Launch struct {
 	// text (for example as agent configuration); otherwise it becomes a
 	// first-turn <SYSTEM> prelude.
 	SystemHandled bool
+	// Secrets are values AML passes to the agent (credentials, in Env or
+	// elsewhere) that must not reach errors or traces when the agent
+	// prints them; the values of the configured env= are always redacted.
+	Secrets []string
 }
 
 // LaunchFile is one file a profile writes into the state directory.

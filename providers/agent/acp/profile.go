@@ -104,9 +104,24 @@ func NewProfile(b Base, spec ProfileSpec) (*Provider, error) {
 	b.Env = maps.Clone(b.Env)
 	b.Relay = slices.Clone(b.Relay)
 	launch := spec.Launch
+	// The profile's credentials and the user's env= values are redacted
+	// from whatever the agent prints.
+	var secrets []string
+	for _, name := range spec.Secret {
+		secrets = append(secrets, spec.Strings[name])
+	}
+	for _, v := range b.Env {
+		secrets = append(secrets, v)
+	}
 	return New(Config{Name: b.Name, Command: b.Command, WorkingDirectory: b.WorkingDirectory, NativeSkills: spec.NativeSkills,
 		Relay: b.Relay, ClientVersion: b.ClientVersion,
-		Profile: func(ctx context.Context, lc LaunchContext) (*Launch, error) { return launch(ctx, lc, &b) }})
+		Profile: func(ctx context.Context, lc LaunchContext) (*Launch, error) {
+			l, err := launch(ctx, lc, &b)
+			if l != nil {
+				l.Secrets = append(l.Secrets, secrets...)
+			}
+			return l, err
+		}})
 }
 
 // Captured is a JSON configuration object captured when a profile is

@@ -60,6 +60,8 @@ type session struct {
 	// hostLease is the local lease a host launch runs in, released after
 	// the process at cleanup; nil in a sandbox.
 	hostLease  eval.SandboxLease
+	// redact removes what AML passed to the process from what it prints.
+	redact     redactor
 	proc       eval.SandboxProcess
 	conn       *acpsdk.ClientSideConnection
 	id         acpsdk.SessionId
@@ -125,6 +127,7 @@ func (s *session) open(ctx context.Context) error {
 	if err := s.prepareLaunch(ctx, cwd); err != nil {
 		return err
 	}
+	s.redact = newRedactor(s.launch.Secrets, s.p.cfg.Env)
 	if s.req.Model != "" && !s.launch.ModelHandled {
 		return fmt.Errorf("provider %q cannot select model %q: a generic ACP agent has no portable model setting; configure the model in the agent's own settings and remove model=", s.p.cfg.Name, s.req.Model)
 	}
@@ -376,6 +379,11 @@ func (s *session) bridgeDescriptor(http bool) (acpsdk.McpServer, error) {
 // names the cause of a failure: cancellation, the process exit (with its
 // status and stderr tail) or the protocol error.
 func (s *session) do(ctx context.Context, phase string, f func(context.Context) error) error {
+	return s.redact.Error(s.request(ctx, phase, f))
+}
+
+// request is do before redaction.
+func (s *session) request(ctx context.Context, phase string, f func(context.Context) error) error {
 	c, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
@@ -433,7 +441,7 @@ func (s *session) exitError(phase string) error {
 		msg = fmt.Sprintf("waiting for ACP agent process %q failed during %s: %v", s.launch.Command, phase, s.exitErr)
 	}
 	if tail := strings.TrimSpace(s.stderr.String()); tail != "" {
-		msg += ": " + tail
+		msg += ": " + s.redact.String(tail)
 	}
 	return errors.New(msg)
 }
@@ -442,7 +450,7 @@ func (s *session) exitError(phase string) error {
 func (s *session) problem(msg string) {
 	s.mu.Lock()
 	if len(s.problems) < 8 {
-		s.problems = append(s.problems, msg)
+		s.problems = append(s.problems, s.redact.String(msg))
 	}
 	s.mu.Unlock()
 }
@@ -588,9 +596,9 @@ func (h *problemHandler) Handle(_ context.Context, r slog.Record) error {
 	h.s.problem(msg)
 	var content map[string]any
 	if raw != "" && h.s.trace.CapturesContent() {
-		content = map[string]any{"raw": raw}
+		content = map[string]any{"raw": h.s.redact.String(raw)}
 	}
-	h.s.trace.Event("acp.protocol.problem", map[string]any{"message": msg}, content)
+	h.s.trace.Event("acp.protocol.problem", map[string]any{"message": h.s.redact.String(msg)}, content)
 	return nil
 }
 

@@ -60,3 +60,19 @@ func TestValidation(t *testing.T) {
 		t.Error("untrimmed model accepted")
 	}
 }
+
+// TestCredentialRedacted: the API key AML passes never reaches the error
+// when the agent prints it before dying.
+func TestCredentialRedacted(t *testing.T) {
+	cmd, env := acptest.Command()
+	env["AML_FAKE_ACP_MODE"] = "auth"
+	env["AML_FAKE_ACP_AUTH_METHOD"] = "z-ai-api-key"
+	p, err := glm.New(glm.Options{Base: acp.Base{Command: cmd, Env: env}, APIKey: "zai-secret-0123"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Run(context.Background(), &eval.AgentRequest{Prompt: "stderr-env Z_AI_API_KEY\nexit 3"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "exited with code 3") || !strings.Contains(err.Error(), "Z_AI_API_KEY=[redacted]") || strings.Contains(err.Error(), "zai-secret-0123") {
+		t.Fatalf("error = %v", err)
+	}
+}

@@ -22,10 +22,12 @@
 //	                  request naming only the call id; the choice is said
 //	                  back as "permission SRV.TOOL: OPTION"
 //	stderr TEXT       a line on stderr
+//	stderr-env NAME   the line NAME=<its value> on stderr
 //	exit CODE         the process exits with CODE mid-turn
 //	hang              waits for session/cancel, then stops as cancelled
 //	hang-hard         waits forever, ignoring session/cancel
 //	nonjson TEXT      a line of plain text on stdout
+//	nonjson-env NAME  the plain line NAME=<its value> on stdout
 //	unknown           a session/update of an unknown kind
 //	usage             the prompt response carries token usage
 //	mcp               says the MCP servers session/new received (JSON)
@@ -272,6 +274,8 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 			err = a.mcpPermission(ctx, r.SessionId, srv, tool, chunk)
 		case "stderr":
 			fmt.Fprintln(os.Stderr, arg)
+		case "stderr-env":
+			fmt.Fprintln(os.Stderr, arg+"="+os.Getenv(arg))
 		case "exit":
 			code, _ := strconv.Atoi(arg)
 			os.Exit(code)
@@ -282,6 +286,8 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 			select {}
 		case "nonjson":
 			a.raw(arg)
+		case "nonjson-env":
+			a.raw(arg + "=" + os.Getenv(arg))
 		case "unknown":
 			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{
 				"sessionId": r.SessionId, "update": map[string]any{"sessionUpdate": "mystery_update"}}})
