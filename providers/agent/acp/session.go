@@ -59,7 +59,7 @@ type session struct {
 
 	// hostLease is the local lease a host launch runs in, released after
 	// the process at cleanup; nil in a sandbox.
-	hostLease  eval.SandboxLease
+	hostLease eval.SandboxLease
 	// redact removes what AML passed to the process from what it prints.
 	redact     redactor
 	proc       eval.SandboxProcess
