@@ -3,6 +3,7 @@ package acpstar
 import (
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"go.starlark.net/starlark"
 
@@ -68,8 +69,13 @@ func (r shared) params(own ...starlib.Param) []starlib.Param {
 		starlib.Param{Name: "command", Type: "str", Default: strconv.Quote(r.command), Doc: r.commandDoc},
 		starlib.Param{Name: dir, Type: "str | None", Default: "None", Doc: "Session cwd outside a sandbox (relative paths resolve from the current directory)."},
 		starlib.Param{Name: "name", Type: "str", Default: strconv.Quote(r.name), Doc: "Provider name shown in traces and errors."},
+		handshakeParam,
 	)
 }
+
+// handshakeParam bounds the session handshake of every factory.
+var handshakeParam = starlib.Param{Name: "handshake_timeout_ms", Type: "int | None", Default: "None",
+	Doc: "Bound of each handshake request (initialize, authenticate, session/new) in milliseconds (default 60000): an agent that does not answer fails with what it printed."}
 
 // base reads the shared parameters into the profile base: name=,
 // command= and the string parameters in nonEmpty must not be empty when
@@ -78,6 +84,14 @@ func (r shared) params(own ...starlib.Param) []starlib.Param {
 // relative.
 func base(o Options, c *starlib.Call, dir, model string, nonEmpty ...string) (acp.Base, error) {
 	b := acp.Base{Name: c.Str("name"), Command: c.Str("command"), Model: model, Relay: o.Relay, ClientVersion: o.ClientVersion}
+	if n, set, err := c.Int("handshake_timeout_ms"); err != nil {
+		return b, err
+	} else if set {
+		if n <= 0 || n > 1<<40 {
+			return b, c.Errorf("handshake_timeout_ms must be a positive integer (milliseconds), got %d", n)
+		}
+		b.HandshakeTimeout = time.Duration(n) * time.Millisecond
+	}
 	for _, k := range append([]string{"name", "command"}, nonEmpty...) {
 		if c.Has(k) && c.Str(k) == "" {
 			return b, c.Errorf("%s must be a non-empty string", k)
@@ -123,6 +137,7 @@ Each agent() session launches command with literal args (never through a shell):
 			{Name: "env", Type: "dict", Default: "{}", Doc: "Environment variables added for the agent process (str to str)."},
 			{Name: "name", Type: "str", Default: `"acp"`, Doc: "Provider name shown in traces and errors."},
 			{Name: "working_directory", Type: "str | None", Default: "None", Doc: "Session cwd outside a sandbox; relative paths resolve from the current directory."},
+			handshakeParam,
 			{Name: "auth_method", Type: "str | None", Default: "None", Doc: "ACP authentication method id sent with authenticate after initialize."},
 		},
 		Returns: "an agent provider",
@@ -133,7 +148,8 @@ Each agent() session launches command with literal args (never through a shell):
 			return nil, err
 		}
 		p, err := acp.New(acp.Config{Command: b.Command, Name: b.Name, AuthMethodID: c.Str("auth_method"),
-			Args: b.Args, Env: b.Env, WorkingDirectory: b.WorkingDirectory, Relay: b.Relay, ClientVersion: b.ClientVersion})
+			Args: b.Args, Env: b.Env, WorkingDirectory: b.WorkingDirectory, Relay: b.Relay, ClientVersion: b.ClientVersion,
+			HandshakeTimeout: b.HandshakeTimeout})
 		return provider(c, p, err)
 	}},
 	{starlib.Builtin{

@@ -28,10 +28,10 @@ func TestExtensionFactories(t *testing.T) {
 	// The profile factories share their trailing parameter rows.
 	for _, b := range acpstar.Extension.Builtins[1:] {
 		var tail []string
-		for _, p := range b.Params[len(b.Params)-5:] {
+		for _, p := range b.Params[len(b.Params)-6:] {
 			tail = append(tail, p.Name)
 		}
-		if tail[0] != "env" || tail[1] != "args" || tail[2] != "command" || tail[4] != "name" {
+		if tail[0] != "env" || tail[1] != "args" || tail[2] != "command" || tail[4] != "name" || tail[5] != "handshake_timeout_ms" {
 			t.Errorf("%s: shared rows %v", b.Name, tail)
 		}
 	}

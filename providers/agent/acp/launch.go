@@ -272,7 +272,7 @@ func (s *session) configure(ctx context.Context, advertised []acpsdk.SessionConf
 		if !found {
 			return fmt.Errorf("ACP agent %q does not advertise configuration option %s", s.launch.Command, label)
 		}
-		if err := s.do(ctx, "session/set_config_option", func(c context.Context) error {
+		if err := s.handshake(ctx, "session/set_config_option", func(c context.Context) error {
 			_, err := s.conn.SetSessionConfigOption(c, req)
 			return err
 		}); err != nil {

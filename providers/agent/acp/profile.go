@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/option"
@@ -32,9 +33,10 @@ type Base struct {
 	// WorkingDirectory is the session cwd outside a sandbox; "" means the
 	// process working directory.
 	WorkingDirectory string
-	// Relay and ClientVersion are as in Config.
-	Relay         []string
-	ClientVersion string
+	// Relay, ClientVersion and HandshakeTimeout are as in Config.
+	Relay            []string
+	ClientVersion    string
+	HandshakeTimeout time.Duration
 }
 
 // ModelFor returns the model of a session: the agent's model=, else the
@@ -114,7 +116,7 @@ func NewProfile(b Base, spec ProfileSpec) (*Provider, error) {
 		secrets = append(secrets, v)
 	}
 	return New(Config{Name: b.Name, Command: b.Command, WorkingDirectory: b.WorkingDirectory, NativeSkills: spec.NativeSkills,
-		Relay: b.Relay, ClientVersion: b.ClientVersion,
+		Relay: b.Relay, ClientVersion: b.ClientVersion, HandshakeTimeout: b.HandshakeTimeout,
 		Profile: func(ctx context.Context, lc LaunchContext) (*Launch, error) {
 			l, err := launch(ctx, lc, &b)
 			if l != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aml-go/aml/eval"
 )
@@ -53,7 +54,16 @@ type Config struct {
 	// ClientVersion is the version AML announces to the agent in
 	// initialize and on the tool bridge; "" means "dev".
 	ClientVersion string
+	// HandshakeTimeout bounds each request of the session handshake
+	// (initialize, authenticate, session/new, set_config_option); 0 means
+	// DefaultHandshakeTimeout. Turns are bounded by the agent's
+	// timeout_ms instead.
+	HandshakeTimeout time.Duration
 }
+
+// DefaultHandshakeTimeout is the bound of each handshake request when
+// Config.HandshakeTimeout is 0.
+const DefaultHandshakeTimeout = time.Minute
 
 // Provider runs authored agent() sessions against an ACP agent process. It
 // implements eval.SessionProvider and eval.SandboxCompatible, and is safe

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -177,7 +178,7 @@ func (s *session) open(ctx context.Context) error {
 	close(gate.ready)
 
 	var init acpsdk.InitializeResponse
-	err := s.do(ctx, "initialize", func(c context.Context) (err error) {
+	err := s.handshake(ctx, "initialize", func(c context.Context) (err error) {
 		init, err = s.conn.Initialize(c, acpsdk.InitializeRequest{
 			ProtocolVersion: acpsdk.ProtocolVersionNumber,
 			ClientInfo:      &acpsdk.Implementation{Name: "aml", Title: acpsdk.Ptr("Agent Markup Language"), Version: s.p.cfg.ClientVersion},
@@ -196,7 +197,7 @@ func (s *session) open(ctx context.Context) error {
 		}
 	}
 	if id := s.launch.AuthMethodID; id != "" {
-		if err := s.do(ctx, "authenticate", func(c context.Context) error {
+		if err := s.handshake(ctx, "authenticate", func(c context.Context) error {
 			_, err := s.conn.Authenticate(c, acpsdk.AuthenticateRequest{MethodId: id})
 			return err
 		}); err != nil {
@@ -214,7 +215,7 @@ func (s *session) open(ctx context.Context) error {
 		servers = append(servers, d)
 	}
 	var created acpsdk.NewSessionResponse
-	if err := s.do(ctx, "session/new", func(c context.Context) (err error) {
+	if err := s.handshake(ctx, "session/new", func(c context.Context) (err error) {
 		created, err = s.conn.NewSession(c, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: servers})
 		return err
 	}); err != nil {
@@ -373,6 +374,47 @@ func (s *session) bridgeDescriptor(http bool) (acpsdk.McpServer, error) {
 	}
 	return acpsdk.McpServer{Stdio: &acpsdk.McpServerStdio{Name: b.name, Command: relay[0], Args: append([]string{}, relay[1:]...),
 		Env: []acpsdk.EnvVariable{{Name: RelayURLEnv, Value: b.url}, {Name: RelayTokenEnv, Value: b.secret}}}}, nil
+}
+
+// errHandshakeTimeout ends a handshake request that took longer than the
+// provider's HandshakeTimeout.
+var errHandshakeTimeout = errors.New("handshake timeout")
+
+// handshake runs one request of the handshake (initialize, authenticate,
+// session/new, set_config_option) under the provider's HandshakeTimeout:
+// an agent that never answers, or prints only lines that are not ACP,
+// fails the session with the step and what it printed instead of waiting
+// forever. Close then kills its process tree.
+func (s *session) handshake(ctx context.Context, phase string, f func(context.Context) error) error {
+	timeout := s.p.cfg.HandshakeTimeout
+	if timeout == 0 {
+		timeout = DefaultHandshakeTimeout
+	}
+	hctx, cancel := context.WithTimeoutCause(ctx, timeout, errHandshakeTimeout)
+	defer cancel()
+	err := s.do(hctx, phase, f)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(hctx), errHandshakeTimeout) {
+		return fmt.Errorf("ACP agent %q did not answer %s within %s; check that it speaks ACP (JSON-RPC) on stdin and stdout%s", s.launch.Command, phase, timeout, s.printed())
+	}
+	return err
+}
+
+// printed describes what the agent printed that was not ACP: its stderr
+// tail and the protocol problems, redacted.
+func (s *session) printed() string {
+	var parts []string
+	if tail := strings.TrimSpace(s.stderr.String()); tail != "" {
+		parts = append(parts, "stderr: "+s.redact.String(tail))
+	}
+	s.mu.Lock()
+	if len(s.problems) > 0 {
+		parts = append(parts, "protocol problems: "+strings.Join(s.problems, "; "))
+	}
+	s.mu.Unlock()
+	if len(parts) == 0 {
+		return " (it printed nothing)"
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
 }
 
 // do runs one request, abandoning it when the agent process exits, and
@@ -593,7 +635,17 @@ func (h *problemHandler) Handle(_ context.Context, r slog.Record) error {
 		}
 		return true
 	})
-	h.s.problem(msg)
+	// Errors name the offending line (redacted, shortened); traces keep it
+	// as content only.
+	line := raw
+	if len(line) > 200 {
+		line = line[:200] + "..."
+	}
+	if line != "" {
+		h.s.problem(msg + ": " + strconv.Quote(line))
+	} else {
+		h.s.problem(msg)
+	}
 	var content map[string]any
 	if raw != "" && h.s.trace.CapturesContent() {
 		content = map[string]any{"raw": h.s.redact.String(raw)}

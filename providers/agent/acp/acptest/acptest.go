@@ -51,7 +51,9 @@
 // A line that is none of these is said back unchanged. The environment
 // variable AML_FAKE_ACP_MODE changes the handshake: "no-http" advertises
 // no HTTP MCP support, "version2" answers initialize with version 2,
-// "exit-init" exits with status 3 during initialize, "auth" requires
+// "exit-init" exits with status 3 during initialize, "mute" never answers
+// initialize (printing "fake agent: thinking..." on stderr) and "babble"
+// answers it only with plain lines that are not JSON, "auth" requires
 // authenticate (with method AML_FAKE_ACP_AUTH_METHOD, default "fake-key")
 // before session/new, and "linger" keeps running after
 // stdin closes (until killed).
@@ -167,6 +169,13 @@ func (a *agent) Initialize(_ context.Context, _ acpsdk.InitializeRequest) (acpsd
 	case "exit-init":
 		fmt.Fprintln(os.Stderr, "fake agent: refusing to initialize")
 		os.Exit(3)
+	case "mute":
+		fmt.Fprintln(os.Stderr, "fake agent: thinking...")
+		select {}
+	case "babble":
+		a.raw("Welcome to the fake agent!")
+		a.raw("Type /help for help.")
+		select {}
 	case "version2":
 		return acpsdk.InitializeResponse{ProtocolVersion: 2}, nil
 	}
