@@ -172,6 +172,9 @@ func (b *bridge) toolHandler(t *eval.AgentTool) mcp.ToolHandler {
 			}
 			text = string(data)
 		}
+		if size := jsonTextSize(text); size > MaxMessageBytes-messageOverhead {
+			return errorResult(fmt.Sprintf("the result of tool %s is %d bytes once encoded, over the %d-byte (10 MiB) limit of one message; ask for less (a smaller page, a summary), or have the tool write the data to a file and return its path", t.Name, size, MaxMessageBytes-messageOverhead)), nil
+		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, nil
 	}
 }

@@ -172,7 +172,9 @@ func (s *session) open(ctx context.Context) error {
 
 	// The connection starts reading at once, but its logger can only be
 	// set afterwards: the gate holds the first read until it is set.
-	gate := &gatedReader{r: s.proc.Stdout(), ready: make(chan struct{})}
+	gate := &gatedReader{r: s.proc.Stdout(), ready: make(chan struct{}), over: func() {
+		s.problem(fmt.Sprintf("the agent sent an ACP message of more than %d bytes (10 MiB, the limit of one message line); the connection cannot read it", MaxMessageBytes))
+	}}
 	s.conn = acpsdk.NewClientSideConnection(&client{s: s}, s.proc.Stdin(), gate)
 	s.conn.SetLogger(slog.New(&problemHandler{s: s}))
 	close(gate.ready)
@@ -308,6 +310,9 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 
 // prompt sends one session/prompt and traces it.
 func (s *session) prompt(ctx context.Context, phase, text string) (acpsdk.PromptResponse, error) {
+	if size := jsonTextSize(text); size > MaxMessageBytes-messageOverhead {
+		return acpsdk.PromptResponse{}, fmt.Errorf("the %s prompt is %d bytes once encoded, over the %d-byte (10 MiB) limit of one ACP message; move large content into a file the agent reads (include(..., max_bytes=...) stages it)", phase, size, MaxMessageBytes-messageOverhead)
+	}
 	var content map[string]any
 	if s.trace.CapturesContent() {
 		content = map[string]any{"prompt": text}
@@ -664,9 +669,45 @@ func (h *problemHandler) WithGroup(string) slog.Handler { return h }
 type gatedReader struct {
 	r     io.Reader
 	ready chan struct{}
+	// line counts the bytes of the current line; over is called once
+	// when a line reaches MaxMessageBytes, which the ACP SDK cannot read
+	// (its buffer holds at most that much).
+	line int
+	over func()
 }
 
 func (g *gatedReader) Read(p []byte) (int, error) {
 	<-g.ready
-	return g.r.Read(p)
+	n, err := g.r.Read(p)
+	for _, b := range p[:n] {
+		if b == '\n' {
+			g.line = 0
+			continue
+		}
+		g.line++
+		if g.line == MaxMessageBytes && g.over != nil {
+			g.over()
+		}
+	}
+	return n, err
+}
+
+// MaxMessageBytes bounds one ACP message (one JSON line) in either
+// direction: the ACP SDK reads at most 10 MiB per line. A prompt over it
+// is refused before it is sent; a tool result over it is returned to the
+// agent as a tool error; an agent message over it ends the session with
+// an error that names the limit.
+const MaxMessageBytes = 10 << 20
+
+// messageOverhead is the room a message leaves for its envelope (JSON-RPC
+// fields and escaping of the text).
+const messageOverhead = 64 << 10
+
+// jsonTextSize is the length of text encoded as a JSON string.
+func jsonTextSize(text string) int {
+	b, err := json.Marshal(text)
+	if err != nil {
+		return len(text)
+	}
+	return len(b)
 }

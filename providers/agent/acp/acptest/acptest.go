@@ -21,6 +21,7 @@
 //	                  (as Codex reports MCP calls), then a permission
 //	                  request naming only the call id; the choice is said
 //	                  back as "permission SRV.TOOL: OPTION"
+//	huge N            says N bytes of "x" in one message chunk
 //	stderr TEXT       a line on stderr
 //	stderr-env NAME   the line NAME=<its value> on stderr
 //	exit CODE         the process exits with CODE mid-turn
@@ -269,6 +270,9 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 		switch verb {
 		case "say":
 			err = chunk(arg)
+		case "huge":
+			n, _ := strconv.Atoi(arg)
+			err = chunk(strings.Repeat("x", n))
 		case "msg":
 			id, body, _ := strings.Cut(arg, " ")
 			u := acpsdk.UpdateAgentMessageText(body)
