@@ -207,9 +207,17 @@ func (e *evaluator) visit(item any) error {
 	case nil, bool:
 		return nil
 	case []any:
-		if len(v) > 0 {
-			e.push(frame{kind: fList, items: v, depth: f.depth, pl: f.pl, sink: f.sink, agent: f.agent, pos: f.pos, parentSpan: e.spanParent(), ctx: f.ctx, comps: f.comps, res: f.res})
+		if len(v) == 0 {
+			return nil
 		}
+		if f.kind == fList && int(f.idx) == len(f.items) {
+			// The list is the last item of a list frame, which has nothing
+			// to do when it completes: reuse the frame, so that a deeply
+			// nested list needs one frame, not one per level.
+			f.items, f.idx = v, 0
+			return nil
+		}
+		e.push(frame{kind: fList, items: v, depth: f.depth, pl: f.pl, sink: f.sink, agent: f.agent, pos: f.pos, parentSpan: e.spanParent(), ctx: f.ctx, comps: f.comps, res: f.res})
 		return nil
 	case []string:
 		for _, s := range v {

@@ -138,8 +138,11 @@ func (e *env) componentBody(fn starlark.Callable, args starlark.Tuple, kwargs []
 		if err != nil {
 			return nil, fromStarlark(cc.Context(), err, pos)
 		}
-		r, err := toRenderable(v, fmt.Sprintf("component %s returned a value that", name))
+		r, err := toRenderableCtx(cc.Context(), v, fmt.Sprintf("component %s returned a value that", name))
 		if err != nil {
+			if cc.Context().Err() != nil {
+				return nil, &eval.EvaluationError{Msg: "evaluation cancelled in component " + name, Pos: pos, Err: err}
+			}
 			return nil, &eval.EvaluationError{Msg: err.Error(), Pos: pos}
 		}
 		return r, nil

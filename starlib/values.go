@@ -1,6 +1,7 @@
 package starlib
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -107,7 +108,13 @@ var errUnrenderable = errors.New("is not renderable")
 // that names the type and suggests json.encode(). what is the subject of
 // the message: "agent() argument", "component main returned a value that".
 func toRenderable(v starlark.Value, what string) (any, error) {
-	return convert(v, what, nil)
+	return convertCtx(nil, v, what)
+}
+
+// toRenderableCtx is toRenderable for a value whose conversion may be
+// long (a deeply nested list): it stops with ctx's cause once ctx is done.
+func toRenderableCtx(ctx context.Context, v starlark.Value, what string) (any, error) {
+	return convertCtx(ctx, v, what)
 }
 
 // toRenderables converts each value of a tuple.
@@ -117,7 +124,7 @@ func toRenderables(vs starlark.Tuple, what string) ([]any, error) {
 	}
 	out := make([]any, len(vs))
 	for i, v := range vs {
-		r, err := convert(v, what, nil)
+		r, err := convertCtx(nil, v, what)
 		if err != nil {
 			return nil, err
 		}
@@ -126,42 +133,97 @@ func toRenderables(vs starlark.Tuple, what string) ([]any, error) {
 	return out, nil
 }
 
-// convert walks lists recursively; path holds the lists being converted
-// to reject cycles.
-func convert(v starlark.Value, what string, path []*starlark.List) (any, error) {
+// convertStep is one sequence being converted: its elements, the
+// converted values, and the next element.
+type convertStep struct {
+	list *starlark.List // nil for a tuple
+	seq  starlark.Indexable
+	out  []any
+	i    int
+}
+
+// convertCtx converts v with an explicit stack (no Go recursion, linear
+// in the size of the value however deep it nests). The lists being
+// converted are kept in a set, so a list that contains itself is found
+// in constant time per level. With a non-nil ctx, the conversion stops
+// once ctx is done.
+func convertCtx(ctx context.Context, v starlark.Value, what string) (any, error) {
+	if r, ok, err := convertScalar(v, what); ok || err != nil {
+		return r, err
+	}
+	onPath := map[*starlark.List]bool{}
+	var stack []convertStep
+	push := func(v starlark.Value) error {
+		st := convertStep{}
+		switch v := v.(type) {
+		case *starlark.List:
+			if onPath[v] {
+				return fmt.Errorf("%s %w: cycle: a list contains itself, so its text would never end; build a new list instead of appending a list to itself", what, errUnrenderable)
+			}
+			onPath[v] = true
+			st.list, st.seq = v, v
+		case starlark.Tuple:
+			// Tuples are immutable, so only a list inside one can close a cycle.
+			st.seq = v
+		}
+		st.out = make([]any, st.seq.Len())
+		stack = append(stack, st)
+		return nil
+	}
+	if err := push(v); err != nil {
+		return nil, err
+	}
+	steps := 0
+	for {
+		top := &stack[len(stack)-1]
+		if top.i == len(top.out) {
+			done := stack[len(stack)-1]
+			if done.list != nil {
+				delete(onPath, done.list)
+			}
+			stack = stack[:len(stack)-1]
+			if len(stack) == 0 {
+				return done.out, nil
+			}
+			parent := &stack[len(stack)-1]
+			parent.out[parent.i-1] = done.out
+			continue
+		}
+		if steps++; ctx != nil && steps%4096 == 0 && ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		elem := top.seq.Index(top.i)
+		top.i++
+		r, ok, err := convertScalar(elem, what)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			top.out[top.i-1] = r
+			continue
+		}
+		if err := push(elem); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// convertScalar converts a value that is not a list or tuple; ok is false
+// for lists and tuples.
+func convertScalar(v starlark.Value, what string) (r any, ok bool, err error) {
 	switch v := v.(type) {
 	case starlark.String:
-		return string(v), nil
+		return string(v), true, nil
 	case starlark.NoneType, starlark.Bool:
-		return nil, nil
+		return nil, true, nil
 	case starlark.Int, starlark.Float:
-		return v.String(), nil
+		return v.String(), true, nil
 	case *NodeValue:
-		return v.Node, nil
-	case *starlark.List:
-		for _, p := range path {
-			if p == v {
-				return nil, fmt.Errorf("%s %w: cycle: a list contains itself, so its text would never end; build a new list instead of appending a list to itself", what, errUnrenderable)
-			}
-		}
-		return convertSeq(v.Len(), v.Index, what, append(path, v))
-	case starlark.Tuple:
-		// Tuples are immutable, so only a list inside one can close a cycle.
-		return convertSeq(v.Len(), v.Index, what, path)
+		return v.Node, true, nil
+	case *starlark.List, starlark.Tuple:
+		return nil, false, nil
 	}
-	return nil, fmt.Errorf("%s %w: %s cannot be rendered as text (only strings, numbers, None, booleans, lists and AML nodes can); turn data into text first, e.g. json.encode(value)", what, errUnrenderable, article(v.Type()))
-}
-
-func convertSeq(n int, index func(int) starlark.Value, what string, path []*starlark.List) (any, error) {
-	out := make([]any, n)
-	for i := 0; i < n; i++ {
-		r, err := convert(index(i), what, path)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = r
-	}
-	return out, nil
+	return nil, false, fmt.Errorf("%s %w: %s cannot be rendered as text (only strings, numbers, None, booleans, lists and AML nodes can); turn data into text first, e.g. json.encode(value)", what, errUnrenderable, article(v.Type()))
 }
 
 func nodeValue(n eval.Node) *NodeValue { return &NodeValue{Node: n} }
