@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"container/list"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -114,6 +116,9 @@ type includeSource struct {
 	path string
 	stat func() (size int64, mtime int64, err error)
 	read func() ([]byte, error)
+	// open, when set, streams a host file, so that an oversized one is
+	// checked and staged without holding it in memory.
+	open func() (io.ReadCloser, error)
 	// inPlace, when set, is the agent-visible location of a file left in
 	// place when oversized (inside a sandbox); otherwise oversized files
 	// are staged.
@@ -144,7 +149,8 @@ func (d *domain) includeSourceOf(ctx context.Context, n *Include, res resScope) 
 				}
 				return info.Size(), info.ModTime().UnixNano(), nil
 			},
-			read: func() ([]byte, error) { return os.ReadFile(full) }}, nil
+			read: func() ([]byte, error) { return os.ReadFile(full) },
+			open: func() (io.ReadCloser, error) { return os.Open(full) }}, nil
 	}
 	p, err := CheckLogicalPath(n.Path, false)
 	if err != nil {
@@ -183,6 +189,13 @@ func (d *domain) includeSourceOf(ctx context.Context, n *Include, res resScope) 
 			read: func() ([]byte, error) {
 				data, _, err := readConfined(dir, p)
 				return data, err
+			},
+			open: func() (io.ReadCloser, error) {
+				r, f, _, err := openConfined(dir, p)
+				if err != nil {
+					return nil, err
+				}
+				return rootedFile{f, r}, nil
 			}}, nil
 	}
 	return nil, newError(n.Position, "include(path=...) requires an enclosing workspace() or sandbox(); use src= for an application file read from the runtime's working directory")
@@ -203,6 +216,9 @@ func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, agent
 	oversized := n.MaxBytes > 0 && size > n.MaxBytes
 	if oversized && plan == nil && src.inPlace == "" {
 		return "", newError(n.Position, fmt.Sprintf("an oversized include() requires a containing agent(): %q is %d bytes, over max_bytes=%d; move the include into the agent that will read the staged file, or raise or remove max_bytes", src.name, size, n.MaxBytes))
+	}
+	if oversized && src.open != nil {
+		return d.includeStream(ctx, n, src, plan, label, size)
 	}
 	// Revisions are cached by filesystem, path, size and modification
 	// time; a filesystem that reports no modification time is not cached.
@@ -250,6 +266,146 @@ func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, agent
 	}
 	return fmt.Sprintf("%s`%s` is %s and %s, over the %s-byte inline limit, so it is not inlined. Read it from `%s`.",
 		heading, src.name, plural(size, "byte"), plural(int64(entry.lines), "line"), groupDigits(n.MaxBytes), where), nil
+}
+
+// includeStream renders an oversized host file (include(src=) or a
+// workspace path= outside a sandbox) without holding it in memory: it is
+// read once as a stream, checked as UTF-8 text and counted, and copied
+// into the agent's staging area as it goes (into a sandbox's staging only
+// after it passed the check, through the runtime's complete-file API). A
+// binary or non-UTF-8 file stops at its first bad byte.
+func (d *domain) includeStream(ctx context.Context, n *Include, src *includeSource, plan *agentPlan, label string, size int64) (string, error) {
+	rc, err := src.open()
+	if err != nil {
+		return "", &EvaluationError{Msg: label + " cannot read the file", Pos: n.Position, Err: err}
+	}
+	defer rc.Close()
+	name := path.Base(filepath.ToSlash(src.path))
+	var (
+		lines int
+		where string
+	)
+	s := plan.stagingArea()
+	if s.rt == nil {
+		// Host staging: copy straight into the staged file.
+		f, full, err := plan.stageFile(ctx, name)
+		if err != nil {
+			return "", &EvaluationError{Msg: label + ": cannot stage the oversized file for the agent", Pos: n.Position, Err: err}
+		}
+		lines, err = copyText(ctx, f, rc)
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if err != nil {
+			return "", includeStreamError(n, label, err)
+		}
+		where = full
+	} else {
+		var buf bytes.Buffer
+		if lines, err = copyText(ctx, &buf, rc); err != nil {
+			return "", includeStreamError(n, label, err)
+		}
+		if where, err = plan.stage(ctx, name, buf.Bytes()); err != nil {
+			return "", &EvaluationError{Msg: label + ": cannot stage the oversized file for the agent", Pos: n.Position, Err: err}
+		}
+	}
+	heading := ""
+	if !n.NoTitle {
+		title := "Contents of `" + src.name + "`"
+		if n.Title != nil {
+			title = *n.Title
+		}
+		heading = "## " + title + "\n\n"
+	}
+	return fmt.Sprintf("%s`%s` is %s and %s, over the %s-byte inline limit, so it is not inlined. Read it from `%s`.",
+		heading, src.name, plural(size, "byte"), plural(int64(lines), "line"), groupDigits(n.MaxBytes), where), nil
+}
+
+// errNotText marks content that is not UTF-8 text.
+var errNotText = errors.New("not text")
+
+func includeStreamError(n *Include, label string, err error) error {
+	if errors.Is(err, errNotText) {
+		return newError(n.Position, fmt.Sprintf("%s: %v", label, err))
+	}
+	return &EvaluationError{Msg: label + " cannot read the file", Pos: n.Position, Err: err}
+}
+
+// copyText copies r to w, checking as it goes that the content is UTF-8
+// text (no NUL byte), and returns its line count. It stops at the first
+// bad byte, and when ctx is done.
+func copyText(ctx context.Context, w io.Writer, r io.Reader) (lines int, err error) {
+	buf := make([]byte, 64<<10)
+	var (
+		carry []byte // an incomplete rune at the end of the last chunk
+		off   int64  // offset of buf[0] (carry included) in the file
+		last  byte
+		seen  bool
+	)
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, context.Cause(ctx)
+		}
+		k := copy(buf, carry)
+		m, rerr := r.Read(buf[k:])
+		chunk := buf[:k+m]
+		end := len(chunk)
+		if rerr == nil {
+			// Keep an incomplete rune at the end for the next chunk.
+			for i := 1; i <= utf8.UTFMax && i <= len(chunk); i++ {
+				if utf8.RuneStart(chunk[len(chunk)-i]) {
+					if !utf8.FullRune(chunk[len(chunk)-i:]) {
+						end = len(chunk) - i
+					}
+					break
+				}
+			}
+		}
+		body := chunk[:end]
+		if i := bytes.IndexByte(body, 0); i >= 0 {
+			return 0, fmt.Errorf("the file contains a NUL byte at offset %d: binary files cannot be included: %w", off+int64(i), errNotText)
+		}
+		for i := 0; i < len(body); {
+			ru, size := utf8.DecodeRune(body[i:])
+			if ru == utf8.RuneError && size <= 1 {
+				return 0, fmt.Errorf("the file is not valid UTF-8 (invalid byte at offset %d): %w", off+int64(i), errNotText)
+			}
+			i += size
+		}
+		if len(body) > 0 {
+			if _, err := w.Write(body); err != nil {
+				return 0, err
+			}
+			lines += bytes.Count(body, []byte{'\n'})
+			last, seen = body[len(body)-1], true
+		}
+		off += int64(len(body))
+		carry = append(carry[:0], chunk[end:]...)
+		if rerr == io.EOF {
+			if len(carry) > 0 {
+				return 0, fmt.Errorf("the file is not valid UTF-8 (invalid byte at offset %d): %w", off, errNotText)
+			}
+			if seen && last != '\n' {
+				lines++
+			}
+			return lines, nil
+		}
+		if rerr != nil {
+			return 0, rerr
+		}
+	}
+}
+
+// rootedFile closes a file opened through an os.Root, and the root.
+type rootedFile struct {
+	*os.File
+	root *os.Root
+}
+
+func (f rootedFile) Close() error {
+	err := f.File.Close()
+	f.root.Close()
+	return err
 }
 
 // checkText rejects content that is not UTF-8 text.
@@ -359,6 +515,29 @@ func (p *agentPlan) stage(ctx context.Context, name string, data []byte) (string
 	n := s.n
 	s.mu.Unlock()
 	return s.write(ctx, "includes/"+strconv.Itoa(n)+"/"+name, data, 0o600)
+}
+
+// stageFile creates the staged file of an oversized include in a host
+// staging area and returns it open for writing, with its path.
+func (p *agentPlan) stageFile(ctx context.Context, name string) (*os.File, string, error) {
+	s := p.stagingArea()
+	s.mu.Lock()
+	s.n++
+	n := s.n
+	s.mu.Unlock()
+	root, err := s.root(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	full := filepath.Join(root, "includes", strconv.Itoa(n), filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
+		return nil, "", err
+	}
+	f, err := os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, "", err
+	}
+	return f, full, nil
 }
 
 // root returns the agent-visible staging directory, creating it when
