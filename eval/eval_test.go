@@ -351,7 +351,7 @@ func (s *recordingSink) CaptureContent() bool { return s.capture }
 func TestTraceContentCapturePerSink(t *testing.T) {
 	meta, full := &recordingSink{}, &recordingSink{capture: true}
 	var failures atomic.Int32
-	failing := eval.TraceFunc(func(eval.Event) error { return errors.New("sink down") })
+	failing := sinkFunc(func(eval.Event) error { return errors.New("sink down") })
 	rt, _ := eval.New(eval.Options{AgentProvider: echo(t, nil), Trace: []eval.TraceSink{meta, full, failing},
 		OnTraceError: func(error, eval.Event) { failures.Add(1) }})
 	got, err := rt.Evaluate(context.Background(), &eval.Agent{Position: pos(1), Children: []any{"secret prompt"}})
@@ -504,3 +504,8 @@ func TestGoComponentErrorGetsPosition(t *testing.T) {
 		t.Fatalf("error %T %v", err, err)
 	}
 }
+
+// sinkFunc adapts a function to a metadata-only trace sink.
+type sinkFunc func(eval.Event) error
+
+func (f sinkFunc) HandleTrace(e eval.Event) error { return f(e) }

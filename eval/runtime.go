@@ -29,15 +29,20 @@ type Limits struct {
 	// MaxTurnsPerAgent bounds the initial prompt plus follow-ups of one
 	// agent.
 	MaxTurnsPerAgent int
+	// MaxSteps bounds the Starlark computation steps of one evaluation,
+	// counted across all its Starlark threads (component bodies and
+	// callbacks); its default is off, as in the original. The evaluator
+	// runs no Starlark itself: the bindings enforce it through TakeSteps.
+	MaxSteps int
 }
 
 // Unlimited, as the value of a Limits field, switches that limit off.
 const Unlimited = -1
 
 // DefaultLimits returns the original AML defaults: 32 agent calls, 4
-// concurrent agents, depth 16, 16 turns per agent.
+// concurrent agents, depth 16, 16 turns per agent, no step limit.
 func DefaultLimits() Limits {
-	return Limits{MaxAgentCalls: 32, MaxConcurrentAgents: 4, MaxDepth: 16, MaxTurnsPerAgent: 16}
+	return Limits{MaxAgentCalls: 32, MaxConcurrentAgents: 4, MaxDepth: 16, MaxTurnsPerAgent: 16, MaxSteps: Unlimited}
 }
 
 // WithDefaults returns l with every zero field replaced by its default.
@@ -48,6 +53,7 @@ func (l Limits) WithDefaults() Limits {
 		{&l.MaxConcurrentAgents, &d.MaxConcurrentAgents},
 		{&l.MaxDepth, &d.MaxDepth},
 		{&l.MaxTurnsPerAgent, &d.MaxTurnsPerAgent},
+		{&l.MaxSteps, &d.MaxSteps},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
@@ -67,6 +73,7 @@ func (l Limits) Validate() error {
 		{"MaxConcurrentAgents", l.MaxConcurrentAgents},
 		{"MaxDepth", l.MaxDepth},
 		{"MaxTurnsPerAgent", l.MaxTurnsPerAgent},
+		{"MaxSteps", l.MaxSteps},
 	} {
 		if f.v < 0 && f.v != Unlimited {
 			return fmt.Errorf("Limits.%s must be 0 (the default), a positive bound, or eval.Unlimited (no limit), got %d", f.name, f.v)
@@ -198,6 +205,9 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	runID := o.RunID
 	if runID == "" {
 		runID = NewRunID()
+	}
+	if max := r.limits.MaxSteps; max > 0 {
+		ctx = context.WithValue(ctx, stepKey{}, &stepBudget{max: int64(max)})
 	}
 	if err := ctx.Err(); err != nil {
 		return "", canceled(ctx, Position{})
@@ -353,3 +363,30 @@ func (d *domain) countAgentCall(pos Position) error {
 // errDetached is returned by component capabilities used after the
 // component returned.
 var errDetached = errors.New("evaluate() is only available while an AML component is active")
+
+// stepKey carries an evaluation's step budget in its context.
+type stepKey struct{}
+
+// stepBudget is the max_steps budget of one evaluation, shared by all
+// its threads.
+type stepBudget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// TakeSteps charges n Starlark computation steps to the evaluation of ctx
+// (the context the evaluator hands to component bodies, providers and
+// tools) and reports the max_steps error once the evaluation's steps
+// exceed Limits.MaxSteps. Without a step limit it does nothing. It is
+// safe for concurrent use: every thread of an evaluation charges the same
+// budget.
+func TakeSteps(ctx context.Context, n int) error {
+	b, _ := ctx.Value(stepKey{}).(*stepBudget)
+	if b == nil || n <= 0 {
+		return nil
+	}
+	if used := b.used.Add(int64(n)); used > b.max {
+		return fmt.Errorf("AML evaluation exceeded max_steps %d (Starlark computation steps across the evaluation); make the loop end sooner, or raise the limit with configure(max_steps=N) or --max-steps N (0 disables the limit)", b.max)
+	}
+	return nil
+}

@@ -84,12 +84,6 @@ type TraceSink interface {
 	HandleTrace(Event) error
 }
 
-// TraceFunc adapts a function to a metadata-only TraceSink.
-type TraceFunc func(Event) error
-
-// HandleTrace calls f.
-func (f TraceFunc) HandleTrace(e Event) error { return f(e) }
-
 // attrs is an ordered list of attribute key/value pairs; building a slice
 // is cheaper than a map on the hot path.
 type attrs []any

@@ -334,6 +334,7 @@ var limitParams = []Param{
 	{Name: "max_concurrent_agents", Type: "int | None", Default: "None", Doc: "Active agent provider calls (default 4; 0 disables)."},
 	{Name: "max_depth", Type: "int | None", Default: "None", Doc: "Nested component/primitive depth; lists add none (default 16; 0 disables)."},
 	{Name: "max_turns_per_agent", Type: "int | None", Default: "None", Doc: "Initial prompt plus follow-ups of one agent (default 16; 0 disables)."},
+	{Name: "max_steps", Type: "int | None", Default: "None", Doc: "Starlark computation steps of one evaluation, across all its component bodies and callbacks (default 0: no limit, as in the original)."},
 }
 
 var configureBuiltin = &Builtin{
@@ -398,6 +399,7 @@ func configureImpl(c *Call) (starlark.Value, error) {
 		{"max_concurrent_agents", &cfg.MaxConcurrentAgents},
 		{"max_depth", &cfg.MaxDepth},
 		{"max_turns_per_agent", &cfg.MaxTurnsPerAgent},
+		{"max_steps", &cfg.MaxSteps},
 	} {
 		n, set, err := c.Int(f.name)
 		if err != nil {

@@ -38,15 +38,37 @@ func componentOf(thread *starlark.Thread) *eval.ComponentContext {
 func (e *env) newThread(ctx context.Context, name string) (*starlark.Thread, func() bool) {
 	th := &starlark.Thread{Name: name, Print: e.print, Load: e.load}
 	th.SetLocal(keyEnv, e)
-	stop := context.AfterFunc(ctx, func() {
+	cancelled := context.AfterFunc(ctx, func() {
 		reason := "evaluation cancelled"
 		if cause := context.Cause(ctx); cause != nil {
 			reason = cause.Error()
 		}
 		th.Cancel(reason)
 	})
+	// The evaluation's max_steps budget (eval.Limits.MaxSteps) is charged
+	// a quantum at a time while the thread runs, and the rest when it
+	// ends; without a budget the charges are free.
+	var charged uint64
+	th.SetMaxExecutionSteps(stepQuantum)
+	th.OnMaxSteps = func(th *starlark.Thread) {
+		n := th.ExecutionSteps()
+		if err := eval.TakeSteps(ctx, int(n-charged)); err != nil {
+			th.Cancel(err.Error())
+			return
+		}
+		charged = n
+		th.SetMaxExecutionSteps(n + stepQuantum)
+	}
+	stop := func() bool {
+		_ = eval.TakeSteps(ctx, int(th.ExecutionSteps()-charged))
+		return cancelled()
+	}
 	return th, stop
 }
+
+// stepQuantum is how many steps a thread runs between charges of the
+// evaluation's max_steps budget.
+const stepQuantum = 10_000
 
 // fromStarlark converts an error from Starlark code into an evaluation
 // error. Errors that already carry an authored position (evaluation errors

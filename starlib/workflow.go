@@ -65,6 +65,7 @@ type Config struct {
 	MaxConcurrentAgents *int
 	MaxDepth            *int
 	MaxTurnsPerAgent    *int
+	MaxSteps            *int
 	// Pos is where configure() was called.
 	Pos eval.Position
 }
@@ -361,6 +362,7 @@ func (w *Workflow) Limits() eval.Limits {
 		{&l.MaxConcurrentAgents, c.MaxConcurrentAgents},
 		{&l.MaxDepth, c.MaxDepth},
 		{&l.MaxTurnsPerAgent, c.MaxTurnsPerAgent},
+		{&l.MaxSteps, c.MaxSteps},
 	} {
 		if f.src != nil {
 			*f.dst = SurfaceLimit(*f.src)

@@ -68,6 +68,7 @@ type runFlags struct {
 	maxConcurrent  limitFlag
 	maxDepth       limitFlag
 	maxTurns       limitFlag
+	maxSteps       limitFlag
 }
 
 func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
@@ -86,6 +87,7 @@ func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.Var(&f.maxConcurrent, "max-concurrent-agents", "limit of concurrent agent calls (default 4; 0 disables)")
 	fs.Var(&f.maxDepth, "max-depth", "limit of nested depth (default 16; 0 disables)")
 	fs.Var(&f.maxTurns, "max-turns-per-agent", "limit of turns per agent (default 16; 0 disables)")
+	fs.Var(&f.maxSteps, "max-steps", "limit of Starlark computation steps of the evaluation (default 0: none)")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: aml run FILE [flags]\n\nEvaluates FILE's entry (main, or --entry NAME) and prints the result on stdout.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -207,6 +209,7 @@ func (r *runner) options(wf *starlib.Workflow) (eval.Options, error) {
 		{&f.maxConcurrent, &limits.MaxConcurrentAgents},
 		{&f.maxDepth, &limits.MaxDepth},
 		{&f.maxTurns, &limits.MaxTurnsPerAgent},
+		{&f.maxSteps, &limits.MaxSteps},
 	} {
 		if l.flag.set {
 			*l.dst = starlib.SurfaceLimit(l.flag.v)
