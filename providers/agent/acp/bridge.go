@@ -109,13 +109,24 @@ func startBridge(s *session, name string) (_ *bridge, err error) {
 		}
 		handler.ServeHTTP(w, r)
 	})
-	b.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// A connection may not idle or dawdle over its request: an agent's
+	// client sends one request at a time, and a tool call's handler time
+	// is not bounded here (no write timeout).
+	b.srv = &http.Server{Handler: mux, ReadHeaderTimeout: bridgeHeaderTimeout, ReadTimeout: bridgeReadTimeout, IdleTimeout: bridgeIdleTimeout}
 	go func() {
 		defer close(b.served)
 		_ = b.srv.Serve(b.ln)
 	}()
 	return b, nil
 }
+
+// The bridge's connection timeouts: the headers of a request, the whole
+// request, and an idle keep-alive connection.
+var (
+	bridgeHeaderTimeout = 10 * time.Second
+	bridgeReadTimeout   = time.Minute
+	bridgeIdleTimeout   = 30 * time.Second
+)
 
 // header is the Authorization header value the bridge accepts.
 func (b *bridge) header() string { return "Bearer " + b.secret }

@@ -1,14 +1,20 @@
 package acp_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/tracetest"
@@ -229,5 +235,60 @@ func TestStructuredRepair(t *testing.T) {
 	}
 	if n := len(rec.Named("agent.turn")); n != 2 {
 		t.Fatalf("agent.turn events = %d, want one span (start and end): the repair is inside the turn", n)
+	}
+}
+
+// TestBridgeClosesIdleConnections: a connection that sends nothing, or
+// stays idle after a request, is closed by the bridge instead of being
+// kept open for the whole session.
+func TestBridgeClosesIdleConnections(t *testing.T) {
+	defer acp.SetBridgeTimeoutsForTest(200*time.Millisecond, 200*time.Millisecond)()
+	ctx := context.Background()
+	req := &eval.AgentRequest{Prompt: "mcp", Output: &eval.OutputRequest{JSONSchema: map[string]any{"type": "string"}}}
+	sess, err := fake(t, nil).OpenSession(ctx, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close(ctx)
+	r, err := sess.RunTurn(ctx, eval.AgentTurn{Index: 1, Kind: "initial", Text: "mcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var servers []struct {
+		URL     string
+		Headers []struct{ Name, Value string }
+	}
+	if err := json.Unmarshal([]byte(r.Text), &servers); err != nil || len(servers) != 1 {
+		t.Fatalf("servers = %s (%v)", r.Text, err)
+	}
+	u, err := url.Parse(servers[0].URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, keepAlive := range []bool{false, true} {
+		conn, err := net.Dial("tcp", u.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd := bufio.NewReader(conn)
+		if keepAlive {
+			// One authorized request, answered; then the connection idles.
+			body := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n%s",
+				u.Path, u.Host, servers[0].Headers[0].Value, len(body), body)
+			resp, err := http.ReadResponse(rd, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		// The server closes the connection (a read sees EOF) once its
+		// timeout passes; the deadline only catches a hang.
+		_ = conn.SetReadDeadline(time.Now().Add(hangBound))
+		if _, err := rd.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("keep-alive %v: the connection was kept open: %v", keepAlive, err)
+		}
+		conn.Close()
 	}
 }

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,7 +90,7 @@ func (p *Provider) RequiresObjectToolInput() bool { return true }
 // New validates cfg and returns a provider.
 func New(cfg Config) (*Provider, error) {
 	if err := checkLaunch(cfg.Command, cfg.Args, cfg.Env); err != nil {
-		return nil, fmt.Errorf("acp_agent: %w", err)
+		return nil, fmt.Errorf("provider %q: %w", cmp.Or(cfg.Name, "acp"), err)
 	}
 	if cfg.Name == "" {
 		cfg.Name = "acp"
