@@ -43,6 +43,9 @@ type LoadOptions struct {
 	// does not change where providers, include(src=) and skill() read:
 	// those are runtime paths (eval.Options.Cwd).
 	FS fs.FS
+	// Context, when non-nil, cancels the load: top-level code (and the
+	// modules it loads) stops with its cause once it is done.
+	Context context.Context
 	// Extensions add builtins to the Starlark surface: provider families
 	// with their own dependencies (the ACP agents of starlib/acpstar, the
 	// persistent workspace of starlib/fsstar) and an embedder's own Go
@@ -152,6 +155,7 @@ func LoadFile(path string, opts LoadOptions) (*Workflow, error) {
 	th := &starlark.Thread{Name: "load " + path, Print: e.print, Load: e.load}
 	th.SetLocal(keyEnv, e)
 	th.SetLocal(keyModule, []string{key})
+	defer e.cancelWith(th)()
 	globals, err := starlark.ExecFileOptions(FileOptions, th, path, src, pre)
 	e.mu.Lock()
 	entry.globals, entry.err, entry.loading = globals, err, false
@@ -178,6 +182,23 @@ func loadError(path string, err error) *LoadError {
 		le.Err = &eval.EvaluationError{Msg: msg, Pos: pos, Backtrace: inner.Backtrace(), Err: unwrapCause(inner)}
 	}
 	return le
+}
+
+// cancelWith cancels a load thread when LoadOptions.Context is done; the
+// returned function stops that.
+func (e *env) cancelWith(th *starlark.Thread) func() {
+	ctx := e.opts.Context
+	if ctx == nil {
+		return func() {}
+	}
+	stop := context.AfterFunc(ctx, func() {
+		reason := "load cancelled"
+		if cause := context.Cause(ctx); cause != nil {
+			reason = cause.Error()
+		}
+		th.Cancel(reason)
+	})
+	return func() { stop() }
 }
 
 // moduleKey identifies a module file: its absolute path, or its clean
@@ -247,6 +268,7 @@ func (e *env) load(thread *starlark.Thread, name string) (starlark.StringDict, e
 	th := &starlark.Thread{Name: "load " + file, Print: e.print, Load: e.load}
 	th.SetLocal(keyEnv, e)
 	th.SetLocal(keyModule, append(append([]string(nil), chain...), key))
+	defer e.cancelWith(th)()
 	var globals starlark.StringDict
 	var err error
 	if src, rerr := e.readModule(file); rerr != nil {

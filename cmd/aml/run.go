@@ -132,12 +132,20 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	r := newRunner(&f, pos[0], stdout, stderr)
 	defer r.close()
+	// Signals are caught from here on: a SIGINT during the workflow's
+	// top-level code (or the run) cancels it and exits 130/143 through the
+	// handler instead of killing the process.
+	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(r.sigs)
 	if err := loadEnvFiles(r.file, f.envFile); err != nil {
 		r.logger.Error(err.Error())
 		return exitUsage
 	}
 	printer := r.logger.WithPrefix("print")
-	wf, err := starlib.LoadFile(r.file, starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions()})
+	wf, err := r.load(starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions()})
+	if code, stopped := r.stoppedDuringLoad(); stopped {
+		return code
+	}
 	if err != nil {
 		return reportLoadError(stderr, stdout, f.json, err)
 	}
@@ -167,6 +175,57 @@ type runner struct {
 	logger         *log.Logger
 	lv             *liveView
 	closers        []func()
+	// sigs receives SIGINT and SIGTERM from before the load on; loadSig is
+	// a signal that arrived during the load.
+	sigs    chan os.Signal
+	loadSig os.Signal
+}
+
+// load loads the workflow file under a context that the first signal
+// cancels, so that endless top-level code stops.
+func (r *runner) load(lo starlib.LoadOptions) (*starlib.Workflow, error) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	lo.Context = ctx
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case sig := <-r.sigs:
+			r.loadSig = sig
+			cancel(fmt.Errorf("aml run interrupted by %s", signalName(sig)))
+		case <-done:
+		}
+	}()
+	wf, err := starlib.LoadFile(r.file, lo)
+	close(done)
+	<-watched
+	return wf, err
+}
+
+// stoppedDuringLoad reports the exit code of a signal that arrived while
+// the workflow loaded.
+func (r *runner) stoppedDuringLoad() (int, bool) {
+	if r.loadSig == nil {
+		return 0, false
+	}
+	r.logger.Warnf("received %s while loading %s: stopped", signalName(r.loadSig), r.file)
+	if r.f.json {
+		writeEnvelope(r.stdout, "", 0, "", fmt.Errorf("aml run interrupted by %s", signalName(r.loadSig)))
+	}
+	if r.loadSig == syscall.SIGTERM {
+		return exitSIGTERM, true
+	}
+	return exitSIGINT, true
+}
+
+// signalName names SIGINT and SIGTERM.
+func signalName(sig os.Signal) string {
+	if sig == syscall.SIGTERM {
+		return "SIGTERM"
+	}
+	return "SIGINT"
 }
 
 // newRunner sets up the logger and, when stderr is a terminal that is not
@@ -174,7 +233,7 @@ type runner struct {
 // the running agents; log lines then go through it so that they never
 // interleave with the redrawn block.
 func newRunner(f *runFlags, file string, stdout, stderr io.Writer) *runner {
-	r := &runner{f: f, file: file, stdout: stdout, stderr: stderr}
+	r := &runner{f: f, file: file, stdout: stdout, stderr: stderr, sigs: make(chan os.Signal, 2)}
 	r.logger = log.NewWithOptions(stderr, log.Options{Prefix: "aml"})
 	if f.quiet {
 		r.logger.SetLevel(log.ErrorLevel)
@@ -269,9 +328,7 @@ type outcome struct {
 // killing the process; the first signal cancels it and waits up to
 // cleanupDeadline for cleanup, a second one exits at once.
 func (r *runner) run(rt *eval.Runtime, entry any) int {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	sigs := r.sigs
 
 	runID := eval.NewRunID()
 	r.logger.Infof("starting run %s for %s", runID, r.file)
@@ -289,9 +346,9 @@ func (r *runner) run(rt *eval.Runtime, entry any) int {
 	case res := <-done:
 		return r.finish(runID, res)
 	case sig := <-sigs:
-		code, name := exitSIGINT, "SIGINT"
+		code, name := exitSIGINT, signalName(sig)
 		if sig == syscall.SIGTERM {
-			code, name = exitSIGTERM, "SIGTERM"
+			code = exitSIGTERM
 		}
 		r.logger.Warnf("received %s: cancelling run %s (up to %s for cleanup; send it again to exit now)", name, runID, cleanupDeadline)
 		interrupted := fmt.Errorf("aml run interrupted by %s", name)
