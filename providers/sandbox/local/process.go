@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/procscope"
 )
 
 // ioGrace bounds how long Exec keeps reading output after the process
@@ -27,7 +28,10 @@ const ioGrace = time.Second
 // group. Its methods are safe for concurrent use; as an
 // eval.SandboxProcess it is what Spawn returns.
 type process struct {
-	id    string
+	id string
+	// mark is the value of procscope.ProcessVar in the command and all
+	// its descendants.
+	mark  string
 	name  string // the command, for errors
 	lease *lease
 	cmd   *exec.Cmd
@@ -73,12 +77,12 @@ func (l *lease) start(ctx context.Context, command string, args []string, dir st
 	if opts.Timeout < 0 {
 		return nil, fmt.Errorf("local sandbox command %q: negative timeout %s", command, opts.Timeout)
 	}
-	env, err := commandEnv(opts.Env)
+	p := &process{lease: l, name: command, done: make(chan struct{}), mark: uuid.NewString()}
+	env, err := commandEnv(opts.Env, procscope.Env(p.mark))
 	if err != nil {
 		return nil, err
 	}
 
-	p := &process{lease: l, name: command, done: make(chan struct{})}
 	var childEnds []*os.File
 	defer func() {
 		for _, f := range childEnds {
@@ -133,7 +137,7 @@ func (l *lease) start(ctx context.Context, command string, args []string, dir st
 		copyIn = in
 	}
 	if spawn {
-		p.id = "local-process:" + uuid.NewString()
+		p.id = "local-process:" + p.mark
 	}
 
 	l.mu.Lock()
@@ -176,14 +180,12 @@ func copyStdin(dst *os.File, src io.Reader) {
 	_ = dst.Close()
 }
 
-// commandEnv returns the host environment plus extra, or nil (inherit)
-// when extra is empty.
-func commandEnv(extra map[string]string) ([]string, error) {
-	if len(extra) == 0 {
-		return nil, nil
-	}
+// commandEnv returns the host environment plus extra, then marks: the
+// procscope variables through which the command's descendants are found
+// again.
+func commandEnv(extra map[string]string, marks []string) ([]string, error) {
 	env := os.Environ()
-	env = slices.Grow(env, len(extra))
+	env = slices.Grow(env, len(extra)+len(marks))
 	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		v := extra[k]
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
@@ -191,7 +193,7 @@ func commandEnv(extra map[string]string) ([]string, error) {
 		}
 		env = append(env, k+"="+v)
 	}
-	return env, nil
+	return append(env, marks...), nil
 }
 
 // supervise waits for the leader to exit, kills whatever it left in its
@@ -213,6 +215,9 @@ func (p *process) supervise() {
 		_ = killGroup(pid)
 		p.mu.Unlock()
 	}
+	// A descendant that left the group (setsid) still carries the
+	// command's mark: it goes with the rest.
+	procscope.Kill(procscope.ProcessVar, p.mark)
 	if p.timer != nil {
 		p.timer.Stop()
 	}

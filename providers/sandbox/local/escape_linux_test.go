@@ -1,0 +1,58 @@
+//go:build linux
+
+package local_test
+
+import (
+	"context"
+	"os"
+	osexec "os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/sandbox/local"
+)
+
+// TestSetsidDescendantIsKilled: a grandchild that leaves the command's
+// process group with setsid is still killed when the command ends: it
+// carries the command's mark.
+func TestSetsidDescendantIsKilled(t *testing.T) {
+	if _, err := osexec.LookPath("setsid"); err != nil {
+		t.Skip("needs setsid (util-linux)")
+	}
+	p, err := local.New(local.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	l := acquire(t, p, request(ws, eval.ReadWrite, ".", "."))
+	defer l.Release(context.Background())
+	res, err := l.Runtime().Exec(context.Background(), "sh", []string{"-c", "setsid sleep 300 >/dev/null 2>&1 & echo $!"}, eval.ExecOptions{})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %v %+v", err, res)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+	if err != nil {
+		t.Fatalf("pid %q: %v", res.Stdout, err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for processAlive(pid) {
+		if time.Now().After(deadline) {
+			_ = osexec.Command("kill", "-9", strconv.Itoa(pid)).Run()
+			t.Fatalf("the setsid grandchild %d outlived its command", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func processAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
