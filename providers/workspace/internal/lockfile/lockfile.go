@@ -32,8 +32,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/aml-go/aml/internal/procscope"
 )
 
 // Default timing of a lock: stale after 20 minutes without a heartbeat,
@@ -81,6 +85,10 @@ type Record struct {
 	Machine string `json:"machine,omitempty"`
 	// AcquiredAt is when the lock was created.
 	AcquiredAt time.Time `json:"acquiredAt"`
+	// Processes is the owner's process mark (procscope.Marker): every
+	// process it started carries it, so that processes it left behind
+	// when it died can be found.
+	Processes string `json:"processes,omitempty"`
 }
 
 // Lock is one held lock. Its methods are safe for concurrent use.
@@ -115,6 +123,7 @@ func Acquire(path string, opts Options) (*Lock, error) {
 		Host:       hostname(),
 		Machine:    machineID(),
 		AcquiredAt: time.Now().UTC(),
+		Processes:  procscope.Marker(),
 	}
 	data, err := json.Marshal(rec)
 	if err != nil {
@@ -138,6 +147,12 @@ func Acquire(path string, opts Options) (*Lock, error) {
 		}
 		if !stale {
 			return nil, fmt.Errorf("%w (%s)", ErrLocked, describe(holder))
+		}
+		if pids := leftovers(holder); len(pids) > 0 {
+			// The owner is gone, but processes it started still run in
+			// the resource: taking over now would let two writers work in
+			// it. The error names them.
+			return nil, fmt.Errorf("%w: its owner (%s) is gone, but processes it started are still running: pids %v; stop them (kill %s) and try again", ErrLocked, describe(holder), pids, pidList(pids))
 		}
 		ok, err := takeOver(path, data, opts.Stale)
 		if err != nil {
@@ -221,6 +236,24 @@ func isStale(info fs.FileInfo, rec *Record, staleAfter time.Duration) bool {
 		return true
 	}
 	return rec != nil && ownerDead(rec)
+}
+
+// leftovers returns the live processes of this machine that the lock's
+// owner started (they carry its mark), or nil when that cannot be told.
+func leftovers(rec *Record) []int {
+	m := machineID()
+	if rec == nil || rec.Processes == "" || m == "" || rec.Machine != m || rec.Host != hostname() {
+		return nil
+	}
+	return procscope.Find(procscope.OwnerVar, rec.Processes)
+}
+
+func pidList(pids []int) string {
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, " ")
 }
 
 // ownerDead reports whether rec names a process of this machine that no
