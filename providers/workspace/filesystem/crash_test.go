@@ -105,6 +105,19 @@ func runHelper(mode string) int {
 			return 2
 		}
 		return 0
+	case "hold-other":
+		l, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "other", EvaluationID: "helper", Lock: true})
+		if err != nil {
+			fmt.Println("error:", err)
+			return 2
+		}
+		fmt.Println("acquired")
+		io.Copy(io.Discard, os.Stdin) // hold until stdin closes
+		if err := l.Release(ctx); err != nil {
+			fmt.Println("error:", err)
+			return 2
+		}
+		return 0
 	case "save-loop":
 		l, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "ws", EvaluationID: "helper", Lock: true, Load: &eval.WorkspaceLoad{Revision: "current"}})
 		if err != nil {

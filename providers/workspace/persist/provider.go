@@ -87,6 +87,9 @@ func (p *provider) Acquire(ctx context.Context, req *eval.WorkspaceAcquireReques
 	if err != nil {
 		return nil, err
 	}
+	// What a dead process left of this workspace (its materializations,
+	// with their snapshots) goes before a new one is made.
+	_, _ = p.SweepMaterializations(req.ID)
 	l := &lease{
 		p:           p,
 		id:          p.storage.Name() + "-" + uuid.NewString(),
@@ -141,6 +144,9 @@ func (l *lease) materialize(ctx context.Context, load *eval.WorkspaceLoad) error
 		return fmt.Errorf("workspace %q: create materialization: %w", l.workspaceID, err)
 	}
 	l.root, l.dir = root, filepath.Join(root, "workspace")
+	if err := writeOwner(root, l.p.storeKey(), l.workspaceID); err != nil {
+		return fmt.Errorf("workspace %q: create materialization: %w", l.workspaceID, err)
+	}
 	if err := os.Mkdir(l.dir, 0o755); err != nil {
 		return err
 	}

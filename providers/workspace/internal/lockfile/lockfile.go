@@ -483,3 +483,25 @@ func hostname() string {
 	hostOnce.Do(func() { hostName, _ = os.Hostname() })
 	return hostName
 }
+
+// Process identifies a process across machines: its pid, host and
+// kernel instance (Machine, as in Record).
+type Process struct {
+	PID     int    `json:"pid"`
+	Host    string `json:"host,omitempty"`
+	Machine string `json:"machine,omitempty"`
+}
+
+// Self is this process.
+func Self() Process { return Process{PID: os.Getpid(), Host: hostname(), Machine: machineID()} }
+
+// Gone reports whether p is a process of this machine that no longer
+// exists; a process of another machine (or one this machine cannot tell)
+// is never gone.
+func (p Process) Gone() bool {
+	m := machineID()
+	if m == "" || p.Machine != m || p.Host != hostname() || p.PID <= 0 || p.PID == os.Getpid() {
+		return false
+	}
+	return !processAlive(p.PID)
+}
