@@ -587,3 +587,36 @@ func (l *lease) Release(ctx context.Context) error {
 	}
 	return l.relErr
 }
+
+var _ persist.TempSweeper = (*lease)(nil)
+
+// SweepTemporary implements persist.TempSweeper: it removes the temporary
+// files of writes ("<dest>.<uuid>.tmp") older than age that a killed
+// writer left in the workspace's directory.
+func (l *lease) SweepTemporary(ctx context.Context, age time.Duration) (persist.Sweep, error) {
+	var sw persist.Sweep
+	err := filepath.WalkDir(l.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if d.IsDir() || !tmpPattern.MatchString(d.Name()) {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil || time.Since(info.ModTime()) < age {
+			return nil
+		}
+		if err := os.Remove(p); err == nil {
+			sw.Removed = append(sw.Removed, p)
+			sw.Bytes += info.Size()
+		}
+		return nil
+	})
+	return sw, err
+}

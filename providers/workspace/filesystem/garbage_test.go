@@ -62,7 +62,20 @@ func TestCrashGarbageSwept(t *testing.T) {
 		t.Fatalf("live helper: %s", line)
 	}
 
-	p := persist.New(s, persist.Options{TemporaryDirectory: temp})
+	tmps := func() (n int) {
+		_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+			if err == nil && tmpPattern.MatchString(info.Name()) {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	t.Logf("in the store: %d unpublished revision objects, %d temporary uploads", len(e.Orphans("ws")), tmps())
+
+	// TemporaryAge 1ns: the temporary uploads of the dead writers go at
+	// once (by default they must be ten minutes old).
+	p := persist.New(s, persist.Options{TemporaryDirectory: temp, TemporaryAge: time.Nanosecond})
 	l, err := p.Acquire(context.Background(), &eval.WorkspaceAcquireRequest{ID: "ws", EvaluationID: "sweep", Lock: true})
 	if err != nil {
 		t.Fatal(err)
@@ -75,5 +88,51 @@ func TestCrashGarbageSwept(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d materializations remain, want only the live holder's", n)
 	}
+	if o, n := e.Orphans("ws"), tmps(); len(o) != 0 || n != 0 {
+		t.Fatalf("after the next acquisition with the lock: unpublished revision objects %q, %d temporary uploads", o, n)
+	}
 	live.stdin.Close()
+}
+
+// TestUnpublishedRevisionSwept: a save killed after its artifact was
+// uploaded but before publication leaves an unpublished revision (and its
+// pending marker) in the store; the next acquisition with the lock
+// removes it, and the current revision still restores.
+func TestUnpublishedRevisionSwept(t *testing.T) {
+	for _, format := range persisttest.Formats {
+		t.Run(format, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "store")
+			temp := t.TempDir()
+			s, _ := NewStorage(dir)
+			e := persisttest.NewEnv(t, s, persist.Options{Format: format})
+			e.SaveTree("ws", generation(0, crashFiles, crashFileSize), 2)
+			h := startHelper(t, "save-loop", dir, temp, format, string(persist.StepAfterArtifactUpload))
+			for {
+				if line := h.next(t); strings.HasPrefix(line, "at ") {
+					break
+				}
+			}
+			h.kill(t)
+			orphans := e.Orphans("ws")
+			t.Logf("after the kill: %d unpublished revision objects", len(orphans))
+			if len(orphans) == 0 {
+				t.Fatal("the killed save left no unpublished revision")
+			}
+			p := persist.New(s, persist.Options{Format: format, TemporaryDirectory: temp})
+			l, err := p.Acquire(context.Background(), &eval.WorkspaceAcquireRequest{ID: "ws", EvaluationID: "sweep", Lock: true, Load: &eval.WorkspaceLoad{Revision: "current"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, ok := treeGeneration(persisttest.ReadTree(t, l.Directory()))
+			if err := l.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if o := e.Orphans("ws"); len(o) != 0 {
+				t.Fatalf("unpublished revision objects left: %q", o)
+			}
+			if g != 0 || !ok {
+				t.Fatalf("current restored generation %d (complete %v), want 0", g, ok)
+			}
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // Revision formats.
@@ -49,9 +50,17 @@ type Options struct {
 	// an absolute path by New); default os.TempDir(). Keep the durable
 	// store outside it.
 	TemporaryDirectory string
+	// TemporaryAge is how old a temporary upload that a killed writer left
+	// in the store must be before an acquisition with the writer lock
+	// removes it; default DefaultTemporaryAge. (A temporary upload carries
+	// no owner, so its age is what tells it from one in progress.)
+	TemporaryAge time.Duration
 	// Hooks inject failures for tests; the zero value injects none.
 	Hooks Hooks
 }
+
+// DefaultTemporaryAge is the default of Options.TemporaryAge.
+const DefaultTemporaryAge = 10 * time.Minute
 
 // Step names a point of the save protocol where Hooks.Step is called.
 type Step string
@@ -121,6 +130,9 @@ func (o Options) normalized() (Options, error) {
 	}
 	if o.TemporaryDirectory == "" {
 		o.TemporaryDirectory = os.TempDir()
+	}
+	if o.TemporaryAge == 0 {
+		o.TemporaryAge = DefaultTemporaryAge
 	}
 	abs, err := filepath.Abs(o.TemporaryDirectory)
 	if err != nil {

@@ -87,9 +87,14 @@ func (p *provider) Acquire(ctx context.Context, req *eval.WorkspaceAcquireReques
 	if err != nil {
 		return nil, err
 	}
-	// What a dead process left of this workspace (its materializations,
-	// with their snapshots) goes before a new one is made.
+	// What a dead process left of this workspace goes before a new
+	// materialization is made: its materializations (with their
+	// snapshots) and, under the writer lock, its unpublished revisions and
+	// temporary uploads.
 	_, _ = p.SweepMaterializations(req.ID)
+	if req.Lock {
+		_, _ = sweepStore(ctx, sl, req.ID, p.opts.TemporaryAge)
+	}
 	l := &lease{
 		p:           p,
 		id:          p.storage.Name() + "-" + uuid.NewString(),
@@ -314,8 +319,13 @@ func (l *lease) Save(ctx context.Context, req eval.WorkspaceSaveRequest) error {
 		return err
 	}
 
-	// 2. Upload the immutable artifact.
+	// 2. Upload the immutable artifact, announced first by a pending
+	// marker so that what a killed save leaves can be swept.
 	up := &uploaded{}
+	if err := writePending(ctx, l.sl, rev); err != nil {
+		return fmt.Errorf("workspace %q: save: %w", l.workspaceID, err)
+	}
+	up.add(pendingPath(rev.ID))
 	fail := func(err error) error {
 		if errors.Is(err, ErrSimulatedCrash) {
 			return err
@@ -388,8 +398,10 @@ func (l *lease) Save(ctx context.Context, req eval.WorkspaceSaveRequest) error {
 		}
 	}
 
-	// 5. Chain: the lease now stands on the published index.
+	// 5. Chain: the lease now stands on the published index; the revision
+	// is no longer pending (a marker left behind is swept later).
 	l.index, l.version, l.revision = next, version, rev.ID
+	_ = l.sl.Delete(ctx, []string{pendingPath(rev.ID)})
 	if rev.Format == FormatFolder {
 		l.reuse = reuseMap(&rev, es)
 	}

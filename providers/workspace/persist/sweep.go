@@ -1,12 +1,15 @@
 package persist
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/aml-go/aml/providers/workspace/internal/lockfile"
@@ -114,4 +117,104 @@ func treeSize(dir string) int64 {
 		return nil
 	})
 	return n
+}
+
+// pendingPath is the marker of an unpublished revision.
+func pendingPath(id string) string { return "pending/" + id + ".json" }
+
+// pending is the content of a pending marker: the revision being saved
+// and the process saving it.
+type pending struct {
+	Revision  Revision         `json:"revision"`
+	Owner     lockfile.Process `json:"owner"`
+	CreatedAt time.Time        `json:"createdAt"`
+}
+
+// writePending announces the revision a save is about to upload.
+func writePending(ctx context.Context, sl StorageLease, rev Revision) error {
+	data, err := json.Marshal(pending{Revision: rev, Owner: lockfile.Self(), CreatedAt: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	_, err = sl.Write(ctx, pendingPath(rev.ID), bytes.NewReader(data), WriteOptions{ContentLength: int64(len(data)), ContentType: "application/json"})
+	return err
+}
+
+// foreignPendingAge is how old the pending marker of a process of another
+// machine (whose liveness cannot be judged) must be to be swept.
+const foreignPendingAge = 24 * time.Hour
+
+// TempSweeper is implemented by storage leases that keep temporary
+// uploads outside their object namespace (the filesystem adapter's
+// "*.tmp" files): SweepTemporary removes those older than age.
+type TempSweeper interface {
+	SweepTemporary(ctx context.Context, age time.Duration) (Sweep, error)
+}
+
+// sweepStore removes, under the writer lock, what killed saves left in
+// the store: revisions announced by a pending marker whose owner is gone
+// (or, for another machine, older than a day) and never published, the
+// remains of revisions that no marker and no index entry name (a killed
+// prune), stale pending markers, and the adapter's temporary uploads
+// older than tempAge.
+func sweepStore(ctx context.Context, sl StorageLease, id string, tempAge time.Duration) (Sweep, error) {
+	var sw Sweep
+	index, _, err := readIndex(ctx, sl, id)
+	if err != nil {
+		return sw, err
+	}
+	// Revisions are listed before the markers: a save writes its marker
+	// before its first revision object, so every revision listed here of a
+	// save in progress has its marker in the second listing.
+	revObjects, err := sl.List(ctx, "revisions/")
+	if err != nil {
+		return sw, err
+	}
+	markers, err := sl.List(ctx, "pending/")
+	if err != nil {
+		return sw, err
+	}
+	referenced := func(revID string) bool { return index != nil && index.Find(revID) != nil }
+	live := map[string]bool{}
+	var del []string
+	for _, m := range markers {
+		revID := strings.TrimSuffix(strings.TrimPrefix(m, "pending/"), ".json")
+		var p pending
+		if rc, _, err := sl.Read(ctx, m); err == nil {
+			data, _ := io.ReadAll(io.LimitReader(rc, 64<<10))
+			rc.Close()
+			_ = json.Unmarshal(data, &p)
+		}
+		switch {
+		case referenced(revID):
+			del = append(del, m) // published; the marker's deletion was lost
+		case p.Owner.Gone() || (p.Owner != lockfile.Self() && p.Owner.Machine != lockfile.Self().Machine && time.Since(p.CreatedAt) > foreignPendingAge):
+			del = append(del, m)
+		default:
+			live[revID] = true
+		}
+	}
+	for _, o := range revObjects {
+		rest := strings.TrimPrefix(o, "revisions/")
+		revID, _, _ := strings.Cut(rest, "/")
+		revID = strings.TrimSuffix(revID, ".tar.gz")
+		if !referenced(revID) && !live[revID] {
+			del = append(del, o)
+		}
+	}
+	if len(del) > 0 {
+		if err := sl.Delete(ctx, del); err != nil {
+			return sw, err
+		}
+		sw.Removed = append(sw.Removed, del...)
+	}
+	if ts, ok := sl.(TempSweeper); ok {
+		t, err := ts.SweepTemporary(ctx, tempAge)
+		sw.Removed = append(sw.Removed, t.Removed...)
+		sw.Bytes += t.Bytes
+		if err != nil {
+			return sw, err
+		}
+	}
+	return sw, nil
 }
