@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/aml-go/aml/internal/scratch"
 )
 
 // Include reads one application-owned file (Src, resolved from the
@@ -559,7 +561,7 @@ func (s *staging) root(ctx context.Context) (string, error) {
 		return s.fs.Root(), nil
 	}
 	if s.dir == "" {
-		dir, err := os.MkdirTemp("", "aml-agent-")
+		dir, err := scratch.MkdirTemp("aml-agent-")
 		if err != nil {
 			return "", err
 		}
@@ -611,7 +613,7 @@ func (s *staging) release() error {
 			return fmt.Errorf("releasing the agent's staging area in the sandbox: %w", err)
 		}
 	case s.dir != "":
-		if err := os.RemoveAll(s.dir); err != nil {
+		if err := scratch.RemoveAll(s.dir); err != nil {
 			return fmt.Errorf("removing the agent's staging area %s: %w", s.dir, err)
 		}
 	}

@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,6 +15,7 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/scratch"
 )
 
 // LaunchContext is what a Profile sees when it prepares one session.
@@ -154,7 +156,7 @@ func randomName() (string, error) {
 // directory, or /tmp/aml-acp-<random> inside the sandbox.
 func (s *session) makeState(ctx context.Context) error {
 	if s.sandbox == nil {
-		dir, err := os.MkdirTemp("", "aml-acp-")
+		dir, err := scratch.MkdirTemp("aml-acp-")
 		if err != nil {
 			return fmt.Errorf("creating the agent's state directory: %w", err)
 		}
@@ -165,8 +167,16 @@ func (s *session) makeState(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The owner marker beside the directory lets a later aml process of
+	// this machine remove what a killed one left (a local sandbox's /tmp
+	// is the host's).
 	dir := "/tmp/aml-acp-" + name
-	res, err := s.sandbox.Runtime.Exec(ctx, "mkdir", []string{"-p", "--", dir}, eval.ExecOptions{})
+	marker, err := scratch.Marker()
+	if err != nil {
+		return err
+	}
+	script := `umask 077 && cat > "$1` + scratch.MarkerSuffix + `" && mkdir -p -- "$1"`
+	res, err := s.sandbox.Runtime.Exec(ctx, "sh", []string{"-c", script, "sh", dir}, eval.ExecOptions{Stdin: bytes.NewReader(marker)})
 	if err != nil {
 		return fmt.Errorf("creating the agent's state directory in the sandbox: %w", err)
 	}
@@ -217,12 +227,12 @@ func (s *session) removeState(ctx context.Context) error {
 	}
 	s.stateDir = ""
 	if s.sandbox == nil {
-		if err := os.RemoveAll(dir); err != nil {
+		if err := scratch.RemoveAll(dir); err != nil {
 			return fmt.Errorf("removing the agent's state directory: %w", err)
 		}
 		return nil
 	}
-	res, err := s.sandbox.Runtime.Exec(ctx, "rm", []string{"-rf", "--", dir}, eval.ExecOptions{})
+	res, err := s.sandbox.Runtime.Exec(ctx, "rm", []string{"-rf", "--", dir, dir + scratch.MarkerSuffix}, eval.ExecOptions{})
 	if err == nil && res.ExitCode != 0 {
 		err = fmt.Errorf("rm exited with code %d: %s", res.ExitCode, strings.TrimSpace(string(res.Stderr)))
 	}

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/scratch"
 )
 
 // usable reports why the lease cannot serve an operation now, if it
@@ -192,12 +193,12 @@ func (r *hostRuntime) CreateFileStaging(ctx context.Context) (eval.FileStaging, 
 	if err := l.usable(ctx); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "aml-agent-")
+	dir, err := scratch.MkdirTemp("aml-agent-")
 	if err != nil {
 		return nil, fmt.Errorf("local sandbox staging: %w", err)
 	}
 	fail := func(err error) (eval.FileStaging, error) {
-		_ = os.RemoveAll(dir)
+		_ = scratch.RemoveAll(dir)
 		return nil, err
 	}
 	abs, err := filepath.Abs(dir)
@@ -264,7 +265,7 @@ func (s *staging) Release(context.Context) error {
 	s.once.Do(func() {
 		s.released.Store(true)
 		_ = s.root.Close()
-		if err := os.RemoveAll(s.dir); err != nil {
+		if err := scratch.RemoveAll(s.dir); err != nil {
 			s.err = fmt.Errorf("local sandbox staging release: %w", err)
 		}
 		s.lease.forgetStaging(s)

@@ -474,34 +474,14 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-var (
-	hostOnce sync.Once
-	hostName string
-)
+func hostname() string { return procscope.Hostname() }
 
-func hostname() string {
-	hostOnce.Do(func() { hostName, _ = os.Hostname() })
-	return hostName
-}
+func machineID() string { return procscope.MachineID() }
 
-// Process identifies a process across machines: its pid, host and
-// kernel instance (Machine, as in Record).
-type Process struct {
-	PID     int    `json:"pid"`
-	Host    string `json:"host,omitempty"`
-	Machine string `json:"machine,omitempty"`
-}
+func processAlive(pid int) bool { return procscope.Alive(pid) }
+
+// Process identifies a process across machines (procscope.Process).
+type Process = procscope.Process
 
 // Self is this process.
-func Self() Process { return Process{PID: os.Getpid(), Host: hostname(), Machine: machineID()} }
-
-// Gone reports whether p is a process of this machine that no longer
-// exists; a process of another machine (or one this machine cannot tell)
-// is never gone.
-func (p Process) Gone() bool {
-	m := machineID()
-	if m == "" || p.Machine != m || p.Host != hostname() || p.PID <= 0 || p.PID == os.Getpid() {
-		return false
-	}
-	return !processAlive(p.PID)
-}
+func Self() Process { return procscope.Self() }
