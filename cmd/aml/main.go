@@ -3,6 +3,7 @@
 //	aml run FILE [flags]   evaluate a workflow and print its result
 //	aml test [PATH...]     run golden-file tests of workflows
 //	aml doc [NAME]         reference for the predeclared builtins
+//	aml workspace prune    remove what killed aml processes left behind
 //	aml version            print version information
 //
 // Exit codes: 0 success, 1 workflow failure, 2 usage or load error,
@@ -36,6 +37,7 @@ Commands:
   run FILE [flags]   evaluate a workflow and print its result
   test [PATH...]     run golden-file tests (*_test.star, .star with .golden)
   doc [NAME]         show the reference of every builtin, or of one
+  workspace prune    remove what killed aml processes left behind
   mcp-relay          the stdio relay to an ACP agent's tool bridge (started by aml itself)
   version            print version information
 
@@ -61,6 +63,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdTest(args[1:], stdout, stderr)
 	case "doc":
 		return cmdDoc(args[1:], stdout, stderr)
+	case "workspace":
+		return cmdWorkspace(args[1:], stdout, stderr)
 	case "mcp-relay":
 		return cmdMCPRelay(stdin, stdout, stderr)
 	case "version", "--version", "-v":
@@ -90,6 +94,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		return cmdTest([]string{"-h"}, stdout, stdout)
 	case "doc":
 		return cmdDoc([]string{"-h"}, stdout, stdout)
+	case "workspace":
+		return cmdWorkspace([]string{"-h"}, stdout, stdout)
 	case "version":
 		fmt.Fprintln(stdout, "usage: aml version\n\nPrints the version of aml, the platform and the Go version it was built with.")
 		return exitOK

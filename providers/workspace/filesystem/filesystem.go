@@ -51,6 +51,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -152,6 +153,37 @@ func (s *Storage) Directory() string { return s.root }
 
 // Name implements persist.Storage.
 func (s *Storage) Name() string { return Name }
+
+var _ persist.Lister = (*Storage)(nil)
+
+// Workspaces implements persist.Lister: the ids of the workspace
+// directories below the root (names that are not the encoding of an id
+// are not workspaces and are left out). A missing root holds none.
+func (s *Storage) Workspaces(ctx context.Context) ([]string, error) {
+	entries, err := os.ReadDir(s.root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("filesystem workspace: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		id, err := url.PathUnescape(e.Name())
+		if err != nil {
+			continue
+		}
+		if seg, err := persist.EncodeSegment(id); err != nil || seg != e.Name() {
+			continue
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
 
 // WorkspaceDirectory is the directory holding a workspace's objects.
 func (s *Storage) WorkspaceDirectory(id string) (string, error) {
@@ -592,7 +624,8 @@ var _ persist.TempSweeper = (*lease)(nil)
 
 // SweepTemporary implements persist.TempSweeper: it removes the temporary
 // files of writes ("<dest>.<uuid>.tmp") older than age that a killed
-// writer left in the workspace's directory.
+// writer left in the workspace's directory, reporting their paths
+// relative to it.
 func (l *lease) SweepTemporary(ctx context.Context, age time.Duration) (persist.Sweep, error) {
 	var sw persist.Sweep
 	err := filepath.WalkDir(l.dir, func(p string, d fs.DirEntry, err error) error {
@@ -613,7 +646,8 @@ func (l *lease) SweepTemporary(ctx context.Context, age time.Duration) (persist.
 			return nil
 		}
 		if err := os.Remove(p); err == nil {
-			sw.Removed = append(sw.Removed, p)
+			rel, _ := filepath.Rel(l.dir, p)
+			sw.Removed = append(sw.Removed, filepath.ToSlash(rel))
 			sw.Bytes += info.Size()
 		}
 		return nil

@@ -136,3 +136,31 @@ func TestUnpublishedRevisionSwept(t *testing.T) {
 		})
 	}
 }
+
+// TestWorkspacesLister: the store lists the ids of its workspaces, also
+// ids that needed escaping, and ignores directories that are not the
+// encoding of an id.
+func TestWorkspacesLister(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := NewStorage(dir)
+	e := persisttest.NewEnv(t, s, persist.Options{})
+	ids := []string{"a/b", "plain", "with space"}
+	for _, id := range ids {
+		e.SaveTree(id, persisttest.Tree{"f": {Data: id, Mode: 0o644}}, 1)
+	}
+	for _, junk := range []string{"not%zzvalid", "lower%2fhex", "..%2E"} {
+		if err := os.Mkdir(filepath.Join(dir, junk), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Workspaces(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, "|") != strings.Join(ids, "|") {
+		t.Fatalf("Workspaces() = %q, want %q", got, ids)
+	}
+	if got, err := (&Storage{root: filepath.Join(dir, "missing")}).Workspaces(context.Background()); err != nil || len(got) != 0 {
+		t.Fatalf("a missing store: %q, %v", got, err)
+	}
+}

@@ -13,6 +13,7 @@
 //	revisions/<id>.tar.gz          an archive revision
 //	revisions/<id>/manifest.json   a folder revision's manifest: {version:1, entries:[{path, type, size, mode, mtime?, sha256?}]}
 //	revisions/<id>/files/<path>    a folder revision's file contents
+//	pending/<id>.json              a save in progress: {revision, owner:{pid, host, machine}, createdAt}
 //
 // The index lists retained revisions newest first, at most the save's
 // retention; current is one of them. It is at most MaxIndexBytes and is
@@ -74,6 +75,19 @@
 // version, so saves chain, and revisions beyond the retention are deleted;
 // a deletion failure leaves a valid index plus orphaned artifacts and is
 // reported as a *PruneError.
+//
+// # Crash garbage
+//
+// A save writes pending/<id>.json before the first object of its revision
+// and deletes it after publication. Every materialization root holds
+// owner.json (the process, the storage, the workspace id). Acquire removes
+// the materializations of the same workspace whose owner is a process of
+// this machine that no longer exists; with the writer lock it also removes
+// the revisions that no index entry and no live pending marker names (a
+// save or a prune that was killed), stale markers, and the adapter's
+// temporary uploads older than Options.TemporaryAge (TempSweeper). The
+// Sweeper interface does the same on demand, for one workspace or for all
+// of a storage that implements Lister (aml workspace prune).
 //
 // # Folder reuse
 //

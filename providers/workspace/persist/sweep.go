@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/workspace/internal/lockfile"
 )
 
@@ -50,40 +51,121 @@ func (p *provider) storeKey() string {
 
 // Sweep reports what a sweep removed.
 type Sweep struct {
-	// Removed are the paths removed.
+	// Removed are the paths removed: directories of the temporary
+	// directory, and objects of the store as "<workspace id>: <path>".
 	Removed []string
-	// Bytes is their total size.
+	// Bytes is the total size of what was removed where it is known: the
+	// directories and the adapter's temporary uploads (not the store
+	// objects of unpublished revisions).
 	Bytes int64
+	// Busy are the workspaces whose store was not swept because a live
+	// writer holds them, with the conflict.
+	Busy []error
+}
+
+func (s *Sweep) add(o Sweep) {
+	s.Removed = append(s.Removed, o.Removed...)
+	s.Bytes += o.Bytes
+	s.Busy = append(s.Busy, o.Busy...)
 }
 
 // Sweeper is implemented by the workspace providers New returns: it
-// removes what processes that no longer exist left behind (see Sweep).
+// removes what processes that no longer exist left behind.
 type Sweeper interface {
 	// Sweep removes the garbage of workspace id, or of every workspace
-	// of the storage when id is "": the materializations that a process
-	// of this machine that no longer exists made (what a killed run left
-	// in the temporary directory, snapshots included). Materializations of
-	// live processes, of other machines and of unknown owners are kept.
-	// Acquire sweeps the workspace it acquires.
+	// of the storage when id is "" (a storage that implements Lister is
+	// asked for them; otherwise only the temporary directory is swept):
+	//
+	//   - the materializations (snapshots included) that a process of
+	//     this machine that no longer exists made in the temporary
+	//     directory: what a killed run left;
+	//   - under the workspace's writer lock, the revisions a killed save
+	//     uploaded but never published, stale pending markers, and the
+	//     adapter's temporary uploads older than Options.TemporaryAge. A
+	//     workspace held by a live writer is skipped and reported in
+	//     Sweep.Busy.
+	//
+	// Materializations of live processes, of other machines and of
+	// unknown owners are kept. Acquire sweeps the workspace it acquires
+	// (the store only when it takes the writer lock).
 	Sweep(ctx context.Context, id string) (Sweep, error)
+}
+
+// Lister is implemented by storages that can enumerate their workspaces.
+type Lister interface {
+	// Workspaces returns the ids of the workspaces the storage holds,
+	// sorted.
+	Workspaces(ctx context.Context) ([]string, error)
 }
 
 var _ Sweeper = (*provider)(nil)
 
 // Sweep implements Sweeper.
 func (p *provider) Sweep(ctx context.Context, id string) (Sweep, error) {
-	return p.SweepMaterializations(id)
+	sw, err := p.SweepMaterializations(id)
+	errs := []error{err}
+	ids := []string{id}
+	if id == "" {
+		ids = nil
+		if l, ok := p.storage.(Lister); ok {
+			ids, err = l.Workspaces(ctx)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			errs = append(errs, context.Cause(ctx))
+			break
+		}
+		sl, err := p.storage.Acquire(ctx, StorageAcquireRequest{ID: id, EvaluationID: "sweep", Lock: true})
+		var conflict *eval.WorkspaceConflictError
+		if errors.As(err, &conflict) {
+			sw.Busy = append(sw.Busy, err)
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		st, err := sweepStore(ctx, sl, id, p.opts.TemporaryAge)
+		for i, r := range st.Removed {
+			st.Removed[i] = id + ": " + r
+		}
+		sw.add(st)
+		errs = append(errs, err, sl.Release(context.WithoutCancel(ctx)))
+	}
+	return sw, errors.Join(errs...)
 }
 
 // SweepMaterializations removes the dead materializations of workspace
-// id ("" for all).
+// id ("" for all) of this provider's storage.
 func (p *provider) SweepMaterializations(id string) (Sweep, error) {
+	key := p.storeKey()
+	return sweepMaterializations(p.opts.TemporaryDirectory, func(o materializationOwner) bool {
+		return o.Store == key && (id == "" || o.Workspace == id)
+	})
+}
+
+// SweepTemporaryDirectory removes from dir ("" for os.TempDir()) the
+// materializations of every storage that processes of this machine that
+// no longer exist left behind; what `aml workspace prune` does first.
+func SweepTemporaryDirectory(dir string) (Sweep, error) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	return sweepMaterializations(dir, func(materializationOwner) bool { return true })
+}
+
+// sweepMaterializations removes the materializations in dir whose owner
+// is gone and that match.
+func sweepMaterializations(dir string, match func(materializationOwner) bool) (Sweep, error) {
 	var sw Sweep
-	dirs, err := filepath.Glob(filepath.Join(p.opts.TemporaryDirectory, "aml-workspace-*"))
+	dirs, err := filepath.Glob(filepath.Join(dir, "aml-workspace-*"))
 	if err != nil {
 		return sw, err
 	}
-	key := p.storeKey()
 	var errs []error
 	for _, d := range dirs {
 		data, err := os.ReadFile(filepath.Join(d, ownerFile))
@@ -91,7 +173,7 @@ func (p *provider) SweepMaterializations(id string) (Sweep, error) {
 			continue
 		}
 		var o materializationOwner
-		if json.Unmarshal(data, &o) != nil || o.Store != key || (id != "" && o.Workspace != id) || !o.Process.Gone() {
+		if json.Unmarshal(data, &o) != nil || !match(o) || !o.Process.Gone() {
 			continue
 		}
 		size := treeSize(d)
@@ -146,7 +228,8 @@ const foreignPendingAge = 24 * time.Hour
 
 // TempSweeper is implemented by storage leases that keep temporary
 // uploads outside their object namespace (the filesystem adapter's
-// "*.tmp" files): SweepTemporary removes those older than age.
+// "*.tmp" files): SweepTemporary removes those older than age and reports
+// their paths, relative to the workspace's namespace, and their size.
 type TempSweeper interface {
 	SweepTemporary(ctx context.Context, age time.Duration) (Sweep, error)
 }

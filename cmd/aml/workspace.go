@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/aml-go/aml/internal/scratch"
+	wsfs "github.com/aml-go/aml/providers/workspace/filesystem"
+	"github.com/aml-go/aml/providers/workspace/persist"
+)
+
+const workspaceUsage = `usage: aml workspace prune [flags] [STORE...]
+
+Removes what aml processes that were killed (SIGKILL, a crash, a power
+loss) left behind and nothing else:
+
+  - file stagings and agent state directories (aml-agent-*, aml-acp-*) in
+    the temporary directory ($TMPDIR, and /tmp);
+  - workspace materializations with their snapshots (aml-workspace-*) in
+    the temporary directory, or in --temporary-directory;
+  - for each STORE, the directory of a filesystem_workspace(): in every
+    workspace no live run holds, the revisions a killed save uploaded but
+    never published, stale pending markers and temporary uploads older
+    than --older-than. A workspace a live run holds is skipped and named.
+
+What a live aml process of this machine uses is never removed, nor what a
+process of another machine (a shared directory) made. aml does the same
+sweep by itself: a process sweeps the stagings once, and acquiring a
+workspace sweeps that workspace. Prune is for directories nothing acquires
+again.
+
+Output: one "removed PATH" line per removed directory or store object
+("removed STORE: WORKSPACE: OBJECT"), one "busy ..." line per skipped
+workspace, then "pruned N items (SIZE)". With --json, one JSON object:
+{"removed": [...], "bytes": N, "busy": [...]}.
+
+Exit status: 0 when the sweep completed (also with busy workspaces), 1
+when something could not be removed or a STORE could not be read, 2 for
+usage errors.
+
+Flags:
+`
+
+// cmdWorkspace runs "aml workspace SUBCOMMAND".
+func cmdWorkspace(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, workspaceUsage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "prune":
+		return cmdWorkspacePrune(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		return cmdWorkspacePrune([]string{"-h"}, stdout, stdout)
+	}
+	fmt.Fprintf(stderr, "aml workspace: unknown subcommand %q (the one subcommand is prune)\n\n%s", args[0], workspaceUsage)
+	return exitUsage
+}
+
+// pruneReport is the --json output of aml workspace prune.
+type pruneReport struct {
+	Removed []string `json:"removed"`
+	Bytes   int64    `json:"bytes"`
+	Busy    []string `json:"busy"`
+	Errors  []string `json:"errors,omitempty"`
+}
+
+func cmdWorkspacePrune(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("workspace prune", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	temp := fs.String("temporary-directory", "", "where materializations are made: the temporary_directory= of filesystem_workspace() (default the temporary directory)")
+	olderThan := fs.Duration("older-than", persist.DefaultTemporaryAge, "remove temporary uploads in a store once they are this old (a temporary upload names no owner; its age tells it from one in progress)")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of lines")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, workspaceUsage)
+		fs.PrintDefaults()
+	}
+	stores, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if *olderThan <= 0 {
+		fmt.Fprintf(stderr, "aml workspace prune: --older-than must be positive, got %v\n", *olderThan)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	rep := pruneReport{Removed: []string{}, Busy: []string{}}
+	fail := func(err error) {
+		if err != nil {
+			rep.Errors = append(rep.Errors, err.Error())
+		}
+	}
+	for _, dir := range scratch.Parents() {
+		res, err := scratch.Sweep(dir)
+		rep.Removed = append(rep.Removed, res.Removed...)
+		rep.Bytes += res.Bytes
+		fail(err)
+	}
+	sw, err := persist.SweepTemporaryDirectory(*temp)
+	rep.Removed = append(rep.Removed, sw.Removed...)
+	rep.Bytes += sw.Bytes
+	fail(err)
+	for _, dir := range stores {
+		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+			fail(fmt.Errorf("store %s: not a directory (give the directory= of a filesystem_workspace())", dir))
+			continue
+		}
+		s, err := wsfs.NewStorage(dir)
+		if err != nil {
+			fail(err)
+			continue
+		}
+		p := persist.New(s, persist.Options{TemporaryDirectory: *temp, TemporaryAge: *olderThan})
+		sw, err := p.(persist.Sweeper).Sweep(ctx, "")
+		for _, r := range sw.Removed {
+			rep.Removed = append(rep.Removed, s.Directory()+": "+r)
+		}
+		rep.Bytes += sw.Bytes
+		for _, b := range sw.Busy {
+			rep.Busy = append(rep.Busy, b.Error())
+		}
+		fail(err)
+	}
+
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	} else {
+		for _, r := range rep.Removed {
+			fmt.Fprintln(stdout, "removed", r)
+		}
+		for _, b := range rep.Busy {
+			fmt.Fprintln(stdout, "busy", b)
+		}
+		fmt.Fprintf(stdout, "pruned %d items (%s)\n", len(rep.Removed), formatSize(rep.Bytes))
+	}
+	for _, e := range rep.Errors {
+		fmt.Fprintln(stderr, "aml workspace prune:", e)
+	}
+	if len(rep.Errors) > 0 {
+		return exitFailure
+	}
+	return exitOK
+}
+
+// formatSize renders a byte count for people.
+func formatSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
