@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aml-go/aml/internal/procscope"
 )
 
 // TestLeftoversBlockTakeover: after a SIGKILL of aml, the scripts it ran
@@ -67,16 +70,48 @@ def main():
 	}
 	t.Logf("refused: %s", strings.TrimSpace(string(out)))
 
-	// The operator stops them (the pids the error names); then the lock
-	// is taken over and the workspace works again.
+	// The operator looks for leftovers, then has prune end them.
+	named := map[int]bool{}
 	for _, f := range strings.Fields(string(out)[strings.Index(string(out), "(kill ")+len("(kill "):]) {
-		f = strings.TrimSuffix(f, ")")
-		pid, err := strconv.Atoi(f)
+		pid, err := strconv.Atoi(strings.TrimSuffix(f, ","))
 		if err != nil {
 			break
 		}
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		named[pid] = true
 	}
+	if !named[escaped] {
+		t.Fatalf("the error names pids %v, not the escaped %d", named, escaped)
+	}
+	prune := func(args ...string) pruneReport {
+		cmd := exec.Command(bin, append([]string{"workspace", "prune", "--json"}, args...)...)
+		out, err := cmd.Output()
+		var rep pruneReport
+		if err != nil || json.Unmarshal(out, &rep) != nil {
+			t.Fatalf("aml workspace prune %v: %v\n%s", args, err, out)
+		}
+		return rep
+	}
+	pids := func(os []procscope.Orphan) map[int]bool {
+		m := map[int]bool{}
+		for _, o := range os {
+			m[o.PID] = true
+		}
+		return m
+	}
+	if rep := prune(); !pids(rep.Orphans)[escaped] || len(rep.Killed) != 0 {
+		t.Fatalf("prune without --kill-orphans: orphans %v, killed %v; want the escaped %d listed and nothing killed", rep.Orphans, rep.Killed, escaped)
+	}
+	if !processLive(escaped) {
+		t.Fatal("prune without --kill-orphans killed a process")
+	}
+	rep := prune("--kill-orphans")
+	killed := pids(rep.Killed)
+	for pid := range named {
+		if !killed[pid] {
+			t.Errorf("prune --kill-orphans did not kill %d (killed %v)", pid, rep.Killed)
+		}
+	}
+	t.Logf("prune --kill-orphans killed %d leftover processes of the SIGKILLed run", len(named))
 	for _, p := range []int{escaped} {
 		for i := 0; processLive(p) && i < 6000; i++ {
 			time.Sleep(10 * time.Millisecond)

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/aml-go/aml/internal/procscope"
 	"github.com/aml-go/aml/internal/scratch"
 	wsfs "github.com/aml-go/aml/providers/workspace/filesystem"
 	"github.com/aml-go/aml/providers/workspace/persist"
@@ -30,6 +31,10 @@ loss) left behind and nothing else:
     never published, stale pending markers and temporary uploads older
     than --older-than. A workspace a live run holds is skipped and named.
 
+With --kill-orphans it also ends the processes (scripts, agents and their
+descendants) that killed aml processes of this machine started and that
+still run; without it, it lists them ("orphan ...").
+
 What a live aml process of this machine uses is never removed, nor what a
 process of another machine (a shared directory) made. aml does the same
 sweep by itself: a process sweeps the stagings once, and acquiring a
@@ -38,8 +43,10 @@ again.
 
 Output: one "removed PATH" line per removed directory or store object
 ("removed STORE: WORKSPACE: OBJECT"), one "busy ..." line per skipped
-workspace, then "pruned N items (SIZE)". With --json, one JSON object:
-{"removed": [...], "bytes": N, "busy": [...]}.
+workspace, one "orphan PID ..." or "killed PID ..." line per leftover
+process, then "pruned N items (SIZE)". With --json, one JSON object:
+{"removed": [...], "bytes": N, "busy": [...], "orphans": [{"pid", "owner"}],
+"killed": [{"pid", "owner"}]}.
 
 Exit status: 0 when the sweep completed (also with busy workspaces), 1
 when something could not be removed or a STORE could not be read, 2 for
@@ -69,6 +76,10 @@ type pruneReport struct {
 	Removed []string `json:"removed"`
 	Bytes   int64    `json:"bytes"`
 	Busy    []string `json:"busy"`
+	// Orphans are the leftover processes found (and not killed).
+	Orphans []procscope.Orphan `json:"orphans"`
+	// Killed are the leftover processes killed (--kill-orphans).
+	Killed []procscope.Orphan `json:"killed"`
 	Errors  []string `json:"errors,omitempty"`
 }
 
@@ -78,6 +89,7 @@ func cmdWorkspacePrune(args []string, stdout, stderr io.Writer) int {
 	temp := fs.String("temporary-directory", "", "where materializations are made: the temporary_directory= of filesystem_workspace() (default the temporary directory)")
 	olderThan := fs.Duration("older-than", persist.DefaultTemporaryAge, "remove temporary uploads in a store once they are this old (a temporary upload names no owner; its age tells it from one in progress)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of lines")
+	killOrphans := fs.Bool("kill-orphans", false, "also SIGKILL the processes that killed aml processes started and that still run")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, workspaceUsage)
 		fs.PrintDefaults()
@@ -96,7 +108,13 @@ func cmdWorkspacePrune(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	rep := pruneReport{Removed: []string{}, Busy: []string{}}
+	rep := pruneReport{Removed: []string{}, Busy: []string{}, Orphans: []procscope.Orphan{}, Killed: []procscope.Orphan{}}
+	// Leftover processes first: they may still hold a workspace.
+	if *killOrphans {
+		rep.Killed = append(rep.Killed, procscope.KillOrphans()...)
+	} else {
+		rep.Orphans = append(rep.Orphans, procscope.Orphans()...)
+	}
 	fail := func(err error) {
 		if err != nil {
 			rep.Errors = append(rep.Errors, err.Error())
@@ -144,6 +162,12 @@ func cmdWorkspacePrune(args []string, stdout, stderr io.Writer) int {
 		}
 		for _, b := range rep.Busy {
 			fmt.Fprintln(stdout, "busy", b)
+		}
+		for _, o := range rep.Orphans {
+			fmt.Fprintf(stdout, "orphan %d: started by aml pid %d, which is gone; still running (--kill-orphans ends it)\n", o.PID, o.Owner)
+		}
+		for _, o := range rep.Killed {
+			fmt.Fprintf(stdout, "killed %d: started by aml pid %d, which is gone\n", o.PID, o.Owner)
 		}
 		fmt.Fprintf(stdout, "pruned %d items (%s)\n", len(rep.Removed), formatSize(rep.Bytes))
 	}

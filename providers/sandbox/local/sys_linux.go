@@ -7,6 +7,11 @@ import (
 	"unsafe"
 )
 
+// setDeathSignal asks for SIGKILL when the thread that started the
+// process exits: with Go, when this process exits (the runtime does not
+// end threads that no goroutine locked).
+func setDeathSignal(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGKILL }
+
 // waitExited blocks until the process pid has exited without reaping it
 // (waitid with WNOWAIT), so its process group id stays reserved until
 // exec.Cmd.Wait reaps it.

@@ -16,9 +16,13 @@ const supported = true
 // blocking the open (it is then rejected as not a regular file).
 const readFlags = os.O_RDONLY | syscall.O_NONBLOCK
 
-// setProcessGroup makes the command the leader of a new process group.
+// setProcessGroup makes the command the leader of a new process group
+// and, on Linux, has the kernel SIGKILL it when this process dies, so that
+// an agent or script does not outlive a killed aml (its own descendants
+// are found by their marks: procscope.Orphans).
 func setProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setDeathSignal(cmd.SysProcAttr)
 }
 
 // killGroup sends SIGKILL to every process of the group pgid. A group

@@ -2,7 +2,13 @@
 
 package local
 
-import "errors"
+import (
+	"errors"
+	"syscall"
+)
+
+// setDeathSignal is unavailable off Linux.
+func setDeathSignal(*syscall.SysProcAttr) {}
 
 // waitExited is unavailable: the leader is reaped by exec.Cmd.Wait
 // before its group is swept.

@@ -152,7 +152,7 @@ func Acquire(path string, opts Options) (*Lock, error) {
 			// The owner is gone, but processes it started still run in
 			// the resource: taking over now would let two writers work in
 			// it. The error names them.
-			return nil, fmt.Errorf("%w: its owner (%s) is gone, but processes it started are still running: pids %v; stop them (kill %s) and try again", ErrLocked, describe(holder), pids, pidList(pids))
+			return nil, fmt.Errorf("%w: its owner (%s) is gone, but processes it started are still running: pids %v; stop them (kill %s, or aml workspace prune --kill-orphans) and try again", ErrLocked, describe(holder), pids, pidList(pids))
 		}
 		ok, err := takeOver(path, data, opts.Stale)
 		if err != nil {
