@@ -162,7 +162,7 @@ def main():
 		t.Fatalf("the live run's materializations: %q of %q", liveMats, mats)
 	}
 
-	prune := exec.Command(bin, "workspace", "prune", "--json", "--older-than", "1ms", store)
+	prune := exec.Command(bin, "workspace", "prune", "--json", store)
 	prune.Env = env
 	var out, errb bytes.Buffer
 	prune.Stdout, prune.Stderr = &out, &errb

@@ -39,8 +39,11 @@ var marker = sync.OnceValue(func() string {
 	return fmt.Sprintf("aml-%d-%s-%s", os.Getpid(), machineTag(), uuid.NewString())
 })
 
-// machineTag is a short digest of MachineID ("0" when unknown): a marker
-// names its owner's pid only for processes that see the same pids.
+// MachineTag is a short digest of MachineID ("0" when unknown): a name
+// that records a pid next to it (an owner marker, a temporary file)
+// names that pid only for processes with the same tag.
+func MachineTag() string { return machineTag() }
+
 func machineTag() string {
 	m := MachineID()
 	if m == "" {

@@ -12,15 +12,16 @@
 //	<Directory>/<segment>/.index.lock   the brief compare-and-swap lock
 //
 // <segment> is persist.EncodeSegment(id). Names starting with "." at the top
-// of a segment belong to the adapter, and names ending in ".<uuid>.tmp" are
-// writes in progress (or left by a killed writer); neither is an object. The
+// of a segment belong to the adapter, and names ending in ".<uuid>.tmp" or
+// ".<uuid>.p<pid>-<machine tag>.tmp" are writes in progress (or left by a
+// killed writer, the one the pid names); neither is an object. The
 // materialization is <TemporaryDirectory>/aml-workspace-*/workspace; keep
 // Directory outside TemporaryDirectory.
 //
 // # Guarantees
 //
 // An object version is the hex sha256 of the file content. A write goes to
-// "<dest>.<uuid>.tmp", is synced, and is then moved into place (a rename
+// ".<uuid>.p<pid>-<machine tag>.tmp" beside the destination, is synced, and is then moved into place (a rename
 // for unconditional and version-conditional writes, a hard link that fails
 // if the destination exists for create-if-absent writes), followed by a
 // sync of the directory. A version-conditional write compares the current
@@ -56,6 +57,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -64,6 +66,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/procscope"
 	"github.com/aml-go/aml/providers/option"
 	"github.com/aml-go/aml/providers/workspace/internal/lockfile"
 	"github.com/aml-go/aml/providers/workspace/persist"
@@ -244,8 +247,29 @@ type lease struct {
 	relErr   error
 }
 
-// tmpPattern matches the temporary files of writes.
-var tmpPattern = regexp.MustCompile(`\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$`)
+// tmpPattern matches the temporary files of writes: ".<uuid>.p<pid>-<machine
+// tag>.tmp", which names the writer, and "<dest>.<uuid>.tmp" of earlier
+// versions.
+var tmpPattern = regexp.MustCompile(`\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(\.p([0-9]+)-([0-9a-f]+))?\.tmp$`)
+
+// tmpSuffix names this process as the writer of a temporary file.
+var tmpSuffix = sync.OnceValue(func() string {
+	return fmt.Sprintf(".p%d-%s.tmp", os.Getpid(), procscope.MachineTag())
+})
+
+// tmpWriterGone reports whether the temporary file name names a writer
+// process of this machine that no longer exists.
+func tmpWriterGone(name string) bool {
+	m := tmpPattern.FindStringSubmatch(name)
+	if m == nil || m[1] == "" || m[3] != procscope.MachineTag() || m[3] == "0" {
+		return false
+	}
+	pid, err := strconv.Atoi(m[2])
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	return !procscope.Alive(pid)
+}
 
 // resolve maps an object path to a file, rejecting adapter names.
 func (l *lease) resolve(p string) (string, error) {
@@ -362,7 +386,9 @@ func (l *lease) Write(ctx context.Context, p string, body io.Reader, opts persis
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return "", err
 	}
-	tmp := dest + "." + uuid.NewString() + ".tmp"
+	// Named apart from dest, so that a destination name of the longest
+	// length allowed (255 bytes) still has a temporary name.
+	tmp := filepath.Join(filepath.Dir(dest), "."+uuid.NewString()+tmpSuffix())
 	defer os.Remove(tmp)
 	sum, err := writeTemp(ctx, tmp, body, opts.ContentLength)
 	if err != nil {
@@ -623,9 +649,10 @@ func (l *lease) Release(ctx context.Context) error {
 var _ persist.TempSweeper = (*lease)(nil)
 
 // SweepTemporary implements persist.TempSweeper: it removes the temporary
-// files of writes ("<dest>.<uuid>.tmp") older than age that a killed
-// writer left in the workspace's directory, reporting their paths
-// relative to it.
+// files of writes that a killed writer left in the workspace's directory:
+// those whose name names a writer of this machine that is gone, and the
+// others once they are older than age. It reports their paths relative
+// to the directory.
 func (l *lease) SweepTemporary(ctx context.Context, age time.Duration) (persist.Sweep, error) {
 	var sw persist.Sweep
 	err := filepath.WalkDir(l.dir, func(p string, d fs.DirEntry, err error) error {
@@ -642,7 +669,7 @@ func (l *lease) SweepTemporary(ctx context.Context, age time.Duration) (persist.
 			return nil
 		}
 		info, err := d.Info()
-		if err != nil || time.Since(info.ModTime()) < age {
+		if err != nil || time.Since(info.ModTime()) < age && !tmpWriterGone(d.Name()) {
 			return nil
 		}
 		if err := os.Remove(p); err == nil {

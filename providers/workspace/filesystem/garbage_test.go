@@ -73,9 +73,20 @@ func TestCrashGarbageSwept(t *testing.T) {
 	}
 	t.Logf("in the store: %d unpublished revision objects, %d temporary uploads", len(e.Orphans("ws")), tmps())
 
-	// TemporaryAge 1ns: the temporary uploads of the dead writers go at
-	// once (by default they must be ten minutes old).
-	p := persist.New(s, persist.Options{TemporaryDirectory: temp, TemporaryAge: time.Nanosecond})
+	// The temporary uploads of the dead writers name them and go at once;
+	// one of a live writer and a recent one that names no writer stay
+	// (until they are TemporaryAge old).
+	seg, _ := s.WorkspaceDirectory("ws")
+	keep := []string{
+		filepath.Join(seg, "revisions", ".0b8a6f3e-4c1d-4e0f-9a5b-2c3d4e5f6a7b"+tmpSuffix()),
+		filepath.Join(seg, "workspace.json.0b8a6f3e-4c1d-4e0f-9a5b-2c3d4e5f6a7c.tmp"),
+	}
+	for _, k := range keep {
+		if err := os.WriteFile(k, []byte("in progress"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := persist.New(s, persist.Options{TemporaryDirectory: temp})
 	l, err := p.Acquire(context.Background(), &eval.WorkspaceAcquireRequest{ID: "ws", EvaluationID: "sweep", Lock: true})
 	if err != nil {
 		t.Fatal(err)
@@ -88,8 +99,13 @@ func TestCrashGarbageSwept(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d materializations remain, want only the live holder's", n)
 	}
-	if o, n := e.Orphans("ws"), tmps(); len(o) != 0 || n != 0 {
-		t.Fatalf("after the next acquisition with the lock: unpublished revision objects %q, %d temporary uploads", o, n)
+	if o, n := e.Orphans("ws"), tmps(); len(o) != 0 || n != len(keep) {
+		t.Fatalf("after the next acquisition with the lock: unpublished revision objects %q, %d temporary uploads (want only the %d kept)", o, n, len(keep))
+	}
+	for _, k := range keep {
+		if _, err := os.Stat(k); err != nil {
+			t.Errorf("%s was removed: %v", k, err)
+		}
 	}
 	live.stdin.Close()
 }
