@@ -80,7 +80,7 @@ type pruneReport struct {
 	Orphans []procscope.Orphan `json:"orphans"`
 	// Killed are the leftover processes killed (--kill-orphans).
 	Killed []procscope.Orphan `json:"killed"`
-	Errors  []string `json:"errors,omitempty"`
+	Errors []string           `json:"errors,omitempty"`
 }
 
 func cmdWorkspacePrune(args []string, stdout, stderr io.Writer) int {
