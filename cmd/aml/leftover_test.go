@@ -141,3 +141,62 @@ func processLive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
+
+// TestAgentDiesWithAML: an ACP agent that never answers is SIGKILLed by
+// the kernel when aml is (it no longer runs on, unbounded, after its
+// client died); what the agent started itself is an orphan that aml
+// workspace prune names.
+func TestAgentDiesWithAML(t *testing.T) {
+	bin := buildAML(t)
+	dir := t.TempDir()
+	wf := filepath.Join(dir, "agent.star")
+	src := `mute = acp_agent(command = "sh", args = ["-c", "sleep 300 & echo $! > helper.pid; echo $$ > agent.pid; exec sleep 300"])
+
+def main():
+    return agent("hello", provider = mute)
+`
+	if err := os.WriteFile(wf, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := exec.Command(bin, "run", "--quiet", wf)
+	run.Dir = dir
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) int {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return n
+	}
+	deadline := time.Now().Add(signalTimeout)
+	for read("agent.pid") == 0 || read("helper.pid") == 0 {
+		if time.Now().After(deadline) {
+			_ = run.Process.Kill()
+			t.Fatal("the agent never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	agentPID, helperPID := read("agent.pid"), read("helper.pid")
+	t.Cleanup(func() { _ = syscall.Kill(helperPID, syscall.SIGKILL) })
+	_ = run.Process.Signal(syscall.SIGKILL)
+	_ = run.Wait()
+	for i := 0; processLive(agentPID) && i < 500; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if processLive(agentPID) {
+		_ = syscall.Kill(agentPID, syscall.SIGKILL)
+		t.Fatalf("the agent (pid %d) outlived the SIGKILLed aml by 5 s", agentPID)
+	}
+	out, err := exec.Command(bin, "workspace", "prune", "--json").Output()
+	var rep pruneReport
+	if err != nil || json.Unmarshal(out, &rep) != nil {
+		t.Fatalf("prune: %v\n%s", err, out)
+	}
+	found := false
+	for _, o := range rep.Orphans {
+		found = found || o.PID == helperPID && o.Owner == run.Process.Pid
+	}
+	if !found {
+		t.Errorf("prune lists orphans %v, not the agent's helper %d of aml %d", rep.Orphans, helperPID, run.Process.Pid)
+	}
+}
