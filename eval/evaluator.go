@@ -91,6 +91,8 @@ type agentPlan struct {
 	staging *staging
 	// sb is the sandbox view the agent runs in, or nil.
 	sb *sbView
+	// host is Options.Host, which may make host staging directories.
+	host SandboxProvider
 }
 
 // evaluator runs one frame loop on the calling goroutine.
@@ -286,7 +288,7 @@ func (e *evaluator) enter(n Node) error {
 		base.out = p.sink
 		base.sink = int32(len(e.st))
 		base.agent = int32(len(e.st))
-		base.plan = &agentPlan{sb: p.res.sb}
+		base.plan = &agentPlan{sb: p.res.sb, host: e.d.rt.opts.Host}
 		if t := e.sc.target; t != nil && p.sink == 0 {
 			// This agent's result is what evaluate(schema=...) collects.
 			if err := claimStructured(t, n); err != nil {

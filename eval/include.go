@@ -14,8 +14,6 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
-
-	"github.com/aml-go/aml/internal/scratch"
 )
 
 // Include reads one application-owned file (Src, resolved from the
@@ -496,13 +494,34 @@ type staging struct {
 	rt  SandboxRuntime
 	dir string
 	fs  FileStaging
+	// tmp makes and removes host staging directories: Options.Host's
+	// (see hostTemp), else the os package's.
+	tmp hostTemp
 }
+
+// hostTemp is the optional pair of methods through which Options.Host
+// makes the evaluator's host staging directories, so that the host can
+// find what a killed process left (the local sandbox records the owner
+// beside each directory).
+type hostTemp interface {
+	MkdirTemp(prefix string) (string, error)
+	RemoveAll(dir string) error
+}
+
+// osTemp makes host staging directories with the os package.
+type osTemp struct{}
+
+func (osTemp) MkdirTemp(prefix string) (string, error) { return os.MkdirTemp("", prefix) }
+func (osTemp) RemoveAll(dir string) error              { return os.RemoveAll(dir) }
 
 func (p *agentPlan) stagingArea() *staging {
 	if p.staging == nil {
-		p.staging = &staging{}
+		p.staging = &staging{tmp: osTemp{}}
 		if p.sb != nil {
 			p.staging.rt = p.sb.rt
+		}
+		if t, ok := p.host.(hostTemp); ok {
+			p.staging.tmp = t
 		}
 	}
 	return p.staging
@@ -561,7 +580,10 @@ func (s *staging) root(ctx context.Context) (string, error) {
 		return s.fs.Root(), nil
 	}
 	if s.dir == "" {
-		dir, err := scratch.MkdirTemp("aml-agent-")
+		if s.tmp == nil {
+			s.tmp = osTemp{}
+		}
+		dir, err := s.tmp.MkdirTemp("aml-agent-")
 		if err != nil {
 			return "", err
 		}
@@ -613,7 +635,7 @@ func (s *staging) release() error {
 			return fmt.Errorf("releasing the agent's staging area in the sandbox: %w", err)
 		}
 	case s.dir != "":
-		if err := scratch.RemoveAll(s.dir); err != nil {
+		if err := s.tmp.RemoveAll(s.dir); err != nil {
 			return fmt.Errorf("removing the agent's staging area %s: %w", s.dir, err)
 		}
 	}

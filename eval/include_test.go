@@ -3,6 +3,7 @@ package eval_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/deterministic"
+	"github.com/aml-go/aml/providers/sandbox/local"
 )
 
 var stagedPath = regexp.MustCompile("Read it from `([^`]+)`")
@@ -92,6 +94,42 @@ func TestIncludeCacheSeesChanges(t *testing.T) {
 		got, err := rt.Evaluate(context.Background(), &eval.Include{Src: "note.md", NoTitle: true})
 		if err != nil || got != content {
 			t.Fatalf("read %d: %q, %v", i, got, err)
+		}
+	}
+}
+
+// TestHostStagingThroughTheHost: with a host that makes temporary
+// directories (the local sandbox), an agent's host staging is made and
+// removed through it, so it carries its owner marker while it exists.
+func TestHostStagingThroughTheHost(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", t.TempDir())
+	if err := os.WriteFile(filepath.Join(dir, "big.txt"), []byte(strings.Repeat("x", 500)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var root string
+	p, _ := deterministic.New(deterministic.Options{Respond: func(_ context.Context, req *eval.AgentRequest, _ int) (*eval.AgentResponse, error) {
+		m := stagedPath.FindStringSubmatch(req.Prompt)
+		if m == nil {
+			return nil, errors.New("no read instruction in the prompt")
+		}
+		root = filepath.Dir(filepath.Dir(filepath.Dir(m[1]))) // <root>/includes/<n>/big.txt
+		if _, err := os.Stat(root + ".owner"); err != nil {
+			return nil, fmt.Errorf("the staging %s has no owner marker: %w", root, err)
+		}
+		return &eval.AgentResponse{Text: "read"}, nil
+	}})
+	host, err := local.New(local.Options{})
+	if err != nil {
+		t.Skip(err)
+	}
+	rt, _ := eval.New(eval.Options{AgentProvider: p, Cwd: dir, Host: host})
+	if _, err := rt.Evaluate(context.Background(), &eval.Agent{Children: []any{&eval.Include{Src: "big.txt", MaxBytes: 100}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{root, root + ".owner"} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s survived the session: %v", p, err)
 		}
 	}
 }

@@ -109,7 +109,11 @@ type Options struct {
 	// at Cwd, and releases it when the evaluation ends. The evaluator runs
 	// no process itself: nil makes a host script fail with an error that
 	// says so. The local sandbox provider (providers/sandbox/local) is the
-	// usual host; starlib and the CLI set it.
+	// usual host; starlib and the CLI set it. When Host also has the
+	// methods MkdirTemp(prefix string) (string, error) and
+	// RemoveAll(dir string) error, the evaluator makes the staging
+	// directories of agents outside a sandbox through them (else with
+	// os.MkdirTemp and os.RemoveAll).
 	Host SandboxProvider
 	// WorkspaceProvider is the default provider of the workspace() scope.
 	WorkspaceProvider WorkspaceProvider

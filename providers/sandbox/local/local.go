@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/scratch"
 	"github.com/aml-go/aml/providers/option"
 )
 
@@ -377,3 +378,14 @@ func (r *hostRuntime) commandDir(cwd string) (string, error) {
 	}
 	return resolveDir(r.lease.rootReal, rel, r.lease.rootReal, "command cwd")
 }
+
+// MkdirTemp makes a private directory in the temporary directory that
+// records this process as its owner, so that a later aml process can
+// remove it should this one be killed. The evaluator makes the staging
+// directories of agents outside a sandbox through it when the provider is
+// its host (eval.Options.Host). Safe for concurrent use.
+func (p *Provider) MkdirTemp(prefix string) (string, error) { return scratch.MkdirTemp(prefix) }
+
+// RemoveAll removes a directory made by MkdirTemp. Safe for concurrent
+// use.
+func (p *Provider) RemoveAll(dir string) error { return scratch.RemoveAll(dir) }
