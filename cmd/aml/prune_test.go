@@ -79,14 +79,33 @@ def main():
 	const kills = 5
 	killed, lastKilled := 0, false
 	for i := range kills {
+		// The marker the previous killed save left stays until this
+		// run's acquisition sweeps it: wait for a new one.
+		before := map[string]bool{}
+		if m, _ := filepath.Glob(filepath.Join(pending, "*.json")); len(m) > 0 {
+			for _, p := range m {
+				before[p] = true
+			}
+		}
 		cmd := run(saver)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(signalTimeout)
 		for {
-			if m, _ := filepath.Glob(filepath.Join(pending, "*.json")); len(m) > 0 {
+			m, _ := filepath.Glob(filepath.Join(pending, "*.json"))
+			fresh := false
+			for _, p := range m {
+				fresh = fresh || !before[p]
+			}
+			if fresh {
 				break
+			}
+			if cmd.ProcessState == nil && !processLive(cmd.Process.Pid) {
+				_ = cmd.Wait()
+				t.Fatalf("save %d ended before it started saving: %s", i, stderr.String())
 			}
 			if time.Now().After(deadline) {
 				_ = cmd.Process.Kill()

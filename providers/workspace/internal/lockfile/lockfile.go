@@ -267,8 +267,22 @@ func ownerDead(rec *Record) bool {
 }
 
 // guardStale bounds how long a takeover guard may be held before it is
-// itself considered abandoned; the guarded section takes microseconds.
+// itself considered abandoned; the guarded section takes microseconds. A
+// guard whose recorded holder is gone is abandoned at once.
 const guardStale = 10 * time.Second
+
+// guardOwnerGone reports whether the takeover guard names its holder and
+// that holder is a process of this machine that no longer exists (it was
+// killed while taking the lock over). A guard being written names no one
+// yet and is judged by its age.
+func guardOwnerGone(guard string) bool {
+	data, err := os.ReadFile(guard)
+	if err != nil || len(data) == 0 {
+		return false
+	}
+	var p Process
+	return json.Unmarshal(data, &p) == nil && p.Gone()
+}
 
 // takeOver replaces a stale lock at path with data. Contenders serialize on
 // a guard file ("<path>.takeover", created with O_EXCL); the holder checks
@@ -278,12 +292,13 @@ const guardStale = 10 * time.Second
 // the lock turned out to be fresh.
 func takeOver(path string, data []byte, staleAfter time.Duration) (bool, error) {
 	guard := path + ".takeover"
-	if err := create(guard, nil); err != nil {
+	self, _ := json.Marshal(Self())
+	if err := create(guard, self); err != nil {
 		if !errors.Is(err, fs.ErrExist) {
 			return false, fmt.Errorf("lockfile: take over %s: %w", path, err)
 		}
 		info, serr := os.Lstat(guard)
-		if serr != nil || time.Since(info.ModTime()) <= min(guardStale, staleAfter) {
+		if serr != nil || time.Since(info.ModTime()) <= min(guardStale, staleAfter) && !guardOwnerGone(guard) {
 			return false, nil
 		}
 		// An abandoned guard: move it aside (one contender wins) and retry.
@@ -292,7 +307,7 @@ func takeOver(path string, data []byte, staleAfter time.Duration) (bool, error) 
 			return false, nil
 		}
 		os.Remove(aside)
-		if err := create(guard, nil); err != nil {
+		if err := create(guard, self); err != nil {
 			return false, nil
 		}
 	}

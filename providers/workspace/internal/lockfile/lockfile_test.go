@@ -253,3 +253,40 @@ func (c onDone) Done() <-chan struct{} {
 	c.f()
 	return c.Context.Done()
 }
+
+// TestGuardOfAKilledTakeover: a process killed while it took a dead
+// owner's lock over leaves the takeover guard; the next contender takes
+// the lock over at once instead of failing as contended until the guard
+// is ten seconds old. A fresh guard of a live holder still defers.
+func TestGuardOfAKilledTakeover(t *testing.T) {
+	if machineID() == "" {
+		t.Skip("process liveness is not judged on this platform")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := Self()
+	dead.PID = cmd.Process.Pid
+	path := filepath.Join(t.TempDir(), "res.lock")
+	rec := Record{Token: "dead", PID: dead.PID, Host: dead.Host, Machine: dead.Machine, AcquiredAt: time.Now()}
+	data, _ := json.Marshal(rec)
+	os.WriteFile(path, data, 0o644)
+	guard, _ := json.Marshal(dead)
+	os.WriteFile(path+".takeover", guard, 0o644)
+	l, err := Acquire(path, Options{})
+	if err != nil {
+		t.Fatalf("a dead taker's guard blocked the takeover: %v", err)
+	}
+	l.Release()
+
+	// The guard of a live holder (here: a foreign one) is respected.
+	os.WriteFile(path, data, 0o644)
+	live := dead
+	live.Machine = "elsewhere"
+	guard, _ = json.Marshal(live)
+	os.WriteFile(path+".takeover", guard, 0o644)
+	if _, err := Acquire(path, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("a live taker's fresh guard: %v, want ErrLocked (contended)", err)
+	}
+}
