@@ -268,7 +268,10 @@ func structuredResult(n *Agent, p AgentProvider, schema *Schema, resp *AgentResp
 // session runs one provider session under the scheduler and the agent's
 // timeout.
 func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *AgentRequest, agentSpan *span, plan *agentPlan, sandbox *SandboxSession) (*AgentResponse, error) {
-	if err := d.sched.acquire(ctx); err != nil {
+	unqueue := d.workers.queue()
+	aerr := d.sched.acquire(ctx)
+	unqueue()
+	if aerr != nil {
 		return nil, canceled(ctx, n.Position)
 	}
 	defer d.sched.release()
@@ -288,7 +291,11 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 	}
 	parent := agentSpan.ID()
 	sess := d.trace.startSpan(parent, "agent", "agent.session", n.Position, a, nil)
-	st := &sessionTrace{t: d.trace, sess: sess}
+	// Without trace sinks every session shares one emitter that discards.
+	st := discardTrace
+	if d.trace != nil {
+		st = &sessionTrace{t: d.trace, sess: sess}
+	}
 	exec := &AgentExecution{RunID: d.runID, SpanID: sess.ID(), ParentSpanID: parent, Source: n.Position, Sandbox: sandbox, Trace: st}
 	spanForTools := sess.ID()
 	if spanForTools == "" {
@@ -300,11 +307,13 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 		resp *AgentResponse
 		err  error
 	)
+	unblock := d.workers.block() // the provider works outside the evaluator
 	if sp, ok := p.(SessionProvider); ok {
 		resp, err = d.retained(sctx, sp, req, exec, sess)
 	} else {
 		resp, err = callProvider(sctx, p, req, exec)
 	}
+	unblock()
 	if err == nil && resp == nil {
 		err = errors.New("provider returned no response")
 	}
@@ -377,6 +386,9 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 	defer func() {
 		cleanup := sess.childWith(d.trace, "agent", "agent.cleanup", exec.Source, nil, nil)
 		st, _ := exec.Trace.(*sessionTrace)
+		if st == discardTrace {
+			st = nil
+		}
 		if st != nil {
 			st.setTurn(cleanup)
 		}
@@ -397,6 +409,9 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 		}
 		ts := sess.childWith(d.trace, "agent", "agent.turn", exec.Source, attrs{"index", int64(turn.Index), "kind", turn.Kind}, content)
 		st, _ := exec.Trace.(*sessionTrace)
+		if st == discardTrace {
+			st = nil
+		}
 		if st != nil {
 			st.setTurn(ts)
 		}
@@ -455,6 +470,10 @@ func (s *span) childWith(t *tracer, kind, name string, pos Position, a attrs, co
 
 // sessionTrace is the TraceEmitter of one agent session: events go to the
 // running turn's or cleanup's span, or to the session span otherwise.
+// discardTrace is the TraceEmitter of sessions of a run without trace
+// sinks; it is never given a turn.
+var discardTrace = &sessionTrace{}
+
 type sessionTrace struct {
 	t    *tracer
 	sess *span

@@ -96,7 +96,16 @@ func BenchmarkSeq10k(b *testing.B) {
 	b.Run("norecord", func(b *testing.B) {
 		benchEvaluate(b, benchRuntime(b, echoNoRecord{}, noLimits), nil, tree, benchN)
 	})
+	// limit4 is the baseline of BenchmarkParallel10k/limit4: the same
+	// agents under the default concurrency limit.
+	b.Run("limit4", func(b *testing.B) {
+		p := benchProvider(b, "")
+		benchEvaluate(b, benchRuntime(b, p, limit4), p.Reset, tree, benchN)
+	})
 }
+
+// limit4 is noLimits with the default concurrency limit of 4 agents.
+var limit4 = eval.Limits{MaxAgentCalls: eval.Unlimited, MaxConcurrentAgents: 4, MaxDepth: eval.Unlimited, MaxTurnsPerAgent: eval.Unlimited}
 
 // BenchmarkParallel10k evaluates 10,000 agents as the branches of one
 // parallel(), with and without a concurrency limit.
@@ -106,7 +115,7 @@ func BenchmarkParallel10k(b *testing.B) {
 		name   string
 		limits eval.Limits
 	}{
-		{"limit4", eval.Limits{MaxAgentCalls: eval.Unlimited, MaxConcurrentAgents: 4, MaxDepth: eval.Unlimited, MaxTurnsPerAgent: eval.Unlimited}},
+		{"limit4", limit4},
 		{"unlimited", noLimits},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -145,6 +154,37 @@ func BenchmarkLocalEvaluate10k(b *testing.B) {
 	}}
 	p := benchProvider(b, "")
 	benchEvaluate(b, benchRuntime(b, p, noLimits), p.Reset, tree, len("10000"))
+}
+
+// BenchmarkEvaluateAll10k runs one component whose body evaluates 10,000
+// agents with one EvaluateAll, with and without a concurrency limit; it
+// compares with BenchmarkLocalEvaluate10k (the same agents one after
+// another).
+func BenchmarkEvaluateAll10k(b *testing.B) {
+	values := siblingAgents(benchN)
+	tree := &eval.Component{Name: "all", Entry: true, Fn: func(cc *eval.ComponentContext) (any, error) {
+		texts, err := cc.EvaluateAll(values, eval.Position{})
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		for _, t := range texts {
+			n += len(t)
+		}
+		return n, nil
+	}}
+	for _, bc := range []struct {
+		name   string
+		limits eval.Limits
+	}{
+		{"limit4", limit4},
+		{"unlimited", noLimits},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			p := benchProvider(b, "")
+			benchEvaluate(b, benchRuntime(b, p, bc.limits), p.Reset, tree, len("10000"))
+		})
+	}
 }
 
 // BenchmarkRetainedPerCall measures the heap still reachable after

@@ -118,7 +118,7 @@ func (cc *ComponentContext) EvaluateAllStructured(values []any, schema *Schema, 
 	defer cc.wg.Done()
 	out := make([]any, len(values))
 	sc := cc.scope()
-	err := cc.d.fanOut(len(values), pos, func(i int) error {
+	err := cc.d.fanOut(cc.ctx, len(values), pos, func(i int) error {
 		v, err := cc.d.evaluateStructured(cc.ctx, values[i], sc, schema, pos)
 		out[i] = v
 		return err
@@ -139,49 +139,27 @@ func (cc *ComponentContext) EvaluateAll(values []any, pos Position) ([]string, e
 	}
 	cc.wg.Add(1)
 	defer cc.wg.Done()
-	return cc.d.evaluateAll(cc.ctx, values, cc.scope(), pos)
+	return cc.d.evaluateAll(cc.ctx, values, cc.scope(), pos, false)
 }
 
-// evaluateAll runs every value on its own goroutine in scope sc.
-func (d *domain) evaluateAll(ctx context.Context, values []any, sc scope, pos Position) ([]string, error) {
+// evaluateAll resolves every value in scope sc as one fan-out (see
+// fanOut). checked says the values were already checked as part of the
+// tree that holds them (the branches of a parallel()).
+func (d *domain) evaluateAll(ctx context.Context, values []any, sc scope, pos Position, checked bool) ([]string, error) {
 	texts := make([]string, len(values))
-	err := d.fanOut(len(values), pos, func(i int) error {
+	err := d.fanOut(ctx, len(values), pos, func(i int) error {
 		var err error
-		texts[i], err = d.evaluate(ctx, values[i], sc)
+		if checked {
+			texts[i], err = d.evaluateUnchecked(ctx, values[i], sc)
+		} else {
+			texts[i], err = d.evaluate(ctx, values[i], sc)
+		}
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return texts, nil
-}
-
-// fanOut runs branch(0..n-1) on their own goroutines, waits for all of
-// them, and reports every failure in authored order as a *ParallelError.
-func (d *domain) fanOut(n int, pos Position, branch func(i int) error) error {
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	wg.Add(n)
-	for i := 0; i < n; i++ {
-		go func() {
-			defer wg.Done()
-			errs[i] = branch(i)
-		}()
-	}
-	wg.Wait()
-	var pe *ParallelError
-	for i, err := range errs {
-		if err != nil {
-			if pe == nil {
-				pe = &ParallelError{Branches: n, Pos: pos}
-			}
-			pe.Failures = append(pe.Failures, BranchFailure{Index: i, Err: err})
-		}
-	}
-	if pe != nil {
-		return pe
-	}
-	return nil
 }
 
 // runComponent invokes the component body with a fresh context and
@@ -196,7 +174,9 @@ func (d *domain) runComponent(ctx context.Context, n *Component, sc scope) (any,
 	cc.active.Store(false)
 	// Join nested evaluations the body started but did not wait for, so
 	// that no branch outlives the scopes it inherited.
+	unblock := d.workers.block()
 	cc.wg.Wait()
+	unblock()
 	if err != nil {
 		return nil, componentFailure(ctx, n, err)
 	}

@@ -110,6 +110,12 @@ func (d *domain) evaluate(ctx context.Context, value any, sc scope) (string, err
 	if err := d.check(value, place{}, sc.depth, Position{}); err != nil {
 		return "", err
 	}
+	return d.evaluateUnchecked(ctx, value, sc)
+}
+
+// evaluateUnchecked is evaluate for a value already checked as part of
+// the tree that holds it.
+func (d *domain) evaluateUnchecked(ctx context.Context, value any, sc scope) (string, error) {
 	e := evaluator{d: d, ctx: ctx, sc: sc}
 	return e.run(value)
 }
@@ -139,10 +145,12 @@ func (d *domain) evaluateStructured(ctx context.Context, value any, sc scope, sc
 const structuredNoneMsg = "evaluate(schema=...) must resolve to exactly one agent(), but the value resolved none; pass the agent() whose structured result you want"
 
 func (e *evaluator) run(value any) (text string, err error) {
-	e.st = getStack()
+	stk := getStack()
+	e.st = stk.frames
 	// Registered first, so it runs after unwind below is done with the stack.
-	defer func() { putStack(e.st); e.st = nil }()
-	e.push(frame{kind: fRoot, items: []any{value}, depth: int32(e.sc.depth), sink: 0, out: -1, agent: -1, parentSpan: e.sc.span, ctx: e.sc.ctx, comps: e.sc.comps, res: e.sc.res})
+	defer func() { stk.frames = e.st; putStack(stk); e.st = nil }()
+	stk.root[0] = value
+	e.push(frame{kind: fRoot, items: stk.root[:], depth: int32(e.sc.depth), sink: 0, out: -1, agent: -1, parentSpan: e.sc.span, ctx: e.sc.ctx, comps: e.sc.comps, res: e.sc.res})
 	defer func() {
 		if r := recover(); r != nil {
 			var pos Position
@@ -237,23 +245,33 @@ func (e *evaluator) visit(item any) error {
 	return unrenderable(item, f.pos)
 }
 
+// evalStack is a pooled frame stack with the root frame's item list.
+type evalStack struct {
+	frames []frame
+	root   [1]any
+}
+
 // stackPool recycles frame stacks: nested evaluations (evaluate(),
 // parallel branches) are frequent and most are shallow.
-var stackPool = sync.Pool{New: func() any { s := make([]frame, 0, 16); return &s }}
+var stackPool = sync.Pool{New: func() any { return &evalStack{frames: make([]frame, 0, 16)} }}
 
-func getStack() []frame { return (*stackPool.Get().(*[]frame))[:0] }
+func getStack() *evalStack {
+	s := stackPool.Get().(*evalStack)
+	s.frames = s.frames[:0]
+	return s
+}
 
-// putStack returns a stack to the pool after clearing the frames it held,
-// so pooled stacks keep no evaluation data alive. Very deep stacks are
-// dropped rather than pinned.
-func putStack(st []frame) {
-	if cap(st) > 4096 {
+// putStack returns a stack to the pool. Its frames are already clear
+// (pop and unwind zero every frame they remove), so pooled stacks keep no
+// evaluation data alive. Very deep stacks are dropped rather than pinned.
+func putStack(s *evalStack) {
+	s.root[0] = nil
+	if cap(s.frames) > 4096 {
 		return
 	}
-	st = st[:cap(st)]
-	clear(st)
-	st = st[:0]
-	stackPool.Put(&st)
+	clear(s.frames) // frames left by a panic
+	s.frames = s.frames[:0]
+	stackPool.Put(s)
 }
 
 // push adds a frame, doubling the stack when full so that deep trees
@@ -561,6 +579,7 @@ func (e *evaluator) unwind(err error) error {
 			}
 		}
 	}
+	clear(e.st)
 	e.st = e.st[:0]
 	return err
 }
@@ -574,7 +593,7 @@ func (e *evaluator) parallel(n *Parallel, depth int) (string, error) {
 	if sc.span == "" {
 		sc.span = e.spanParent()
 	}
-	texts, err := e.d.evaluateAll(e.ctx, branches, sc, n.Position)
+	texts, err := e.d.evaluateAll(e.ctx, branches, sc, n.Position, true)
 	if err != nil {
 		sp.end(err, nil, nil)
 		return "", err

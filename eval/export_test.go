@@ -6,3 +6,7 @@ func FullValidateForTest(s *Schema, v any) error { return s.resolved.Validate(v)
 
 // NormalizeTag exposes the tag normalization to the tests.
 var NormalizeTag = normalizeTag
+
+// ObserveLiveForTest makes every start of a fan-out helper report the
+// number of goroutines of its evaluation doing evaluator work; nil stops.
+func ObserveLiveForTest(f func(live int64)) { observeLive = f }

@@ -217,7 +217,8 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 		return "", canceled(ctx, Position{})
 	}
 	started := time.Now()
-	d := &domain{rt: r, runID: runID, limits: r.limits, sched: newScheduler(r.limits.MaxConcurrentAgents)}
+	d := &domain{rt: r, runID: runID, limits: r.limits, sched: newScheduler(r.limits.MaxConcurrentAgents), workers: newWorkers(r.limits.MaxConcurrentAgents > 0)}
+	defer d.workers.close()
 	d.trace = newTracer(runID, r.opts.Trace, r.opts.OnTraceError)
 
 	var (
@@ -268,8 +269,10 @@ type domain struct {
 	runID  string
 	limits Limits
 	sched  *scheduler
-	trace  *tracer
-	calls  atomic.Int64
+	// workers runs the fan-outs' helpers (see fanOut).
+	workers *workers
+	trace   *tracer
+	calls   atomic.Int64
 	// workspaceUsed enforces one workspace() per evaluation.
 	workspaceUsed atomic.Bool
 

@@ -75,7 +75,9 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 		id = newWorkspaceID()
 	}
 	sp := d.trace.startSpan(parentSpan, "workspace", "Workspace", n.Position, attrs{"provider", p.Name(), "workspace.id", id}, nil)
+	unblock := d.workers.block()
 	lease, err := p.Acquire(ctx, &WorkspaceAcquireRequest{ID: id, EvaluationID: d.runID, Load: n.Load, Lock: !n.NoLock})
+	unblock()
 	if err == nil && lease == nil {
 		err = errors.New("provider returned no lease")
 	}
@@ -101,13 +103,17 @@ func (d *domain) leaveWorkspace(ctx context.Context, ws *wsState, failed bool) e
 			outcome = "failure"
 		}
 		sctx, cancel := context.WithTimeout(ctx, CleanupTimeout*10)
+		unblock := d.workers.block()
 		err := ws.lease.Save(sctx, WorkspaceSaveRequest{Outcome: outcome, SavePolicy: *pol})
+		unblock()
 		cancel()
 		if err != nil {
 			errs = append(errs, wrapScopeError(ctx, ws.node.Position, fmt.Sprintf("workspace %q could not be saved", ws.id), err))
 		}
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
+	unblock := d.workers.block()
+	defer unblock()
 	if err := ws.lease.Release(rctx); err != nil {
 		errs = append(errs, &EvaluationError{Msg: fmt.Sprintf("workspace %q could not be released", ws.id), Pos: ws.node.Position, Err: err})
 	}
@@ -173,12 +179,15 @@ func (d *domain) enterSandbox(ctx context.Context, n *Sandbox, res resScope, par
 	if res.ws != nil && access == ReadWrite && res.ws.serial != nil {
 		// write_concurrency="serial": writable sibling sandboxes take turns
 		// on the workspace.
+		unblock := d.workers.block()
 		select {
 		case res.ws.serial <- struct{}{}:
 			view.holdsSerial = true
 		case <-ctx.Done():
+			unblock()
 			return nil, canceled(ctx, n.Position)
 		}
+		unblock()
 	}
 	req := &SandboxAcquireRequest{Access: access, Root: root, Cwd: cwd, EvaluationID: d.runID}
 	if ws := res.ws; ws != nil {
@@ -186,7 +195,9 @@ func (d *domain) enterSandbox(ctx context.Context, n *Sandbox, res resScope, par
 			Provider: ws.name, WriteConcurrency: map[bool]string{true: "serial", false: "parallel"}[ws.serial != nil]}
 	}
 	view.span = d.trace.startSpan(parentSpan, "sandbox", "Sandbox", n.Position, attrs{"provider", p.Name(), "access", access}, nil)
+	unblock := d.workers.block()
 	lease, err := p.Acquire(ctx, req)
+	unblock()
 	if err == nil && lease == nil {
 		err = errors.New("provider returned no lease")
 	}

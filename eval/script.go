@@ -87,7 +87,9 @@ func (d *domain) execScript(ctx context.Context, n *Script, command string, args
 		if cwd == "" {
 			cwd = v.cwd
 		}
+		unblock := d.workers.block()
 		r, err := v.rt.Exec(ctx, command, args, ExecOptions{Cwd: v.logical(cwd), Timeout: timeout})
+		unblock()
 		if err == nil && r == nil {
 			err = errors.New("sandbox returned no result")
 		}
@@ -100,7 +102,9 @@ func (d *domain) execScript(ctx context.Context, n *Script, command string, args
 	if err != nil {
 		return nil, &EvaluationError{Msg: "script() cannot run on the host", Pos: n.Position, Err: err}
 	}
+	unblock := d.workers.block()
 	r, err := host.Exec(ctx, command, args, ExecOptions{Cwd: cwd, Timeout: timeout})
+	unblock()
 	if err == nil && r == nil {
 		err = errors.New("the host runtime returned no result")
 	}
