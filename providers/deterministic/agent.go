@@ -53,8 +53,50 @@ type Agent struct {
 	mu sync.Mutex
 	// calls are recorded in fixed-size chunks, so a long run never copies
 	// the calls it already recorded.
-	calls [][]Call
+	calls [][]record
 	n     int
+}
+
+// record is the stored form of a call. Most calls carry a prompt, the
+// permissions and where they come from and nothing else; only a call
+// with more keeps a whole Call (a third of the size otherwise).
+type record struct {
+	prompt      string
+	runID       string
+	source      eval.Position
+	trace       eval.TraceEmitter
+	permissions eval.Permissions
+	toolServer  string
+	full        *Call
+}
+
+// newRecord stores call idx.
+func newRecord(idx int, req *eval.AgentRequest, exec *eval.AgentExecution) record {
+	if exec != nil && exec.SpanID == "" && exec.ParentSpanID == "" && exec.Sandbox == nil &&
+		len(req.FollowUps) == 0 && req.System == "" && req.Model == "" && req.Name == "" && len(req.Tools) == 0 &&
+		len(req.MCPServers) == 0 && len(req.Skills) == 0 && req.Output == nil {
+		return record{prompt: req.Prompt, runID: exec.RunID, source: exec.Source, trace: exec.Trace, permissions: req.Permissions, toolServer: req.ToolServer}
+	}
+	c := &Call{Index: idx, Request: *req}
+	if len(req.FollowUps) > 0 {
+		c.Request.FollowUps = append([]string(nil), req.FollowUps...)
+	}
+	if exec != nil {
+		c.Exec = *exec
+	}
+	return record{full: c}
+}
+
+// call returns the recorded call idx.
+func (r *record) call(idx int) Call {
+	if r.full != nil {
+		return *r.full
+	}
+	return Call{
+		Index:   idx,
+		Request: eval.AgentRequest{Prompt: r.prompt, Permissions: r.permissions, ToolServer: r.toolServer},
+		Exec:    eval.AgentExecution{RunID: r.runID, Source: r.source, Trace: r.trace},
+	}
 }
 
 // callChunk is the number of calls per recording chunk.
@@ -98,17 +140,10 @@ func (a *Agent) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.Agen
 	idx := a.n
 	a.n++
 	if idx%callChunk == 0 {
-		a.calls = append(a.calls, make([]Call, 0, callChunk))
+		a.calls = append(a.calls, make([]record, 0, callChunk))
 	}
 	chunk := &a.calls[len(a.calls)-1]
-	*chunk = append(*chunk, Call{Index: idx, Request: *req})
-	c := &(*chunk)[len(*chunk)-1]
-	if len(req.FollowUps) > 0 {
-		c.Request.FollowUps = append([]string(nil), req.FollowUps...)
-	}
-	if exec != nil {
-		c.Exec = *exec
-	}
+	*chunk = append(*chunk, newRecord(idx, req, exec))
 	a.mu.Unlock()
 
 	respond := a.respond
@@ -140,7 +175,9 @@ func (a *Agent) Calls() []Call {
 	defer a.mu.Unlock()
 	out := make([]Call, 0, a.n)
 	for _, chunk := range a.calls {
-		out = append(out, chunk...)
+		for i := range chunk {
+			out = append(out, chunk[i].call(len(out)))
+		}
 	}
 	return out
 }

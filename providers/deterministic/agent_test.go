@@ -87,3 +87,38 @@ func TestPreCancelledAndNames(t *testing.T) {
 		t.Fatal("a nil response must be an error")
 	}
 }
+
+// TestCallsRoundTrip: a call that carries only a prompt (stored compactly)
+// and a call that carries more (stored whole) both come back from Calls
+// as they were sent, in order.
+func TestCallsRoundTrip(t *testing.T) {
+	a, _ := deterministic.New(deterministic.Options{})
+	plain := eval.AgentRequest{Prompt: "p", Permissions: eval.DefaultPermissions(), ToolServer: "aml"}
+	plainExec := eval.AgentExecution{RunID: "r", Source: eval.Position{File: "w.star", Line: 3, Col: 5}}
+	rich := eval.AgentRequest{Prompt: "q", System: "s", Model: "m", Name: "n", FollowUps: []string{"f"}, Permissions: eval.Permissions{Filesystem: eval.ReadOnly}}
+	richExec := eval.AgentExecution{RunID: "r", SpanID: "span", ParentSpanID: "parent", Source: eval.Position{File: "w.star", Line: 4, Col: 1}}
+	for _, c := range []struct {
+		req  eval.AgentRequest
+		exec eval.AgentExecution
+	}{{plain, plainExec}, {rich, richExec}, {plain, plainExec}} {
+		if _, err := a.Run(context.Background(), &c.req, &c.exec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := a.Calls()
+	want := []struct {
+		req  eval.AgentRequest
+		exec eval.AgentExecution
+	}{{plain, plainExec}, {rich, richExec}, {plain, plainExec}}
+	if len(calls) != len(want) {
+		t.Fatalf("%d calls", len(calls))
+	}
+	for i, c := range calls {
+		w := want[i]
+		if c.Index != i || c.Request.Prompt != w.req.Prompt || c.Request.System != w.req.System || c.Request.Model != w.req.Model ||
+			c.Request.Name != w.req.Name || c.Request.Permissions != w.req.Permissions || c.Request.ToolServer != w.req.ToolServer ||
+			strings.Join(c.Request.FollowUps, "|") != strings.Join(w.req.FollowUps, "|") || c.Exec != w.exec {
+			t.Errorf("call %d: %+v %+v, want %+v %+v", i, c.Request, c.Exec, w.req, w.exec)
+		}
+	}
+}
