@@ -5,9 +5,14 @@ import (
 	"slices"
 )
 
-// checkItem is one pending value of the static check.
+// checkItem is one pending value of the static check, or (kids non-nil)
+// the pending children kids[next:] of one node, visited one by one so that
+// a node with a million children does not put a million items on the
+// stack.
 type checkItem struct {
 	v     any
+	kids  []any
+	next  int
 	agent *agentCheck
 	// pos is the position of the nearest enclosing node.
 	pos   Position
@@ -45,13 +50,21 @@ func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agent
 	lvl := 0
 	var path []Node
 	pushKids := func(kids []any, pl place, depth int, ac *agentCheck, pos Position) {
-		for i := len(kids) - 1; i >= 0; i-- {
-			stack = append(stack, checkItem{v: kids[i], pl: pl, depth: int32(depth), agent: ac, pos: pos, lvl: int32(lvl)})
+		if len(kids) > 0 {
+			stack = append(stack, checkItem{kids: kids, pl: pl, depth: int32(depth), agent: ac, pos: pos, lvl: int32(lvl)})
 		}
 	}
 	for len(stack) > 0 {
 		it := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+		if it.kids != nil {
+			top := &stack[len(stack)-1]
+			it.v, it.kids = top.kids[top.next], nil
+			if top.next++; top.next == len(top.kids) {
+				stack = stack[:len(stack)-1]
+			}
+		} else {
+			stack = stack[:len(stack)-1]
+		}
 		lvl = int(it.lvl)
 		switch v := it.v.(type) {
 		case string:
@@ -60,6 +73,7 @@ func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agent
 			}
 		case []any:
 			pushKids(v, it.pl, int(it.depth), it.agent, it.pos)
+			lvl = int(it.lvl)
 		case []string:
 			for i := len(v) - 1; i >= 0; i-- {
 				stack = append(stack, checkItem{v: v[i], pl: it.pl, depth: it.depth, agent: it.agent, pos: it.pos, lvl: it.lvl})

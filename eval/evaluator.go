@@ -614,6 +614,27 @@ func (e *evaluator) parallel(n *Parallel, depth int) (string, error) {
 // flattened, nil and booleans contribute no branch, anything else (a
 // fragment too) is one branch.
 func flattenBranches(items []any) []any {
+	for len(items) == 1 {
+		// parallel(list): the list itself is the branches.
+		inner, ok := items[0].([]any)
+		if !ok {
+			break
+		}
+		items = inner
+	}
+	flat := true
+	for _, v := range items {
+		switch v.(type) {
+		case nil, bool, []any:
+			flat = false
+		}
+		if !flat {
+			break
+		}
+	}
+	if flat {
+		return items // the common case needs no copy
+	}
 	out := make([]any, 0, len(items))
 	type it struct {
 		items []any

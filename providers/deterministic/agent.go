@@ -55,27 +55,41 @@ type Agent struct {
 	// the calls it already recorded.
 	calls [][]record
 	n     int
+	// common is the shared part of the last compact record.
+	common *common
 }
 
-// record is the stored form of a call. Most calls carry a prompt, the
-// permissions and where they come from and nothing else; only a call
-// with more keeps a whole Call (a third of the size otherwise).
+// record is the stored form of a call. Most calls carry a prompt and
+// where they come from, with the run, permissions and tool server of the
+// calls before them (kept once, in common); only a call with more keeps a
+// whole Call (five times the size otherwise).
 type record struct {
-	prompt      string
+	prompt string
+	source eval.Position
+	common *common
+	full   *Call
+}
+
+// common is what consecutive calls usually share.
+type common struct {
 	runID       string
-	source      eval.Position
 	trace       eval.TraceEmitter
 	permissions eval.Permissions
 	toolServer  string
-	full        *Call
 }
 
-// newRecord stores call idx.
-func newRecord(idx int, req *eval.AgentRequest, exec *eval.AgentExecution) record {
+func newCommon(c common) *common { return &c }
+
+// newRecord stores call idx; a.mu is held.
+func (a *Agent) newRecord(idx int, req *eval.AgentRequest, exec *eval.AgentExecution) record {
 	if exec != nil && exec.SpanID == "" && exec.ParentSpanID == "" && exec.Sandbox == nil &&
 		len(req.FollowUps) == 0 && req.System == "" && req.Model == "" && req.Name == "" && len(req.Tools) == 0 &&
 		len(req.MCPServers) == 0 && len(req.Skills) == 0 && req.Output == nil {
-		return record{prompt: req.Prompt, runID: exec.RunID, source: exec.Source, trace: exec.Trace, permissions: req.Permissions, toolServer: req.ToolServer}
+		c := common{runID: exec.RunID, trace: exec.Trace, permissions: req.Permissions, toolServer: req.ToolServer}
+		if a.common == nil || *a.common != c {
+			a.common = newCommon(c)
+		}
+		return record{prompt: req.Prompt, source: exec.Source, common: a.common}
 	}
 	c := &Call{Index: idx, Request: *req}
 	if len(req.FollowUps) > 0 {
@@ -92,10 +106,11 @@ func (r *record) call(idx int) Call {
 	if r.full != nil {
 		return *r.full
 	}
+	c := r.common
 	return Call{
 		Index:   idx,
-		Request: eval.AgentRequest{Prompt: r.prompt, Permissions: r.permissions, ToolServer: r.toolServer},
-		Exec:    eval.AgentExecution{RunID: r.runID, Source: r.source, Trace: r.trace},
+		Request: eval.AgentRequest{Prompt: r.prompt, Permissions: c.permissions, ToolServer: c.toolServer},
+		Exec:    eval.AgentExecution{RunID: c.runID, Source: r.source, Trace: c.trace},
 	}
 }
 
@@ -143,7 +158,7 @@ func (a *Agent) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.Agen
 		a.calls = append(a.calls, make([]record, 0, callChunk))
 	}
 	chunk := &a.calls[len(a.calls)-1]
-	*chunk = append(*chunk, newRecord(idx, req, exec))
+	*chunk = append(*chunk, a.newRecord(idx, req, exec))
 	a.mu.Unlock()
 
 	respond := a.respond
@@ -185,6 +200,6 @@ func (a *Agent) Calls() []Call {
 // Reset forgets the recorded calls and restarts call indexes at zero.
 func (a *Agent) Reset() {
 	a.mu.Lock()
-	a.calls, a.n = nil, 0
+	a.calls, a.n, a.common = nil, 0, nil
 	a.mu.Unlock()
 }
