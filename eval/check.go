@@ -3,6 +3,7 @@ package eval
 import (
 	"fmt"
 	"slices"
+	"sync"
 )
 
 // checkItem is one pending value of the static check, or (kids non-nil)
@@ -42,13 +43,42 @@ func (d *domain) check(value any, pl place, depth int, pos Position) error {
 // checkIn is check for a value placed inside an agent plan whose static
 // state is ac (nil when unknown or outside an agent).
 func (d *domain) checkIn(value any, pl place, depth int, pos Position, ac *agentCheck) error {
+	buf := checkBufs.Get().(*checkBuf)
+	err := d.checkWith(buf, value, pl, depth, pos, ac)
+	buf.put()
+	return err
+}
+
+// checkBuf holds the stacks of one check, pooled: checks run for every
+// evaluate() and evaluate_all() value.
+type checkBuf struct {
+	stack []checkItem
+	path  []Node
+}
+
+var checkBufs = sync.Pool{New: func() any { return &checkBuf{stack: make([]checkItem, 0, 16), path: make([]Node, 0, 16)} }}
+
+// put clears the buffers (they must keep no tree alive) and returns them
+// to the pool; very large ones are dropped.
+func (b *checkBuf) put() {
+	if cap(b.stack) > 4096 || cap(b.path) > 4096 {
+		return
+	}
+	clear(b.stack[:cap(b.stack)])
+	clear(b.path[:cap(b.path)])
+	b.stack, b.path = b.stack[:0], b.path[:0]
+	checkBufs.Put(b)
+}
+
+func (d *domain) checkWith(buf *checkBuf, value any, pl place, depth int, pos Position, ac *agentCheck) error {
 	maxDepth := d.limits.MaxDepth
 	maxTurns := d.limits.MaxTurnsPerAgent
-	stack := []checkItem{{v: value, pl: pl, depth: int32(depth), pos: pos, agent: ac}}
+	stack := append(buf.stack, checkItem{v: value, pl: pl, depth: int32(depth), pos: pos, agent: ac})
 	// lvl is the node level of the children pushed next; path holds the
 	// nodes enclosing the current one, to find a node that contains itself.
 	lvl := 0
-	var path []Node
+	path := buf.path
+	defer func() { buf.stack, buf.path = stack, path }()
 	pushKids := func(kids []any, pl place, depth int, ac *agentCheck, pos Position) {
 		if len(kids) > 0 {
 			stack = append(stack, checkItem{kids: kids, pl: pl, depth: int32(depth), agent: ac, pos: pos, lvl: int32(lvl)})

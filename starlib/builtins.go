@@ -296,8 +296,10 @@ Like evaluate() but for a list: the values run concurrently (bounded by max_conc
 		seq := c.Value("values").(starlark.Indexable)
 		vals := make([]any, seq.Len())
 		for i := range vals {
-			v, err := toRenderable(seq.Index(i), fmt.Sprintf("evaluate_all() value %d", i))
+			v, err := toRenderable(seq.Index(i), "evaluate_all() value")
 			if err != nil {
+				// Again, for the error only: the label names the index.
+				_, err = toRenderable(seq.Index(i), fmt.Sprintf("evaluate_all() value %d", i))
 				return nil, err
 			}
 			vals[i] = v
