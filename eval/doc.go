@@ -21,10 +21,28 @@
 // on an explicit frame stack, never by Go recursion over the tree: an
 // Agent's children resolve first (child agents run, system() and
 // follow_up() text is collected), then its provider session runs and its
-// text takes the agent's place. Parallel branches and
-// ComponentContext.EvaluateAll run on their own goroutines and render in
-// authored order. Component bodies run when the evaluator reaches them and
-// may evaluate nested values through their ComponentContext.
+// text takes the agent's place. Component bodies run when the evaluator
+// reaches them and may evaluate nested values through their
+// ComponentContext.
+//
+// # Fan-out
+//
+// Parallel branches and ComponentContext.EvaluateAll values run
+// concurrently and render in authored order, but a branch is not a
+// goroutine: it is an index that the calling goroutine and helpers claim
+// in order. Helpers start while fewer than GOMAXPROCS goroutines of the
+// evaluation are runnable; a goroutine blocked outside the evaluator (in
+// an agent provider, a script, a sandbox or workspace provider, a wait for
+// a sibling sandbox) does not count, so a blocked branch is replaced
+// within a tick (50 µs) and without an agent limit every blocked branch
+// runs at once. A goroutine that makes no progress for a millisecond
+// although it counts as runnable (it blocks where the evaluator cannot
+// see, in a Go component body) gets a helper beside it too. The goroutines
+// of an evaluation are thus bounded by the branches blocked outside the
+// evaluator (at most MaxConcurrentAgents of them in agent providers) plus
+// up to twice GOMAXPROCS runnable ones, those waiting for an agent slot
+// included, plus one monitor, not by the number of branches. Once the
+// context is done no further branch starts.
 //
 // # Providers
 //

@@ -100,7 +100,7 @@ type evaluator struct {
 	d   *domain
 	ctx context.Context
 	sc  scope
-	st  []frame
+	st  *evalStack
 }
 
 // evaluate resolves value in scope sc on the calling goroutine. The
@@ -146,15 +146,15 @@ const structuredNoneMsg = "evaluate(schema=...) must resolve to exactly one agen
 
 func (e *evaluator) run(value any) (text string, err error) {
 	stk := getStack()
-	e.st = stk.frames
+	e.st = stk
 	// Registered first, so it runs after unwind below is done with the stack.
-	defer func() { stk.frames = e.st; putStack(stk); e.st = nil }()
+	defer func() { putStack(stk); e.st = nil }()
 	stk.root[0] = value
 	e.push(frame{kind: fRoot, items: stk.root[:], depth: int32(e.sc.depth), sink: 0, out: -1, agent: -1, parentSpan: e.sc.span, ctx: e.sc.ctx, comps: e.sc.comps, res: e.sc.res})
 	defer func() {
 		if r := recover(); r != nil {
 			var pos Position
-			if len(e.st) > 0 {
+			if e.st.n > 0 {
 				pos = e.top().pos
 			}
 			err = newError(pos, "internal evaluator failure: "+panicText(r))
@@ -165,7 +165,7 @@ func (e *evaluator) run(value any) (text string, err error) {
 	}()
 	done := e.ctx.Done()
 	for {
-		f := &e.st[len(e.st)-1]
+		f := e.top()
 		if int(f.idx) < len(f.items) {
 			item := f.items[f.idx]
 			f.idx++
@@ -181,7 +181,7 @@ func (e *evaluator) run(value any) (text string, err error) {
 			}
 			continue
 		}
-		if len(e.st) == 1 {
+		if e.st.n == 1 {
 			return string(f.buf), nil
 		}
 		if err := e.pop(); err != nil {
@@ -190,14 +190,14 @@ func (e *evaluator) run(value any) (text string, err error) {
 	}
 }
 
-func (e *evaluator) top() *frame { return &e.st[len(e.st)-1] }
+func (e *evaluator) top() *frame { return e.st.at(e.st.n - 1) }
 
 // write appends text to the sink of the top frame.
 func (e *evaluator) write(s string, pos Position) error {
 	if s == "" {
 		return nil
 	}
-	w := &e.st[e.top().sink]
+	w := e.st.at(e.top().sink)
 	if w.kind == fAgent && w.plan.followed && !isBlank(s) {
 		return textAfterFollowUpError(pos)
 	}
@@ -245,51 +245,78 @@ func (e *evaluator) visit(item any) error {
 	return unrenderable(item, f.pos)
 }
 
-// evalStack is a pooled frame stack with the root frame's item list.
+// evalStack is a pooled frame stack, with the root frame's item list.
+// Frames live in chunks that never move: a deep tree grows the stack by
+// whole chunks instead of copying every frame at each doubling, and a
+// *frame stays valid while the stack grows.
 type evalStack struct {
-	frames []frame
+	first  [firstFrames]frame
+	chunks [][]frame // chunks[k] holds frames firstFrames+k*chunkFrames...
+	n      int32
 	root   [1]any
+}
+
+const (
+	firstFrames = 16
+	chunkFrames = 1024
+)
+
+// at returns frame i (i < n, or i == n to fill it).
+func (s *evalStack) at(i int32) *frame {
+	if i < firstFrames {
+		return &s.first[i]
+	}
+	j := i - firstFrames
+	return &s.chunks[j/chunkFrames][j%chunkFrames]
 }
 
 // stackPool recycles frame stacks: nested evaluations (evaluate(),
 // parallel branches) are frequent and most are shallow.
-var stackPool = sync.Pool{New: func() any { return &evalStack{frames: make([]frame, 0, 16)} }}
+var stackPool = sync.Pool{New: func() any { return new(evalStack) }}
 
-func getStack() *evalStack {
-	s := stackPool.Get().(*evalStack)
-	s.frames = s.frames[:0]
-	return s
-}
+func getStack() *evalStack { return stackPool.Get().(*evalStack) }
 
-// putStack returns a stack to the pool. Its frames are already clear
-// (pop and unwind zero every frame they remove), so pooled stacks keep no
-// evaluation data alive. Very deep stacks are dropped rather than pinned.
+// putStack clears the frames still on s and returns it to the pool, so
+// pooled stacks keep no evaluation data alive (pop and unwind zero every
+// frame they remove). The chunks of deep trees are dropped rather than
+// pinned.
 func putStack(s *evalStack) {
 	s.root[0] = nil
-	if cap(s.frames) > 4096 {
-		return
+	for i := int32(0); i < s.n; i++ { // the root frame, or frames left by a panic
+		*s.at(i) = frame{}
 	}
-	clear(s.frames) // frames left by a panic
-	s.frames = s.frames[:0]
+	s.n = 0
+	if len(s.chunks) > 1 {
+		clear(s.chunks[1:])
+		s.chunks = s.chunks[:1]
+	}
 	stackPool.Put(s)
 }
 
-// push adds a frame, doubling the stack when full so that deep trees
-// copy frames O(n) times in total.
+// push adds a frame.
 func (e *evaluator) push(f frame) {
-	if len(e.st) == cap(e.st) {
-		grown := make([]frame, len(e.st), 2*cap(e.st)+8)
-		copy(grown, e.st)
-		e.st = grown
+	s := e.st
+	if s.n >= firstFrames && (s.n-firstFrames)/chunkFrames == int32(len(s.chunks)) {
+		s.chunks = append(s.chunks, make([]frame, chunkFrames))
 	}
-	e.st = append(e.st, f)
+	*s.at(s.n) = f
+	s.n++
+}
+
+// pop removes the top frame and returns it; the slot is cleared.
+func (s *evalStack) pop() frame {
+	s.n--
+	p := s.at(s.n)
+	f := *p
+	*p = frame{}
+	return f
 }
 
 // enter pushes the frame of node n. Placement and depth were validated by
 // check before the value entered the loop.
 func (e *evaluator) enter(n Node) error {
-	parentIdx := len(e.st) - 1
-	p := &e.st[parentIdx]
+	parentIdx := e.st.n - 1
+	p := e.st.at(parentIdx)
 	depth := int(p.depth)
 	if countsDepth(n) {
 		depth++
@@ -304,8 +331,8 @@ func (e *evaluator) enter(n Node) error {
 		base.kind = fAgent
 		base.items = n.Children
 		base.out = p.sink
-		base.sink = int32(len(e.st))
-		base.agent = int32(len(e.st))
+		base.sink = e.st.n
+		base.agent = e.st.n
 		base.plan = &agentPlan{sb: p.res.sb, host: e.d.rt.opts.Host}
 		if t := e.sc.target; t != nil && p.sink == 0 {
 			// This agent's result is what evaluate(schema=...) collects.
@@ -319,30 +346,30 @@ func (e *evaluator) enter(n Node) error {
 		base.kind = fSystem
 		base.items = n.Children
 		base.out = p.sink
-		base.sink = int32(len(e.st))
+		base.sink = e.st.n
 		base.span = e.d.trace.startSpan(e.spanParent(), "system", "System", n.Position, nil, nil)
 		e.push(base)
 	case *FollowUp:
-		e.st[p.agent].plan.followed = true
+		e.st.at(p.agent).plan.followed = true
 		base.kind = fFollowUp
 		base.items = n.Children
 		base.out = p.sink
-		base.sink = int32(len(e.st))
+		base.sink = e.st.n
 		e.push(base)
 	case *ToolGrant:
-		a := e.st[p.agent].plan
+		a := e.st.at(p.agent).plan
 		if err := e.d.grant(a, n); err != nil {
 			return err
 		}
 		a.tools = append(a.tools, n)
 	case *MCPGrant:
-		a := e.st[p.agent].plan
+		a := e.st.at(p.agent).plan
 		if err := e.d.grant(a, n); err != nil {
 			return err
 		}
 		a.mcp = append(a.mcp, n)
 	case *Skill:
-		a := e.st[p.agent].plan
+		a := e.st.at(p.agent).plan
 		sk, err := e.d.stageSkill(e.ctx, n, a)
 		if err != nil {
 			return err
@@ -379,7 +406,7 @@ func (e *evaluator) enter(n Node) error {
 		base.kind = fScript
 		base.items = n.Children
 		base.out = p.sink
-		base.sink = int32(len(e.st))
+		base.sink = e.st.n
 		base.agent = -1
 		e.push(base)
 	case *File:
@@ -388,7 +415,7 @@ func (e *evaluator) enter(n Node) error {
 		}
 		base.kind = fFile
 		base.items = n.Children
-		base.sink = int32(len(e.st))
+		base.sink = e.st.n
 		base.agent = -1
 		e.push(base)
 	case *Include:
@@ -397,7 +424,7 @@ func (e *evaluator) enter(n Node) error {
 			agent *Agent
 		)
 		if p.agent >= 0 {
-			plan, agent = e.st[p.agent].plan, e.st[p.agent].node.(*Agent)
+			plan, agent = e.st.at(p.agent).plan, e.st.at(p.agent).node.(*Agent)
 		}
 		text, err := e.d.include(e.ctx, n, plan, agent, p.res)
 		if err != nil {
@@ -471,7 +498,7 @@ func (e *evaluator) component(n *Component, base frame) error {
 		// child agents there are rejected before any of them runs.
 		var after *agentCheck
 		if base.agent >= 0 && !base.pl.inFollowUp && !base.pl.inSystem {
-			if a := &e.st[base.agent]; a.plan.followed {
+			if a := e.st.at(base.agent); a.plan.followed {
 				after = &agentCheck{node: a.node.(*Agent), seen: true}
 			}
 		}
@@ -494,9 +521,7 @@ func (e *evaluator) component(n *Component, base frame) error {
 
 // pop completes the top frame and delivers its result.
 func (e *evaluator) pop() error {
-	f := e.st[len(e.st)-1]
-	e.st[len(e.st)-1] = frame{}
-	e.st = e.st[:len(e.st)-1]
+	f := e.st.pop()
 	switch f.kind {
 	case fList:
 		return nil
@@ -521,7 +546,7 @@ func (e *evaluator) pop() error {
 	case fSystem:
 		f.span.end(nil, nil, nil)
 		if s := trimSpace(string(f.buf)); s != "" {
-			a := &e.st[f.agent]
+			a := e.st.at(f.agent)
 			a.plan.system = append(a.plan.system, s)
 		}
 		return nil
@@ -530,14 +555,14 @@ func (e *evaluator) pop() error {
 		if s == "" {
 			return newError(f.pos, "follow_up() must resolve to non-empty text")
 		}
-		a := &e.st[f.agent]
+		a := e.st.at(f.agent)
 		a.plan.followUps = append(a.plan.followUps, s)
 		return nil
 	case fAgent:
 		n := f.node.(*Agent)
 		// The result is appended straight into the consumer's buffer (a
 		// collected structured result appends nothing).
-		w := &e.st[f.out]
+		w := e.st.at(f.out)
 		start := len(w.buf)
 		buf, err := e.d.runAgent(e.ctx, n, f.plan, f.buf, e.spanParent(), w.buf)
 		w.buf = buf
@@ -556,8 +581,8 @@ func (e *evaluator) pop() error {
 // unwind closes the spans and releases the agent staging areas of every
 // frame still on the stack after err; release failures join err.
 func (e *evaluator) unwind(err error) error {
-	for i := len(e.st) - 1; i >= 0; i-- {
-		f := &e.st[i]
+	for i := e.st.n - 1; i >= 0; i-- {
+		f := e.st.at(i)
 		switch {
 		case f.kind == fWorkspace:
 			if rerr := e.d.leaveWorkspace(e.ctx, f.ws, true); rerr != nil {
@@ -579,8 +604,10 @@ func (e *evaluator) unwind(err error) error {
 			}
 		}
 	}
-	clear(e.st)
-	e.st = e.st[:0]
+	for i := e.st.n - 1; i >= 0; i-- {
+		*e.st.at(i) = frame{}
+	}
+	e.st.n = 0
 	return err
 }
 
