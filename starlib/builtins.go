@@ -39,7 +39,7 @@ The children form the initial prompt (trimmed); system() children extend the sys
 		{Name: "schema", Type: "dict | None", Default: "None", Doc: "JSON Schema of a structured result: the provider's structured value is validated and the agent renders it as canonical JSON (sorted keys). Use evaluate(node, schema=S) instead to receive the value in Starlark; one agent has one schema owner."},
 		{Name: "timeout_ms", Type: "int | None", Default: "None", Doc: "Positive bound in milliseconds on the provider session, counted once it holds a scheduler slot."},
 		{Name: "cwd", Type: "str | None", Default: "None", Doc: "Agent-local working directory inside the enclosing sandbox(); requires one."},
-		{Name: "permissions", Type: "dict | None", Default: "None", Doc: `Requested native controls: {"filesystem": "read-only"|"read-write", "network": bool, "shell": bool}; omitted keys keep read-write, True, True.`},
+		{Name: "permissions", Type: "dict | None", Default: "None", Keys: permissionKeys, Doc: `Requested native controls: {"filesystem": "read-only"|"read-write", "network": bool, "shell": bool}; omitted keys keep read-write, True, True.`},
 	},
 	Returns: "an agent node",
 	Example: `agent("Review the change.", system("Be concise."), provider = echo)`,
@@ -97,6 +97,12 @@ func agentImpl(c *Call) (starlark.Value, error) {
 	}
 	return nodeValue(n), nil
 }
+
+// accessValues are the strings of an access= or filesystem permission.
+var accessValues = []string{string(eval.ReadOnly), string(eval.ReadWrite)}
+
+// permissionKeys are the keys of agent(permissions=).
+var permissionKeys = []Key{{Name: "filesystem", Type: "str", Enum: accessValues}, {Name: "network", Type: "bool"}, {Name: "shell", Type: "bool"}}
 
 func permissions(c *Call, d *starlark.Dict) (*eval.Permissions, error) {
 	p := eval.DefaultPermissions()
@@ -332,11 +338,11 @@ Like evaluate() but for a list: the values run concurrently (bounded by max_conc
 }
 
 var limitParams = []Param{
-	{Name: "max_agent_calls", Type: "int | None", Default: "None", Doc: "Provider-backed agent sessions per evaluation (default 32; 0 disables)."},
-	{Name: "max_concurrent_agents", Type: "int | None", Default: "None", Doc: "Active agent provider calls (default 4; 0 disables)."},
-	{Name: "max_depth", Type: "int | None", Default: "None", Doc: "Nested component/primitive depth; lists add none (default 16; 0 disables)."},
-	{Name: "max_turns_per_agent", Type: "int | None", Default: "None", Doc: "Initial prompt plus follow-ups of one agent (default 16; 0 disables)."},
-	{Name: "max_steps", Type: "int | None", Default: "None", Doc: "Starlark computation steps of one evaluation, across all its component bodies and callbacks (default 0: no limit, as in the original)."},
+	{Name: "max_agent_calls", Type: "int | None", Default: "None", NonNegative: true, Doc: "Provider-backed agent sessions per evaluation (default 32; 0 disables)."},
+	{Name: "max_concurrent_agents", Type: "int | None", Default: "None", NonNegative: true, Doc: "Active agent provider calls (default 4; 0 disables)."},
+	{Name: "max_depth", Type: "int | None", Default: "None", NonNegative: true, Doc: "Nested component/primitive depth; lists add none (default 16; 0 disables)."},
+	{Name: "max_turns_per_agent", Type: "int | None", Default: "None", NonNegative: true, Doc: "Initial prompt plus follow-ups of one agent (default 16; 0 disables)."},
+	{Name: "max_steps", Type: "int | None", Default: "None", NonNegative: true, Doc: "Starlark computation steps of one evaluation, across all its component bodies and callbacks (default 0: no limit, as in the original)."},
 }
 
 var configureBuiltin = &Builtin{

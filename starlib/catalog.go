@@ -2,7 +2,9 @@ package starlib
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -39,6 +41,24 @@ type Param struct {
 	Kwargs bool
 	// Secret marks a credential: errors never quote its value.
 	Secret bool
+	// Enum lists the strings a parameter accepts when it is given a
+	// string (its other types are unaffected), for checks, completion and
+	// the reference.
+	Enum []string
+	// Keys lists the keys a dict parameter accepts, each with its type
+	// and strings.
+	Keys []Key
+	// NonNegative rejects negative integers.
+	NonNegative bool
+}
+
+// Key is one key a dict parameter accepts.
+type Key struct {
+	Name string
+	// Type is the accepted types of its value, as in Param.Type.
+	Type string
+	// Enum lists the strings it accepts, as in Param.Enum.
+	Enum []string
 }
 
 // Builtin is one predeclared function: its reference documentation and its
@@ -216,9 +236,78 @@ type Call struct {
 	rest   starlark.Tuple   // variadic arguments
 }
 
-// unpack matches args and kwargs to b's parameters and checks their types.
+// unpack matches args and kwargs to b's parameters and checks their
+// types and values; it fails with the first problem.
 func (b *Builtin) unpack(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (*Call, error) {
-	c := &Call{b: b, thread: thread, pos: callerPos(thread), vals: make([]starlark.Value, len(b.Params))}
+	c := &Call{b: b, thread: thread, pos: callerPos(thread)}
+	var first error
+	b.match(c, args, kwargs, func(e *ArgumentError) bool {
+		first = e
+		return false
+	})
+	if first != nil {
+		return nil, first
+	}
+	return c, nil
+}
+
+// ArgumentError is a problem with the arguments of a call of a builtin,
+// in the words the runtime uses, with the argument it concerns so that a
+// static checker can point at it.
+type ArgumentError struct {
+	// Msg is the message, starting with the builtin's name.
+	Msg string
+	// Arg is the index of the positional argument concerned, or -1.
+	Arg int
+	// Keyword is the keyword argument concerned, or "".
+	Keyword string
+	// Value reports that the argument's value is wrong (rather than its
+	// name, its position or its absence).
+	Value bool
+	// Param is the parameter concerned, or "" (too many arguments).
+	Param string
+	// Suggestion is the nearest valid keyword or value, when one is close.
+	Suggestion string
+	// err is the underlying error, for errors.Is (option errors).
+	err error
+}
+
+func (e *ArgumentError) Error() string { return e.Msg }
+
+// Unwrap returns the underlying error, if any.
+func (e *ArgumentError) Unwrap() error { return e.err }
+
+// Unknown stands for an argument whose value is not known statically (it
+// is computed at run time): CheckArguments accepts it for any parameter.
+var Unknown starlark.Value = unknownValue{}
+
+type unknownValue struct{}
+
+func (unknownValue) String() string        { return "?" }
+func (unknownValue) Type() string          { return "unknown" }
+func (unknownValue) Freeze()               {}
+func (unknownValue) Truth() starlark.Bool  { return true }
+func (unknownValue) Hash() (uint32, error) { return 0, nil }
+
+// CheckArguments reports every problem the runtime would find with a call
+// of b with args and kwargs before running it: unknown, duplicate or
+// missing arguments, too many positional ones, and values of the wrong
+// type or outside a parameter's Enum, Keys or range. An argument that is
+// not known statically is Unknown and always accepted.
+func (b *Builtin) CheckArguments(args starlark.Tuple, kwargs []starlark.Tuple) []*ArgumentError {
+	var all []*ArgumentError
+	b.match(&Call{b: b}, args, kwargs, func(e *ArgumentError) bool {
+		all = append(all, e)
+		return true
+	})
+	return all
+}
+
+// match fills c.vals and c.rest from args and kwargs and reports each
+// problem to report, stopping when it returns false.
+func (b *Builtin) match(c *Call, args starlark.Tuple, kwargs []starlark.Tuple, report func(*ArgumentError) bool) {
+	c.vals = make([]starlark.Value, len(b.Params))
+	from := make([]int, len(b.Params)) // positional index, or -1-kwarg index
 	variadic := -1
 	i := 0
 	for pi, p := range b.Params {
@@ -230,30 +319,47 @@ func (b *Builtin) unpack(thread *starlark.Thread, args starlark.Tuple, kwargs []
 			break
 		}
 		if i < len(args) {
-			c.vals[pi] = args[i]
+			c.vals[pi], from[pi] = args[i], i
 			i++
 		}
 	}
 	if i < len(args) {
 		if variadic < 0 {
-			return nil, fmt.Errorf("%s: got %d positional arguments, want at most %d (see `aml doc %s`)", b.Name, len(args), i, b.Name)
+			if !report(&ArgumentError{Msg: fmt.Sprintf("%s: got %d positional arguments, want at most %d (see `aml doc %s`)", b.Name, len(args), i, b.Name), Arg: i}) {
+				return
+			}
+		} else {
+			c.rest = args[i:]
 		}
-		c.rest = args[i:]
 	}
-	for _, kv := range kwargs {
+	for ki, kv := range kwargs {
 		k := string(kv[0].(starlark.String))
 		pi := b.param(k)
 		if pi < 0 || b.Params[pi].Variadic {
 			msg := fmt.Sprintf("%s: unexpected keyword argument %q", b.Name, k)
-			if s := nearest(k, b.keywordNames()); s != "" {
+			s := nearest(k, b.keywordNames())
+			if s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
-			return nil, fmt.Errorf("%s; %s accepts %s", msg, b.Name, strings.Join(b.keywordNames(), ", "))
+			if !report(&ArgumentError{Msg: fmt.Sprintf("%s; %s accepts %s", msg, b.Name, strings.Join(b.keywordNames(), ", ")), Arg: -1, Keyword: k, Suggestion: s}) {
+				return
+			}
+			continue
 		}
 		if c.vals[pi] != nil {
-			return nil, fmt.Errorf("%s: got multiple values for argument %q", b.Name, k)
+			if !report(&ArgumentError{Msg: fmt.Sprintf("%s: got multiple values for argument %q", b.Name, k), Arg: -1, Keyword: k, Param: k}) {
+				return
+			}
+			continue
 		}
-		c.vals[pi] = kv[1]
+		c.vals[pi], from[pi] = kv[1], -1-ki
+	}
+	at := func(pi int) (int, string) {
+		if f := from[pi]; f < 0 {
+			return -1, string(kwargs[-1-f][0].(starlark.String))
+		} else {
+			return f, ""
+		}
 	}
 	for pi, p := range b.Params {
 		v := c.vals[pi]
@@ -262,7 +368,9 @@ func (b *Builtin) unpack(thread *starlark.Thread, args starlark.Tuple, kwargs []
 		}
 		if v == nil {
 			if p.Default == "" {
-				return nil, fmt.Errorf("%s: missing argument %q", b.Name, p.Name)
+				if !report(&ArgumentError{Msg: fmt.Sprintf("%s: missing argument %q", b.Name, p.Name), Arg: -1, Param: p.Name}) {
+					return
+				}
 			}
 			continue
 		}
@@ -270,8 +378,24 @@ func (b *Builtin) unpack(thread *starlark.Thread, args starlark.Tuple, kwargs []
 			c.vals[pi] = nil
 			continue
 		}
+		if v == Unknown {
+			continue
+		}
+		arg, kw := at(pi)
+		bad := func(msg, suggestion string, err error) bool {
+			return report(&ArgumentError{Msg: msg, Arg: arg, Keyword: kw, Value: true, Param: p.Name, Suggestion: suggestion, err: err})
+		}
 		if !accepts(p.Type, v) {
-			return nil, fmt.Errorf("%s: %s must be %s, got %s", b.Name, p.Name, describeType(p.Type), describeValue(v))
+			if !bad(fmt.Sprintf("%s: %s must be %s, got %s", b.Name, p.Name, describeType(p.Type), describeValue(v)), "", nil) {
+				return
+			}
+			continue
+		}
+		if msg, s := p.checkValue(v); msg != "" {
+			if !bad(b.Name+": "+msg, s, nil) {
+				return
+			}
+			continue
 		}
 		if s, ok := v.(starlark.String); ok && b.Group == "providers" {
 			// Provider factories share one rule for their option strings.
@@ -279,11 +403,88 @@ func (b *Builtin) unpack(thread *starlark.Thread, args starlark.Tuple, kwargs []
 				if s == "" && p.Default != "" {
 					err = fmt.Errorf("%w; omit %s to use its default", err, p.Name)
 				}
-				return nil, err
+				if !bad(err.Error(), "", err) {
+					return
+				}
 			}
 		}
 	}
-	return c, nil
+}
+
+// checkValue applies the parameter's Enum, Keys and NonNegative rules to
+// an accepted value and returns the problem (without the builtin's name)
+// and the nearest valid string, or "".
+func (p Param) checkValue(v starlark.Value) (msg, suggestion string) {
+	switch v := v.(type) {
+	case starlark.String:
+		if len(p.Enum) > 0 && !slices.Contains(p.Enum, string(v)) {
+			return enumMessage(p.Name, p.Enum, string(v))
+		}
+	case starlark.Int:
+		if p.NonNegative && v.Sign() < 0 {
+			return fmt.Sprintf("%s must be a non-negative integer (0 disables the limit), got %s", p.Name, v), ""
+		}
+	case *starlark.Dict:
+		if len(p.Keys) == 0 {
+			return "", ""
+		}
+		names := make([]string, len(p.Keys))
+		for i, k := range p.Keys {
+			names[i] = k.Name
+		}
+		for _, item := range v.Items() {
+			k, ok := item[0].(starlark.String)
+			if !ok {
+				if item[0] == Unknown {
+					continue
+				}
+				return fmt.Sprintf("%s keys must be strings, got %s", p.Name, item[0].Type()), ""
+			}
+			i := slices.Index(names, string(k))
+			if i < 0 {
+				msg := fmt.Sprintf("unknown %s key %q", p.Name, string(k))
+				s := nearest(string(k), names)
+				if s != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", s)
+				}
+				return fmt.Sprintf("%s; valid keys are %s", msg, strings.Join(names, ", ")), s
+			}
+			key := p.Keys[i]
+			if item[1] == Unknown {
+				continue
+			}
+			if key.Type != "" && !accepts(key.Type, item[1]) {
+				want := describeType(key.Type)
+				if key.Type == "bool" {
+					want = "True or False"
+				}
+				return fmt.Sprintf("%s[%q] must be %s, got %s", p.Name, key.Name, want, item[1].String()), ""
+			}
+			if sv, ok := item[1].(starlark.String); ok && len(key.Enum) > 0 && !slices.Contains(key.Enum, string(sv)) {
+				return enumMessage(fmt.Sprintf("%s[%q]", p.Name, key.Name), key.Enum, string(sv))
+			}
+		}
+	}
+	return "", ""
+}
+
+// enumMessage says that what must be one of allowed, and suggests the
+// nearest.
+func enumMessage(what string, allowed []string, got string) (string, string) {
+	quoted := make([]string, len(allowed))
+	for i, a := range allowed {
+		quoted[i] = strconv.Quote(a)
+	}
+	list := strings.Join(quoted, " or ")
+	if len(quoted) > 2 {
+		list = strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
+	}
+	msg := fmt.Sprintf("%s must be %s, got %q", what, list, got)
+	s := nearest(got, allowed)
+	if s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return msg, s
 }
 
 func (b *Builtin) mustParam(name string) int {

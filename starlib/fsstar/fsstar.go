@@ -22,7 +22,7 @@ var filesystemWorkspaceBuiltin = &starlib.Builtin{
 Each save publishes a new revision (a tar.gz archive, or a folder that reuses unchanged files) and atomically switches the workspace.json index by compare-and-swap; older revisions are pruned by retention. Materializations are temporary copies. A cross-process lock with heartbeat rejects a second writer with a WorkspaceConflictError; a corrupted index or archive is reported as corruption, never as a conflict.`,
 	Params: []starlib.Param{
 		{Name: "directory", Type: "str", Doc: "Durable root of the store (created when needed)."},
-		{Name: "format", Type: "str", Default: `"archive"`, Doc: `"archive" or "folder" for new revisions.`},
+		{Name: "format", Type: "str", Default: `"archive"`, Enum: []string{"archive", "folder"}, Doc: `"archive" or "folder" for new revisions.`},
 		{Name: "max_archive_bytes", Type: "int | None", Default: "None", Doc: "Bound on a compressed archive (default 256 MiB)."},
 		{Name: "max_entries", Type: "int | None", Default: "None", Doc: "Bound on the entries of a revision (default 100000)."},
 		{Name: "max_extracted_bytes", Type: "int | None", Default: "None", Doc: "Bound on uncompressed bytes (default 1 GiB)."},
