@@ -3,6 +3,7 @@ module github.com/aml-go/aml
 go 1.26.0
 
 require (
+	github.com/bazelbuild/buildtools v0.0.0-20260904073137-eaa4d125b423
 	github.com/charmbracelet/log v1.0.0
 	github.com/coder/acp-go-sdk v0.13.0
 	github.com/joho/godotenv v1.5.1
@@ -14,6 +15,8 @@ require (
 )
 
 require (
+	github.com/golang/protobuf v1.5.4 // indirect
+	github.com/google/safeopen v0.0.0-20260327150837-43626d6f4685 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect

@@ -186,6 +186,17 @@ func New(opts Options) (*Runtime, error) {
 	return &Runtime{opts: opts, limits: limits, includes: newIncludeCache()}, nil
 }
 
+// Check reports the first rule that the statically visible part of value
+// breaks, exactly as Evaluate checks it before anything runs: placement,
+// depth, follow-up and turn rules, grants and renderability. It runs
+// nothing and calls no provider. What component bodies return is not
+// visible before they run (Evaluate checks it when they return). It is
+// safe for concurrent use.
+func (r *Runtime) Check(value any) error {
+	d := &domain{rt: r, limits: r.limits}
+	return d.check(value, place{}, 0, Position{})
+}
+
 // Limits returns the runtime's effective limits: defaults filled in, and
 // Unlimited for a limit that is off.
 func (r *Runtime) Limits() Limits { return r.limits }

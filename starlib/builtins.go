@@ -1,6 +1,7 @@
 package starlib
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -364,14 +365,24 @@ Call it at most once, at top level of the entry file. Precedence, lowest first: 
 	Impl:    configureImpl,
 }
 
+// ConfigureNotTopLevel is the error of a configure() call that is not a
+// top-level statement of the entry file.
+const ConfigureNotTopLevel = "configure() is only valid at top level of the entry file; move it out of functions and loaded modules"
+
+// ConfigureTwice is the error of a second configure() call; first is
+// where the first one is.
+func ConfigureTwice(first string) string {
+	return fmt.Sprintf("configure() may be called only once (first call at %s); merge the options into one call", first)
+}
+
 func configureImpl(c *Call) (starlark.Value, error) {
 	e := envOf(c.thread)
 	chain, _ := c.thread.Local(keyModule).([]string)
 	if e == nil || len(chain) != 1 || c.thread.CallStackDepth() != 2 || componentOf(c.thread) != nil {
-		return nil, fmt.Errorf("configure() is only valid at top level of the entry file; move it out of functions and loaded modules")
+		return nil, errors.New(ConfigureNotTopLevel)
 	}
 	if e.configured {
-		return nil, fmt.Errorf("configure() may be called only once (first call at %s); merge the options into one call", e.config.Pos)
+		return nil, errors.New(ConfigureTwice(e.config.Pos.String()))
 	}
 	cfg := Config{Pos: c.pos}
 	if p, ok := c.Value("agent_provider").(*AgentProviderValue); ok {

@@ -226,3 +226,20 @@ func osaDistance(a, b string) int {
 	}
 	return rows[len(a)][len(b)]
 }
+
+// SuggestName returns the name nearest to an undefined name among those
+// in scope at pos in f (locals, globals, loaded symbols, the predeclared
+// names of a workflow loaded with exts, Starlark universals), or "": the
+// "did you mean" of the runtime's undefined-name errors.
+func SuggestName(f *syntax.File, pos syntax.Position, name string, exts ...*Extension) string {
+	pre, err := predeclaredWith(exts)
+	if err != nil {
+		pre = predeclared()
+	}
+	return nearestName(name, namesInScope(f, pos, pre))
+}
+
+// Nearest returns the candidate nearest to s by edit distance when it is
+// close enough to be a likely misspelling, or "": the rule of the
+// runtime's "did you mean" for keywords and values.
+func Nearest(s string, candidates []string) string { return nearest(s, candidates) }

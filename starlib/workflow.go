@@ -240,13 +240,12 @@ func (e *env) load(thread *starlark.Thread, name string) (starlark.StringDict, e
 		return nil, fmt.Errorf("unknown standard module %q (available: %s)", name, strings.Join(stdlib.Names(), ", "))
 	}
 	from := thread.CallFrame(0).Pos.Filename()
-	file := name
-	switch {
-	case e.opts.FS != nil:
+	var file string
+	if e.opts.FS != nil {
 		// io/fs paths: slash-separated, relative to the FS root.
 		file = path.Join(path.Dir(from), name)
-	case !filepath.IsAbs(file):
-		file = filepath.Join(filepath.Dir(from), name)
+	} else {
+		file = ModuleFile(from, name)
 	}
 	key := e.moduleKey(file)
 	chain, _ := thread.Local(keyModule).([]string)
@@ -255,7 +254,7 @@ func (e *env) load(thread *starlark.Thread, name string) (starlark.StringDict, e
 	m, ok := e.modules[key]
 	if ok && m.loading {
 		e.mu.Unlock()
-		return nil, fmt.Errorf("load cycle: %s", cycleText(chain, key))
+		return nil, errors.New(LoadCycle(chain, key))
 	}
 	if ok {
 		e.mu.Unlock()
@@ -284,6 +283,16 @@ func (e *env) load(thread *starlark.Thread, name string) (starlark.StringDict, e
 	return globals, err
 }
 
+// ModuleFile returns the file that load(name) names in the module file
+// from: an absolute name as it is, else name relative to from's
+// directory. (A name starting with "@" is a standard module, not a file.)
+func ModuleFile(from, name string) string {
+	if filepath.IsAbs(name) {
+		return name
+	}
+	return filepath.Join(filepath.Dir(from), name)
+}
+
 // readModule returns the source of a module file: its bytes from
 // LoadOptions.FS, or nil (go.starlark.net reads the file) after checking
 // that it exists.
@@ -300,6 +309,11 @@ func (e *env) readModule(file string) (any, error) {
 	}
 	return nil, nil
 }
+
+// LoadCycle is the error text of a load() that closes a cycle: key is
+// the module loaded again and chain the modules being loaded, outermost
+// first.
+func LoadCycle(chain []string, key string) string { return "load cycle: " + cycleText(chain, key) }
 
 func cycleText(chain []string, key string) string {
 	start := 0

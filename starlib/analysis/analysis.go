@@ -1,0 +1,483 @@
+// Package analysis checks AML workflow files without running them: what
+// `aml check` prints and what the language server shows as diagnostics.
+//
+// A file is parsed with the one AML dialect (starlib.FileOptions), its
+// names are resolved against the predeclared surface, every call of a
+// builtin is matched against the builtin catalog (unknown, duplicate and
+// missing arguments, wrong types, strings outside a parameter's values,
+// unknown dict keys, negative limits: starlib.Builtin.CheckArguments, in
+// the runtime's words), load() statements are followed (missing files,
+// missing symbols, cycles), configure() placement is checked, and the
+// node trees the entry function returns literally are given to the
+// evaluator's own static check (eval.Runtime.Check): tool() outside
+// agent(), text after follow_up(), file() with no scope and the other
+// placement rules. Lint warnings come from buildtools.
+//
+// Nothing is executed and no provider is constructed, so what only
+// exists at run time is not checked: values computed by expressions
+// (an argument that is not a literal is assumed valid), the nodes that
+// component bodies and other functions build and return, and node trees
+// held in variables. Those are checked by the runtime when they run.
+//
+// Positions are Starlark positions: 1-based lines and 1-based columns
+// counted in runes.
+package analysis
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"go.starlark.net/resolve"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+
+	"github.com/aml-go/aml/starlib"
+)
+
+// Severity grades a diagnostic.
+type Severity int
+
+// Severities.
+const (
+	Error Severity = iota
+	Warning
+)
+
+func (s Severity) String() string {
+	if s == Warning {
+		return "warning"
+	}
+	return "error"
+}
+
+// Diagnostic codes.
+const (
+	CodeSyntax          = "syntax"
+	CodeUndefined       = "undefined"
+	CodeResolve         = "resolve"
+	CodeUnknownKeyword  = "unknown-keyword"
+	CodeDuplicate       = "duplicate-argument"
+	CodeMissingArgument = "missing-argument"
+	CodeTooMany         = "too-many-arguments"
+	CodeBadValue        = "bad-value"
+	CodeLoadMissing     = "load-missing"
+	CodeLoadDirectory   = "load-directory"
+	CodeLoadSymbol      = "load-symbol"
+	CodeLoadCycle       = "load-cycle"
+	CodeLoadError       = "load-error"
+	CodeConfigure       = "configure"
+	CodePlacement       = "placement"
+	CodeNotUTF8         = "encoding"
+)
+
+// Diagnostic is one problem found in a file.
+type Diagnostic struct {
+	File string
+	// Start and End delimit the offending text (End is exclusive).
+	Start, End syntax.Position
+	Severity   Severity
+	Code       string
+	Message    string
+	// Suggestion is the nearest valid name or value, when the problem is a
+	// likely misspelling; replacing the range with it fixes the problem.
+	Suggestion string
+	// Edit is a fix the check knows (a lint replacement), or nil.
+	Edit *Edit
+}
+
+// Edit replaces the bytes [Start, End) of the file with Text.
+type Edit struct {
+	Description string
+	Start, End  int
+	Text        string
+}
+
+// String renders the diagnostic as "file:line:col: severity: message [code]".
+func (d Diagnostic) String() string {
+	return fmt.Sprintf("%s:%d:%d: %s: %s [%s]", d.File, d.Start.Line, d.Start.Col, d.Severity, d.Message, d.Code)
+}
+
+// Options configure an analysis.
+type Options struct {
+	// Extensions are the builtins beyond the core ones (as in
+	// starlib.LoadOptions).
+	Extensions []*starlib.Extension
+	// ReadFile reads loaded modules; default os.ReadFile. The language
+	// server reads open documents from its own snapshots.
+	ReadFile func(path string) ([]byte, error)
+	// Entry is the entry function whose returned trees get the placement
+	// check; default "main".
+	Entry string
+	// NoLint leaves out the buildtools warnings.
+	NoLint bool
+}
+
+func (o *Options) readFile(path string) ([]byte, error) {
+	if o.ReadFile != nil {
+		return o.ReadFile(path)
+	}
+	return os.ReadFile(path)
+}
+
+// File is the analysis of one file.
+type File struct {
+	Path string
+	// Syntax is the parsed file, or nil when it does not parse.
+	Syntax      *syntax.File
+	Diagnostics []Diagnostic
+}
+
+// Analyze checks one file whose source is src.
+func Analyze(path string, src []byte, opts *Options) *File {
+	if opts == nil {
+		opts = &Options{}
+	}
+	a := &analyzer{opts: opts, file: &File{Path: path}, modules: map[string]*module{}}
+	a.run(path, src)
+	sortDiagnostics(a.file.Diagnostics)
+	return a.file
+}
+
+type analyzer struct {
+	opts    *Options
+	file    *File
+	modules map[string]*module
+}
+
+func (a *analyzer) report(d Diagnostic) {
+	d.File = a.file.Path
+	a.file.Diagnostics = append(a.file.Diagnostics, d)
+}
+
+func (a *analyzer) run(path string, src []byte) {
+	f, err := Parse(path, src)
+	if err != nil {
+		var se syntax.Error
+		if errors.As(err, &se) {
+			a.report(Diagnostic{Start: se.Pos, End: se.Pos, Code: CodeSyntax, Message: se.Msg})
+		} else {
+			p := syntax.MakePosition(&path, 1, 1)
+			a.report(Diagnostic{Start: p, End: p, Code: CodeNotUTF8, Message: err.Error()})
+		}
+		return
+	}
+	a.file.Syntax = f
+	a.resolve(f)
+	a.checkCalls(f)
+	a.checkLoads(f, path)
+	a.checkConfigure(f)
+	a.checkPlacement(f)
+	if !a.opts.NoLint {
+		a.lint(path, src)
+	}
+}
+
+// Parse parses src in the AML dialect, keeping comments. A file that is
+// not valid UTF-8 is refused with an error naming the first bad byte.
+func Parse(path string, src []byte) (*syntax.File, error) {
+	if i := firstInvalidUTF8(src); i >= 0 {
+		return nil, fmt.Errorf("%s is not UTF-8 text: invalid byte at offset %d", path, i)
+	}
+	return starlib.FileOptions.Parse(path, src, syntax.RetainComments)
+}
+
+// resolve reports undefined names, with the runtime's "did you mean".
+func (a *analyzer) resolve(f *syntax.File) {
+	pre := map[string]bool{}
+	for _, n := range starlib.Predeclared(a.opts.Extensions...) {
+		pre[n] = true
+	}
+	err := resolve.File(f, func(name string) bool { return pre[name] }, func(name string) bool { return starlark.Universe.Has(name) })
+	var list resolve.ErrorList
+	if !errors.As(err, &list) {
+		return
+	}
+	for _, e := range list {
+		d := Diagnostic{Start: e.Pos, End: e.Pos, Code: CodeResolve, Message: e.Msg}
+		if name, ok := strings.CutPrefix(e.Msg, "undefined: "); ok {
+			d.Code = CodeUndefined
+			d.End = advance(e.Pos, name)
+			if s := starlib.SuggestName(f, e.Pos, name, a.opts.Extensions...); s != "" {
+				d.Message += fmt.Sprintf(" (did you mean %s?)", s)
+				d.Suggestion = s
+			}
+		}
+		a.report(d)
+	}
+}
+
+// builtinOf returns the catalog builtin that call calls, when its callee
+// is a predeclared name (not shadowed).
+func (a *analyzer) builtinOf(call *syntax.CallExpr) *starlib.Builtin {
+	id, ok := call.Fn.(*syntax.Ident)
+	if !ok {
+		return nil
+	}
+	if b, ok := id.Binding.(*resolve.Binding); ok && b.Scope != resolve.Predeclared {
+		return nil
+	}
+	b, ok := starlib.Lookup(id.Name, a.opts.Extensions...)
+	if !ok {
+		return nil
+	}
+	return b
+}
+
+// checkCalls matches every call of a builtin against the catalog.
+func (a *analyzer) checkCalls(f *syntax.File) {
+	syntax.Walk(f, func(n syntax.Node) bool {
+		call, ok := n.(*syntax.CallExpr)
+		if !ok {
+			return true
+		}
+		b := a.builtinOf(call)
+		if b == nil {
+			return true
+		}
+		args, kwargs, argExprs, kwExprs, ok := staticArgs(call)
+		if !ok {
+			return true // *args or **kwargs: the arguments are not known
+		}
+		for _, e := range b.CheckArguments(args, kwargs) {
+			d := Diagnostic{Message: e.Msg, Suggestion: e.Suggestion}
+			var at syntax.Node = call.Fn
+			switch {
+			case e.Value:
+				d.Code = CodeBadValue
+				if e.Keyword != "" {
+					at = kwExprs[e.Keyword].value
+				} else if e.Arg >= 0 && e.Arg < len(argExprs) {
+					at = argExprs[e.Arg]
+				}
+			case e.Param == "" && e.Keyword == "":
+				d.Code = CodeTooMany
+				if e.Arg < len(argExprs) {
+					at = argExprs[e.Arg]
+				}
+			case e.Keyword != "" && e.Param == "":
+				d.Code = CodeUnknownKeyword
+				at = kwExprs[e.Keyword].name
+			case e.Keyword != "":
+				d.Code = CodeDuplicate
+				at = kwExprs[e.Keyword].name
+			default:
+				d.Code = CodeMissingArgument
+			}
+			d.Start, d.End = span(at)
+			a.report(d)
+		}
+		return true
+	})
+}
+
+// keyword is one keyword argument of a call.
+type keyword struct {
+	name  *syntax.Ident
+	value syntax.Expr
+}
+
+// staticArgs returns a call's arguments as Starlark values (literals,
+// starlib.Unknown for everything else), with their expressions; ok is
+// false when the call spreads *args or **kwargs. Of a keyword given twice,
+// the expressions of the second are kept.
+func staticArgs(call *syntax.CallExpr) (args starlark.Tuple, kwargs []starlark.Tuple, argExprs []syntax.Expr, kwExprs map[string]keyword, ok bool) {
+	kwExprs = map[string]keyword{}
+	for _, arg := range call.Args {
+		switch arg := arg.(type) {
+		case *syntax.BinaryExpr:
+			if arg.Op == syntax.EQ {
+				name := arg.X.(*syntax.Ident)
+				kwargs = append(kwargs, starlark.Tuple{starlark.String(name.Name), literal(arg.Y)})
+				kwExprs[name.Name] = keyword{name, arg.Y}
+				continue
+			}
+		case *syntax.UnaryExpr:
+			if arg.Op == syntax.STAR || arg.Op == syntax.STARSTAR {
+				return nil, nil, nil, nil, false
+			}
+		}
+		args = append(args, literal(arg))
+		argExprs = append(argExprs, arg)
+	}
+	return args, kwargs, argExprs, kwExprs, true
+}
+
+// literal returns the value of a literal expression (strings, numbers,
+// True, False, None, and lists, tuples and dicts of them), or
+// starlib.Unknown.
+func literal(e syntax.Expr) starlark.Value {
+	switch e := e.(type) {
+	case *syntax.Literal:
+		switch v := e.Value.(type) {
+		case string:
+			return starlark.String(v)
+		case int64:
+			return starlark.MakeInt64(v)
+		case float64:
+			return starlark.Float(v)
+		}
+		if v, ok := e.Value.(*big.Int); ok {
+			return starlark.MakeBigInt(v)
+		}
+	case *syntax.Ident:
+		if b, ok := e.Binding.(*resolve.Binding); ok && b.Scope == resolve.Universal {
+			switch e.Name {
+			case "True":
+				return starlark.True
+			case "False":
+				return starlark.False
+			case "None":
+				return starlark.None
+			}
+		}
+	case *syntax.UnaryExpr:
+		if e.Op == syntax.MINUS {
+			if i, ok := literal(e.X).(starlark.Int); ok {
+				return starlark.MakeInt(0).Sub(i)
+			}
+		}
+	case *syntax.ParenExpr:
+		return literal(e.X)
+	case *syntax.ListExpr:
+		vs := make([]starlark.Value, len(e.List))
+		for i, x := range e.List {
+			vs[i] = literal(x)
+		}
+		return starlark.NewList(vs)
+	case *syntax.TupleExpr:
+		vs := make(starlark.Tuple, len(e.List))
+		for i, x := range e.List {
+			vs[i] = literal(x)
+		}
+		return vs
+	case *syntax.DictExpr:
+		d := starlark.NewDict(len(e.List))
+		for _, x := range e.List {
+			kv := x.(*syntax.DictEntry)
+			k := literal(kv.Key)
+			if k == starlib.Unknown {
+				return starlib.Unknown // a computed key could be anything
+			}
+			if err := d.SetKey(k, literal(kv.Value)); err != nil {
+				return starlib.Unknown
+			}
+		}
+		return d
+	}
+	return starlib.Unknown
+}
+
+// checkConfigure reports configure() calls that are not top-level
+// statements, and every call after the first.
+func (a *analyzer) checkConfigure(f *syntax.File) {
+	top := map[*syntax.CallExpr]bool{}
+	for _, st := range f.Stmts {
+		if es, ok := st.(*syntax.ExprStmt); ok {
+			if call, ok := es.X.(*syntax.CallExpr); ok {
+				top[call] = true
+			}
+		}
+	}
+	var first *syntax.CallExpr
+	syntax.Walk(f, func(n syntax.Node) bool {
+		call, ok := n.(*syntax.CallExpr)
+		if !ok {
+			return true
+		}
+		if b := a.builtinOf(call); b == nil || b.Name != "configure" {
+			return true
+		}
+		d := Diagnostic{Code: CodeConfigure}
+		d.Start, d.End = span(call.Fn)
+		switch {
+		case !top[call]:
+			d.Message = starlib.ConfigureNotTopLevel
+		case first != nil:
+			p := first.Lparen // where the runtime places a call
+			d.Message = starlib.ConfigureTwice(fmt.Sprintf("%s:%d:%d", a.file.Path, p.Line, p.Col))
+		default:
+			first = call
+			return true
+		}
+		a.report(d)
+		return true
+	})
+}
+
+// span returns the start and end of a node.
+func span(n syntax.Node) (syntax.Position, syntax.Position) {
+	return n.Span()
+}
+
+// advance returns the position just after text starting at p (text on one
+// line).
+func advance(p syntax.Position, text string) syntax.Position {
+	p.Col += int32(len([]rune(text)))
+	return p
+}
+
+func sortDiagnostics(ds []Diagnostic) {
+	sort.SliceStable(ds, func(i, j int) bool {
+		a, b := ds[i].Start, ds[j].Start
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+}
+
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
+}
+
+// Files returns the .star files named by paths: files as given, and the
+// .star files below directories (skipping hidden directories and
+// testdata directories only when they are not named).
+func Files(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !info.IsDir() {
+			out = append(out, p)
+			continue
+		}
+		err = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && q != p && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
+				return filepath.SkipDir
+			}
+			if !d.IsDir() && strings.HasSuffix(q, ".star") {
+				out = append(out, q)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return slices.Compact(out), nil
+}

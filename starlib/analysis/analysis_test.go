@@ -1,0 +1,204 @@
+package analysis_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/aml-go/aml/starlib"
+	"github.com/aml-go/aml/starlib/acpstar"
+	"github.com/aml-go/aml/starlib/analysis"
+	"github.com/aml-go/aml/starlib/fsstar"
+)
+
+var opts = &analysis.Options{Extensions: []*starlib.Extension{acpstar.New(acpstar.Options{}), fsstar.Extension}}
+
+func errorsOf(f *analysis.File) []analysis.Diagnostic {
+	var out []analysis.Diagnostic
+	for _, d := range f.Diagnostics {
+		if d.Severity == analysis.Error {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+var goldenError = regexp.MustCompile(`(?m)^-- error --\n[^:\n]*:(\d+:\d+: )?(.*)$`)
+
+// TestAgreesWithTheRuntime runs the analysis over the evaluator's golden
+// workflows: a workflow whose run succeeds gets no error (no false
+// positive), and when the analysis finds an error in a workflow whose run
+// fails, one of its errors says exactly what the runtime says.
+func TestAgreesWithTheRuntime(t *testing.T) {
+	// The goldens were written running from their directory.
+	t.Chdir("../../testdata/eval")
+	stars, _ := filepath.Glob("*.star")
+	if len(stars) < 100 {
+		t.Fatalf("%d golden workflows found", len(stars))
+	}
+	var failing, found int
+	for _, star := range stars {
+		golden, err := os.ReadFile(strings.TrimSuffix(star, ".star") + ".golden")
+		if err != nil {
+			continue
+		}
+		src, _ := os.ReadFile(star)
+		errs := errorsOf(analysis.Analyze(star, src, opts))
+		m := goldenError.FindSubmatch(golden)
+		if m == nil {
+			for _, d := range errs {
+				t.Errorf("%s runs without error, but the analysis reports %s", star, d)
+			}
+			continue
+		}
+		failing++
+		if len(errs) == 0 {
+			continue // only found at run time
+		}
+		found++
+		want := strings.TrimSpace(string(m[2]))
+		ok := false
+		for _, d := range errs {
+			ok = ok || strings.HasPrefix(want, d.Message) || sameCycle(want, d.Message)
+		}
+		if !ok {
+			t.Errorf("%s: the runtime fails with\n  %s\nbut the analysis says\n  %s", star, want, errs[0].Message)
+		}
+	}
+	t.Logf("%d of %d failing golden workflows are caught without running them", found, failing)
+	for _, dir := range []string{"../../examples"} {
+		files, err := analysis.Files([]string{dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			src, _ := os.ReadFile(file)
+			for _, d := range errorsOf(analysis.Analyze(file, src, opts)) {
+				t.Errorf("example %s: %s", file, d)
+			}
+		}
+	}
+}
+
+// sameCycle reports two load-cycle errors naming the same cycle (the
+// runtime reports it at the load that closes it, the analysis at the
+// load of the file analyzed that leads into it).
+func sameCycle(a, b string) bool {
+	cycle := func(s string) string {
+		_, c, ok := strings.Cut(s, "load cycle: ")
+		if !ok {
+			return ""
+		}
+		c, _, _ = strings.Cut(c, " (loaded from")
+		return c
+	}
+	return cycle(a) != "" && cycle(a) == cycle(b)
+}
+
+// TestDiagnostics: each kind of problem is found, with its code, the
+// exact range of the offending token, and the runtime's words.
+func TestDiagnostics(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("lib.star", "def helper():\n    return \"h\"\n")
+	write("loop_a.star", "load(\"loop_b.star\", \"b\")\na = 1\n")
+	write("loop_b.star", "load(\"loop_a.star\", \"a\")\nb = 1\n")
+	if err := os.Mkdir(filepath.Join(dir, "sub.star"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, src string
+		code      string
+		at        string // "line:col-line:col" of the range
+		msg       string // a fragment of the message
+	}{
+		{"syntax", "def main(:\n", analysis.CodeSyntax, "1:11-1:11", "got ':', want ')'"},
+		{"undefined", "def main():\n    return agnt(\"x\")\n", analysis.CodeUndefined, "2:12-2:16", "undefined: agnt (did you mean agent?)"},
+		{"unknown keyword", "def main():\n    return agent(\"x\", modle = \"m\")\n", analysis.CodeUnknownKeyword, "2:23-2:28", `unexpected keyword argument "modle" (did you mean "model"?)`},
+		{"duplicate keyword", "def main():\n    return sandbox(root = \".\", root = \"..\")\n", analysis.CodeResolve, "2:32-2:32", `keyword argument "root" is repeated`},
+		{"too many", "def main():\n    return env(\"A\", \"b\", \"c\")\n", analysis.CodeTooMany, "2:26-2:29", "got 3 positional arguments, want at most 2"},
+		{"missing", "x = use_context()\n", analysis.CodeMissingArgument, "1:5-1:16", `use_context: missing argument`},
+		{"enum", "def main():\n    return sandbox(\"x\", access = \"rw\")\n", analysis.CodeBadValue, "2:34-2:38", `access must be "read-only" or "read-write", got "rw"`},
+		{"enum suggestion", "def main():\n    return workspace(\"x\", write_concurrency = \"paralel\")\n", analysis.CodeBadValue, "2:47-2:56", `(did you mean "parallel"?)`},
+		{"negative limit", "configure(max_depth = -1)\n", analysis.CodeBadValue, "1:23-1:25", "max_depth must be a non-negative integer"},
+		{"permissions key", "def main():\n    return agent(\"x\", permissions = {\"netwrk\": False})\n", analysis.CodeBadValue, "2:37-2:54", `unknown permissions key "netwrk" (did you mean "network"?)`},
+		{"load missing", "load(\"nope.star\", \"x\")\n", analysis.CodeLoadMissing, "1:6-1:17", "cannot load nope.star: cannot read module"},
+		{"load directory", "load(\"sub.star\", \"x\")\n", analysis.CodeLoadDirectory, "1:6-1:16", "is a directory"},
+		{"load symbol", "load(\"lib.star\", \"helpr\")\n", analysis.CodeLoadSymbol, "1:19-1:24", "load: name helpr not found in module lib.star (did you mean helper?)"},
+		{"load std", "load(\"@std/nope\", \"x\")\n", analysis.CodeLoadMissing, "1:6-1:17", `unknown standard module "@std/nope"`},
+		{"load cycle", "load(\"loop_a.star\", \"a\")\n", "", "", ""}, // the cycle does not pass through this file
+		{"configure nested", "def main():\n    configure()\n    return \"x\"\n", analysis.CodeConfigure, "2:5-2:14", "configure() is only valid at top level"},
+		{"configure twice", "configure()\nconfigure()\n", analysis.CodeConfigure, "2:1-2:10", "configure() may be called only once (first call at"},
+		{"tool outside agent", "t = 1\ndef main():\n    return sandbox(tool(t))\n", analysis.CodePlacement, "3:20-3:27", "tool() is only valid inside agent()"},
+		{"text after follow_up", "def helper():\n    return agent(\"x\", follow_up(\"y\"), \"z\")\n", analysis.CodePlacement, "2:12-2:43", "prompt text after the first follow_up()"},
+		{"file without scope", "def main():\n    return file(\"x\", path = \"a.txt\")\n", analysis.CodePlacement, "2:12-2:37", "file() requires an enclosing workspace() or sandbox()"},
+		{"not utf-8", "x = \"\xff\"\n", analysis.CodeNotUTF8, "1:1-1:1", "not UTF-8"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := write(strings.ReplaceAll(c.name, " ", "_")+".star", c.src)
+			f := analysis.Analyze(path, []byte(c.src), &analysis.Options{NoLint: true})
+			errs := errorsOf(f)
+			if c.code == "" {
+				if len(errs) != 0 {
+					t.Fatalf("unexpected %v", errs)
+				}
+				return
+			}
+			for _, d := range errs {
+				at := fmtRange(d)
+				if d.Code == c.code && strings.Contains(d.Message, c.msg) {
+					if at != c.at {
+						t.Errorf("range %s, want %s (%s)", at, c.at, d)
+					}
+					return
+				}
+			}
+			t.Fatalf("no %s diagnostic containing %q among %v", c.code, c.msg, f.Diagnostics)
+		})
+	}
+}
+
+func fmtRange(d analysis.Diagnostic) string {
+	return fmt.Sprintf("%d:%d-%d:%d", d.Start.Line, d.Start.Col, d.End.Line, d.End.Col)
+}
+
+// TestLoadCycleThroughTheFile: a cycle that passes through the file is
+// reported at its load, in the runtime's words.
+func TestLoadCycleThroughTheFile(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.star")
+	os.WriteFile(a, []byte("load(\"b.star\", \"b\")\na = b\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "b.star"), []byte("load(\"a.star\", \"a\")\nb = 1\n"), 0o644)
+	src, _ := os.ReadFile(a)
+	errs := errorsOf(analysis.Analyze(a, src, &analysis.Options{NoLint: true}))
+	if len(errs) != 1 || errs[0].Code != analysis.CodeLoadCycle || errs[0].Message != "cannot load b.star: load cycle: a.star -> b.star -> a.star" {
+		t.Fatalf("%v", errs)
+	}
+}
+
+// TestLint: buildtools warnings come as warnings with their category as
+// code and the first line of their message.
+func TestLint(t *testing.T) {
+	src := "load(\"@std/text\", \"dedent\")\n\ndef main():\n    unused = 1\n    return \"x\"\n"
+	f := analysis.Analyze("w.star", []byte(src), nil)
+	var codes []string
+	for _, d := range f.Diagnostics {
+		if d.Severity != analysis.Warning || strings.Contains(d.Message, "\n") {
+			t.Errorf("%v", d)
+		}
+		codes = append(codes, d.Code)
+	}
+	if strings.Join(codes, ",") != "load,unused-variable" {
+		t.Fatalf("codes %v: %v", codes, f.Diagnostics)
+	}
+}
