@@ -3,6 +3,8 @@
 //	aml run FILE [flags]   evaluate a workflow and print its result
 //	aml test [PATH...]     run golden-file tests of workflows
 //	aml doc [NAME]         reference for the predeclared builtins
+//	aml check PATH...      check workflow files without running them
+//	aml fmt [-w] PATH...   format workflow files
 //	aml workspace prune    remove what killed aml processes left behind
 //	aml version            print version information
 //
@@ -37,6 +39,9 @@ Commands:
   run FILE [flags]   evaluate a workflow and print its result
   test [PATH...]     run golden-file tests (*_test.star, .star with .golden)
   doc [NAME]         show the reference of every builtin, or of one
+  check PATH...      check workflow files without running them
+  fmt [-w|-d|-l] PATH...
+                     format workflow files
   workspace prune    remove what killed aml processes left behind
   mcp-relay          the stdio relay to an ACP agent's tool bridge (started by aml itself)
   version            print version information
@@ -63,6 +68,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdTest(args[1:], stdout, stderr)
 	case "doc":
 		return cmdDoc(args[1:], stdout, stderr)
+	case "check":
+		return cmdCheck(args[1:], stdout, stderr)
+	case "fmt":
+		return cmdFmt(args[1:], stdout, stderr)
 	case "workspace":
 		return cmdWorkspace(args[1:], stdout, stderr)
 	case "mcp-relay":
@@ -94,6 +103,10 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		return cmdTest([]string{"-h"}, stdout, stdout)
 	case "doc":
 		return cmdDoc([]string{"-h"}, stdout, stdout)
+	case "check":
+		return cmdCheck([]string{"-h"}, stdout, stdout)
+	case "fmt":
+		return cmdFmt([]string{"-h"}, stdout, stdout)
 	case "workspace":
 		return cmdWorkspace([]string{"-h"}, stdout, stdout)
 	case "version":

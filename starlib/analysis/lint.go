@@ -43,7 +43,16 @@ func (a *analyzer) lint(path string, src []byte) {
 	}); err != nil {
 		return
 	}
+	flagged := map[[2]int32]bool{} // an error already concerns this token
+	for _, d := range a.file.Diagnostics {
+		if d.Severity == Error {
+			flagged[[2]int32{d.Start.Line, d.Start.Col}] = true
+		}
+	}
 	for _, fd := range findings {
+		if flagged[[2]int32{int32(fd.Start.Line), int32(fd.Start.LineRune)}] {
+			continue
+		}
 		msg, _, _ := strings.Cut(fd.Message, "\n") // the first line; the rest is buildifier advice
 		d := Diagnostic{
 			Severity: Warning,

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/rogpeppe/go-internal/diff"
+
+	"github.com/aml-go/aml/starlib/analysis"
+)
+
+const checkUsage = `usage: aml check [flags] FILE|DIR...
+
+Checks workflow files without running them: syntax, undefined names,
+unknown builtins and keyword arguments, wrong arity, literal values a
+builtin rejects (access = "rw", a negative max_depth, an unknown
+permissions key), load() of a missing file or symbol and load cycles,
+configure() placement, the placement rules of the evaluator for the node
+trees the entry function returns literally (tool() outside agent(), text
+after follow_up(), file() with no scope, ...), and lint warnings
+(unused load, unused variable, ...). Nothing is evaluated and no provider
+is constructed: what only exists at run time (computed values, the
+nodes functions build) is checked when the workflow runs. A DIR means
+every .star file below it.
+
+Output: one "file:line:col: severity: message [code]" line per problem,
+or with --json one JSON array of {file, line, col, endLine, endCol,
+severity, code, message, suggestion}. Columns count runes from 1.
+
+Exit status: 1 when any error was found (warnings alone do not fail), 2
+for usage errors and unreadable paths, 0 otherwise.
+
+Flags:
+`
+
+// checkDiagnostic is the --json form of a diagnostic.
+type checkDiagnostic struct {
+	File       string `json:"file"`
+	Line       int32  `json:"line"`
+	Col        int32  `json:"col"`
+	EndLine    int32  `json:"endLine"`
+	EndCol     int32  `json:"endCol"`
+	Severity   string `json:"severity"`
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	Suggestion string `json:"suggestion,omitempty"`
+}
+
+func cmdCheck(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print one JSON array of diagnostics")
+	entry := fs.String("entry", "main", "entry function whose returned trees get the placement check")
+	noLint := fs.Bool("no-lint", false, "leave out the lint warnings")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, checkUsage)
+		fs.PrintDefaults()
+	}
+	paths, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if len(paths) == 0 {
+		fmt.Fprint(stderr, checkUsage)
+		return exitUsage
+	}
+	files, err := analysis.Files(paths)
+	if err != nil {
+		fmt.Fprintf(stderr, "aml check: %v\n", err)
+		return exitUsage
+	}
+	opts := &analysis.Options{Extensions: extensions(), Entry: *entry, NoLint: *noLint}
+	var out []checkDiagnostic
+	failed := false
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			fmt.Fprintf(stderr, "aml check: %v\n", err)
+			return exitUsage
+		}
+		for _, d := range analysis.Analyze(file, src, opts).Diagnostics {
+			failed = failed || d.Severity == analysis.Error
+			if !*asJSON {
+				fmt.Fprintln(stdout, d.String())
+				continue
+			}
+			out = append(out, checkDiagnostic{File: d.File, Line: d.Start.Line, Col: d.Start.Col, EndLine: d.End.Line, EndCol: d.End.Col,
+				Severity: d.Severity.String(), Code: d.Code, Message: d.Message, Suggestion: d.Suggestion})
+		}
+	}
+	if *asJSON {
+		if out == nil {
+			out = []checkDiagnostic{}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(out)
+	}
+	if failed {
+		return exitFailure
+	}
+	return exitOK
+}
+
+const fmtUsage = `usage: aml fmt [-w] [-d] [-l] FILE|DIR...
+
+Formats workflow files the way buildifier formats Starlark. Without
+flags the formatted source is printed; -w writes it back to files whose
+formatting differs, -d prints a unified diff, -l lists the files whose
+formatting differs. A DIR means every .star file below it.
+
+Exit status: 1 when a file cannot be parsed (nothing is written for it),
+2 for usage errors and unreadable paths, 0 otherwise.
+
+Flags:
+`
+
+func cmdFmt(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fmt", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	write := fs.Bool("w", false, "write the result to the file instead of stdout")
+	showDiff := fs.Bool("d", false, "print a diff instead of the formatted source")
+	list := fs.Bool("l", false, "list the files whose formatting differs")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, fmtUsage)
+		fs.PrintDefaults()
+	}
+	paths, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if len(paths) == 0 {
+		fmt.Fprint(stderr, fmtUsage)
+		return exitUsage
+	}
+	files, err := analysis.Files(paths)
+	if err != nil {
+		fmt.Fprintf(stderr, "aml fmt: %v\n", err)
+		return exitUsage
+	}
+	code := exitOK
+	for _, file := range files {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			fmt.Fprintf(stderr, "aml fmt: %v\n", err)
+			return exitUsage
+		}
+		out, err := analysis.Format(file, src)
+		if err != nil {
+			fmt.Fprintf(stderr, "aml fmt: %v\n", err)
+			code = exitFailure
+			continue
+		}
+		changed := !bytes.Equal(src, out)
+		if *list && changed {
+			fmt.Fprintln(stdout, file)
+		}
+		if *showDiff && changed {
+			_, _ = stdout.Write(diff.Diff(file+".orig", src, file, out))
+		}
+		if *write && changed {
+			info, err := os.Stat(file)
+			if err != nil {
+				fmt.Fprintf(stderr, "aml fmt: %v\n", err)
+				return exitUsage
+			}
+			if err := os.WriteFile(file, out, info.Mode().Perm()); err != nil {
+				fmt.Fprintf(stderr, "aml fmt: %v\n", err)
+				return exitFailure
+			}
+		}
+		if !*write && !*showDiff && !*list {
+			_, _ = stdout.Write(out)
+		}
+	}
+	return code
+}
