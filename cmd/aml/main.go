@@ -5,6 +5,7 @@
 //	aml doc [NAME]         reference for the predeclared builtins
 //	aml check PATH...      check workflow files without running them
 //	aml fmt [-w] PATH...   format workflow files
+//	aml lsp                the language server (stdio)
 //	aml workspace prune    remove what killed aml processes left behind
 //	aml version            print version information
 //
@@ -42,6 +43,7 @@ Commands:
   check PATH...      check workflow files without running them
   fmt [-w|-d|-l] PATH...
                      format workflow files
+  lsp                the language server for editors (stdio)
   workspace prune    remove what killed aml processes left behind
   mcp-relay          the stdio relay to an ACP agent's tool bridge (started by aml itself)
   version            print version information
@@ -72,6 +74,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdCheck(args[1:], stdout, stderr)
 	case "fmt":
 		return cmdFmt(args[1:], stdout, stderr)
+	case "lsp":
+		return cmdLSP(args[1:], stdin, stdout, stderr)
 	case "workspace":
 		return cmdWorkspace(args[1:], stdout, stderr)
 	case "mcp-relay":
@@ -107,6 +111,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		return cmdCheck([]string{"-h"}, stdout, stdout)
 	case "fmt":
 		return cmdFmt([]string{"-h"}, stdout, stdout)
+	case "lsp":
+		return cmdLSP([]string{"-h"}, nil, stdout, stdout)
 	case "workspace":
 		return cmdWorkspace([]string{"-h"}, stdout, stdout)
 	case "version":

@@ -33,6 +33,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"go.starlark.net/resolve"
@@ -133,6 +134,11 @@ type File struct {
 	// Syntax is the parsed file, or nil when it does not parse.
 	Syntax      *syntax.File
 	Diagnostics []Diagnostic
+	// Src is the analyzed source.
+	Src []byte
+
+	linesOnce sync.Once
+	lines     *Lines
 }
 
 // Analyze checks one file whose source is src.
@@ -140,7 +146,7 @@ func Analyze(path string, src []byte, opts *Options) *File {
 	if opts == nil {
 		opts = &Options{}
 	}
-	a := &analyzer{opts: opts, file: &File{Path: path}, modules: map[string]*module{}}
+	a := &analyzer{opts: opts, file: &File{Path: path, Src: src}, modules: map[string]*module{}}
 	a.run(path, src)
 	sortDiagnostics(a.file.Diagnostics)
 	return a.file

@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/bazelbuild/buildtools/build"
@@ -43,14 +44,15 @@ func (a *analyzer) lint(path string, src []byte) {
 	}); err != nil {
 		return
 	}
-	flagged := map[[2]int32]bool{} // an error already concerns this token
+	var errs []Diagnostic // a warning inside an error's range is left out
 	for _, d := range a.file.Diagnostics {
 		if d.Severity == Error {
-			flagged[[2]int32{d.Start.Line, d.Start.Col}] = true
+			errs = append(errs, d)
 		}
 	}
 	for _, fd := range findings {
-		if flagged[[2]int32{int32(fd.Start.Line), int32(fd.Start.LineRune)}] {
+		p := syntax.MakePosition(&a.file.Path, int32(fd.Start.Line), int32(fd.Start.LineRune))
+		if slices.ContainsFunc(errs, func(d Diagnostic) bool { return !before(p, d.Start) && (p == d.Start || before(p, d.End)) }) {
 			continue
 		}
 		msg, _, _ := strings.Cut(fd.Message, "\n") // the first line; the rest is buildifier advice

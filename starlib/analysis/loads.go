@@ -158,10 +158,9 @@ func (a *analyzer) checkLoads(f *syntax.File, path string) {
 			}
 			exps = m.exps
 		}
-		for i, from := range ld.From {
+		for _, from := range ld.From {
 			if !exps[from.Name] {
-				to := ld.To[i]
-				s, e := from.Span()
+				s, e := a.quotedSpan(from)
 				if strings.HasPrefix(from.Name, "_") {
 					continue // resolve reports it
 				}
@@ -175,7 +174,6 @@ func (a *analyzer) checkLoads(f *syntax.File, path string) {
 					d.Message += fmt.Sprintf(" (did you mean %s?)", sug)
 					d.Suggestion = sug
 				}
-				_ = to
 				a.report(d)
 			}
 		}
@@ -216,4 +214,13 @@ func (a *analyzer) cycle(from, next string) []string {
 		return nil
 	}
 	return walk(next)
+}
+
+// quotedSpan returns the span of the string literal of a load() symbol,
+// whose identifier starts after the opening quote.
+func (a *analyzer) quotedSpan(from *syntax.Ident) (syntax.Position, syntax.Position) {
+	start := from.NamePos
+	start.Col--
+	lines := a.file.Lines()
+	return start, lines.Position(&a.file.Path, stringEnd(a.file.Src, lines.Offset(start)))
 }

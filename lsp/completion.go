@@ -1,0 +1,62 @@
+package lsp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"go.lsp.dev/protocol"
+
+	"github.com/aml-go/aml/starlib/analysis"
+)
+
+func init() { requests[protocol.MethodTextDocumentCompletion] = completion }
+
+var completionKinds = map[string]protocol.CompletionItemKind{
+	analysis.KindFunction: protocol.CompletionItemKindFunction,
+	analysis.KindKeyword:  protocol.CompletionItemKindProperty,
+	analysis.KindValue:    protocol.CompletionItemKindEnumMember,
+	analysis.KindVariable: protocol.CompletionItemKindVariable,
+	analysis.KindModule:   protocol.CompletionItemKindModule,
+	analysis.KindFile:     protocol.CompletionItemKindFile,
+	analysis.KindField:    protocol.CompletionItemKindField,
+	analysis.KindLanguage: protocol.CompletionItemKindKeyword,
+}
+
+// completion answers textDocument/completion from the current text
+// (which need not parse) and the last good parse.
+func completion(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
+	var p protocol.CompletionParams
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	d, err := r.snap.document(p.TextDocument.URI)
+	if err != nil {
+		return nil, err
+	}
+	off, err := offsetOf(d.lines, d.text, p.Position, r.snap.utf8)
+	if err != nil {
+		return nil, err
+	}
+	items, start := s.queryOver(r.snap).Complete(d.path, d.good, d.text, off)
+	rng := protocol.Range{Start: offsetPos(d.lines, d.path, start, r.snap.utf8), End: p.Position}
+	out := make([]protocol.CompletionItem, 0, len(items))
+	for i, it := range items {
+		insert := it.Insert
+		if insert == "" {
+			insert = it.Label
+		}
+		ci := protocol.CompletionItem{
+			Label:    it.Label,
+			Kind:     completionKinds[it.Kind],
+			Detail:   it.Detail,
+			SortText: fmt.Sprintf("%05d", i),
+			TextEdit: &protocol.TextEdit{Range: rng, NewText: insert},
+		}
+		if it.Doc != "" {
+			ci.Documentation = protocol.MarkupContent{Kind: protocol.Markdown, Value: it.Doc}
+		}
+		out = append(out, ci)
+	}
+	return &protocol.CompletionList{IsIncomplete: false, Items: out}, nil
+}

@@ -1,0 +1,33 @@
+package lsp
+
+import (
+	"context"
+	"encoding/json"
+
+	"go.lsp.dev/protocol"
+)
+
+func init() { requests[protocol.MethodTextDocumentDefinition] = definition }
+
+// definition answers textDocument/definition, across load().
+func definition(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
+	var p protocol.DefinitionParams
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	d, err := r.snap.document(p.TextDocument.URI)
+	if err != nil {
+		return nil, err
+	}
+	pos, _, err := starlarkPos(d, p.Position, r.snap.utf8)
+	if err != nil {
+		return nil, err
+	}
+	out := []protocol.Location{}
+	for _, l := range s.queryOver(r.snap).Definition(d.good, pos) {
+		if loc, err := r.snap.location(l); err == nil {
+			out = append(out, loc)
+		}
+	}
+	return out, nil
+}

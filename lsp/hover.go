@@ -1,0 +1,33 @@
+package lsp
+
+import (
+	"context"
+	"encoding/json"
+
+	"go.lsp.dev/protocol"
+)
+
+func init() { requests[protocol.MethodTextDocumentHover] = hover }
+
+// hover answers textDocument/hover: the builtin reference, a function's
+// signature and docstring, a constant's value.
+func hover(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
+	var p protocol.HoverParams
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	d, err := r.snap.document(p.TextDocument.URI)
+	if err != nil {
+		return nil, err
+	}
+	pos, _, err := starlarkPos(d, p.Position, r.snap.utf8)
+	if err != nil {
+		return nil, err
+	}
+	h := s.queryOver(r.snap).Hover(d.good, pos)
+	if h == nil {
+		return nil, nil
+	}
+	rng := protoRange(d.good.Lines(), h.Range.Start, h.Range.End, r.snap.utf8)
+	return &protocol.Hover{Contents: protocol.MarkupContent{Kind: protocol.Markdown, Value: h.Markdown}, Range: &rng}, nil
+}

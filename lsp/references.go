@@ -1,0 +1,34 @@
+package lsp
+
+import (
+	"context"
+	"encoding/json"
+
+	"go.lsp.dev/protocol"
+)
+
+func init() { requests[protocol.MethodTextDocumentReferences] = references }
+
+// references answers textDocument/references: the symbol's uses in its
+// file and in the files that load it.
+func references(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
+	var p protocol.ReferenceParams
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	d, err := r.snap.document(p.TextDocument.URI)
+	if err != nil {
+		return nil, err
+	}
+	pos, _, err := starlarkPos(d, p.Position, r.snap.utf8)
+	if err != nil {
+		return nil, err
+	}
+	out := []protocol.Location{}
+	for _, l := range s.queryOver(r.snap).References(d.good, pos, p.Context.IncludeDeclaration) {
+		if loc, err := r.snap.location(l); err == nil {
+			out = append(out, loc)
+		}
+	}
+	return out, nil
+}

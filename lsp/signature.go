@@ -1,0 +1,48 @@
+package lsp
+
+import (
+	"context"
+	"encoding/json"
+
+	"go.lsp.dev/protocol"
+)
+
+func init() { requests[protocol.MethodTextDocumentSignatureHelp] = signatureHelp }
+
+// signatureHelp answers textDocument/signatureHelp with the active
+// parameter, positional or keyword.
+func signatureHelp(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
+	var p protocol.SignatureHelpParams
+	if err := decode(params, &p); err != nil {
+		return nil, err
+	}
+	d, err := r.snap.document(p.TextDocument.URI)
+	if err != nil {
+		return nil, err
+	}
+	off, err := offsetOf(d.lines, d.text, p.Position, r.snap.utf8)
+	if err != nil {
+		return nil, err
+	}
+	h := s.queryOver(r.snap).Signature(d.good, d.text, off)
+	if h == nil {
+		return nil, nil
+	}
+	info := protocol.SignatureInformation{Label: h.Label}
+	if h.Doc != "" {
+		info.Documentation = protocol.MarkupContent{Kind: protocol.Markdown, Value: h.Doc}
+	}
+	for i, label := range h.Params {
+		pi := protocol.ParameterInformation{Label: label}
+		if i < len(h.ParamDocs) && h.ParamDocs[i] != "" {
+			pi.Documentation = protocol.MarkupContent{Kind: protocol.Markdown, Value: h.ParamDocs[i]}
+		}
+		info.Parameters = append(info.Parameters, pi)
+	}
+	active := uint32(len(h.Params)) // out of range: no parameter is active
+	if h.Active >= 0 {
+		active = uint32(h.Active)
+	}
+	info.ActiveParameter = active
+	return &protocol.SignatureHelp{Signatures: []protocol.SignatureInformation{info}, ActiveParameter: active}, nil
+}
