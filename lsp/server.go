@@ -61,6 +61,7 @@ type Options struct {
 // has ended when it returns.
 func Serve(ctx context.Context, rwc io.ReadWriteCloser, opts Options) error {
 	s := newServer(opts)
+	s.exit = make(chan struct{})
 	conn := jsonrpc2.NewConn(jsonrpc2.NewStream(rwc))
 	s.conn = conn
 	ctx, cancel := context.WithCancel(ctx)
@@ -69,9 +70,12 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, opts Options) error {
 	conn.Go(ctx, s.handle)
 	select {
 	case <-conn.Done():
+	case <-s.exit:
+		// The read loop may stay blocked on a stream whose Close cannot
+		// interrupt it (a process's stdin): the session is over anyway.
+		_ = conn.Close()
 	case <-ctx.Done():
 		_ = conn.Close()
-		<-conn.Done()
 	}
 	cancel()
 	s.wg.Wait()
@@ -108,6 +112,9 @@ type server struct {
 	ctx   context.Context
 	query analysis.Query
 	wg    sync.WaitGroup
+	// exit is closed when the client sends exit.
+	exit     chan struct{}
+	exitOnce sync.Once
 
 	mu      sync.Mutex
 	state   state
@@ -174,8 +181,8 @@ func (s *server) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc
 		s.mu.Lock()
 		s.exited = true
 		s.mu.Unlock()
-		_ = reply(ctx, nil, nil)
-		return s.conn.Close()
+		s.exitOnce.Do(func() { close(s.exit) })
+		return nil
 	case method == protocol.MethodInitialize:
 		if st != stateNew {
 			return reply(ctx, nil, jsonrpc2.NewError(jsonrpc2.InvalidRequest, "initialize was sent twice"))
