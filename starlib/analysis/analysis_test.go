@@ -133,7 +133,7 @@ func TestDiagnostics(t *testing.T) {
 		{"permissions key", "def main():\n    return agent(\"x\", permissions = {\"netwrk\": False})\n", analysis.CodeBadValue, "2:37-2:54", `unknown permissions key "netwrk" (did you mean "network"?)`},
 		{"load missing", "load(\"nope.star\", \"x\")\n", analysis.CodeLoadMissing, "1:6-1:17", "cannot load nope.star: cannot read module"},
 		{"load directory", "load(\"sub.star\", \"x\")\n", analysis.CodeLoadDirectory, "1:6-1:16", "is a directory"},
-		{"load symbol", "load(\"lib.star\", \"helpr\")\n", analysis.CodeLoadSymbol, "1:19-1:24", "load: name helpr not found in module lib.star (did you mean helper?)"},
+		{"load symbol", "load(\"lib.star\", \"helpr\")\n", analysis.CodeLoadSymbol, "1:18-1:25", "load: name helpr not found in module lib.star (did you mean helper?)"},
 		{"load std", "load(\"@std/nope\", \"x\")\n", analysis.CodeLoadMissing, "1:6-1:17", `unknown standard module "@std/nope"`},
 		{"load cycle", "load(\"loop_a.star\", \"a\")\n", "", "", ""}, // the cycle does not pass through this file
 		{"configure nested", "def main():\n    configure()\n    return \"x\"\n", analysis.CodeConfigure, "2:5-2:14", "configure() is only valid at top level"},
@@ -200,5 +200,50 @@ func TestLint(t *testing.T) {
 	}
 	if strings.Join(codes, ",") != "load,unused-variable" {
 		t.Fatalf("codes %v: %v", codes, f.Diagnostics)
+	}
+}
+
+// TestUnusedVariables: what is assigned and never read is reported once,
+// at its first assignment; parameters, "_" locals, loop variables and
+// variables read by a nested function are not; private top-level
+// definitions nothing reads are; a disable comment silences a line.
+func TestUnusedVariables(t *testing.T) {
+	src := `_PRIVATE = 1
+_USED = 2
+PUBLIC = 3
+
+def _helper():
+    return _USED
+
+def _dead():
+    return 1
+
+def main(param, other = 1):
+    unused = 1
+    unused = 2
+    _ignored = 3
+    kept = 4  # buildifier: disable=unused-variable
+    captured = "x"
+    def inner():
+        return captured
+    for i in [1]:
+        pass
+    total = [j for j in [1]]
+    return inner, total, _helper
+`
+	f := analysis.Analyze("u.star", []byte(src), nil)
+	var got []string
+	for _, d := range f.Diagnostics {
+		if d.Code == analysis.CodeUnusedVariable {
+			got = append(got, fmt.Sprintf("%d:%d %s", d.Start.Line, d.Start.Col, d.Message))
+		}
+	}
+	want := []string{
+		`1:1 Variable "_PRIVATE" is unused. Please remove it.`,
+		`8:5 Function "_dead" is unused. Please remove it.`,
+		`12:5 Variable "unused" is unused. Please remove it.`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("unused variables:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
