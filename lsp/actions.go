@@ -27,6 +27,7 @@ func codeActions(ctx context.Context, s *server, r *request, params json.RawMess
 	if err != nil {
 		return nil, err
 	}
+	good := r.snap.good(d)
 	first, err := offsetOf(d.lines, d.text, p.Range.Start, r.snap.utf8)
 	if err != nil {
 		return nil, err
@@ -76,7 +77,7 @@ func codeActions(ctx context.Context, s *server, r *request, params json.RawMess
 			name := string(d.text[start:end])
 			if m := analysis.ModuleForSymbol(name); m != "" {
 				line := fmt.Sprintf("load(%q, %q)\n", m, name)
-				at := loadInsertion(d)
+				at := loadInsertion(good)
 				out = append(out, action(fmt.Sprintf("Add load(%q, %q)", m, name), protocol.TextEdit{Range: protocol.Range{Start: at, End: at}, NewText: line}))
 			}
 		}
@@ -86,8 +87,8 @@ func codeActions(ctx context.Context, s *server, r *request, params json.RawMess
 
 // loadInsertion is where a new load() goes: after the last top-level
 // load, else after the module docstring, else at the top.
-func loadInsertion(d *document) protocol.Position {
-	f := d.good
+func loadInsertion(good *analysis.File) protocol.Position {
+	f := good
 	if f == nil || f.Syntax == nil {
 		return protocol.Position{}
 	}

@@ -35,20 +35,7 @@ func startClient(t testing.TB, opts Options) *client {
 	c := &client{t: t, done: make(chan error, 1), diags: map[protocol.DocumentURI]*protocol.PublishDiagnosticsParams{}, wake: make(chan struct{})}
 	go func() { c.done <- Serve(context.Background(), a, opts) }()
 	c.conn = jsonrpc2.NewConn(jsonrpc2.NewStream(b))
-	c.conn.Go(context.Background(), func(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request) error {
-		if req.Method() == protocol.MethodTextDocumentPublishDiagnostics {
-			var p protocol.PublishDiagnosticsParams
-			if err := json.Unmarshal(req.Params(), &p); err != nil {
-				t.Errorf("publishDiagnostics: %v", err)
-			}
-			c.mu.Lock()
-			c.diags[p.URI] = &p
-			close(c.wake)
-			c.wake = make(chan struct{})
-			c.mu.Unlock()
-		}
-		return reply(ctx, nil, nil)
-	})
+	c.conn.Go(context.Background(), c.handleServer)
 	t.Cleanup(func() {
 		_ = c.conn.Close()
 		select {
@@ -58,6 +45,23 @@ func startClient(t testing.TB, opts Options) *client {
 		}
 	})
 	return c
+}
+
+// handleServer handles the server's messages to the client: it keeps
+// the diagnostics.
+func (c *client) handleServer(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request) error {
+	if req.Method() == protocol.MethodTextDocumentPublishDiagnostics {
+		var p protocol.PublishDiagnosticsParams
+		if err := json.Unmarshal(req.Params(), &p); err != nil {
+			c.t.Errorf("publishDiagnostics: %v", err)
+		}
+		c.mu.Lock()
+		c.diags[p.URI] = &p
+		close(c.wake)
+		c.wake = make(chan struct{})
+		c.mu.Unlock()
+	}
+	return reply(ctx, nil, nil)
 }
 
 // call sends a request and decodes its result; it returns the error

@@ -34,11 +34,12 @@ func completion(_ context.Context, s *server, r *request, params json.RawMessage
 	if err != nil {
 		return nil, err
 	}
+	good := r.snap.good(d)
 	off, err := offsetOf(d.lines, d.text, p.Position, r.snap.utf8)
 	if err != nil {
 		return nil, err
 	}
-	items, start := s.queryOver(r.snap).Complete(d.path, d.good, d.text, off)
+	items, start := s.queryOver(r.snap).Complete(d.path, good, d.text, off)
 	rng := protocol.Range{Start: offsetPos(d.lines, d.path, start, r.snap.utf8), End: p.Position}
 	out := make([]protocol.CompletionItem, 0, len(items))
 	for i, it := range items {

@@ -19,12 +19,13 @@ func definition(_ context.Context, s *server, r *request, params json.RawMessage
 	if err != nil {
 		return nil, err
 	}
+	good := r.snap.good(d)
 	pos, _, err := starlarkPos(d, p.Position, r.snap.utf8)
 	if err != nil {
 		return nil, err
 	}
 	out := []protocol.Location{}
-	for _, l := range s.queryOver(r.snap).Definition(d.good, pos) {
+	for _, l := range s.queryOver(r.snap).Definition(good, pos) {
 		if loc, err := r.snap.location(l); err == nil {
 			out = append(out, loc)
 		}

@@ -3,6 +3,7 @@ package lsp
 import (
 	"context"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -15,17 +16,16 @@ import (
 // load it, each on its own goroutine; a run whose document has changed
 // since it was scheduled does nothing.
 func (s *server) diagnoseAll(path string) {
-	s.mu.Lock()
+	snap := s.snapshot()
 	targets := []*document{}
-	if d := s.docs[path]; d != nil {
+	if d := snap.docs[path]; d != nil {
 		targets = append(targets, d)
 	}
-	for p, d := range s.docs {
-		if p != path && d.good != nil && slices.Contains(analysis.LoadedFiles(d.good), filepath.Clean(path)) {
+	for p, d := range snap.docs {
+		if p != path && slices.Contains(d.loads, filepath.Clean(path)) {
 			targets = append(targets, d)
 		}
 	}
-	s.mu.Unlock()
 	for _, d := range targets {
 		s.wg.Add(1)
 		go func() {
@@ -38,7 +38,14 @@ func (s *server) diagnoseAll(path string) {
 // diagLocks serializes the diagnostics of one document.
 var diagLocks sync.Map // path -> *sync.Mutex
 
+// analyses bounds the analyses that run at once (each builds a parse
+// tree and reads the loaded modules): opening many files at once costs
+// time, not memory.
+var analyses = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+
 func (s *server) diagnose(d *document) {
+	analyses <- struct{}{}
+	defer func() { <-analyses }()
 	mu, _ := diagLocks.LoadOrStore(d.path, &sync.Mutex{})
 	mu.(*sync.Mutex).Lock()
 	defer mu.(*sync.Mutex).Unlock()
@@ -62,9 +69,6 @@ func (s *server) diagnose(d *document) {
 		s.mu.Unlock()
 		return
 	}
-	next := *cur
-	next.analysis, next.analyzed = f, d.version
-	s.docs[d.path] = &next
 	s.published[d.path] = true
 	s.mu.Unlock()
 	s.publish(d.uri, d.version, diags)

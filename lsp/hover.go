@@ -20,14 +20,15 @@ func hover(_ context.Context, s *server, r *request, params json.RawMessage) (an
 	if err != nil {
 		return nil, err
 	}
+	good := r.snap.good(d)
 	pos, _, err := starlarkPos(d, p.Position, r.snap.utf8)
 	if err != nil {
 		return nil, err
 	}
-	h := s.queryOver(r.snap).Hover(d.good, pos)
+	h := s.queryOver(r.snap).Hover(good, pos)
 	if h == nil {
 		return nil, nil
 	}
-	rng := protoRange(d.good.Lines(), h.Range.Start, h.Range.End, r.snap.utf8)
+	rng := protoRange(good.Lines(), h.Range.Start, h.Range.End, r.snap.utf8)
 	return &protocol.Hover{Contents: protocol.MarkupContent{Kind: protocol.Markdown, Value: h.Markdown}, Range: &rng}, nil
 }

@@ -20,12 +20,13 @@ func references(_ context.Context, s *server, r *request, params json.RawMessage
 	if err != nil {
 		return nil, err
 	}
+	good := r.snap.good(d)
 	pos, _, err := starlarkPos(d, p.Position, r.snap.utf8)
 	if err != nil {
 		return nil, err
 	}
 	out := []protocol.Location{}
-	for _, l := range s.queryOver(r.snap).References(d.good, pos, p.Context.IncludeDeclaration) {
+	for _, l := range s.queryOver(r.snap).References(good, pos, p.Context.IncludeDeclaration) {
 		if loc, err := r.snap.location(l); err == nil {
 			out = append(out, loc)
 		}

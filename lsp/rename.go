@@ -24,18 +24,19 @@ func prepareRename(_ context.Context, s *server, r *request, params json.RawMess
 	if err != nil {
 		return nil, err
 	}
+	good := r.snap.good(d)
 	pos, _, err := starlarkPos(d, p.Position, r.snap.utf8)
 	if err != nil {
 		return nil, err
 	}
 	q := s.queryOver(r.snap)
-	edits, err := q.Rename(d.good, pos, "renamed")
+	edits, err := q.Rename(good, pos, "renamed")
 	if err != nil {
 		return nil, jsonrpc2.NewError(jsonrpc2.InvalidRequest, err.Error())
 	}
 	for _, e := range edits {
 		if e.Path == d.path && !before(pos, e.Start) && !before(e.End, pos) {
-			rng := protoRange(d.good.Lines(), e.Start, e.End, r.snap.utf8)
+			rng := protoRange(good.Lines(), e.Start, e.End, r.snap.utf8)
 			return &rng, nil
 		}
 	}
@@ -53,11 +54,12 @@ func rename(_ context.Context, s *server, r *request, params json.RawMessage) (a
 	if err != nil {
 		return nil, err
 	}
+	good := r.snap.good(d)
 	pos, _, err := starlarkPos(d, p.Position, r.snap.utf8)
 	if err != nil {
 		return nil, err
 	}
-	edits, err := s.queryOver(r.snap).Rename(d.good, pos, p.NewName)
+	edits, err := s.queryOver(r.snap).Rename(good, pos, p.NewName)
 	if err != nil {
 		return nil, jsonrpc2.NewError(jsonrpc2.InvalidRequest, err.Error())
 	}

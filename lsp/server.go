@@ -32,6 +32,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 
@@ -127,6 +128,7 @@ type server struct {
 	// published remembers which documents have diagnostics shown, so
 	// closing one clears them.
 	published map[string]bool
+	trees     *trees
 }
 
 func newServer(opts Options) *server {
@@ -137,6 +139,7 @@ func newServer(opts Options) *server {
 		index:     map[string]*analysis.File{},
 		cancels:   map[string]context.CancelFunc{},
 		published: map[string]bool{},
+		trees:     newTrees(),
 	}
 }
 
@@ -512,7 +515,9 @@ func (s *server) reindex(path string) {
 	}
 	f := analysis.ParseFile(path, src, s.opts.Extensions...)
 	s.mu.Lock()
-	s.index[path] = f
+	if _, open := s.docs[path]; !open {
+		s.index[path] = f
+	}
 	s.mu.Unlock()
 }
 
@@ -523,24 +528,24 @@ type document struct {
 	version   int32
 	text      []byte
 	lines     *analysis.Lines
-	// parsed is the current text parsed and resolved; good the last
-	// parse that succeeded (parsed itself when it did).
-	parsed, good *analysis.File
-	// analysis is the last diagnostics run (of some version).
-	analysis *analysis.File
-	analyzed int32
+	// goodText is the last text that parsed (the current one when it
+	// does, or the first one when none did); goodGen numbers it for the
+	// tree cache.
+	goodText []byte
+	goodGen  uint64
+	// loads are the files the good text loads.
+	loads []string
 }
 
 func (s *server) newDocument(old *document, path, uri string, version int32, text []byte) *document {
 	d := &document{path: path, uri: uri, version: version, text: text, lines: analysis.NewLines(text)}
-	d.parsed = analysis.ParseFile(path, text, s.opts.Extensions...)
-	d.good = d.parsed
-	if d.parsed.Syntax == nil && old != nil {
-		d.good = old.good
+	f := analysis.ParseFile(path, text, s.opts.Extensions...)
+	if f.Syntax == nil && old != nil {
+		d.goodText, d.goodGen, d.loads = old.goodText, old.goodGen, old.loads
+		return d
 	}
-	if old != nil {
-		d.analysis, d.analyzed = old.analysis, old.analyzed
-	}
+	d.goodText, d.goodGen, d.loads = text, generation.Add(1), analysis.LoadedFiles(f)
+	s.trees.put(path, d.goodGen, f)
 	return d
 }
 
@@ -548,6 +553,7 @@ func (s *server) open(path, uri string, version int32, text []byte) {
 	s.mu.Lock()
 	d := s.newDocument(nil, path, uri, version, text)
 	s.docs[path] = d
+	delete(s.index, path) // the document stands for the file
 	s.mu.Unlock()
 	s.diagnoseAll(path)
 }
@@ -599,6 +605,7 @@ func (s *server) close(path string) {
 	wasShown := s.published[path]
 	delete(s.published, path)
 	s.mu.Unlock()
+	s.trees.drop(path)
 	if d != nil && wasShown {
 		s.publish(d.uri, d.version, nil)
 	}
@@ -612,6 +619,7 @@ type snapshot struct {
 	docs  map[string]*document
 	index map[string]*analysis.File
 	exts  []*starlib.Extension
+	trees *trees
 
 	mu   sync.Mutex
 	disk map[string]*analysis.File // files read on demand
@@ -626,7 +634,7 @@ func (s *server) snapshotLocked() *snapshot {
 	for k, v := range s.index {
 		index[k] = v
 	}
-	return &snapshot{utf8: s.utf8, docs: docs, index: index, exts: s.opts.Extensions, disk: map[string]*analysis.File{}}
+	return &snapshot{utf8: s.utf8, docs: docs, index: index, exts: s.opts.Extensions, trees: s.trees, disk: map[string]*analysis.File{}}
 }
 
 func (s *server) snapshot() *snapshot {
@@ -640,7 +648,7 @@ func (s *server) snapshot() *snapshot {
 func (sn *snapshot) File(path string) *analysis.File {
 	path = filepath.Clean(path)
 	if d, ok := sn.docs[path]; ok {
-		return d.good
+		return sn.good(d)
 	}
 	if f, ok := sn.index[path]; ok {
 		return f
@@ -663,25 +671,24 @@ func (sn *snapshot) Loaders(path string) []string {
 	path = filepath.Clean(path)
 	var out []string
 	seen := map[string]bool{}
-	check := func(p string, f *analysis.File) {
-		if seen[p] || f == nil || f.Syntax == nil {
-			return
+	check := func(p string, loads []string) {
+		if !seen[p] && slices.Contains(loads, path) {
+			out = append(out, p)
 		}
 		seen[p] = true
-		for _, m := range analysis.LoadedFiles(f) {
-			if m == path {
-				out = append(out, p)
-				return
-			}
-		}
 	}
 	for p, d := range sn.docs {
-		check(p, d.good)
+		check(p, d.loads)
 	}
 	for p, f := range sn.index {
-		check(p, f)
+		check(p, analysis.LoadedFiles(f))
 	}
 	return out
+}
+
+// good returns the parse tree of a document's last text that parsed.
+func (sn *snapshot) good(d *document) *analysis.File {
+	return sn.trees.get(d.path, d.goodGen, d.goodText, sn.exts)
 }
 
 // document returns the open document of a URI.

@@ -20,11 +20,12 @@ func signatureHelp(_ context.Context, s *server, r *request, params json.RawMess
 	if err != nil {
 		return nil, err
 	}
+	good := r.snap.good(d)
 	off, err := offsetOf(d.lines, d.text, p.Position, r.snap.utf8)
 	if err != nil {
 		return nil, err
 	}
-	h := s.queryOver(r.snap).Signature(d.good, d.text, off)
+	h := s.queryOver(r.snap).Signature(good, d.text, off)
 	if h == nil {
 		return nil, nil
 	}

@@ -34,9 +34,10 @@ func documentSymbols(_ context.Context, _ *server, r *request, params json.RawMe
 	if err != nil {
 		return nil, err
 	}
-	lines := d.good.Lines()
+	good := r.snap.good(d)
+	lines := good.Lines()
 	out := []protocol.DocumentSymbol{}
-	for _, sym := range analysis.Symbols(d.good) {
+	for _, sym := range analysis.Symbols(good) {
 		out = append(out, protocol.DocumentSymbol{
 			Name:           sym.Name,
 			Detail:         sym.Detail,

@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/aml-go/aml/lsp"
@@ -41,6 +43,11 @@ func cmdLSP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, lspUsage)
 		return exitUsage
 	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// A long-lived process whose live data is small and whose checks
+		// make short-lived garbage: collect before the heap doubles.
+		debug.SetMemoryLimit(lspMemoryLimit)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	err := lsp.Serve(ctx, stdio{stdin, stdout}, lsp.Options{Extensions: extensions(), Version: amlVersion(), Log: stderr})
@@ -50,6 +57,10 @@ func cmdLSP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	return exitOK
 }
+
+// lspMemoryLimit is the soft memory limit of aml lsp (GOMEMLIMIT
+// overrides it).
+const lspMemoryLimit = 40 << 20
 
 // stdio joins the process's stdin and stdout into one stream.
 type stdio struct {

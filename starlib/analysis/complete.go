@@ -200,7 +200,7 @@ func (q *Query) completeMember(f *File, x, word string) []Completion {
 	var out []Completion
 	for _, b := range starlib.Catalog(q.Extensions...) {
 		if name, ok := strings.CutPrefix(b.Name, x+"."); ok {
-			out = append(out, Completion{Label: name, Kind: KindFunction, Detail: b.Signature(), Doc: b.Doc})
+			out = append(out, Completion{Label: name, Kind: KindFunction, Detail: b.Signature(), Doc: summary(b.Doc)})
 		}
 	}
 	if x == "json" {
@@ -313,7 +313,7 @@ func (q *Query) completeNames(f *File, off int) []Completion {
 	}
 	for _, b := range starlib.Catalog(q.Extensions...) {
 		if !strings.Contains(b.Name, ".") {
-			add(Completion{Label: b.Name, Kind: KindFunction, Detail: b.Signature(), Doc: b.Doc})
+			add(Completion{Label: b.Name, Kind: KindFunction, Detail: b.Signature(), Doc: summary(b.Doc)})
 		}
 	}
 	for _, n := range starlib.Predeclared(q.Extensions...) {
@@ -473,4 +473,11 @@ func ModuleForSymbol(name string) string {
 		}
 	}
 	return ""
+}
+
+// summary is the first paragraph of a reference text: what a completion
+// list shows (hover shows the rest).
+func summary(doc string) string {
+	first, _, _ := strings.Cut(doc, "\n\n")
+	return first
 }
