@@ -135,7 +135,7 @@ func TestDiagnostics(t *testing.T) {
 		{"load directory", "load(\"sub.star\", \"x\")\n", analysis.CodeLoadDirectory, "1:6-1:16", "is a directory"},
 		{"load symbol", "load(\"lib.star\", \"helpr\")\n", analysis.CodeLoadSymbol, "1:18-1:25", "load: name helpr not found in module lib.star (did you mean helper?)"},
 		{"load std", "load(\"@std/nope\", \"x\")\n", analysis.CodeLoadMissing, "1:6-1:17", `unknown standard module "@std/nope"`},
-		{"load cycle", "load(\"loop_a.star\", \"a\")\n", "", "", ""}, // the cycle does not pass through this file
+		{"load cycle below", "load(\"loop_a.star\", \"a\")\n", analysis.CodeLoadCycle, "1:6-1:19", "cannot load loop_a.star: load cycle: loop_a.star -> loop_b.star -> loop_a.star"}, // as the runtime, which fails to load loop_a.star
 		{"configure nested", "def main():\n    configure()\n    return \"x\"\n", analysis.CodeConfigure, "2:5-2:14", "configure() is only valid at top level"},
 		{"configure twice", "configure()\nconfigure()\n", analysis.CodeConfigure, "2:1-2:10", "configure() may be called only once (first call at"},
 		{"tool outside agent", "t = 1\ndef main():\n    return sandbox(tool(t))\n", analysis.CodePlacement, "3:20-3:27", "tool() is only valid inside agent()"},

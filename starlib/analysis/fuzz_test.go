@@ -39,3 +39,48 @@ func FuzzAnalyze(f *testing.F) {
 		_, _ = analysis.Format("fuzz.star", []byte(src)) // must not panic
 	})
 }
+
+// oneFile is a Program of one file.
+type oneFile struct{ f *analysis.File }
+
+func (p oneFile) File(path string) *analysis.File {
+	if path == p.f.Path {
+		return p.f
+	}
+	return nil
+}
+
+func (oneFile) Loaders(string) []string { return nil }
+
+// FuzzQueries: every editor query, at any offset of any text, and again
+// after an insertion with the old parse standing for the new text (as
+// while typing), returns without a panic.
+func FuzzQueries(f *testing.F) {
+	for _, s := range []string{
+		"load(\"@std/text\", \"dedent\")\ndef main(x, y = 1):\n    \"\"\"Doc.\"\"\"\n    return agent(x, sandbox(access = \"read-only\"), model = \"m\")\n",
+		"x = schema.object(a = schema.string())\n", "agent(\"🎉\", acc", "load(\"", "def f(:\n", "\"\"\"unterminated",
+	} {
+		f.Add(s, 10, "x")
+		f.Add(s, 0, "(")
+	}
+	f.Fuzz(func(t *testing.T, src string, off int, insert string) {
+		file := analysis.ParseFile("f.star", []byte(src))
+		q := &analysis.Query{Program: oneFile{file}}
+		if off < 0 {
+			off = -off
+		}
+		off %= len(src) + 1
+		run := func(text string, at int) {
+			q.Complete("f.star", file, []byte(text), at)
+			q.Signature(file, []byte(text), at)
+			p := analysis.NewLines([]byte(text)).Position(&file.Path, at)
+			q.Hover(file, p)
+			q.Definition(file, p)
+			q.References(file, p, true)
+			_, _ = q.Rename(file, p, "renamed")
+			analysis.Symbols(file)
+		}
+		run(src, off)
+		run(src[:off]+insert+src[off:], off+len(insert))
+	})
+}

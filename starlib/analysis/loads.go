@@ -188,12 +188,11 @@ func (a *analyzer) cycle(from, next string) []string {
 	seen := map[string]bool{}
 	var walk func(k string) []string
 	walk = func(k string) []string {
-		for _, c := range chain {
+		for i, c := range chain {
 			if c == k {
-				if c == from {
-					return append(append([]string(nil), chain...), k)
-				}
-				return nil // a cycle that does not pass through from
+				// A cycle through from, or one further down that
+				// loading from runs into all the same.
+				return append(append([]string(nil), chain[i:]...), k)
 			}
 		}
 		if seen[k] {
