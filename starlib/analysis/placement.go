@@ -135,6 +135,7 @@ type builder struct {
 var nodeBuiltins = map[string]bool{
 	"agent": true, "system": true, "follow_up": true, "block": true, "fragment": true, "parallel": true,
 	"sandbox": true, "workspace": true, "file": true, "script": true, "include": true, "tool": true, "mcp": true,
+	"skill": true,
 }
 
 // node returns the renderable value of e when it is known statically: a
@@ -263,6 +264,8 @@ func (b *builder) call(call *syntax.CallExpr) (any, bool) {
 			return nil, false
 		}
 		return &eval.ToolGrant{Tool: t, Position: pos}, true
+	case "skill":
+		return &eval.Skill{Src: "skill", Position: pos}, true
 	case "mcp":
 		name, known := str("name")
 		if !known || name == "" {
