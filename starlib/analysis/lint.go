@@ -61,7 +61,7 @@ func (a *analyzer) lint(path string, src []byte) {
 	}
 	for _, fd := range findings {
 		p := syntax.MakePosition(&a.file.Path, int32(fd.Start.Line), int32(fd.Start.LineRune))
-		if slices.ContainsFunc(errs, func(d Diagnostic) bool { return !before(p, d.Start) && (p == d.Start || before(p, d.End)) }) {
+		if slices.ContainsFunc(errs, func(d Diagnostic) bool { return !before(p, d.Start) && (p.Line == d.Start.Line && p.Col == d.Start.Col || before(p, d.End)) }) {
 			continue
 		}
 		msg, _, _ := strings.Cut(fd.Message, "\n") // the first line; the rest is buildifier advice
@@ -74,6 +74,9 @@ func (a *analyzer) lint(path string, src []byte) {
 		}
 		if fd.Replacement != nil {
 			d.Edit = &Edit{Description: fd.Replacement.Description, Start: fd.Replacement.Start, End: fd.Replacement.End, Text: fd.Replacement.Content}
+		}
+		if fd.Category == "load" && d.Edit == nil {
+			d.Edit = a.removeLoad(d.Start)
 		}
 		a.report(d)
 	}
@@ -236,4 +239,58 @@ func (a *analyzer) disabled(line int32, warning string) bool {
 		}
 	}
 	return false
+}
+
+// removeLoad returns the edit that removes the load() symbol whose
+// string or alias starts at p: the whole statement when it is the only
+// symbol, else the symbol and its comma.
+func (a *analyzer) removeLoad(p syntax.Position) *Edit {
+	if a.file.Syntax == nil {
+		return nil
+	}
+	lines, src := a.file.Lines(), a.file.Src
+	for _, st := range a.file.Syntax.Stmts {
+		ld, ok := st.(*syntax.LoadStmt)
+		if !ok {
+			continue
+		}
+		for i := range ld.From {
+			argStart := ld.From[i].NamePos
+			argStart.Col-- // the quote
+			if ld.To[i] != ld.From[i] {
+				argStart = ld.To[i].NamePos
+			}
+			same := func(q syntax.Position) bool { return q.Line == p.Line && q.Col == p.Col }
+			if !same(ld.From[i].NamePos) && !same(argStart) && !same(ld.To[i].NamePos) {
+				continue
+			}
+			name := ld.From[i].Name
+			if len(ld.From) == 1 {
+				start := lines.LineStart(int(ld.Load.Line))
+				end := lines.LineStart(int(ld.Rparen.Line) + 1)
+				return &Edit{Description: fmt.Sprintf("Remove the unused load of %q", name), Start: start, End: end}
+			}
+			litEnd := func(j int) int {
+				q := ld.From[j].NamePos
+				q.Col--
+				return stringEnd(src, lines.Offset(q))
+			}
+			argOff := func(j int) int {
+				if ld.To[j] != ld.From[j] {
+					return lines.Offset(ld.To[j].NamePos)
+				}
+				q := ld.From[j].NamePos
+				q.Col--
+				return lines.Offset(q)
+			}
+			start, end := argOff(i), litEnd(i)
+			if i > 0 {
+				start = litEnd(i - 1)
+			} else {
+				end = argOff(i + 1)
+			}
+			return &Edit{Description: fmt.Sprintf("Remove the unused load of %q", name), Start: start, End: end}
+		}
+	}
+	return nil
 }
