@@ -61,7 +61,9 @@ func (a *analyzer) lint(path string, src []byte) {
 	}
 	for _, fd := range findings {
 		p := syntax.MakePosition(&a.file.Path, int32(fd.Start.Line), int32(fd.Start.LineRune))
-		if slices.ContainsFunc(errs, func(d Diagnostic) bool { return !before(p, d.Start) && (p.Line == d.Start.Line && p.Col == d.Start.Col || before(p, d.End)) }) {
+		if slices.ContainsFunc(errs, func(d Diagnostic) bool {
+			return !before(p, d.Start) && (p.Line == d.Start.Line && p.Col == d.Start.Col || before(p, d.End))
+		}) {
 			continue
 		}
 		msg, _, _ := strings.Cut(fd.Message, "\n") // the first line; the rest is buildifier advice
