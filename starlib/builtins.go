@@ -38,7 +38,7 @@ The children form the initial prompt (trimmed); system() children extend the sys
 		{Name: "system", Type: "str | None", Default: "None", Doc: "Fixed system text placed after the runtime system text and before system() children."},
 		{Name: "name", Type: "str | None", Default: "None", Doc: "Diagnostic name for traces and errors; never sent to the provider."},
 		{Name: "schema", Type: "dict | None", Default: "None", Doc: "JSON Schema of a structured result: the provider's structured value is validated and the agent renders it as canonical JSON (sorted keys). Use evaluate(node, schema=S) instead to receive the value in Starlark; one agent has one schema owner."},
-		{Name: "timeout_ms", Type: "int | None", Default: "None", Doc: "Positive bound in milliseconds on the provider session, counted once it holds a scheduler slot."},
+		{Name: "timeout_ms", Type: "int | None", Default: "None", Positive: true, Unit: "milliseconds", OmitFor: "no timeout", Doc: "Positive bound in milliseconds on the provider session, counted once it holds a scheduler slot."},
 		{Name: "cwd", Type: "str | None", Default: "None", Doc: "Agent-local working directory inside the enclosing sandbox(); requires one."},
 		{Name: "permissions", Type: "dict | None", Default: "None", Keys: permissionKeys, Doc: `Requested native controls: {"filesystem": "read-only"|"read-write", "network": bool, "shell": bool}; omitted keys keep read-write, True, True.`},
 	},
@@ -76,10 +76,7 @@ func agentImpl(c *Call) (starlark.Value, error) {
 	if ms, set, err := c.Int("timeout_ms"); err != nil {
 		return nil, err
 	} else if set {
-		if ms <= 0 {
-			return nil, c.Errorf("timeout_ms must be a positive integer (milliseconds), got %d; omit it for no timeout", ms)
-		}
-		n.TimeoutMS = ms
+		n.TimeoutMS = ms // positive: the catalog checked it
 	}
 	if c.Has("cwd") && n.Cwd == "" {
 		return nil, c.Errorf("cwd must be a non-empty relative path")

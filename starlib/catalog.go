@@ -50,6 +50,12 @@ type Param struct {
 	Keys []Key
 	// NonNegative rejects negative integers.
 	NonNegative bool
+	// Positive rejects integers below 1; Unit names what the integer
+	// counts and OmitFor what leaving the parameter out means, for the
+	// message ("timeout_ms must be a positive integer (milliseconds), got
+	// 0; omit it for no timeout").
+	Positive      bool
+	Unit, OmitFor string
 }
 
 // Key is one key a dict parameter accepts.
@@ -411,7 +417,7 @@ func (b *Builtin) match(c *Call, args starlark.Tuple, kwargs []starlark.Tuple, r
 	}
 }
 
-// checkValue applies the parameter's Enum, Keys and NonNegative rules to
+// checkValue applies the parameter's Enum, Keys, NonNegative and Positive rules to
 // an accepted value and returns the problem (without the builtin's name)
 // and the nearest valid string, or "".
 func (p Param) checkValue(v starlark.Value) (msg, suggestion string) {
@@ -423,6 +429,17 @@ func (p Param) checkValue(v starlark.Value) (msg, suggestion string) {
 	case starlark.Int:
 		if p.NonNegative && v.Sign() < 0 {
 			return fmt.Sprintf("%s must be a non-negative integer (0 disables the limit), got %s", p.Name, v), ""
+		}
+		if p.Positive && v.Sign() <= 0 {
+			msg := p.Name + " must be a positive integer"
+			if p.Unit != "" {
+				msg += " (" + p.Unit + ")"
+			}
+			msg += ", got " + v.String()
+			if p.OmitFor != "" {
+				msg += "; omit it for " + p.OmitFor
+			}
+			return msg, ""
 		}
 	case *starlark.Dict:
 		if len(p.Keys) == 0 {

@@ -17,7 +17,7 @@ var includeBuiltin = &Builtin{
 	Params: []Param{
 		{Name: "src", Type: "str | None", Default: "None", Doc: "Application file, relative to the runtime's working directory."},
 		{Name: "path", Type: "str | None", Default: "None", Doc: "File in the active workspace or sandbox."},
-		{Name: "max_bytes", Type: "int | None", Default: "None", Doc: "Positive inline limit in bytes; unlimited when omitted."},
+		{Name: "max_bytes", Type: "int | None", Default: "None", Positive: true, OmitFor: "no limit", Doc: "Positive inline limit in bytes; unlimited when omitted."},
 		{Name: "title", Type: "str | bool | None", Default: "None", Doc: "Heading text, or False for no heading."},
 	},
 	Returns: "an include node",
@@ -38,10 +38,7 @@ var includeBuiltin = &Builtin{
 		if mb, set, err := c.Int("max_bytes"); err != nil {
 			return nil, err
 		} else if set {
-			if mb <= 0 {
-				return nil, c.Errorf("max_bytes must be a positive integer, got %d; omit it for no limit", mb)
-			}
-			n.MaxBytes = mb
+			n.MaxBytes = mb // positive: the catalog checked it
 		}
 		switch t := c.Value("title").(type) {
 		case nil:

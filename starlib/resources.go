@@ -276,7 +276,7 @@ Two forms: script(command = "go", args = ["test", "./..."]) runs one executable 
 		{Name: "args", Type: "list", Default: "[]", Doc: "Literal arguments (command form only)."},
 		{Name: "shell", Type: "str | None", Default: "None", Enum: []string{"sh", "bash", "node"}, Doc: `"sh", "bash" or "node" for the source form.`},
 		{Name: "cwd", Type: "str | None", Default: "None", Doc: "Logical working directory."},
-		{Name: "timeout_ms", Type: "int | None", Default: "None", Doc: "Positive bound in milliseconds."},
+		{Name: "timeout_ms", Type: "int | None", Default: "None", Positive: true, Unit: "milliseconds", Doc: "Positive bound in milliseconds."},
 	},
 	Returns: "a script node",
 	Example: `script("git log --oneline -5", shell = "sh")`,
@@ -316,10 +316,7 @@ func scriptImpl(c *Call) (starlark.Value, error) {
 	if ms, set, err := c.Int("timeout_ms"); err != nil {
 		return nil, err
 	} else if set {
-		if ms <= 0 {
-			return nil, c.Errorf("timeout_ms must be a positive integer (milliseconds), got %d", ms)
-		}
-		n.TimeoutMS = ms
+		n.TimeoutMS = ms // positive: the catalog checked it
 	}
 	return nodeValue(n), nil
 }
@@ -373,7 +370,7 @@ Commands run as host processes in their own process groups with literal argument
 	Params: []Param{
 		{Name: "setup", Type: "str | None", Default: "None", Doc: "Trusted shell command run on every acquisition."},
 		{Name: "workspace", Type: "str | None", Default: "None", Doc: "Fallback directory when no workspace() is active."},
-		{Name: "max_output_bytes", Type: "int | None", Default: "None", Doc: "Bound on a command's combined output (default 4 MiB)."},
+		{Name: "max_output_bytes", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on a command's combined output (default 4 MiB)."},
 	},
 	Returns: "a sandbox provider",
 	Example: `configure(sandbox_provider = local_sandbox(workspace = "."))`,
@@ -382,10 +379,7 @@ Commands run as host processes in their own process groups with literal argument
 		if n, set, err := c.Int("max_output_bytes"); err != nil {
 			return nil, err
 		} else if set {
-			if n <= 0 {
-				return nil, c.Errorf("max_output_bytes must be a positive integer, got %d", n)
-			}
-			opts.MaxOutputBytes = n
+			opts.MaxOutputBytes = n // positive: the catalog checked it
 		}
 		if opts.Workspace != "" && !filepath.IsAbs(opts.Workspace) {
 			// Relative directories resolve from the working directory, like
