@@ -19,6 +19,15 @@
 // component bodies and other functions build and return, and node trees
 // held in variables. Those are checked by the runtime when they run.
 //
+// The same package answers an editor's questions over a Program (a set
+// of files: Query): hover from the builtin catalog and from docstrings,
+// completion and signature help from a text that need not parse,
+// definitions, references and renames across load(), and symbols. The
+// language server (package lsp) is a protocol layer over it.
+//
+// The analysis imports no provider package and calls no builtin's
+// implementation: the catalog is only matched against the calls.
+//
 // Positions are Starlark positions: 1-based lines and 1-based columns
 // counted in runes.
 package analysis
