@@ -116,7 +116,13 @@ func (c *client) open(path, text string) protocol.DocumentURI {
 // diagnostics waits for the diagnostics of a document's version.
 func (c *client) diagnostics(u protocol.DocumentURI, version int32) []protocol.Diagnostic {
 	c.t.Helper()
-	deadline := time.After(20 * time.Second)
+	return c.diagnosticsWithin(u, version, 20*time.Second)
+}
+
+// diagnosticsWithin waits up to d for the diagnostics of a version.
+func (c *client) diagnosticsWithin(u protocol.DocumentURI, version int32, d time.Duration) []protocol.Diagnostic {
+	c.t.Helper()
+	deadline := time.After(d)
 	for {
 		c.mu.Lock()
 		p, wake := c.diags[u], c.wake

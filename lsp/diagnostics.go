@@ -35,6 +35,11 @@ func (s *server) diagnoseAll(path string) {
 	}
 }
 
+// lintLimit is the size above which a document's diagnostics leave out
+// the lint warnings, two thirds of the time of checking a large file (aml
+// check still reports them).
+const lintLimit = 1 << 20
+
 // diagLocks serializes the diagnostics of one document.
 var diagLocks sync.Map // path -> *sync.Mutex
 
@@ -60,7 +65,7 @@ func (s *server) diagnose(d *document) {
 	if stale {
 		return // a newer version is scheduled
 	}
-	f := analysis.Analyze(d.path, d.text, &analysis.Options{Extensions: s.opts.Extensions, ReadFile: snap.readFile})
+	f := analysis.Analyze(d.path, d.text, &analysis.Options{Extensions: s.opts.Extensions, ReadFile: snap.readFile, NoLint: len(d.text) > lintLimit})
 	diags := toDiagnostics(d.lines, f.Diagnostics, snap.utf8)
 
 	s.mu.Lock()

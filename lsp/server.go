@@ -15,6 +15,8 @@
 // bytes when the client offers "utf-8" in general.positionEncodings) and
 // Starlark's (1-based lines, rune columns). While a document does not
 // parse, its last good parse serves symbols, hover and definitions.
+// Documents over 1 MiB get no lint warnings as they are typed (aml check
+// still reports them).
 // Notifications are handled in order on the connection's read loop;
 // each request runs on its own goroutine over the snapshot taken when it
 // arrived, so a request sees every edit sent before it, and
