@@ -40,9 +40,6 @@ func (s *server) diagnoseAll(path string) {
 // check still reports them).
 const lintLimit = 1 << 20
 
-// diagLocks serializes the diagnostics of one document.
-var diagLocks sync.Map // path -> *sync.Mutex
-
 // analyses bounds the analyses that run at once (each builds a parse
 // tree and reads the loaded modules): opening many files at once costs
 // time, not memory.
@@ -51,7 +48,7 @@ var analyses = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
 func (s *server) diagnose(d *document) {
 	analyses <- struct{}{}
 	defer func() { <-analyses }()
-	mu, _ := diagLocks.LoadOrStore(d.path, &sync.Mutex{})
+	mu, _ := s.diagLocks.LoadOrStore(d.path, &sync.Mutex{})
 	mu.(*sync.Mutex).Lock()
 	defer mu.(*sync.Mutex).Unlock()
 	if s.ctx.Err() != nil {

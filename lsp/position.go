@@ -2,6 +2,7 @@ package lsp
 
 import (
 	"fmt"
+	"path/filepath"
 	"unicode/utf8"
 
 	"go.lsp.dev/protocol"
@@ -88,15 +89,26 @@ func protoRange(lines *analysis.Lines, start, end syntax.Position, utf8Units boo
 // location converts an analysis location, reading the file's lines from
 // the snapshot.
 func (sn *snapshot) location(l analysis.Location) (protocol.Location, error) {
-	f := sn.File(l.Path)
-	if f == nil {
+	lines := sn.linesOf(l.Path)
+	if lines == nil {
 		return protocol.Location{}, fmt.Errorf("%s cannot be read", l.Path)
 	}
-	return protocol.Location{URI: fileURI(l.Path), Range: protoRange(sn.linesOf(l.Path, f), l.Start, l.End, sn.utf8)}, nil
+	return protocol.Location{URI: fileURI(l.Path), Range: protoRange(lines, l.Start, l.End, sn.utf8)}, nil
 }
 
-// linesOf returns the lines of the text positions in path refer to: the
-// open document's when it is open and parsed, else the file's.
-func (sn *snapshot) linesOf(path string, f *analysis.File) *analysis.Lines {
-	return f.Lines()
+// linesOf returns the lines of the text that positions in path refer
+// to: an open document's last text that parsed, an indexed file's, else
+// the file's on disk; nil when there is none.
+func (sn *snapshot) linesOf(path string) *analysis.Lines {
+	path = filepath.Clean(path)
+	if d, ok := sn.docs[path]; ok {
+		return d.goodLines
+	}
+	if e, ok := sn.index[path]; ok {
+		return e.lines
+	}
+	if f := sn.File(path); f != nil {
+		return f.Lines()
+	}
+	return nil
 }

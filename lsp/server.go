@@ -115,6 +115,8 @@ type server struct {
 	ctx   context.Context
 	query analysis.Query
 	wg    sync.WaitGroup
+	// diagLocks serializes the diagnostics of one document (by path).
+	diagLocks sync.Map
 	// exit is closed when the client sends exit.
 	exit     chan struct{}
 	exitOnce sync.Once
@@ -125,7 +127,7 @@ type server struct {
 	utf8    bool
 	roots   []string
 	docs    map[string]*document
-	index   map[string]*analysis.File // files on disk below the roots
+	index   map[string]*indexed // files on disk below the roots
 	cancels map[string]context.CancelFunc
 	// published remembers which documents have diagnostics shown, so
 	// closing one clears them.
@@ -138,7 +140,7 @@ func newServer(opts Options) *server {
 		opts:      opts,
 		query:     analysis.Query{Extensions: opts.Extensions},
 		docs:      map[string]*document{},
-		index:     map[string]*analysis.File{},
+		index:     map[string]*indexed{},
 		cancels:   map[string]context.CancelFunc{},
 		published: map[string]bool{},
 		trees:     newTrees(),
@@ -483,6 +485,9 @@ func fileURI(path string) protocol.DocumentURI {
 	return protocol.DocumentURI((&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String())
 }
 
+// maxIndexed bounds the files indexed below one workspace root.
+const maxIndexed = 5000
+
 // indexRoots parses every .star file below the workspace roots (for
 // workspace symbols, references and renames across files that are not
 // open).
@@ -495,6 +500,10 @@ func (s *server) indexRoots() {
 		if err != nil {
 			s.logf("indexing %s: %v", root, err)
 			continue
+		}
+		if len(paths) > maxIndexed {
+			s.logf("indexing %s: %d .star files, indexing the first %d (open a narrower folder for references across all of them)", root, len(paths), maxIndexed)
+			paths = paths[:maxIndexed]
 		}
 		for _, p := range paths {
 			if s.ctx.Err() != nil {
@@ -516,11 +525,21 @@ func (s *server) reindex(path string) {
 		return
 	}
 	f := analysis.ParseFile(path, src, s.opts.Extensions...)
+	e := &indexed{loads: analysis.LoadedFiles(f), symbols: analysis.Symbols(f), lines: f.Lines()}
 	s.mu.Lock()
 	if _, open := s.docs[path]; !open {
-		s.index[path] = f
+		s.index[path] = e
 	}
 	s.mu.Unlock()
+}
+
+// indexed is what the index keeps of a file that is not open: what
+// workspace symbols and the loaders of a file need. Trees are parsed
+// again when a request needs one.
+type indexed struct {
+	loads   []string
+	symbols []analysis.Symbol
+	lines   *analysis.Lines
 }
 
 // document is an open document. Its fields are replaced, never
@@ -533,8 +552,9 @@ type document struct {
 	// goodText is the last text that parsed (the current one when it
 	// does, or the first one when none did); goodGen numbers it for the
 	// tree cache.
-	goodText []byte
-	goodGen  uint64
+	goodText  []byte
+	goodLines *analysis.Lines
+	goodGen   uint64
 	// loads are the files the good text loads.
 	loads []string
 }
@@ -543,10 +563,10 @@ func (s *server) newDocument(old *document, path, uri string, version int32, tex
 	d := &document{path: path, uri: uri, version: version, text: text, lines: analysis.NewLines(text)}
 	f := analysis.ParseFile(path, text, s.opts.Extensions...)
 	if f.Syntax == nil && old != nil {
-		d.goodText, d.goodGen, d.loads = old.goodText, old.goodGen, old.loads
+		d.goodText, d.goodLines, d.goodGen, d.loads = old.goodText, old.goodLines, old.goodGen, old.loads
 		return d
 	}
-	d.goodText, d.goodGen, d.loads = text, generation.Add(1), analysis.LoadedFiles(f)
+	d.goodText, d.goodLines, d.goodGen, d.loads = text, d.lines, generation.Add(1), analysis.LoadedFiles(f)
 	s.trees.put(path, d.goodGen, f)
 	return d
 }
@@ -619,7 +639,7 @@ func (s *server) close(path string) {
 type snapshot struct {
 	utf8  bool
 	docs  map[string]*document
-	index map[string]*analysis.File
+	index map[string]*indexed
 	exts  []*starlib.Extension
 	trees *trees
 
@@ -632,7 +652,7 @@ func (s *server) snapshotLocked() *snapshot {
 	for k, v := range s.docs {
 		docs[k] = v
 	}
-	index := make(map[string]*analysis.File, len(s.index))
+	index := make(map[string]*indexed, len(s.index))
 	for k, v := range s.index {
 		index[k] = v
 	}
@@ -646,14 +666,11 @@ func (s *server) snapshot() *snapshot {
 }
 
 // File implements analysis.Program: an open document's current parse (or
-// its last good one), the indexed file, or the file read from disk.
+// its last good one), or the file read from disk (once per snapshot).
 func (sn *snapshot) File(path string) *analysis.File {
 	path = filepath.Clean(path)
 	if d, ok := sn.docs[path]; ok {
 		return sn.good(d)
-	}
-	if f, ok := sn.index[path]; ok {
-		return f
 	}
 	sn.mu.Lock()
 	defer sn.mu.Unlock()
@@ -682,8 +699,8 @@ func (sn *snapshot) Loaders(path string) []string {
 	for p, d := range sn.docs {
 		check(p, d.loads)
 	}
-	for p, f := range sn.index {
-		check(p, analysis.LoadedFiles(f))
+	for p, e := range sn.index {
+		check(p, e.loads)
 	}
 	return out
 }

@@ -75,8 +75,13 @@ func workspaceSymbols(ctx context.Context, _ *server, r *request, params json.Ra
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		f := r.snap.File(path)
-		for _, sym := range analysis.Symbols(f) {
+		var syms []analysis.Symbol
+		if e, ok := r.snap.index[path]; ok {
+			syms = e.symbols
+		} else {
+			syms = analysis.Symbols(r.snap.File(path))
+		}
+		for _, sym := range syms {
 			if !strings.Contains(strings.ToLower(sym.Name), query) {
 				continue
 			}
@@ -84,7 +89,7 @@ func workspaceSymbols(ctx context.Context, _ *server, r *request, params json.Ra
 			if err != nil {
 				continue
 			}
-			out = append(out, protocol.SymbolInformation{Name: sym.Name, Kind: symbolKind(sym), Location: loc, ContainerName: f.Path})
+			out = append(out, protocol.SymbolInformation{Name: sym.Name, Kind: symbolKind(sym), Location: loc, ContainerName: path})
 		}
 	}
 	return out, nil
