@@ -101,7 +101,7 @@ func (q *Query) completeString(path string, c *textContext, top *frame) []Comple
 			return filterPrefix(loadPaths(path, c.strText), c.strText)
 		}
 		if top.kw == "" || top.args > 0 {
-			return filterPrefix(q.moduleSymbols(path, top.first), c.strText)
+			return filterPrefix(q.moduleSymbols(path, top.first(c.src)), c.strText)
 		}
 	}
 	if top.kw == "" {

@@ -146,12 +146,24 @@ type frame struct {
 	argStart int
 	// first is the value of the first argument when it is a string
 	// literal (a load()'s module).
-	first string
+	// firstEnd > 0 marks it: [firstStart, firstEnd) of the source.
+	firstStart, firstEnd int
+}
+
+// first returns the value of the frame's first argument when it is a
+// string literal, or "".
+func (f *frame) first(src []byte) string {
+	if f.firstEnd == 0 {
+		return ""
+	}
+	s, _ := unquote(src[f.firstStart:f.firstEnd])
+	return s
 }
 
 // textContext is what a forward scan of the text up to the cursor
 // knows; it works on text that does not parse.
 type textContext struct {
+	src    []byte
 	frames []*frame
 	// inString: the cursor is inside a string literal that started at
 	// strStart; strText is its text up to the cursor.
@@ -179,7 +191,7 @@ func isIdentByte(c byte) bool {
 // scanContext scans src up to the offset cur.
 func scanContext(src []byte, cur int) *textContext {
 	cur = max(0, min(cur, len(src)))
-	c := &textContext{}
+	c := &textContext{src: src}
 	i := 0
 	for i < cur {
 		ch := src[i]
@@ -203,10 +215,8 @@ func scanContext(src []byte, cur int) *textContext {
 				c.strText = string(src[min(body, cur):cur])
 				return c
 			}
-			if f := c.top(); f != nil && f.args == 0 && f.first == "" {
-				if s, ok := unquote(src[i:end]); ok {
-					f.first = s
-				}
+			if f := c.top(); f != nil && f.args == 0 && f.firstEnd == 0 {
+				f.firstStart, f.firstEnd = i, end
 			}
 			i = end
 			continue
