@@ -1,0 +1,415 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+	"github.com/google/uuid"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/procscope"
+	"github.com/aml-go/aml/internal/scratch"
+	"github.com/aml-go/aml/providers/option"
+	"github.com/aml-go/aml/providers/sandbox/local"
+	"github.com/aml-go/aml/providers/sandbox/staged"
+)
+
+// DefaultImage is the image of a sandbox whose Options.Image is empty:
+// the published AML agent sandbox image.
+const DefaultImage = "wearesingular/aml-agent-sandbox:latest"
+
+// DefaultMaxOutputBytes bounds the combined output of one command when
+// Options.MaxOutputBytes is zero: 4 MiB.
+const DefaultMaxOutputBytes int64 = 4 << 20
+
+// Guest paths.
+const (
+	// WorkspaceMount is where the workspace directory is mounted.
+	WorkspaceMount = "/workspace"
+	// StagingMount is where the lease's file stagings are mounted.
+	StagingMount = "/tmp/aml"
+)
+
+// Labels every container of the provider carries.
+const (
+	// LabelRun is the evaluation (run) id.
+	LabelRun = "aml.run"
+	// LabelLease is the lease id.
+	LabelLease = "aml.lease"
+	// LabelOwner is the marker of the aml process that created it
+	// (procscope.Marker), by which containers of dead runs are found.
+	LabelOwner = "aml.owner"
+)
+
+// keepAlive is the container's main process: it waits for its stop.
+const keepAlive = `trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done`
+
+// removeTimeout bounds the removal of a container.
+const removeTimeout = 30 * time.Second
+
+// Options configure a Provider. The zero value is valid: the default
+// image, no setup, no fallback workspace, no network.
+type Options struct {
+	// Client is the Engine API client; nil makes one from the environment
+	// (DOCKER_HOST, DOCKER_API_VERSION, DOCKER_CERT_PATH,
+	// DOCKER_TLS_VERIFY) with API version negotiation.
+	Client client.APIClient
+	// Image is the container image; "" means DefaultImage. An image the
+	// engine does not have is pulled, as "docker run" does.
+	Image string
+	// Setup is trusted shell source run with "sh -lc" in the cwd of every
+	// new container before the lease is returned; a non-zero exit fails
+	// the acquisition.
+	Setup string
+	// User runs the container's processes ("uid", "uid:gid" or a name the
+	// image knows); "" keeps the image's user.
+	User string
+	// Workspace is the host directory mounted at /workspace when a request
+	// has no active workspace materialization; "" means none. A relative
+	// path is resolved against the process working directory by New.
+	Workspace string
+	// MaxOutputBytes bounds the combined stdout and stderr of one Exec
+	// (and of Setup); 0 means DefaultMaxOutputBytes.
+	MaxOutputBytes int64
+	// Network is the container's network mode: "none" (the default),
+	// "host", "bridge" or a network name.
+	Network string
+	// Env are environment variables of the container.
+	Env map[string]string
+	// Labels are added to the container's labels (the aml.* labels are
+	// the provider's own).
+	Labels map[string]string
+}
+
+// Provider is the Docker eval.SandboxProvider. It is immutable after New
+// and safe for concurrent use; every Acquire creates its own container.
+type Provider struct {
+	cli       client.APIClient
+	opts      Options
+	maxOutput int64
+	staged    *staged.Provider[string, *box]
+}
+
+var _ eval.SandboxProvider = (*Provider)(nil)
+
+// New validates opts and returns a Provider. It does not contact the
+// engine: a missing daemon or image is reported by Acquire.
+func New(opts Options) (*Provider, error) {
+	for _, o := range []struct{ label, v string }{
+		{"image", opts.Image}, {"setup", opts.Setup}, {"user", opts.User}, {"workspace", opts.Workspace}, {"network", opts.Network},
+	} {
+		if err := option.String("docker sandbox", o.label, o.v, false); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Image == "" {
+		opts.Image = DefaultImage
+	}
+	if opts.Network == "" {
+		opts.Network = "none"
+	}
+	if opts.MaxOutputBytes < 0 {
+		return nil, fmt.Errorf("docker sandbox MaxOutputBytes must be positive, got %d", opts.MaxOutputBytes)
+	}
+	maxOutput := opts.MaxOutputBytes
+	if maxOutput == 0 {
+		maxOutput = DefaultMaxOutputBytes
+	}
+	if err := checkEnv(opts.Env); err != nil {
+		return nil, err
+	}
+	for k := range opts.Labels {
+		if k == "" || strings.HasPrefix(k, "aml.") {
+			return nil, fmt.Errorf("docker sandbox label %q is invalid: labels must be non-empty and not start with \"aml.\" (the provider's own)", k)
+		}
+	}
+	if opts.Workspace != "" {
+		abs, err := filepath.Abs(opts.Workspace)
+		if err != nil {
+			return nil, fmt.Errorf("docker sandbox workspace %q: %w", opts.Workspace, err)
+		}
+		opts.Workspace = abs
+	}
+	opts.Env = maps.Clone(opts.Env)
+	opts.Labels = maps.Clone(opts.Labels)
+	cli := opts.Client
+	if cli == nil {
+		c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		if err != nil {
+			return nil, fmt.Errorf("docker sandbox: the Docker client: %w", err)
+		}
+		cli = c
+	}
+	p := &Provider{cli: cli, opts: opts, maxOutput: maxOutput}
+	sp, err := staged.New(staged.Hooks[string, *box]{
+		Name:            "docker",
+		Provision:       p.provision,
+		CreateRuntime:   p.createRuntime,
+		Initialize:      p.initialize,
+		ReleaseResource: p.releaseResource,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.staged = sp
+	return p, nil
+}
+
+func checkEnv(env map[string]string) error {
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("docker sandbox environment variable %q is invalid", k)
+		}
+	}
+	return nil
+}
+
+func envList(env map[string]string) []string {
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// Name returns "docker".
+func (p *Provider) Name() string { return "docker" }
+
+// Image returns the image the provider's containers run.
+func (p *Provider) Image() string { return p.opts.Image }
+
+// Acquire creates, starts and sets up a container for req (see the
+// package documentation). A failed or cancelled acquisition leaves no
+// container behind.
+func (p *Provider) Acquire(ctx context.Context, req *eval.SandboxAcquireRequest) (eval.SandboxLease, error) {
+	if req == nil {
+		return nil, errors.New("docker sandbox: nil acquire request")
+	}
+	return p.staged.Acquire(ctx, req)
+}
+
+// box is one container and what the lease keeps beside it.
+type box struct {
+	id      string // the container id ("" until created)
+	leaseID string
+	// host is a local sandbox lease over the same workspace directory:
+	// the files of the runtime, with its confinement.
+	host    eval.SandboxLease
+	staging string // host directory mounted at StagingMount
+	access  eval.Access
+	root    string // guest path of the logical root
+	cwd     string // guest path of the logical cwd
+	rt      *runtime
+}
+
+func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireRequest) (prov staged.Provisioned[string, *box], err error) {
+	if req.Access != eval.ReadOnly && req.Access != eval.ReadWrite {
+		return prov, fmt.Errorf("access %q must be %q or %q", req.Access, eval.ReadOnly, eval.ReadWrite)
+	}
+	dir := p.opts.Workspace
+	if req.Workspace != nil && req.Workspace.Directory != "" {
+		dir = req.Workspace.Directory
+	}
+	if dir == "" {
+		return prov, errors.New("the docker sandbox needs an active workspace() or a workspace directory (docker_sandbox(workspace = ...)) to mount at " + WorkspaceMount)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return prov, fmt.Errorf("workspace directory %q: %w", dir, err)
+	}
+	real, err = filepath.Abs(real)
+	if err != nil {
+		return prov, err
+	}
+	// The local sandbox validates root and cwd against the directory and
+	// serves the files from the host.
+	hp, err := local.New(local.Options{Workspace: real})
+	if err != nil {
+		return prov, err
+	}
+	host, err := hp.Acquire(ctx, req)
+	if err != nil {
+		return prov, err
+	}
+	b := &box{leaseID: "docker:" + uuid.NewString(), host: host, access: req.Access,
+		root: path.Join(WorkspaceMount, req.Root), cwd: path.Join(WorkspaceMount, req.Root, req.Cwd)}
+	prov = staged.Provisioned[string, *box]{ID: b.leaseID, Resource: b}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, p.releaseResource(context.WithoutCancel(ctx), prov))
+		}
+	}()
+	if b.staging, err = scratch.MkdirTemp("aml-docker-"); err != nil {
+		return prov, err
+	}
+	if err := os.Chmod(b.staging, 0o755); err != nil { // the container's user reads stagings
+		return prov, err
+	}
+	if err := os.Mkdir(filepath.Join(b.staging, pidDir), 0o777); err != nil {
+		return prov, err
+	}
+	if err := os.Chmod(filepath.Join(b.staging, pidDir), 0o777); err != nil { // any user writes its pid
+		return prov, err
+	}
+	if err := p.ensureImage(ctx); err != nil {
+		return prov, err
+	}
+	labels := maps.Clone(p.opts.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelRun] = req.EvaluationID
+	labels[LabelLease] = b.leaseID
+	labels[LabelOwner] = procscope.Marker()
+	init := true
+	created, err := p.cli.ContainerCreate(ctx,
+		&container.Config{
+			Image:      p.opts.Image,
+			Entrypoint: []string{"/bin/sh", "-c", keepAlive},
+			Cmd:        []string{},
+			User:       p.opts.User,
+			Env:        envList(p.opts.Env),
+			Labels:     labels,
+			WorkingDir: b.cwd,
+		},
+		&container.HostConfig{
+			Init:        &init,
+			NetworkMode: container.NetworkMode(p.opts.Network),
+			Mounts: []mount.Mount{
+				{Type: mount.TypeBind, Source: real, Target: WorkspaceMount, ReadOnly: req.Access == eval.ReadOnly},
+				{Type: mount.TypeBind, Source: b.staging, Target: StagingMount},
+			},
+		}, nil, nil, containerName(req.EvaluationID))
+	if err != nil {
+		return prov, fmt.Errorf("creating a container from %q: %w", p.opts.Image, engineError(err))
+	}
+	b.id = created.ID
+	if err := p.cli.ContainerStart(ctx, b.id, container.StartOptions{}); err != nil {
+		return prov, fmt.Errorf("starting a container from %q (the image must have /bin/sh): %w", p.opts.Image, engineError(err))
+	}
+	return prov, nil
+}
+
+// ensureImage pulls the image when the engine does not have it, as
+// "docker run" does.
+func (p *Provider) ensureImage(ctx context.Context) error {
+	_, err := p.cli.ImageInspect(ctx, p.opts.Image)
+	if err == nil {
+		return nil
+	}
+	if !errdefs.IsNotFound(err) {
+		return engineError(err)
+	}
+	rc, perr := p.cli.ImagePull(ctx, p.opts.Image, image.PullOptions{})
+	if perr == nil {
+		_, perr = io.Copy(io.Discard, rc) // the pull runs while its progress is read
+		rc.Close()
+		if perr == nil {
+			if _, err := p.cli.ImageInspect(ctx, p.opts.Image); err == nil {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("image %q is not on the Docker engine and pulling it failed (%v): check the image name and the registry login, or build the image (docker build) and pass image = its tag", p.opts.Image, perr)
+}
+
+// containerName is the name of a new container:
+// aml-<first 12 characters of the evaluation id>-<random suffix>.
+func containerName(evaluationID string) string {
+	var b strings.Builder
+	for _, r := range evaluationID {
+		if b.Len() == 12 {
+			break
+		}
+		if r < 0x80 && (r == '-' || r == '_' || r == '.' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			b.WriteRune(r)
+		}
+	}
+	id := b.String()
+	if id == "" {
+		id = "run"
+	}
+	return "aml-" + id + "-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+}
+
+// engineError explains an error of the engine that means it cannot be
+// reached.
+func engineError(err error) error {
+	if client.IsErrConnectionFailed(err) {
+		return fmt.Errorf("%w: is the Docker daemon running, and does DOCKER_HOST point at it?", err)
+	}
+	return err
+}
+
+func (p *Provider) createRuntime(_ context.Context, prov staged.Provisioned[string, *box], req *eval.SandboxAcquireRequest) (eval.SandboxRuntime, error) {
+	b := prov.Resource
+	b.rt = &runtime{p: p, b: b, access: req.Access, rootPath: req.Root, cwdPath: req.Cwd, procs: map[*process]struct{}{}}
+	return b.rt, nil
+}
+
+func (p *Provider) initialize(ctx context.Context, prov staged.Provisioned[string, *box], rt eval.SandboxRuntime, _ *eval.SandboxAcquireRequest) error {
+	if p.opts.Setup == "" {
+		return nil
+	}
+	res, err := rt.Exec(ctx, "sh", []string{"-lc", p.opts.Setup}, eval.ExecOptions{})
+	if err != nil {
+		return fmt.Errorf("setup: %w", err)
+	}
+	if res.ExitCode != 0 {
+		out := strings.TrimSpace(string(res.Stderr))
+		if out == "" {
+			out = strings.TrimSpace(string(res.Stdout))
+		}
+		if len(out) > 2000 {
+			out = "…" + out[len(out)-2000:]
+		}
+		return fmt.Errorf("setup exited with status %d: %s", res.ExitCode, out)
+	}
+	return nil
+}
+
+// releaseResource removes the container, then the host staging and the
+// host lease. It runs once per lease (staged).
+func (p *Provider) releaseResource(ctx context.Context, prov staged.Provisioned[string, *box]) error {
+	b := prov.Resource
+	if b == nil {
+		return nil
+	}
+	var errs []error
+	if b.rt != nil {
+		b.rt.release()
+	}
+	if b.id != "" {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+		err := p.cli.ContainerRemove(rctx, b.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		cancel()
+		if err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("removing container %s: %w", b.id, engineError(err)))
+		}
+	}
+	if b.staging != "" {
+		if err := scratch.RemoveAll(b.staging); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if b.host != nil {
+		if err := b.host.Release(context.WithoutCancel(ctx)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

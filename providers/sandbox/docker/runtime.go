@@ -1,0 +1,442 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/google/uuid"
+
+	"github.com/aml-go/aml/eval"
+)
+
+// ErrReleased is wrapped by operations on a released lease and by the
+// error of a command the release killed.
+var ErrReleased = errors.New("docker sandbox lease released")
+
+// pidDir is the staging subdirectory where wrapped commands write their
+// process ids.
+const pidDir = ".pids"
+
+// wrapper records the command's process id, then becomes the command.
+const wrapper = `echo $$ > "$0" && exec "$@"`
+
+// runtime is the eval.SandboxRuntime of a container.
+type runtime struct {
+	p                 *Provider
+	b                 *box
+	access            eval.Access
+	rootPath, cwdPath string
+
+	mu       sync.Mutex
+	released bool
+	procs    map[*process]struct{}
+}
+
+// Access implements eval.SandboxRuntime.
+func (r *runtime) Access() eval.Access { return r.access }
+
+// Root implements eval.SandboxRuntime.
+func (r *runtime) Root() string { return r.rootPath }
+
+// Cwd implements eval.SandboxRuntime.
+func (r *runtime) Cwd() string { return r.cwdPath }
+
+// release kills every running command; later operations fail.
+func (r *runtime) release() {
+	r.mu.Lock()
+	r.released = true
+	procs := make([]*process, 0, len(r.procs))
+	for p := range r.procs {
+		procs = append(procs, p)
+	}
+	r.mu.Unlock()
+	for _, p := range procs {
+		p.kill(fmt.Errorf("command %q: %w", p.name, ErrReleased))
+	}
+}
+
+func (r *runtime) usable(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.released {
+		return ErrReleased
+	}
+	return nil
+}
+
+// guestDir returns the guest directory of a logical cwd ("" is the
+// runtime's).
+func (r *runtime) guestDir(cwd string) (string, error) {
+	if cwd == "" {
+		return r.b.cwd, nil
+	}
+	if strings.Contains(cwd, `\`) || path.IsAbs(cwd) {
+		return "", fmt.Errorf("docker sandbox cwd %q must be a relative, slash-separated path", cwd)
+	}
+	clean := path.Clean(cwd)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("docker sandbox cwd %q escapes the sandbox root", cwd)
+	}
+	if _, err := r.b.host.Runtime().Stat(context.Background(), clean); err != nil {
+		return "", fmt.Errorf("docker sandbox cwd %q: %w", cwd, err)
+	}
+	return path.Join(r.b.root, clean), nil
+}
+
+// Exec implements eval.SandboxRuntime: one command to completion, its
+// combined output bounded by the provider's MaxOutputBytes.
+func (r *runtime) Exec(ctx context.Context, command string, args []string, opts eval.ExecOptions) (*eval.ExecResult, error) {
+	p, err := r.start(ctx, command, args, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	var stdout, stderr bytes.Buffer
+	bound := &bounded{max: r.p.maxOutput, onOverflow: func() {
+		p.kill(fmt.Errorf("docker sandbox command %q output exceeded %d bytes", command, r.p.maxOutput))
+	}}
+	_, copyErr := stdcopy.StdCopy(bound.writer(&stdout), bound.writer(&stderr), p.stream.Reader)
+	code, err := p.Wait()
+	switch {
+	case err != nil:
+		return nil, err
+	case copyErr != nil && !errors.Is(copyErr, errOverflow):
+		return nil, fmt.Errorf("docker sandbox command %q: reading its output: %w", command, copyErr)
+	}
+	return &eval.ExecResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: code}, nil
+}
+
+// Spawn implements eval.SandboxRuntime: a command with streaming stdin,
+// stdout and stderr, which the caller must drain.
+func (r *runtime) Spawn(ctx context.Context, command string, args []string, opts eval.ExecOptions) (eval.SandboxProcess, error) {
+	p, err := r.start(ctx, command, args, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	p.stdout, p.stderr = outR, errR
+	go func() {
+		_, err := stdcopy.StdCopy(outW, errW, p.stream.Reader)
+		if err == nil {
+			err = io.EOF
+		}
+		outW.CloseWithError(err)
+		errW.CloseWithError(err)
+	}()
+	return p, nil
+}
+
+func (r *runtime) start(ctx context.Context, command string, args []string, opts eval.ExecOptions, spawn bool) (_ *process, err error) {
+	if err := r.usable(ctx); err != nil {
+		return nil, err
+	}
+	if command == "" {
+		return nil, errors.New("docker sandbox: empty command")
+	}
+	dir, err := r.guestDir(opts.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEnv(opts.Env); err != nil {
+		return nil, err
+	}
+	id := uuid.NewString()
+	pidFile := path.Join(StagingMount, pidDir, id)
+	p := &process{r: r, name: command, id: "docker-exec:" + id, pidHost: filepath.Join(r.b.staging, pidDir, id), done: make(chan struct{})}
+	cfg := container.ExecOptions{
+		Cmd:          append([]string{"/bin/sh", "-c", wrapper, pidFile, command}, args...),
+		Env:          envList(opts.Env),
+		WorkingDir:   dir,
+		AttachStdin:  spawn || opts.Stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+	created, err := r.p.cli.ContainerExecCreate(ctx, r.b.id, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("docker sandbox command %q: %w", command, engineError(err))
+	}
+	p.execID = created.ID
+	stream, err := r.p.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("docker sandbox command %q: %w", command, engineError(err))
+	}
+	p.stream = stream
+	r.mu.Lock()
+	if r.released {
+		r.mu.Unlock()
+		stream.Close()
+		return nil, ErrReleased
+	}
+	r.procs[p] = struct{}{}
+	r.mu.Unlock()
+
+	switch {
+	case spawn:
+		p.stdin = &stdinWriter{p: p}
+	case opts.Stdin != nil:
+		go func() {
+			_, _ = io.Copy(stream.Conn, opts.Stdin)
+			_ = stream.CloseWrite()
+		}()
+	default:
+		_ = stream.CloseWrite()
+	}
+	// The context (and the timeout) bound the command's lifetime.
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if opts.Timeout > 0 {
+		wctx, cancel = context.WithTimeoutCause(ctx, opts.Timeout, fmt.Errorf("docker sandbox command %q timed out after %v", command, opts.Timeout))
+	}
+	go func() {
+		defer cancel()
+		select {
+		case <-wctx.Done():
+			p.kill(context.Cause(wctx))
+		case <-p.done:
+		}
+	}()
+	return p, nil
+}
+
+// ReadFile implements eval.SandboxRuntime from the host side of the
+// mount.
+func (r *runtime) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	if err := r.usable(ctx); err != nil {
+		return nil, err
+	}
+	return r.b.host.Runtime().ReadFile(ctx, p)
+}
+
+// Stat implements eval.SandboxRuntime from the host side of the mount.
+func (r *runtime) Stat(ctx context.Context, p string) (eval.FileInfo, error) {
+	if err := r.usable(ctx); err != nil {
+		return eval.FileInfo{}, err
+	}
+	return r.b.host.Runtime().Stat(ctx, p)
+}
+
+// WriteFile implements eval.SandboxRuntime from the host side of the
+// mount (a temporary file renamed over the destination).
+func (r *runtime) WriteFile(ctx context.Context, p string, data []byte) error {
+	if err := r.usable(ctx); err != nil {
+		return err
+	}
+	if r.access != eval.ReadWrite {
+		return fmt.Errorf("docker sandbox write %q: the workspace is mounted read-only: %w", p, eval.ErrReadOnly)
+	}
+	return r.b.host.Runtime().WriteFile(ctx, p, data)
+}
+
+// CreateFileStaging implements eval.SandboxRuntime: a new directory below
+// the staging mount, writable under either access.
+func (r *runtime) CreateFileStaging(ctx context.Context) (eval.FileStaging, error) {
+	if err := r.usable(ctx); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(r.b.staging, "s-")
+	if err != nil {
+		return nil, fmt.Errorf("docker sandbox staging: %w", err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	return &staging{r: r, host: dir, guest: path.Join(StagingMount, filepath.Base(dir))}, nil
+}
+
+// staging is a file staging below the staging mount.
+type staging struct {
+	r           *runtime
+	host, guest string
+	once        sync.Once
+	released    atomic.Bool
+}
+
+// Root implements eval.FileStaging: the directory as the container sees
+// it.
+func (s *staging) Root() string { return s.guest }
+
+// WriteFile implements eval.FileStaging, confined below the staging.
+func (s *staging) WriteFile(ctx context.Context, rel string, data []byte) error {
+	if err := s.r.usable(ctx); err != nil {
+		return err
+	}
+	if s.released.Load() {
+		return fmt.Errorf("docker sandbox staging %s: %w", s.guest, ErrReleased)
+	}
+	if rel == "" || path.IsAbs(rel) || strings.Contains(rel, `\`) {
+		return fmt.Errorf("docker sandbox staging path %q must be relative and slash-separated", rel)
+	}
+	root, err := os.OpenRoot(s.host)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if d := path.Dir(rel); d != "." {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("docker sandbox staging %q: %w", rel, err)
+		}
+	}
+	if err := root.WriteFile(rel, data, 0o644); err != nil {
+		return fmt.Errorf("docker sandbox staging %q: %w", rel, err)
+	}
+	return nil
+}
+
+// Release implements eval.FileStaging; it is repeat-safe.
+func (s *staging) Release(context.Context) error {
+	var err error
+	s.once.Do(func() {
+		s.released.Store(true)
+		err = os.RemoveAll(s.host)
+	})
+	return err
+}
+
+// process is one docker exec.
+type process struct {
+	r       *runtime
+	name    string
+	id      string
+	execID  string
+	pidHost string // the host path of the pid file
+	stream  types.HijackedResponse
+	stdin   io.WriteCloser
+	stdout  io.Reader
+	stderr  io.Reader
+
+	killOnce sync.Once
+	cause    error
+	waitOnce sync.Once
+	code     int
+	err      error
+	done     chan struct{}
+}
+
+// ID implements eval.SandboxProcess.
+func (p *process) ID() string { return p.id }
+
+// Stdin implements eval.SandboxProcess.
+func (p *process) Stdin() io.WriteCloser { return p.stdin }
+
+// Stdout implements eval.SandboxProcess.
+func (p *process) Stdout() io.Reader { return p.stdout }
+
+// Stderr implements eval.SandboxProcess.
+func (p *process) Stderr() io.Reader { return p.stderr }
+
+// Kill implements eval.SandboxProcess: the command's process group in
+// the container is killed; repeat-safe.
+func (p *process) Kill() error {
+	p.kill(fmt.Errorf("docker sandbox command %q was killed", p.name))
+	return nil
+}
+
+// kill ends the command's process group with cause as its error.
+func (p *process) kill(cause error) {
+	p.killOnce.Do(func() {
+		p.cause = cause
+		if pid := p.pid(); pid > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			cmd := []string{"/bin/sh", "-c", `kill -KILL -"$0" 2>/dev/null || kill -KILL "$0"`, strconv.Itoa(pid)}
+			if ex, err := p.r.p.cli.ContainerExecCreate(ctx, p.r.b.id, container.ExecOptions{Cmd: cmd, User: "0"}); err == nil {
+				_ = p.r.p.cli.ContainerExecStart(ctx, ex.ID, container.ExecStartOptions{Detach: true})
+			}
+		}
+		p.stream.Close()
+	})
+}
+
+// pid reads the process id the wrapper wrote, waiting briefly for it.
+func (p *process) pid() int {
+	for range 50 {
+		if b, err := os.ReadFile(p.pidHost); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				return n
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return 0
+}
+
+// Wait implements eval.SandboxProcess: it waits for the exit and returns
+// the exit code (128+signal for a signal); repeat-safe.
+func (p *process) Wait() (int, error) {
+	p.waitOnce.Do(func() {
+		defer close(p.done)
+		defer func() {
+			p.r.mu.Lock()
+			delete(p.r.procs, p)
+			p.r.mu.Unlock()
+			_ = os.Remove(p.pidHost)
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for {
+			ins, err := p.r.p.cli.ContainerExecInspect(ctx, p.execID)
+			if err != nil {
+				p.err = fmt.Errorf("docker sandbox command %q: %w", p.name, engineError(err))
+				break
+			}
+			if !ins.Running {
+				p.code = ins.ExitCode
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if p.cause != nil {
+			p.err = p.cause
+		}
+	})
+	return p.code, p.err
+}
+
+// stdinWriter writes a spawned process's stdin; Close ends it.
+type stdinWriter struct{ p *process }
+
+func (w *stdinWriter) Write(b []byte) (int, error) { return w.p.stream.Conn.Write(b) }
+func (w *stdinWriter) Close() error                { return w.p.stream.CloseWrite() }
+
+// errOverflow stops the output copy of an Exec whose output exceeded the
+// bound.
+var errOverflow = errors.New("output bound exceeded")
+
+// bounded counts the combined output of an Exec.
+type bounded struct {
+	max        int64
+	total      atomic.Int64
+	onOverflow func()
+	once       sync.Once
+}
+
+func (b *bounded) writer(buf *bytes.Buffer) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		if b.total.Add(int64(len(p))) > b.max {
+			b.once.Do(b.onOverflow)
+			return 0, errOverflow
+		}
+		return buf.Write(p)
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

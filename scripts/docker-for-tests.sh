@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Makes a Docker engine and the test image available for the Docker
+# sandbox tests, from scratch on a Debian machine, without any registry:
+#   - installs docker.io (and busybox-static) with apt-get when missing;
+#   - starts dockerd without a bridge or iptables when no daemon answers;
+#   - imports aml-test/busybox:1 (a static busybox as the whole rootfs).
+# It never fails: what it cannot do, it says, and the tests skip saying why.
+set -uo pipefail
+
+image=aml-test/busybox:1
+sudo=""
+if [[ $(id -u) != 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then sudo="sudo -n"; else sudo=unavailable; fi
+fi
+
+apt_install() {
+  [[ $sudo == unavailable ]] && return 1
+  command -v apt-get >/dev/null 2>&1 || return 1
+  $sudo apt-get install -y --no-install-recommends "$@" >/tmp/aml-apt.log 2>&1 \
+    || { $sudo apt-get update >>/tmp/aml-apt.log 2>&1 && $sudo apt-get install -y --no-install-recommends "$@" >>/tmp/aml-apt.log 2>&1; }
+}
+
+if ! command -v dockerd >/dev/null 2>&1; then
+  if apt_install docker.io; then echo "installed docker.io"; else
+    echo "docker.io could not be installed (no apt-get or no root): the Docker tests will skip"; tail -3 /tmp/aml-apt.log 2>/dev/null; exit 0
+  fi
+fi
+if [[ ! -x /bin/busybox ]] || ! /bin/busybox --list >/dev/null 2>&1 || [[ $(file -b /bin/busybox 2>/dev/null) == *dynamic* ]]; then
+  apt_install busybox-static || true
+fi
+
+if ! docker version >/dev/null 2>&1; then
+  if [[ $sudo == unavailable ]]; then echo "no Docker daemon answers and it cannot be started without root: the Docker tests will skip"; exit 0; fi
+  echo "starting dockerd (no bridge, no iptables; log in /tmp/aml-dockerd.log)"
+  $sudo sh -c 'nohup dockerd --bridge=none --iptables=false --ip-forward=false >/tmp/aml-dockerd.log 2>&1 &'
+  for _ in $(seq 1 60); do docker version >/dev/null 2>&1 && break; sleep 0.5; done
+fi
+if ! docker version >/dev/null 2>&1; then
+  echo "dockerd did not start: the Docker tests will skip"; tail -5 /tmp/aml-dockerd.log 2>/dev/null; exit 0
+fi
+echo "Docker engine: $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})' 2>/dev/null)"
+
+if docker image inspect "$image" >/dev/null 2>&1; then
+  echo "image $image: present"
+  exit 0
+fi
+rootfs=$(mktemp -d)
+trap 'rm -rf "$rootfs"' EXIT
+mkdir -p "$rootfs/bin" "$rootfs/tmp" "$rootfs/workspace" "$rootfs/etc"
+cp /bin/busybox "$rootfs/bin/busybox"
+for applet in $(/bin/busybox --list); do
+  [[ $applet == busybox ]] || ln -sf busybox "$rootfs/bin/$applet"
+done
+chmod 1777 "$rootfs/tmp"
+printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n' >"$rootfs/etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\n' >"$rootfs/etc/group"
+if tar -C "$rootfs" -c . | docker import --change 'ENV PATH=/bin' - "$image" >/dev/null; then
+  echo "image $image: imported from busybox-static"
+else
+  echo "importing $image failed: the Docker tests that need it will skip"
+fi
+exit 0
