@@ -5,6 +5,7 @@ import (
 
 	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/starlib/acpstar"
+	"github.com/aml-go/aml/starlib/dockerstar"
 	"github.com/aml-go/aml/starlib/fsstar"
 )
 
@@ -16,5 +17,6 @@ var extensions = sync.OnceValue(func() []*starlib.Extension {
 	return []*starlib.Extension{
 		acpstar.New(acpstar.Options{Relay: relayCommand(), ClientVersion: amlVersion()}),
 		fsstar.Extension,
+		dockerstar.Extension,
 	}
 })

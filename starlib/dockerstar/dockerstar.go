@@ -1,0 +1,69 @@
+// Package dockerstar binds the Docker sandbox provider to Starlark:
+// docker_sandbox(), sandboxes that are containers on a Docker engine.
+//
+// It lives outside package starlib because the Docker Engine client
+// brings its dependencies with it. Add Extension to
+// starlib.LoadOptions.Extensions (the aml command does) to make the
+// factory available.
+package dockerstar
+
+import (
+	"path/filepath"
+
+	"go.starlark.net/starlark"
+
+	"github.com/aml-go/aml/providers/sandbox/docker"
+	"github.com/aml-go/aml/starlib"
+)
+
+// Extension adds docker_sandbox() to workflows loaded with it
+// (starlib.LoadOptions.Extensions).
+var Extension = &starlib.Extension{
+	Name:     "docker",
+	Builtins: []*starlib.Builtin{dockerSandboxBuiltin},
+}
+
+var dockerSandboxBuiltin = &starlib.Builtin{
+	Name:  "docker_sandbox",
+	Group: "providers",
+	Doc: `Returns a sandbox provider whose leases are containers on a Docker engine (DOCKER_HOST, else the local socket).
+
+Each outermost sandbox() starts one container from image= (pulled when the engine does not have it) with the workspace (the active workspace(), else workspace=) bind-mounted at /workspace, read-only for access = "read-only"; root= and cwd= are directories below it. Commands run with literal arguments through docker exec, in their own process group, killed on cancellation, timeout, output overflow and release; the image needs /bin/sh. File reads and writes go through the host side of the mount, confined to the root. The container has no network unless network= says otherwise, is labelled with the run and lease ids, and is removed on every path. setup= runs "sh -lc <setup>" in the cwd of every new container; a non-zero exit fails the acquisition.`,
+	Params: []starlib.Param{
+		{Name: "image", Type: "str | None", Default: "None", Doc: `Container image (default "` + docker.DefaultImage + `"); pin a version or digest for reproducible runs.`},
+		{Name: "setup", Type: "str | None", Default: "None", Doc: "Trusted shell command run in every new container."},
+		{Name: "user", Type: "str | None", Default: "None", Doc: `User of the container's processes ("uid", "uid:gid" or a name the image knows); default the image's.`},
+		{Name: "workspace", Type: "str | None", Default: "None", Doc: "Fallback host directory mounted at /workspace when no workspace() is active."},
+		{Name: "max_output_bytes", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on a command's combined output (default 4 MiB)."},
+		{Name: "network", Type: "str | None", Default: "None", Doc: `Network mode: "none" (the default), "host", "bridge" or a network name.`},
+		{Name: "env", Type: "dict | None", Default: "None", Doc: "Environment variables of the container (string values)."},
+		{Name: "labels", Type: "dict | None", Default: "None", Doc: `Extra container labels (string values); the "aml." labels are the provider's.`},
+	},
+	Returns: "a sandbox provider",
+	Example: `configure(sandbox_provider = docker_sandbox(image = "wearesingular/aml-agent-sandbox:latest", workspace = "."))`,
+	Impl: func(c *starlib.Call) (starlark.Value, error) {
+		opts := docker.Options{Image: c.Str("image"), Setup: c.Str("setup"), User: c.Str("user"), Workspace: c.Str("workspace"), Network: c.Str("network")}
+		if n, set, err := c.Int("max_output_bytes"); err != nil {
+			return nil, err
+		} else if set {
+			opts.MaxOutputBytes = n // positive: the catalog checked it
+		}
+		var err error
+		if opts.Env, err = c.StringDict("env"); err != nil {
+			return nil, err
+		}
+		if opts.Labels, err = c.StringDict("labels"); err != nil {
+			return nil, err
+		}
+		if opts.Workspace != "" && !filepath.IsAbs(opts.Workspace) {
+			if abs, err := filepath.Abs(opts.Workspace); err == nil {
+				opts.Workspace = abs
+			}
+		}
+		p, err := docker.New(opts)
+		if err != nil {
+			return nil, c.Errorf("%v", err)
+		}
+		return &starlib.SandboxProviderValue{Provider: p}, nil
+	},
+}
