@@ -7,6 +7,7 @@
 //	aml fmt [-w] PATH...   format workflow files
 //	aml lsp                the language server (stdio)
 //	aml workspace prune    remove what killed aml processes left behind
+//	aml sandbox prune      remove the containers killed aml processes left
 //	aml version            print version information
 //
 // Exit codes: 0 success, 1 workflow failure, 2 usage or load error,
@@ -45,6 +46,7 @@ Commands:
                      format workflow files
   lsp                the language server for editors (stdio)
   workspace prune    remove what killed aml processes left behind
+  sandbox prune      remove the Docker sandbox containers killed aml processes left
   mcp-relay          the stdio relay to an ACP agent's tool bridge (started by aml itself)
   version            print version information
 
@@ -78,6 +80,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdLSP(args[1:], stdin, stdout, stderr)
 	case "workspace":
 		return cmdWorkspace(args[1:], stdout, stderr)
+	case "sandbox":
+		return cmdSandbox(args[1:], stdout, stderr)
 	case "mcp-relay":
 		return cmdMCPRelay(stdin, stdout, stderr)
 	case "version", "--version", "-v":
@@ -115,6 +119,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		return cmdLSP([]string{"-h"}, nil, stdout, stdout)
 	case "workspace":
 		return cmdWorkspace([]string{"-h"}, stdout, stdout)
+	case "sandbox":
+		return cmdSandbox([]string{"-h"}, stdout, stdout)
 	case "version":
 		fmt.Fprintln(stdout, "usage: aml version\n\nPrints the version of aml, the platform and the Go version it was built with.")
 		return exitOK

@@ -2,6 +2,8 @@ package procscope
 
 import (
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -38,3 +40,23 @@ var hostname = sync.OnceValue(func() string {
 
 // Hostname is this host's name ("" when unknown), read once.
 func Hostname() string { return hostname() }
+
+// MarkerGone reports whether marker (a Marker value, "aml-<pid>-<machine
+// tag>-<uuid>") names an aml process of this machine that no longer
+// exists. A marker of another machine, of this process, or one that does
+// not parse is never gone: what it marks is left alone.
+func MarkerGone(marker string) bool {
+	parts := strings.SplitN(strings.TrimPrefix(marker, "aml-"), "-", 3)
+	if !strings.HasPrefix(marker, "aml-") || len(parts) != 3 {
+		return false
+	}
+	tag := machineTag()
+	if tag == "0" || parts[1] != tag {
+		return false
+	}
+	pid, err := strconv.Atoi(parts[0])
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	return !Alive(pid)
+}

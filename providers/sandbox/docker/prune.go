@@ -1,0 +1,85 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+
+	"github.com/aml-go/aml/internal/procscope"
+)
+
+// Leftover is one container of the provider found by Prune.
+type Leftover struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Run is the evaluation id of the run that created it.
+	Run string `json:"run"`
+	// Owner is the marker of the aml process that created it.
+	Owner string `json:"owner"`
+}
+
+// PruneResult is what Prune found.
+type PruneResult struct {
+	// Removed are the containers of aml processes of this machine that no
+	// longer exist, now removed.
+	Removed []Leftover `json:"removed"`
+	// Busy are containers whose aml process still runs.
+	Busy []Leftover `json:"busy"`
+	// Foreign are containers another machine's aml process made (or whose
+	// owner cannot be told): left alone.
+	Foreign []Leftover `json:"foreign"`
+}
+
+// Prune removes the containers that aml processes of this machine left
+// when they were killed outright (SIGKILL, OOM, power loss): those that
+// carry the provider's labels and whose aml.owner names a process that
+// no longer exists. Containers of live runs and of other machines are
+// only reported. cli nil means a client from the environment.
+func Prune(ctx context.Context, cli client.APIClient) (PruneResult, error) {
+	res := PruneResult{Removed: []Leftover{}, Busy: []Leftover{}, Foreign: []Leftover{}}
+	if cli == nil {
+		c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		if err != nil {
+			return res, fmt.Errorf("the Docker client: %w", err)
+		}
+		defer c.Close()
+		cli = c
+	}
+	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelOwner), filters.Arg("label", LabelLease))})
+	if err != nil {
+		return res, fmt.Errorf("listing containers: %w", engineError(err))
+	}
+	var errs []error
+	for _, c := range list {
+		l := Leftover{ID: c.ID, Run: c.Labels[LabelRun], Owner: c.Labels[LabelOwner]}
+		if len(c.Names) > 0 {
+			l.Name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		switch {
+		case procscope.MarkerGone(l.Owner):
+			err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			if err != nil && !errdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("removing %s: %w", l.Name, err))
+				continue
+			}
+			res.Removed = append(res.Removed, l)
+		case ownerHere(l.Owner):
+			res.Busy = append(res.Busy, l)
+		default:
+			res.Foreign = append(res.Foreign, l)
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// ownerHere reports whether a marker names a process of this machine.
+func ownerHere(marker string) bool {
+	parts := strings.SplitN(strings.TrimPrefix(marker, "aml-"), "-", 3)
+	return len(parts) == 3 && parts[1] == procscope.MachineTag() && parts[1] != "0"
+}
