@@ -295,13 +295,73 @@ func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireReques
 			},
 		}, nil, nil, containerName(req.EvaluationID))
 	if err != nil {
-		return prov, fmt.Errorf("creating a container from %q: %w", p.opts.Image, engineError(err))
+		return prov, fmt.Errorf("creating a container from %q: %w%s", p.opts.Image, engineError(err), hint(err, real))
 	}
 	b.id = created.ID
 	if err := p.cli.ContainerStart(ctx, b.id, container.StartOptions{}); err != nil {
-		return prov, fmt.Errorf("starting a container from %q (the image must have /bin/sh): %w", p.opts.Image, engineError(err))
+		return prov, fmt.Errorf("starting a container from %q: %w%s", p.opts.Image, engineError(err), hint(err, real))
+	}
+	if err := p.probe(ctx, b); err != nil {
+		return prov, err
 	}
 	return prov, nil
+}
+
+// hint says what to check for the engine errors users meet.
+func hint(err error, dir string) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "unable to find user"), strings.Contains(msg, "no matching entries in passwd"):
+		return `; check user = (a uid, "uid:gid", or a user in the image's /etc/passwd)`
+	case strings.Contains(msg, "bind source path does not exist"), strings.Contains(msg, "invalid mount config"):
+		return fmt.Sprintf("; the engine cannot mount %s: a remote engine (DOCKER_HOST) sees its own filesystem, not this machine's", dir)
+	case strings.Contains(msg, "executable file not found"), strings.Contains(msg, "no such file or directory"):
+		return "; the image must have /bin/sh"
+	}
+	return ""
+}
+
+// probe checks that the new container runs a shell command: an image
+// without /bin/sh starts, then stops at once.
+func (p *Provider) probe(ctx context.Context, b *box) error {
+	fail := func(err error) error {
+		ins, ierr := p.cli.ContainerInspect(context.WithoutCancel(ctx), b.id)
+		if ierr == nil && ins.State != nil && !ins.State.Running {
+			return fmt.Errorf("the container of %q stopped right after it started (exit status %d%s): the image must have /bin/sh", p.opts.Image, ins.State.ExitCode, stateError(ins.State.Error))
+		}
+		return fmt.Errorf("the container of %q does not run commands: %w", p.opts.Image, engineError(err))
+	}
+	ex, err := p.cli.ContainerExecCreate(ctx, b.id, container.ExecOptions{Cmd: []string{"/bin/sh", "-c", ":"}, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return fail(err)
+	}
+	att, err := p.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return fail(err)
+	}
+	out, _ := io.ReadAll(io.LimitReader(att.Reader, 4096))
+	att.Close()
+	ins, err := p.cli.ContainerExecInspect(ctx, ex.ID)
+	if err != nil {
+		return fail(err)
+	}
+	for ins.Running {
+		time.Sleep(5 * time.Millisecond)
+		if ins, err = p.cli.ContainerExecInspect(ctx, ex.ID); err != nil {
+			return fail(err)
+		}
+	}
+	if ins.ExitCode != 0 {
+		return fmt.Errorf("the container of %q cannot run /bin/sh (exit status %d: %s): the image must have /bin/sh", p.opts.Image, ins.ExitCode, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func stateError(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
 }
 
 // ensureImage pulls the image when the engine does not have it, as

@@ -1,12 +1,16 @@
 package docker_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,8 +18,10 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/google/uuid"
+	"go.uber.org/goleak"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/providertest"
@@ -291,12 +297,51 @@ func TestAcquireFailures(t *testing.T) {
 		t.Fatalf("Acquire of a missing image: %v", err)
 	}
 
+	for _, c := range []struct {
+		opts docker.Options
+		want string
+	}{
+		{docker.Options{User: "nosuchuser"}, `unable to find user nosuchuser: no matching entries in passwd file; check user =`},
+		{docker.Options{Image: noShellImage(t)}, `stopped right after it started (exit status 127): the image must have /bin/sh`},
+	} {
+		p, mark := newProvider(t, c.opts)
+		_, err = p.Acquire(context.Background(), &eval.SandboxAcquireRequest{Access: eval.ReadWrite, Root: ".", Cwd: ".", EvaluationID: "r",
+			Workspace: &eval.WorkspaceMaterialization{Directory: t.TempDir()}})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Acquire with %+v: %v, want %q", c.opts, err, c.want)
+		}
+		if left := containers(t, engine(t), mark); len(left) > 0 {
+			t.Errorf("a failed acquisition left containers: %v", left)
+		}
+	}
+
 	bad, _ := newProvider(t, docker.Options{})
 	_, err = bad.Acquire(context.Background(), &eval.SandboxAcquireRequest{Access: eval.ReadWrite, Root: "nosuch", Cwd: ".", EvaluationID: "r",
 		Workspace: &eval.WorkspaceMaterialization{Directory: t.TempDir()}})
 	if err == nil {
 		t.Fatalf("Acquire with a missing root succeeded")
 	}
+}
+
+// noShellImage imports (once) an image that holds one file and no shell.
+func noShellImage(t *testing.T) string {
+	const name = "aml-test/noshell:1"
+	cli := engine(t)
+	if _, err := cli.ImageInspect(context.Background(), name); err == nil {
+		return name
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "file", Mode: 0o644, Size: 1})
+	_, _ = tw.Write([]byte("x"))
+	_ = tw.Close()
+	rc, err := cli.ImageImport(context.Background(), image.ImportSource{Source: &buf, SourceName: "-"}, name, image.ImportOptions{})
+	if err != nil {
+		t.Fatalf("importing %s: %v", name, err)
+	}
+	_, _ = io.Copy(io.Discard, rc)
+	rc.Close()
+	return name
 }
 
 // TestReleaseRemoves: the container carries the run and lease labels
@@ -386,4 +431,47 @@ func BenchmarkExec(b *testing.B) {
 func reportMedian(b *testing.B, ds []time.Duration) {
 	slices.Sort(ds)
 	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
+}
+
+// TestConcurrentSandboxes: 20 sandboxes acquired, used and released at
+// once leave no container, staging or goroutine behind.
+func TestConcurrentSandboxes(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // the stagings' parent
+	p, mark := newProvider(t, docker.Options{})
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dir := t.TempDir()
+			lease, err := p.Acquire(context.Background(), &eval.SandboxAcquireRequest{Access: eval.ReadWrite, Root: ".", Cwd: ".", EvaluationID: "many",
+				Workspace: &eval.WorkspaceMaterialization{Directory: dir}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer lease.Release(context.Background())
+			res, err := lease.Runtime().Exec(context.Background(), "sh", []string{"-c", "echo $0 > n.txt; cat n.txt", strconv.Itoa(i)}, eval.ExecOptions{})
+			if err != nil || strings.TrimSpace(string(res.Stdout)) != strconv.Itoa(i) {
+				errs <- fmt.Errorf("sandbox %d: %+v, %v", i, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if left := containers(t, engine(t), mark); len(left) > 0 {
+		t.Errorf("containers left: %v", left)
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "aml-docker-*")); len(left) > 0 {
+		t.Errorf("stagings left: %v", left)
+	}
 }
