@@ -23,9 +23,9 @@ Each save publishes a new revision (a tar.gz archive, or a folder that reuses un
 	Params: []starlib.Param{
 		{Name: "directory", Type: "str", Doc: "Durable root of the store (created when needed)."},
 		{Name: "format", Type: "str", Default: `"archive"`, Enum: []string{"archive", "folder"}, Doc: `"archive" or "folder" for new revisions.`},
-		{Name: "max_archive_bytes", Type: "int | None", Default: "None", Doc: "Bound on a compressed archive (default 256 MiB)."},
-		{Name: "max_entries", Type: "int | None", Default: "None", Doc: "Bound on the entries of a revision (default 100000)."},
-		{Name: "max_extracted_bytes", Type: "int | None", Default: "None", Doc: "Bound on uncompressed bytes (default 1 GiB)."},
+		{Name: "max_archive_bytes", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on a compressed archive (default 256 MiB)."},
+		{Name: "max_entries", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on the entries of a revision (default 100000)."},
+		{Name: "max_extracted_bytes", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on uncompressed bytes (default 1 GiB)."},
 		{Name: "temporary_directory", Type: "str | None", Default: "None", Doc: "Parent of materializations (default the system temp directory)."},
 	},
 	Returns: "a workspace provider",
@@ -45,10 +45,7 @@ Each save publishes a new revision (a tar.gz archive, or a folder that reuses un
 				return nil, err
 			}
 			if set {
-				if n <= 0 {
-					return nil, c.Errorf("%s must be a positive integer, got %d", f.name, n)
-				}
-				f.set(n)
+				f.set(n) // positive: the catalog checked it
 			}
 		}
 		p, err := wsfs.New(opts)
