@@ -65,7 +65,8 @@ func (r *runtime) release() {
 	}
 	r.mu.Unlock()
 	for _, p := range procs {
-		p.kill(fmt.Errorf("command %q: %w", p.name, ErrReleased))
+		// Removing the container ends the process; the error says why.
+		p.end(fmt.Errorf("command %q: %w", p.name, ErrReleased), false)
 	}
 }
 
@@ -112,6 +113,7 @@ func (r *runtime) Exec(ctx context.Context, command string, args []string, opts 
 		p.kill(fmt.Errorf("docker sandbox command %q output exceeded %d bytes", command, r.p.maxOutput))
 	}}
 	_, copyErr := stdcopy.StdCopy(bound.writer(&stdout), bound.writer(&stderr), p.stream.Reader)
+	close(p.streamDone)
 	code, err := p.Wait()
 	switch {
 	case err != nil:
@@ -139,6 +141,8 @@ func (r *runtime) Spawn(ctx context.Context, command string, args []string, opts
 		}
 		outW.CloseWithError(err)
 		errW.CloseWithError(err)
+		close(p.streamDone)
+		_, _ = p.Wait() // ends the lifetime watch even when the caller never waits
 	}()
 	return p, nil
 }
@@ -159,7 +163,7 @@ func (r *runtime) start(ctx context.Context, command string, args []string, opts
 	}
 	id := uuid.NewString()
 	pidFile := path.Join(StagingMount, pidDir, id)
-	p := &process{r: r, name: command, id: "docker-exec:" + id, pidHost: filepath.Join(r.b.staging, pidDir, id), done: make(chan struct{})}
+	p := &process{r: r, name: command, id: "docker-exec:" + id, pidHost: filepath.Join(r.b.staging, pidDir, id), done: make(chan struct{}), streamDone: make(chan struct{})}
 	cfg := container.ExecOptions{
 		Cmd:          append([]string{"/bin/sh", "-c", wrapper, pidFile, command}, args...),
 		Env:          envList(opts.Env),
@@ -323,6 +327,8 @@ type process struct {
 
 	killOnce sync.Once
 	cause    error
+	// streamDone is closed when the command's output stream has ended.
+	streamDone chan struct{}
 	waitOnce sync.Once
 	code     int
 	err      error
@@ -349,10 +355,18 @@ func (p *process) Kill() error {
 }
 
 // kill ends the command's process group with cause as its error.
-func (p *process) kill(cause error) {
+func (p *process) kill(cause error) { p.end(cause, true) }
+
+// end records cause as the command's error and closes its stream; with
+// signal, it also kills the command's process group in the container.
+func (p *process) end(cause error, signal bool) {
 	p.killOnce.Do(func() {
 		p.cause = cause
-		if pid := p.pid(); pid > 0 {
+		pid := 0
+		if signal {
+			pid = p.pid()
+		}
+		if pid > 0 {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			cmd := []string{"/bin/sh", "-c", `kill -KILL -"$0" 2>/dev/null || kill -KILL "$0"`, strconv.Itoa(pid)}
@@ -388,9 +402,9 @@ func (p *process) Wait() (int, error) {
 			p.r.mu.Unlock()
 			_ = os.Remove(p.pidHost)
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for {
+		<-p.streamDone // the output ends when the command does (or is killed)
+		ctx := context.Background()
+		for delay := time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
 			ins, err := p.r.p.cli.ContainerExecInspect(ctx, p.execID)
 			if err != nil {
 				p.err = fmt.Errorf("docker sandbox command %q: %w", p.name, engineError(err))
@@ -400,7 +414,10 @@ func (p *process) Wait() (int, error) {
 				p.code = ins.ExitCode
 				break
 			}
-			time.Sleep(5 * time.Millisecond)
+			if p.cause != nil {
+				break // killed, and its container may be gone already
+			}
+			time.Sleep(delay)
 		}
 		if p.cause != nil {
 			p.err = p.cause
