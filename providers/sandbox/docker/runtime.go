@@ -329,10 +329,10 @@ type process struct {
 	cause    error
 	// streamDone is closed when the command's output stream has ended.
 	streamDone chan struct{}
-	waitOnce sync.Once
-	code     int
-	err      error
-	done     chan struct{}
+	waitOnce   sync.Once
+	code       int
+	err        error
+	done       chan struct{}
 }
 
 // ID implements eval.SandboxProcess.
