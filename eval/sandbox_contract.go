@@ -158,6 +158,22 @@ type SandboxRuntime interface {
 	CreateFileStaging(ctx context.Context) (FileStaging, error)
 }
 
+// GuestRuntime is an optional interface of a SandboxRuntime whose
+// processes run apart from the host (a container with no network of its
+// own): a host directory they share with it, where the host can serve
+// them unix sockets, and the command of the tool bridge's stdio relay in
+// the sandbox. Agent providers that bridge tools to an agent in such a
+// sandbox use them instead of a loopback address.
+type GuestRuntime interface {
+	// SharedDirectory returns a host directory and the path at which the
+	// sandbox's processes see it.
+	SharedDirectory() (host, guest string)
+	// RelayCommand returns the command (and leading arguments) that runs
+	// the stdio relay to a tool bridge (aml mcp-relay) in the sandbox, or
+	// nil when the sandbox has none.
+	RelayCommand() []string
+}
+
 // SandboxSession is the effective sandbox an agent runs in: the lease and
 // the narrowed view of the nearest sandbox() (and the agent's cwd=).
 type SandboxSession struct {

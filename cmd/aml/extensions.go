@@ -17,6 +17,8 @@ var extensions = sync.OnceValue(func() []*starlib.Extension {
 	return []*starlib.Extension{
 		acpstar.New(acpstar.Options{Relay: relayCommand(), ClientVersion: amlVersion()}),
 		fsstar.Extension,
-		dockerstar.Extension,
+		// Agents in Docker sandboxes reach their tools through this
+		// executable's mcp-relay, mounted into the container.
+		dockerstar.New(dockerstar.Options{Relay: relayCommand()[0]}),
 	}
 })

@@ -17,10 +17,23 @@ import (
 )
 
 // Extension adds docker_sandbox() to workflows loaded with it
-// (starlib.LoadOptions.Extensions).
-var Extension = &starlib.Extension{
-	Name:     "docker",
-	Builtins: []*starlib.Builtin{dockerSandboxBuiltin},
+// (starlib.LoadOptions.Extensions); its containers have no tool relay
+// (New gives one).
+var Extension = New(Options{})
+
+// Options configure the extension.
+type Options struct {
+	// Relay is the host path of an aml executable that runs in the
+	// containers: their agents' tool relay (docker.Options.Relay). The
+	// aml command passes its own executable.
+	Relay string
+}
+
+// New returns the extension with opts.
+func New(opts Options) *starlib.Extension {
+	b := *dockerSandboxBuiltin
+	b.Impl = func(c *starlib.Call) (starlark.Value, error) { return dockerSandboxImpl(c, opts) }
+	return &starlib.Extension{Name: "docker", Builtins: []*starlib.Builtin{&b}}
 }
 
 var dockerSandboxBuiltin = &starlib.Builtin{
@@ -41,29 +54,30 @@ Each outermost sandbox() starts one container from image= (pulled when the engin
 	},
 	Returns: "a sandbox provider",
 	Example: `configure(sandbox_provider = docker_sandbox(image = "wearesingular/aml-agent-sandbox:latest", workspace = "."))`,
-	Impl: func(c *starlib.Call) (starlark.Value, error) {
-		opts := docker.Options{Image: c.Str("image"), Setup: c.Str("setup"), User: c.Str("user"), Workspace: c.Str("workspace"), Network: c.Str("network")}
-		if n, set, err := c.Int("max_output_bytes"); err != nil {
-			return nil, err
-		} else if set {
-			opts.MaxOutputBytes = n // positive: the catalog checked it
+}
+
+func dockerSandboxImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
+	opts := docker.Options{Image: c.Str("image"), Setup: c.Str("setup"), User: c.Str("user"), Workspace: c.Str("workspace"), Network: c.Str("network"), Relay: ext.Relay}
+	if n, set, err := c.Int("max_output_bytes"); err != nil {
+		return nil, err
+	} else if set {
+		opts.MaxOutputBytes = n // positive: the catalog checked it
+	}
+	var err error
+	if opts.Env, err = c.StringDict("env"); err != nil {
+		return nil, err
+	}
+	if opts.Labels, err = c.StringDict("labels"); err != nil {
+		return nil, err
+	}
+	if opts.Workspace != "" && !filepath.IsAbs(opts.Workspace) {
+		if abs, err := filepath.Abs(opts.Workspace); err == nil {
+			opts.Workspace = abs
 		}
-		var err error
-		if opts.Env, err = c.StringDict("env"); err != nil {
-			return nil, err
-		}
-		if opts.Labels, err = c.StringDict("labels"); err != nil {
-			return nil, err
-		}
-		if opts.Workspace != "" && !filepath.IsAbs(opts.Workspace) {
-			if abs, err := filepath.Abs(opts.Workspace); err == nil {
-				opts.Workspace = abs
-			}
-		}
-		p, err := docker.New(opts)
-		if err != nil {
-			return nil, c.Errorf("%v", err)
-		}
-		return &starlib.SandboxProviderValue{Provider: p}, nil
-	},
+	}
+	p, err := docker.New(opts)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return &starlib.SandboxProviderValue{Provider: p}, nil
 }

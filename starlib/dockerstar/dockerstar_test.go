@@ -3,6 +3,7 @@ package dockerstar_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/starlib"
+	"github.com/aml-go/aml/starlib/acpstar"
 	"github.com/aml-go/aml/starlib/dockerstar"
 	"github.com/aml-go/aml/starlib/fsstar"
 )
@@ -141,5 +143,132 @@ def main():
 `, map[string]string{"DIR": dir})
 	if err == nil || !strings.Contains(err.Error(), "setup exited with status 4: no toolchain") || !strings.Contains(err.Error(), "w.star:5:") {
 		t.Errorf("a failing setup: %v", err)
+	}
+}
+
+// buildStatic builds a static Linux binary of a package of this module
+// into dir.
+func buildStatic(t *testing.T, pkg, dir, name string) string {
+	t.Helper()
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// TestAgentInAContainer: a real ACP agent process (the fake agent, a
+// static build) runs inside the container with no network, calls a
+// Starlark tool that runs on the host through the tool bridge (its relay
+// in the container, over a unix socket in the staging mount) and submits
+// a structured result.
+func TestAgentInAContainer(t *testing.T) {
+	cli := engine(t)
+	dir := t.TempDir()
+	bin := t.TempDir()
+	buildStatic(t, "github.com/aml-go/aml/internal/cmd/fake-acp-agent", dir, "fake-acp-agent")
+	relay := buildStatic(t, "github.com/aml-go/aml/internal/cmd/fake-acp-agent", bin, "aml")
+	exts := []*starlib.Extension{dockerstar.New(dockerstar.Options{Relay: relay}), acpstar.New(acpstar.Options{})}
+	src := `
+lookup = define_tool(name = "lookup", description = "Looks a word up.", execute = lambda input: "found " + input["q"],
+    input = schema.object(q = schema.string()))
+fake = acp_agent(command = "/workspace/fake-acp-agent", env = {"AML_FAKE_ACP_MODE": "no-http"})
+box = docker_sandbox(image = "` + testImage + `", workspace = env("DIR"), labels = {"aml-test": "` + t.Name() + `"})
+
+def main():
+    return sandbox(
+        agent("cwd\nmcp\ncall lookup {\"q\": \"ocelot\"}", tool(lookup), provider = fake),
+        "|",
+        agent(
+            "submit {\"answer\": 42}",
+            tool(lookup),
+            provider = fake,
+            schema = schema.object(answer = schema.integer()),
+        ),
+        provider = box,
+        access = "read-write",
+    )
+`
+	lookup := func(k string) (string, bool) { return dir, k == "DIR" }
+	out, err := starlib.Run(context.Background(), filepath.Join(dir, "w.star"), "", starlib.LoadOptions{Source: []byte(src), Extensions: exts, Env: lookup}, eval.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prose, structured, _ := strings.Cut(out, "|")
+	if !strings.Contains(prose, `"command":"/opt/aml/bin/aml"`) || !strings.Contains(prose, "unix:///tmp/aml/bridge-") {
+		t.Errorf("the bridge is not reached through the mounted relay over the shared socket: %q", prose)
+	}
+	if !strings.Contains(prose, "/workspace") || !strings.Contains(prose, "result: found ocelot") {
+		t.Errorf("the agent in the container: %q, want its cwd /workspace and the host tool's result", prose)
+	}
+	if structured != `{"answer":42}` {
+		t.Errorf("structured result %q, want the submitted one", structured)
+	}
+	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "aml-test="+t.Name()))})
+	if err != nil || len(list) != 0 {
+		t.Errorf("containers left: %d, %v", len(list), err)
+	}
+}
+
+// TestAgentInAContainerFailures: without a relay an agent with tools
+// fails with what to do; a run cancelled while the agent works leaves no
+// container.
+func TestAgentInAContainerFailures(t *testing.T) {
+	cli := engine(t)
+	dir := t.TempDir()
+	buildStatic(t, "github.com/aml-go/aml/internal/cmd/fake-acp-agent", dir, "fake-acp-agent")
+	lookup := func(k string) (string, bool) { return dir, k == "DIR" }
+	src := func(prompt string) []byte {
+		return []byte(`
+lookup = define_tool(name = "lookup", description = "Looks a word up.", execute = lambda input: "found")
+fake = acp_agent(command = "/workspace/fake-acp-agent", env = {"AML_FAKE_ACP_MODE": "no-http"})
+box = docker_sandbox(image = "` + testImage + `", workspace = env("DIR"), labels = {"aml-test": "` + t.Name() + `"})
+
+def main():
+    return sandbox(agent("` + prompt + `", tool(lookup), provider = fake), provider = box, access = "read-write")
+`)
+	}
+	left := func() int {
+		list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "aml-test="+t.Name()))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	noRelay := []*starlib.Extension{dockerstar.Extension, acpstar.New(acpstar.Options{})}
+	_, err := starlib.Run(context.Background(), filepath.Join(dir, "w.star"), "", starlib.LoadOptions{Source: src("tools"), Extensions: noRelay, Env: lookup}, eval.Options{})
+	if err == nil || !strings.Contains(err.Error(), "provides no relay for the tool bridge") {
+		t.Errorf("an agent with tools in a container without a relay: %v", err)
+	}
+	if n := left(); n != 0 {
+		t.Errorf("%d containers left", n)
+	}
+
+	relay := buildStatic(t, "github.com/aml-go/aml/internal/cmd/fake-acp-agent", t.TempDir(), "aml")
+	exts := []*starlib.Extension{dockerstar.New(dockerstar.Options{Relay: relay}), acpstar.New(acpstar.Options{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := starlib.Run(ctx, filepath.Join(dir, "w.star"), "", starlib.LoadOptions{Source: src("hang-hard"), Extensions: exts, Env: lookup}, eval.Options{})
+		done <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for left() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // the agent is in its turn
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("a cancelled run succeeded")
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the cancelled run did not end")
+	}
+	if n := left(); n != 0 {
+		t.Errorf("%d containers left after the cancellation", n)
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +44,11 @@ type bridge struct {
 	ln     net.Listener
 	srv    *http.Server
 	served chan struct{}
+	// guestURL is the unix socket address of the bridge as a sandbox's
+	// processes see it (listenShared), or "".
+	guestURL   string
+	socket     string // its host path
+	guestServe chan struct{}
 
 	s      *session
 	output *eval.OutputRequest
@@ -118,6 +126,38 @@ func startBridge(s *session, name string) (_ *bridge, err error) {
 		_ = b.srv.Serve(b.ln)
 	}()
 	return b, nil
+}
+
+// listenShared also serves the bridge on a unix socket in host, a
+// directory a sandbox's processes see at guest, for agents in sandboxes
+// that cannot reach the host's loopback (eval.GuestRuntime). The socket
+// is removed when the bridge closes.
+func (b *bridge) listenShared(host, guest string) error {
+	if b.guestURL != "" {
+		return nil
+	}
+	var raw [6]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return err
+	}
+	name := "bridge-" + hex.EncodeToString(raw[:]) + ".sock"
+	path := filepath.Join(host, name)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("starting the tool bridge on a socket the sandbox shares: %w", err)
+	}
+	// The sandbox's user may not be this one; the bearer secret guards it.
+	if err := os.Chmod(path, 0o777); err != nil {
+		ln.Close()
+		return err
+	}
+	b.socket, b.guestURL = path, "unix://"+strings.TrimSuffix(guest, "/")+"/"+name
+	b.guestServe = make(chan struct{})
+	go func() {
+		defer close(b.guestServe)
+		_ = b.srv.Serve(ln)
+	}()
+	return nil
 }
 
 // The bridge's connection timeouts: the headers of a request, the whole
@@ -252,6 +292,13 @@ func (b *bridge) close(ctx context.Context) error {
 	select {
 	case <-b.served:
 	case <-ctx.Done():
+	}
+	if b.guestServe != nil {
+		select {
+		case <-b.guestServe:
+		case <-ctx.Done():
+		}
+		_ = os.Remove(b.socket)
 	}
 	if err != nil {
 		return fmt.Errorf("closing the tool bridge: %w", err)

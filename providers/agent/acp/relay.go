@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -45,7 +47,17 @@ func RunRelay(ctx context.Context, in io.ReadCloser, out io.WriteCloser, opts Re
 		return fmt.Errorf("aml mcp-relay: %s and %s must be set; the relay is started by the ACP engine, not by hand", RelayURLEnv, RelayTokenEnv)
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "aml-mcp-relay", Version: version}, nil)
-	httpClient := &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}}
+	var next http.RoundTripper = http.DefaultTransport
+	if socket, ok := strings.CutPrefix(url, "unix://"); ok {
+		// The bridge of an agent in a sandbox without the host's network:
+		// HTTP over a unix socket in a directory the sandbox shares.
+		next = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		}}
+		url = "http://aml-bridge/mcp"
+	}
+	httpClient := &http.Client{Transport: bearer{token: token, next: next}}
 	up, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: httpClient, DisableStandaloneSSE: true}, nil)
 	if err != nil {
 		return fmt.Errorf("aml mcp-relay: connecting to the tool bridge: %w", err)

@@ -364,14 +364,38 @@ func (s *session) repairPrompt() string {
 		"\n\nCall the structured-result Tool now. Do not continue the analysis or answer only with message text.\n\nThe required result must match this JSON Schema:\n" + string(schema)
 }
 
+// guest returns the sandbox's runtime when the agent runs apart from the
+// host (eval.GuestRuntime), or nil.
+func (s *session) guest() eval.GuestRuntime {
+	if s.sandbox == nil || s.sandbox.Lease == nil {
+		return nil
+	}
+	g, _ := s.sandbox.Lease.Runtime().(eval.GuestRuntime)
+	return g
+}
+
 // bridgeDescriptor is the session/new entry that reaches the bridge:
 // streamable HTTP with the bearer secret when the agent supports it, else
 // the stdio relay.
 func (s *session) bridgeDescriptor(http bool) (acpsdk.McpServer, error) {
 	b := s.bridge
-	if http {
+	if http && s.guest() == nil {
 		return acpsdk.McpServer{Http: &acpsdk.McpServerHttpInline{Type: "http", Name: b.name, Url: b.url,
 			Headers: []acpsdk.HttpHeader{{Name: "Authorization", Value: b.header()}}}}, nil
+	}
+	if guest := s.guest(); guest != nil {
+		// An agent in a sandbox apart from the host (a container with no
+		// network): the relay in the sandbox, over a socket it shares.
+		relay := guest.RelayCommand()
+		if len(relay) == 0 {
+			return acpsdk.McpServer{}, fmt.Errorf("ACP agent %q runs in a sandbox that cannot reach this host's network and provides no relay for the tool bridge, so it cannot receive tools or structured output; give the sandbox provider an aml executable that runs in it (docker_sandbox gets the running aml's from the aml command)", s.launch.Command)
+		}
+		host, guestDir := guest.SharedDirectory()
+		if err := b.listenShared(host, guestDir); err != nil {
+			return acpsdk.McpServer{}, err
+		}
+		return acpsdk.McpServer{Stdio: &acpsdk.McpServerStdio{Name: b.name, Command: relay[0], Args: append([]string{}, relay[1:]...),
+			Env: []acpsdk.EnvVariable{{Name: RelayURLEnv, Value: b.guestURL}, {Name: RelayTokenEnv, Value: b.secret}}}}, nil
 	}
 	relay := s.p.cfg.Relay
 	if len(relay) == 0 {

@@ -93,7 +93,17 @@ type Options struct {
 	// Labels are added to the container's labels (the aml.* labels are
 	// the provider's own).
 	Labels map[string]string
+	// Relay is the host path of an aml executable that runs in the image
+	// (a static Linux build, or one whose libraries the image has). It is
+	// mounted read-only at RelayPath, and agents in the container reach
+	// their Starlark tools through its "mcp-relay" over a unix socket in
+	// the staging mount, with no network. "" means none: agents with tools
+	// cannot run in the container.
+	Relay string
 }
+
+// RelayPath is where Options.Relay is mounted in the container.
+const RelayPath = "/opt/aml/bin/aml"
 
 // Provider is the Docker eval.SandboxProvider. It is immutable after New
 // and safe for concurrent use; every Acquire creates its own container.
@@ -110,7 +120,7 @@ var _ eval.SandboxProvider = (*Provider)(nil)
 // engine: a missing daemon or image is reported by Acquire.
 func New(opts Options) (*Provider, error) {
 	for _, o := range []struct{ label, v string }{
-		{"image", opts.Image}, {"setup", opts.Setup}, {"user", opts.User}, {"workspace", opts.Workspace}, {"network", opts.Network},
+		{"image", opts.Image}, {"setup", opts.Setup}, {"user", opts.User}, {"workspace", opts.Workspace}, {"network", opts.Network}, {"relay", opts.Relay},
 	} {
 		if err := option.String("docker sandbox", o.label, o.v, false); err != nil {
 			return nil, err
@@ -136,6 +146,13 @@ func New(opts Options) (*Provider, error) {
 		if k == "" || strings.HasPrefix(k, "aml.") {
 			return nil, fmt.Errorf("docker sandbox label %q is invalid: labels must be non-empty and not start with \"aml.\" (the provider's own)", k)
 		}
+	}
+	if opts.Relay != "" {
+		abs, err := filepath.Abs(opts.Relay)
+		if err != nil {
+			return nil, fmt.Errorf("docker sandbox relay %q: %w", opts.Relay, err)
+		}
+		opts.Relay = abs
 	}
 	if opts.Workspace != "" {
 		abs, err := filepath.Abs(opts.Workspace)
@@ -276,6 +293,13 @@ func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireReques
 	labels[LabelLease] = b.leaseID
 	labels[LabelOwner] = procscope.Marker()
 	init := true
+	mounts := []mount.Mount{
+		{Type: mount.TypeBind, Source: real, Target: WorkspaceMount, ReadOnly: req.Access == eval.ReadOnly},
+		{Type: mount.TypeBind, Source: b.staging, Target: StagingMount},
+	}
+	if p.opts.Relay != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.opts.Relay, Target: RelayPath, ReadOnly: true})
+	}
 	created, err := p.cli.ContainerCreate(ctx,
 		&container.Config{
 			Image:      p.opts.Image,
@@ -289,10 +313,7 @@ func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireReques
 		&container.HostConfig{
 			Init:        &init,
 			NetworkMode: container.NetworkMode(p.opts.Network),
-			Mounts: []mount.Mount{
-				{Type: mount.TypeBind, Source: real, Target: WorkspaceMount, ReadOnly: req.Access == eval.ReadOnly},
-				{Type: mount.TypeBind, Source: b.staging, Target: StagingMount},
-			},
+			Mounts:      mounts,
 		}, nil, nil, containerName(req.EvaluationID))
 	if err != nil {
 		return prov, fmt.Errorf("creating a container from %q: %w%s", p.opts.Image, engineError(err), hint(err, real))
@@ -352,6 +373,14 @@ func (p *Provider) probe(ctx context.Context, b *box) error {
 		}
 	}
 	if ins.ExitCode != 0 {
+		// The container may be stopping: say so when it has stopped.
+		for range 20 {
+			c, err := p.cli.ContainerInspect(ctx, b.id)
+			if err == nil && c.State != nil && !c.State.Running {
+				return fail(fmt.Errorf("exit status %d", ins.ExitCode))
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
 		return fmt.Errorf("the container of %q cannot run /bin/sh (exit status %d: %s): the image must have /bin/sh", p.opts.Image, ins.ExitCode, strings.TrimSpace(string(out)))
 	}
 	return nil

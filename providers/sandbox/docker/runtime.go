@@ -46,6 +46,20 @@ type runtime struct {
 	procs    map[*process]struct{}
 }
 
+var _ eval.GuestRuntime = (*runtime)(nil)
+
+// SharedDirectory implements eval.GuestRuntime: the staging mount.
+func (r *runtime) SharedDirectory() (host, guest string) { return r.b.staging, StagingMount }
+
+// RelayCommand implements eval.GuestRuntime: the mounted aml's mcp-relay,
+// when the provider has one.
+func (r *runtime) RelayCommand() []string {
+	if r.p.opts.Relay == "" {
+		return nil
+	}
+	return []string{RelayPath, "mcp-relay"}
+}
+
 // Access implements eval.SandboxRuntime.
 func (r *runtime) Access() eval.Access { return r.access }
 
