@@ -169,9 +169,9 @@ type GuestRuntime interface {
 	// sandbox's processes see it.
 	SharedDirectory() (host, guest string)
 	// RelayCommand returns the command (and leading arguments) that runs
-	// the stdio relay to a tool bridge (aml mcp-relay) in the sandbox, or
-	// nil when the sandbox has none.
-	RelayCommand() []string
+	// the stdio relay to a tool bridge (aml mcp-relay) in the sandbox; an
+	// error says why the sandbox has none.
+	RelayCommand() ([]string, error)
 }
 
 // SandboxSession is the effective sandbox an agent runs in: the lease and

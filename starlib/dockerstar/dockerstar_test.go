@@ -239,11 +239,27 @@ def main():
 	}
 	noRelay := []*starlib.Extension{dockerstar.Extension, acpstar.New(acpstar.Options{})}
 	_, err := starlib.Run(context.Background(), filepath.Join(dir, "w.star"), "", starlib.LoadOptions{Source: src("tools"), Extensions: noRelay, Env: lookup}, eval.Options{})
-	if err == nil || !strings.Contains(err.Error(), "provides no relay for the tool bridge") {
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the tool bridge here (the docker sandbox has no aml executable") {
 		t.Errorf("an agent with tools in a container without a relay: %v", err)
 	}
 	if n := left(); n != 0 {
 		t.Errorf("%d containers left", n)
+	}
+
+	// A relay linked against a C library the image lacks (busybox has
+	// none) is found out, and said.
+	dynamic := filepath.Join(t.TempDir(), "aml")
+	if b, err := exec.Command("go", "build", "-o", dynamic, "github.com/aml-go/aml/internal/cmd/fake-acp-agent").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	if out, _ := exec.Command("file", dynamic).Output(); strings.Contains(string(out), "dynamically linked") {
+		wrong := []*starlib.Extension{dockerstar.New(dockerstar.Options{Relay: dynamic}), acpstar.New(acpstar.Options{})}
+		_, err = starlib.Run(context.Background(), filepath.Join(dir, "w.star"), "", starlib.LoadOptions{Source: src("tools"), Extensions: wrong, Env: lookup}, eval.Options{})
+		if err == nil || !strings.Contains(err.Error(), "does not run in the image") || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+			t.Errorf("an agent with a relay that cannot run in the image: %v", err)
+		}
+	} else {
+		t.Logf("the default build is static here (%s): the dynamic relay case is not exercised", strings.TrimSpace(string(out)))
 	}
 
 	relay := buildStatic(t, "github.com/aml-go/aml/internal/cmd/fake-acp-agent", t.TempDir(), "aml")

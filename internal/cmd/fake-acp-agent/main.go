@@ -2,7 +2,7 @@
 // acptest as a program of its own, so that a static build of it runs
 // where a test binary cannot (inside a container). Run with the argument
 // mcp-relay, it is the tool bridge's stdio relay instead, like aml
-// mcp-relay.
+// mcp-relay; with version, it prints its name.
 package main
 
 import (
@@ -15,6 +15,10 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "version" {
+		fmt.Println("fake-acp-agent")
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "mcp-relay" {
 		if err := acp.RunRelay(context.Background(), os.Stdin, os.Stdout, acp.RelayOptions{}); err != nil {
 			fmt.Fprintln(os.Stderr, err)

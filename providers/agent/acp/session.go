@@ -386,9 +386,13 @@ func (s *session) bridgeDescriptor(http bool) (acpsdk.McpServer, error) {
 	if guest := s.guest(); guest != nil {
 		// An agent in a sandbox apart from the host (a container with no
 		// network): the relay in the sandbox, over a socket it shares.
-		relay := guest.RelayCommand()
-		if len(relay) == 0 {
-			return acpsdk.McpServer{}, fmt.Errorf("ACP agent %q runs in a sandbox that cannot reach this host's network and provides no relay for the tool bridge, so it cannot receive tools or structured output; give the sandbox provider an aml executable that runs in it (docker_sandbox gets the running aml's from the aml command)", s.launch.Command)
+		relay, err := guest.RelayCommand()
+		if err != nil || len(relay) == 0 {
+			why := "it provides no relay"
+			if err != nil {
+				why = err.Error()
+			}
+			return acpsdk.McpServer{}, fmt.Errorf("ACP agent %q runs in a sandbox apart from this host, which cannot reach the tool bridge here (%s), so it cannot receive tools or structured output", s.launch.Command, why)
 		}
 		host, guestDir := guest.SharedDirectory()
 		if err := b.listenShared(host, guestDir); err != nil {

@@ -231,6 +231,8 @@ type box struct {
 	root    string // guest path of the logical root
 	cwd     string // guest path of the logical cwd
 	rt      *runtime
+	// relayErr says why the mounted relay does not run in the image.
+	relayErr error
 }
 
 func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireRequest) (prov staged.Provisioned[string, *box], err error) {
@@ -451,6 +453,16 @@ func (p *Provider) createRuntime(_ context.Context, prov staged.Provisioned[stri
 }
 
 func (p *Provider) initialize(ctx context.Context, prov staged.Provisioned[string, *box], rt eval.SandboxRuntime, _ *eval.SandboxAcquireRequest) error {
+	if p.opts.Relay != "" {
+		// An aml built with cgo needs the C library it was linked with.
+		res, err := rt.Exec(ctx, RelayPath, []string{"version"}, eval.ExecOptions{})
+		switch {
+		case err != nil:
+			return fmt.Errorf("checking the relay: %w", err)
+		case res.ExitCode != 0:
+			prov.Resource.relayErr = fmt.Errorf("the aml executable %s does not run in the image %q (exit status %d: %s); build aml with CGO_ENABLED=0 for images without its C library", p.opts.Relay, p.opts.Image, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+		}
+	}
 	if p.opts.Setup == "" {
 		return nil
 	}

@@ -52,12 +52,15 @@ var _ eval.GuestRuntime = (*runtime)(nil)
 func (r *runtime) SharedDirectory() (host, guest string) { return r.b.staging, StagingMount }
 
 // RelayCommand implements eval.GuestRuntime: the mounted aml's mcp-relay,
-// when the provider has one.
-func (r *runtime) RelayCommand() []string {
+// when the provider has one and it runs in the image.
+func (r *runtime) RelayCommand() ([]string, error) {
 	if r.p.opts.Relay == "" {
-		return nil
+		return nil, errors.New("the docker sandbox has no aml executable to relay the tools through: the aml command mounts its own; embedders set docker.Options.Relay")
 	}
-	return []string{RelayPath, "mcp-relay"}
+	if r.b.relayErr != nil {
+		return nil, r.b.relayErr
+	}
+	return []string{RelayPath, "mcp-relay"}, nil
 }
 
 // Access implements eval.SandboxRuntime.
