@@ -41,7 +41,9 @@ func setup(t *testing.T) (*fakemodel.Server, func(opts opencode.Options) eval.Ag
 		"small_model": "fake/fake-model",
 	}
 	return model, func(o opencode.Options) eval.AgentProvider {
-		o.Command = bin
+		if o.Command == "" {
+			o.Command = bin
+		}
 		o.Config = cfg
 		o.Model = "fake/fake-model"
 		o.WorkingDirectory = t.TempDir()
