@@ -1,88 +1,33 @@
 package opencode_test
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/peers"
+	"github.com/aml-go/aml/internal/testdocker"
 	"github.com/aml-go/aml/providers/agent/opencode"
 	"github.com/aml-go/aml/providers/sandbox/docker"
 )
-
-// glibcImage is a busybox image with this host's C library: enough for
-// OpenCode's Linux binary and an aml built with cgo.
-const glibcImage = "aml-test/glibc:1"
-
-// dockerForAgents returns an engine client with glibcImage (imported from
-// this host's busybox-static and C library when missing), or skips.
-func dockerForAgents(t *testing.T) *client.Client {
-	t.Helper()
-	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err = cli.Ping(ctx)
-	}
-	if err != nil {
-		t.Skipf("no Docker engine answers (%v): run scripts/docker-for-tests.sh, as .ci/run does", err)
-	}
-	if _, err := cli.ImageInspect(context.Background(), glibcImage); err == nil {
-		return cli
-	}
-	files := map[string]string{"bin/busybox": "/bin/busybox"}
-	for _, lib := range []string{"/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libm.so.6",
-		"/lib/x86_64-linux-gnu/libpthread.so.0", "/lib/x86_64-linux-gnu/libdl.so.2", "/lib/x86_64-linux-gnu/libresolv.so.2"} {
-		files[strings.TrimPrefix(lib, "/")] = lib
-	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for name, src := range files {
-		data, err := os.ReadFile(src)
-		if err != nil {
-			t.Skipf("cannot build %s from this host (%v): needs busybox-static and glibc (Debian amd64)", glibcImage, err)
-		}
-		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(data))})
-		_, _ = tw.Write(data)
-	}
-	for _, applet := range []string{"sh", "cat", "echo", "ls", "mkdir", "rm", "pwd", "kill", "sleep", "env", "chmod", "id", "true", "printf"} {
-		_ = tw.WriteHeader(&tar.Header{Name: "bin/" + applet, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777})
-	}
-	for _, d := range []string{"tmp/", "workspace/", "root/"} {
-		_ = tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o1777})
-	}
-	_ = tw.Close()
-	rc, err := cli.ImageImport(context.Background(), image.ImportSource{Source: &buf, SourceName: "-"}, glibcImage, image.ImportOptions{Changes: []string{"ENV PATH=/bin"}})
-	if err != nil {
-		t.Fatalf("importing %s: %v", glibcImage, err)
-	}
-	_, _ = io.Copy(io.Discard, rc)
-	rc.Close()
-	return cli
-}
 
 // TestInDockerSandbox: the real OpenCode runs inside a container, against
 // the fake model on the host's loopback (network "host", for the model
 // only), calls a Starlark tool that runs on the host through aml
 // mcp-relay over the sandbox's socket, and submits a structured result.
 func TestInDockerSandbox(t *testing.T) {
-	cli := dockerForAgents(t)
+	cli := testdocker.Engine(t)
+	img := testdocker.AgentImageFor(t, cli)
 	wrapper := peers.Bin(t, "opencode", opencodePkg)
 	native := filepath.Join(filepath.Dir(filepath.Dir(wrapper)), "opencode-linux-x64", "bin", "opencode")
 	if _, err := os.Stat(native); err != nil {
@@ -103,7 +48,7 @@ func TestInDockerSandbox(t *testing.T) {
 		t.Fatalf("go build aml: %v\n%s", err, b)
 	}
 	mark := uuid.NewString()
-	box, err := docker.New(docker.Options{Client: cli, Image: glibcImage, Network: "host", Workspace: dir, Relay: relay, Labels: map[string]string{"aml-test": mark}})
+	box, err := docker.New(docker.Options{Client: cli, Image: img, Network: "host", Workspace: dir, Relay: relay, Labels: map[string]string{"aml-test": mark}})
 	if err != nil {
 		t.Fatal(err)
 	}
