@@ -64,9 +64,8 @@ const removeTimeout = 30 * time.Second
 // Options configure a Provider. The zero value is valid: the default
 // image, no setup, no fallback workspace, no network.
 type Options struct {
-	// Client is the Engine API client; nil makes one from the environment
-	// (DOCKER_HOST, DOCKER_API_VERSION, DOCKER_CERT_PATH,
-	// DOCKER_TLS_VERIFY) with API version negotiation.
+	// Client is the Engine API client; nil means NewClient (DOCKER_HOST,
+	// else the docker CLI's context, else the local socket).
 	Client client.APIClient
 	// Image is the container image; "" means DefaultImage. An image the
 	// engine does not have is pulled, as "docker run" does.
@@ -165,7 +164,7 @@ func New(opts Options) (*Provider, error) {
 	opts.Labels = maps.Clone(opts.Labels)
 	cli := opts.Client
 	if cli == nil {
-		c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		c, err := NewClient()
 		if err != nil {
 			return nil, fmt.Errorf("docker sandbox: the Docker client: %w", err)
 		}

@@ -40,11 +40,11 @@ type PruneResult struct {
 // when they were killed outright (SIGKILL, OOM, power loss): those that
 // carry the provider's labels and whose aml.owner names a process that
 // no longer exists. Containers of live runs and of other machines are
-// only reported. cli nil means a client from the environment.
+// only reported. cli nil means NewClient.
 func Prune(ctx context.Context, cli client.APIClient) (PruneResult, error) {
 	res := PruneResult{Removed: []Leftover{}, Busy: []Leftover{}, Foreign: []Leftover{}}
 	if cli == nil {
-		c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		c, err := NewClient()
 		if err != nil {
 			return res, fmt.Errorf("the Docker client: %w", err)
 		}
