@@ -3,11 +3,16 @@
 # sandbox tests, from scratch on a Debian machine, without any registry:
 #   - installs docker.io (and busybox-static) with apt-get when missing;
 #   - starts dockerd without a bridge or iptables when no daemon answers;
-#   - imports aml-test/busybox:1 (a static busybox as the whole rootfs).
+#   - imports aml-test/busybox:1 (a static busybox as the whole rootfs);
+#   - with --debian, also imports debian:bookworm-slim from a debootstrap of
+#     Debian's mirror (minutes, once: the engine keeps it), the base of
+#     images/sandbox/Dockerfile, which TestSandboxImage builds.
 # It never fails: what it cannot do, it says, and the tests skip saying why.
 set -uo pipefail
 
 image=aml-test/busybox:1
+debian=false
+[[ ${1:-} == --debian ]] && debian=true
 sudo=""
 if [[ $(id -u) != 0 ]]; then
   if command -v sudo >/dev/null 2>&1; then sudo="sudo -n"; else sudo=unavailable; fi
@@ -41,6 +46,23 @@ if ! docker version >/dev/null 2>&1; then
   echo "dockerd did not start: the Docker tests will skip"; tail -5 /tmp/aml-dockerd.log 2>/dev/null; exit 0
 fi
 echo "Docker engine: $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}})' 2>/dev/null)"
+
+import_debian() {
+  local base=debian:bookworm-slim
+  if docker image inspect "$base" >/dev/null 2>&1; then echo "image $base: present"; return; fi
+  command -v debootstrap >/dev/null 2>&1 || apt_install debootstrap || { echo "debootstrap could not be installed: TestSandboxImage will skip"; return; }
+  local root
+  root=$(mktemp -d)
+  echo "debootstrap of bookworm for $base (a few minutes)"
+  if $sudo debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >/tmp/aml-debootstrap.log 2>&1 \
+     && $sudo tar -C "$root" -c . | docker import - "$base" >/dev/null; then
+    echo "image $base: imported from a debootstrap of bookworm"
+  else
+    echo "the debootstrap of bookworm failed (see /tmp/aml-debootstrap.log): TestSandboxImage will skip"
+  fi
+  $sudo rm -rf "$root"
+}
+$debian && import_debian
 
 if docker image inspect "$image" >/dev/null 2>&1; then
   echo "image $image: present"
