@@ -288,3 +288,32 @@ def main():
 		t.Errorf("%d containers left after the cancellation", n)
 	}
 }
+
+// TestFailedBranchAndTimeout: a parallel() branch whose container
+// command fails ends with its container removed while its sibling goes on
+// (parallel() settles every branch, as the original: no fail-fast), and a
+// script's timeout_ms kills it; each leaves no container.
+func TestFailedBranchAndTimeout(t *testing.T) {
+	dir := t.TempDir()
+	_, err := run(t, `
+box = docker_sandbox(image = "`+testImage+`", workspace = env("DIR"), labels = {"aml-test": "`+t.Name()+`"})
+
+def main():
+    return parallel(
+        sandbox(script("exit 4", shell = "sh"), provider = box, access = "read-write"),
+        script("sleep 1", shell = "sh"),
+    )
+`, map[string]string{"DIR": dir})
+	if err == nil || !strings.Contains(err.Error(), "exited with code 4") {
+		t.Fatalf("a run with a failing branch: %v", err)
+	}
+	_, err = run(t, `
+box = docker_sandbox(image = "`+testImage+`", workspace = env("DIR"), labels = {"aml-test": "`+t.Name()+`"})
+
+def main():
+    return sandbox(script("sleep 300", shell = "sh", timeout_ms = 300), provider = box, access = "read-write")
+`, map[string]string{"DIR": dir})
+	if err == nil || !strings.Contains(err.Error(), "timed out") {
+		t.Errorf("a script past its timeout_ms: %v", err)
+	}
+}
