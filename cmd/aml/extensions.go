@@ -7,6 +7,7 @@ import (
 	"github.com/aml-go/aml/starlib/acpstar"
 	"github.com/aml-go/aml/starlib/dockerstar"
 	"github.com/aml-go/aml/starlib/fsstar"
+	"github.com/aml-go/aml/starlib/s3star"
 )
 
 // extensions are the provider families the aml command links beyond the
@@ -17,6 +18,7 @@ var extensions = sync.OnceValue(func() []*starlib.Extension {
 	return []*starlib.Extension{
 		acpstar.New(acpstar.Options{Relay: relayCommand(), ClientVersion: amlVersion()}),
 		fsstar.Extension,
+		s3star.Extension,
 		// Agents in Docker sandboxes reach their tools through this
 		// executable's mcp-relay, mounted into the container.
 		dockerstar.New(dockerstar.Options{Relay: relayCommand()[0]}),

@@ -1,0 +1,650 @@
+// Package s3 implements the "s3" workspace provider: durable workspace
+// revisions in an S3 bucket (AWS S3 or any S3-compatible service that
+// honours conditional writes), through aws-sdk-go-v2, over the persistent
+// revision layer that the filesystem workspace uses (persist).
+//
+// # Layout
+//
+// A workspace id is one encoded segment (persist.EncodeSegment) below the
+// prefix: <prefix>/<id>/lock.json is the writer lock, workspace.json the
+// index and revisions/... the revisions, as the filesystem workspace lays
+// them out in a directory.
+//
+// # Lock and publication
+//
+// The writer lock is created with If-None-Match: *, refreshed every five
+// minutes with If-Match against its last ETag, and taken over by another
+// writer once it has not been refreshed for twenty minutes (If-Match
+// against the stale lock's ETag, so two writers cannot both take it).
+// Revisions are uploaded create-if-absent and the index is published with
+// If-Match against the ETag read at acquisition: a writer that lost its
+// lock, or a stale one without a lock, fails to publish (the error says to
+// reload) and nothing half-published becomes current. The lock is not a
+// fencing primitive: a writer paused for longer than the stale age can
+// still publish once before it notices, if its index ETag still matches.
+//
+// # Credentials
+//
+// Credentials come from the standard AWS chain (environment, shared
+// configuration and profile, web identity, instance metadata), never from
+// the workflow; Go users may pass a client or a configuration instead.
+package s3
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+	"github.com/google/uuid"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/procscope"
+	"github.com/aml-go/aml/providers/option"
+	"github.com/aml-go/aml/providers/workspace/persist"
+)
+
+// Name is the provider's name.
+const Name = "s3"
+
+// DefaultPrefix is the key prefix of workspaces when Options.Prefix is
+// empty.
+const DefaultPrefix = "aml/workspaces"
+
+// The lock's timing: refreshed every LockRefresh, stale after LockStale
+// without a refresh.
+const (
+	LockRefresh = 5 * time.Minute
+	LockStale   = 20 * time.Minute
+)
+
+// ErrLockLost is wrapped by the errors of a lease whose writer lock was
+// taken over or removed by another writer.
+var ErrLockLost = errors.New("the S3 workspace's writer lock was lost")
+
+// Options configure the provider.
+type Options struct {
+	// Client is the S3 client; nil makes one from Config, or from the
+	// standard AWS chain with Region, Profile, Endpoint and
+	// ForcePathStyle.
+	Client *s3.Client
+	// Config is the AWS configuration to make the client from when Client
+	// is nil; nil loads the standard chain.
+	Config *aws.Config
+	// Bucket is the bucket (required).
+	Bucket string
+	// Prefix is the key prefix of the workspaces; "" means DefaultPrefix.
+	Prefix string
+	// Region, Profile, Endpoint and ForcePathStyle adjust the client made
+	// from the chain: a region, a shared-configuration profile, the URL of
+	// an S3-compatible service and path-style addressing (most of them
+	// need it).
+	Region, Profile, Endpoint string
+	ForcePathStyle            bool
+	// Format, MaxArchiveBytes, MaxEntries, MaxExtractedBytes and
+	// TemporaryDirectory are as in persist.Options.
+	Format             string
+	MaxArchiveBytes    int64
+	MaxEntries         int
+	MaxExtractedBytes  int64
+	TemporaryDirectory string
+}
+
+// New returns the S3 workspace provider. It validates the options and
+// loads the AWS configuration; it does not contact the service (a missing
+// bucket or bad credentials are reported at acquisition). The provider is
+// safe for concurrent use.
+func New(opts Options) (eval.WorkspaceProvider, error) {
+	st, err := NewStorage(opts)
+	if err != nil {
+		return nil, err
+	}
+	po := persist.Options{
+		Format:             opts.Format,
+		MaxArchiveBytes:    opts.MaxArchiveBytes,
+		MaxEntries:         opts.MaxEntries,
+		MaxExtractedBytes:  opts.MaxExtractedBytes,
+		TemporaryDirectory: opts.TemporaryDirectory,
+	}
+	if err := po.Validate(); err != nil {
+		return nil, fmt.Errorf("s3 workspace: %w", err)
+	}
+	return persist.New(st, po), nil
+}
+
+// Storage is the persist.Storage of the provider. It is safe for
+// concurrent use.
+type Storage struct {
+	cli    *s3.Client
+	bucket string
+	prefix string
+	// now, refresh and stale are the lock's clock (tests shorten them).
+	now            func() time.Time
+	refresh, stale time.Duration
+}
+
+// NewStorage validates opts and returns the storage.
+func NewStorage(opts Options) (*Storage, error) {
+	for _, o := range []struct{ label, v string }{
+		{"bucket", opts.Bucket}, {"prefix", opts.Prefix}, {"region", opts.Region}, {"profile", opts.Profile},
+		{"endpoint", opts.Endpoint}, {"temporary directory", opts.TemporaryDirectory},
+	} {
+		if err := option.String("s3 workspace", o.label, o.v, false); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkBucket(opts.Bucket); err != nil {
+		return nil, err
+	}
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if err := persist.ValidateStoragePath(prefix); err != nil {
+		return nil, fmt.Errorf("s3 workspace prefix %q must be relative, with no empty, \".\" or \"..\" segments and no leading or trailing slash", opts.Prefix)
+	}
+	cli := opts.Client
+	if cli == nil {
+		cfg := opts.Config
+		if cfg == nil {
+			var lo []func(*config.LoadOptions) error
+			if opts.Region != "" {
+				lo = append(lo, config.WithRegion(opts.Region))
+			}
+			if opts.Profile != "" {
+				lo = append(lo, config.WithSharedConfigProfile(opts.Profile))
+			}
+			c, err := config.LoadDefaultConfig(context.Background(), lo...)
+			if err != nil {
+				return nil, fmt.Errorf("s3 workspace: loading the AWS configuration: %w", err)
+			}
+			cfg = &c
+		}
+		cli = s3.NewFromConfig(*cfg, func(o *s3.Options) {
+			if opts.Endpoint != "" {
+				o.BaseEndpoint = aws.String(opts.Endpoint)
+			}
+			o.UsePathStyle = opts.ForcePathStyle
+			if o.Region == "" {
+				o.Region = "us-east-1"
+			}
+			// S3-compatible services do not all accept the flexible
+			// checksums the SDK sends by default.
+			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		})
+	}
+	return &Storage{cli: cli, bucket: opts.Bucket, prefix: prefix, now: time.Now, refresh: LockRefresh, stale: LockStale}, nil
+}
+
+// checkBucket applies S3's bucket naming rules (3 to 63 lower-case
+// letters, digits, dots and hyphens, starting and ending with a letter or
+// digit).
+func checkBucket(b string) error {
+	ok := len(b) >= 3 && len(b) <= 63
+	for i := 0; ok && i < len(b); i++ {
+		c := b[i]
+		ok = 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || (c == '.' || c == '-') && i > 0 && i < len(b)-1
+	}
+	if !ok {
+		return fmt.Errorf("s3 workspace bucket %q is not a valid bucket name: 3 to 63 lower-case letters, digits, dots and hyphens, starting and ending with a letter or digit", b)
+	}
+	return nil
+}
+
+// Name implements persist.Storage.
+func (s *Storage) Name() string { return Name }
+
+// lockRecord is the content of lock.json.
+type lockRecord struct {
+	Owner       string    `json:"owner"`
+	Evaluation  string    `json:"evaluationId,omitempty"`
+	Process     string    `json:"process,omitempty"`
+	AcquiredAt  time.Time `json:"acquiredAt"`
+	RefreshedAt time.Time `json:"refreshedAt"`
+}
+
+// Acquire implements persist.Storage: the namespace of req.ID, with the
+// writer lock when req.Lock.
+func (s *Storage) Acquire(ctx context.Context, req persist.StorageAcquireRequest) (persist.StorageLease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, context.Cause(ctx)
+	}
+	seg, err := persist.EncodeSegment(req.ID)
+	if err != nil {
+		return nil, err
+	}
+	l := &lease{s: s, id: req.ID, base: s.prefix + "/" + seg + "/", token: uuid.NewString(), done: make(chan struct{})}
+	if req.Lock {
+		if err := l.lock(ctx, req.EvaluationID); err != nil {
+			return nil, err
+		}
+		l.locked = true
+		l.stopped.Add(1)
+		go l.heartbeat()
+	} else if err := s.probe(ctx); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// probe checks that the bucket is reachable.
+func (s *Storage) probe(ctx context.Context) error {
+	_, err := s.cli.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s.bucket)})
+	return s.wrap("checking the bucket", "", err)
+}
+
+// lease is one workspace namespace.
+type lease struct {
+	s     *Storage
+	id    string
+	base  string // key prefix of the namespace, ending in "/"
+	token string
+
+	mu       sync.Mutex
+	locked   bool
+	lockETag string
+	lost     error
+	released bool
+	done     chan struct{}
+	stopped  sync.WaitGroup
+}
+
+func (l *lease) key(p string) string { return l.base + p }
+
+// lock takes the writer lock: created if absent, or taken over from a
+// holder that stopped refreshing it.
+func (l *lease) lock(ctx context.Context, evaluation string) error {
+	now := l.s.now().UTC()
+	rec := lockRecord{Owner: l.token, Evaluation: evaluation, Process: procscope.Marker(), AcquiredAt: now, RefreshedAt: now}
+	body, _ := json.Marshal(rec)
+	out, err := l.s.cli.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key("lock.json")),
+		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"), IfNoneMatch: aws.String("*")})
+	if err == nil {
+		l.lockETag = aws.ToString(out.ETag)
+		return nil
+	}
+	if !preconditionFailed(err) {
+		return l.s.wrap("creating the writer lock", "lock.json", err)
+	}
+	// Held: take it over only when it went stale.
+	get, err := l.s.cli.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key("lock.json"))})
+	if err != nil {
+		if notFound(err) { // released meanwhile: try once more
+			return l.lock(ctx, evaluation)
+		}
+		return l.s.wrap("reading the writer lock", "lock.json", err)
+	}
+	data, _ := io.ReadAll(io.LimitReader(get.Body, 1<<16))
+	get.Body.Close()
+	var held lockRecord
+	if err := json.Unmarshal(data, &held); err != nil || held.RefreshedAt.IsZero() {
+		return &eval.WorkspaceConflictError{WorkspaceID: l.id, Err: fmt.Errorf("lock.json in s3://%s/%s is not a lock AML wrote; remove it if no writer holds the workspace", l.s.bucket, l.key(""))}
+	}
+	if age := now.Sub(held.RefreshedAt); age < l.s.stale {
+		return &eval.WorkspaceConflictError{WorkspaceID: l.id, Err: fmt.Errorf("held since %s, refreshed %s ago (taken over after %s without a refresh)", held.AcquiredAt.Format(time.RFC3339), age.Round(time.Second), l.s.stale)}
+	}
+	out, err = l.s.cli.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key("lock.json")),
+		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"), IfMatch: get.ETag})
+	if err != nil {
+		if preconditionFailed(err) {
+			return &eval.WorkspaceConflictError{WorkspaceID: l.id, Err: errors.New("another writer took the stale lock over first")}
+		}
+		return l.s.wrap("taking the stale writer lock over", "lock.json", err)
+	}
+	l.lockETag = aws.ToString(out.ETag)
+	return nil
+}
+
+// heartbeat refreshes the lock until release; a refresh refused by the
+// service means the lock was lost.
+func (l *lease) heartbeat() {
+	defer l.stopped.Done()
+	t := time.NewTicker(l.s.refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-t.C:
+			if err := l.refresh(context.Background()); err != nil {
+				l.mu.Lock()
+				if errors.Is(err, ErrLockLost) {
+					l.lost = err
+				}
+				l.mu.Unlock()
+				if errors.Is(err, ErrLockLost) {
+					return
+				}
+			}
+		}
+	}
+}
+
+func (l *lease) refresh(ctx context.Context) error {
+	l.mu.Lock()
+	etag := l.lockETag
+	l.mu.Unlock()
+	now := l.s.now().UTC()
+	body, _ := json.Marshal(lockRecord{Owner: l.token, Process: procscope.Marker(), AcquiredAt: now, RefreshedAt: now})
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	out, err := l.s.cli.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key("lock.json")),
+		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"), IfMatch: aws.String(etag)})
+	if err != nil {
+		if preconditionFailed(err) || notFound(err) {
+			return fmt.Errorf("refreshing the lock of workspace %q: %w", l.id, ErrLockLost)
+		}
+		return l.s.wrap("refreshing the writer lock", "lock.json", err)
+	}
+	l.mu.Lock()
+	l.lockETag = aws.ToString(out.ETag)
+	l.mu.Unlock()
+	return nil
+}
+
+// CheckLock implements persist.LockChecker: the lock is still this
+// lease's.
+func (l *lease) CheckLock(ctx context.Context) error {
+	l.mu.Lock()
+	locked, lost := l.locked, l.lost
+	l.mu.Unlock()
+	if !locked {
+		return nil
+	}
+	if lost != nil {
+		return lost
+	}
+	get, err := l.s.cli.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key("lock.json"))})
+	if err != nil {
+		if notFound(err) {
+			return l.loseLock(errors.New("lock.json is gone"))
+		}
+		return l.s.wrap("checking the writer lock", "lock.json", err)
+	}
+	data, _ := io.ReadAll(io.LimitReader(get.Body, 1<<16))
+	get.Body.Close()
+	var rec lockRecord
+	if json.Unmarshal(data, &rec) != nil || rec.Owner != l.token {
+		return l.loseLock(errors.New("another writer holds lock.json"))
+	}
+	return nil
+}
+
+func (l *lease) loseLock(why error) error {
+	err := fmt.Errorf("workspace %q: %v: %w", l.id, why, ErrLockLost)
+	l.mu.Lock()
+	l.lost = err
+	l.mu.Unlock()
+	return err
+}
+
+func (l *lease) usable(ctx context.Context, mutating bool) error {
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released {
+		return fmt.Errorf("s3 workspace %q: used after release", l.id)
+	}
+	if mutating && l.lost != nil {
+		return l.lost
+	}
+	return nil
+}
+
+// Read implements persist.StorageLease.
+func (l *lease) Read(ctx context.Context, p string) (io.ReadCloser, persist.Version, error) {
+	if err := persist.ValidateStoragePath(p); err != nil {
+		return nil, "", err
+	}
+	if err := l.usable(ctx, false); err != nil {
+		return nil, "", err
+	}
+	out, err := l.s.cli.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key(p))})
+	if err != nil {
+		return nil, "", l.s.wrap("reading", l.key(p), err)
+	}
+	etag := aws.ToString(out.ETag)
+	if etag == "" {
+		out.Body.Close()
+		return nil, "", fmt.Errorf("s3 workspace: s3://%s/%s came without an ETag, which the publication protocol needs: the service is not compatible enough", l.s.bucket, l.key(p))
+	}
+	return out.Body, persist.Version(etag), nil
+}
+
+// Write implements persist.StorageLease with S3's conditional PUT.
+func (l *lease) Write(ctx context.Context, p string, body io.Reader, opts persist.WriteOptions) (persist.Version, error) {
+	if err := persist.ValidateStoragePath(p); err != nil {
+		return "", err
+	}
+	if err := l.usable(ctx, true); err != nil {
+		return "", err
+	}
+	in := &s3.PutObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key(p))}
+	if opts.ContentType != "" {
+		in.ContentType = aws.String(opts.ContentType)
+	}
+	switch opts.Condition.Kind() {
+	case persist.ConditionAbsent:
+		in.IfNoneMatch = aws.String("*")
+	case persist.ConditionVersion:
+		in.IfMatch = aws.String(string(opts.Condition.Version()))
+	}
+	seekable, size, cleanup, err := rewindable(body, opts.ContentLength)
+	if err != nil {
+		return "", fmt.Errorf("s3 workspace: writing s3://%s/%s: %w", l.s.bucket, l.key(p), err)
+	}
+	defer cleanup()
+	in.Body, in.ContentLength = seekable, aws.Int64(size)
+	out, err := l.s.cli.PutObject(ctx, in)
+	if err != nil {
+		if preconditionFailed(err) {
+			return "", fmt.Errorf("s3 workspace: writing s3://%s/%s: the object changed since it was read (%s): another writer published first; reload the workspace: %w", l.s.bucket, l.key(p), opts.Condition, persist.ErrPreconditionFailed)
+		}
+		return "", l.s.wrap("writing", l.key(p), err)
+	}
+	etag := aws.ToString(out.ETag)
+	if etag == "" {
+		return "", fmt.Errorf("s3 workspace: writing s3://%s/%s returned no ETag, which the publication protocol needs", l.s.bucket, l.key(p))
+	}
+	return persist.Version(etag), nil
+}
+
+// memoryBody is the largest body a Write keeps in memory to sign it;
+// larger ones that cannot seek are spooled to a temporary file.
+const memoryBody = 8 << 20
+
+// rewindable returns body as a seekable reader of known size, which
+// request signing needs: as it is when it seeks, in memory when small,
+// else spooled to a temporary file (removed by cleanup) so that a large
+// archive never sits in memory.
+func rewindable(body io.Reader, length int64) (io.ReadSeeker, int64, func(), error) {
+	none := func() {}
+	if rs, ok := body.(io.ReadSeeker); ok && length >= 0 {
+		return rs, length, none, nil
+	}
+	head, err := io.ReadAll(io.LimitReader(body, memoryBody+1))
+	if err != nil {
+		return nil, 0, none, err
+	}
+	if len(head) <= memoryBody {
+		if length >= 0 && int64(len(head)) != length {
+			return nil, 0, none, fmt.Errorf("the body has %d bytes, its content length is %d", len(head), length)
+		}
+		return bytes.NewReader(head), int64(len(head)), none, nil
+	}
+	f, err := os.CreateTemp("", ".aml-s3-upload-*")
+	if err != nil {
+		return nil, 0, none, err
+	}
+	cleanup := func() { f.Close(); os.Remove(f.Name()) }
+	n, err := io.Copy(f, io.MultiReader(bytes.NewReader(head), body))
+	if err == nil && length >= 0 && n != length {
+		err = fmt.Errorf("the body has %d bytes, its content length is %d", n, length)
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		cleanup()
+		return nil, 0, none, err
+	}
+	return f, n, cleanup, nil
+}
+
+// List implements persist.StorageLease, following ListObjectsV2's
+// continuation.
+func (l *lease) List(ctx context.Context, prefix string) ([]string, error) {
+	if err := persist.ValidateStoragePrefix(prefix); err != nil {
+		return nil, err
+	}
+	if err := l.usable(ctx, false); err != nil {
+		return nil, err
+	}
+	var out []string
+	pages := s3.NewListObjectsV2Paginator(l.s.cli, &s3.ListObjectsV2Input{Bucket: aws.String(l.s.bucket), Prefix: aws.String(l.key(prefix))})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, l.s.wrap("listing", l.key(prefix), err)
+		}
+		for _, o := range page.Contents {
+			if k := strings.TrimPrefix(aws.ToString(o.Key), l.base); k != "lock.json" {
+				out = append(out, k)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Delete implements persist.StorageLease.
+func (l *lease) Delete(ctx context.Context, paths []string) error {
+	if err := l.usable(ctx, true); err != nil {
+		return err
+	}
+	for _, p := range paths {
+		if err := persist.ValidateStoragePath(p); err != nil {
+			return err
+		}
+		_, err := l.s.cli.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key(p))})
+		if err != nil && !notFound(err) {
+			return l.s.wrap("deleting", l.key(p), err)
+		}
+	}
+	return nil
+}
+
+// Release implements persist.StorageLease: it stops the refreshes and
+// removes the lock when it is still this lease's. It is idempotent.
+func (l *lease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return nil
+	}
+	l.released = true
+	locked, lost := l.locked, l.lost
+	close(l.done)
+	l.mu.Unlock()
+	l.stopped.Wait()
+	if !locked {
+		return nil
+	}
+	if lost != nil {
+		return lost
+	}
+	if err := l.CheckLockReleased(ctx); err != nil {
+		return err
+	}
+	_, err := l.s.cli.DeleteObject(context.WithoutCancel(ctx), &s3.DeleteObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key("lock.json")), IfMatch: aws.String(l.lockETag)})
+	if err != nil && !notFound(err) && !preconditionFailed(err) {
+		return l.s.wrap("removing the writer lock", "lock.json", err)
+	}
+	return nil
+}
+
+// CheckLockReleased reports a lock lost before release (the lease is
+// released, so CheckLock would refuse).
+func (l *lease) CheckLockReleased(ctx context.Context) error {
+	get, err := l.s.cli.GetObject(context.WithoutCancel(ctx), &s3.GetObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key("lock.json"))})
+	if err != nil {
+		if notFound(err) {
+			return fmt.Errorf("workspace %q: lock.json was gone at release: %w", l.id, ErrLockLost)
+		}
+		return nil
+	}
+	data, _ := io.ReadAll(io.LimitReader(get.Body, 1<<16))
+	get.Body.Close()
+	var rec lockRecord
+	if json.Unmarshal(data, &rec) != nil || rec.Owner != l.token {
+		return fmt.Errorf("workspace %q: another writer held lock.json at release: %w", l.id, ErrLockLost)
+	}
+	return nil
+}
+
+// status returns the HTTP status of an SDK error, or 0.
+func status(err error) int {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+func preconditionFailed(err error) bool { return status(err) == http.StatusPreconditionFailed }
+
+func notFound(err error) bool {
+	if noBucket(err) {
+		return false
+	}
+	var nsk *types.NoSuchKey
+	return errors.As(err, &nsk) || status(err) == http.StatusNotFound
+}
+
+func noBucket(err error) bool {
+	var nsb *types.NoSuchBucket
+	var api smithy.APIError
+	return errors.As(err, &nsb) || errors.As(err, &api) && api.ErrorCode() == "NoSuchBucket"
+}
+
+// wrap names an S3 failure: a missing object (persist.ErrNotExist), a
+// missing bucket, access denied, throttling (after the SDK's retries), an
+// endpoint that does not answer.
+func (s *Storage) wrap(what, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	loc := fmt.Sprintf("s3://%s/%s", s.bucket, key)
+	switch code := status(err); {
+	case noBucket(err) || code == http.StatusNotFound && key == "":
+		return fmt.Errorf("s3 workspace: %s: the bucket %q does not exist (or this endpoint does not serve it): %w", what, s.bucket, err)
+	case notFound(err):
+		return fmt.Errorf("s3 workspace: %s %s: %w (%v)", what, loc, persist.ErrNotExist, err)
+	case code == http.StatusForbidden:
+		return fmt.Errorf("s3 workspace: %s %s: access denied: check the credentials and that the policy allows s3:GetObject, s3:PutObject, s3:DeleteObject and s3:ListBucket on the prefix: %w", what, loc, err)
+	case code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests:
+		return fmt.Errorf("s3 workspace: %s %s: the service is throttling (after the SDK's retries): %w", what, loc, err)
+	case code == 0 && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		if ue := new(os.SyscallError); errors.As(err, &ue) || strings.Contains(err.Error(), "connect") {
+			return fmt.Errorf("s3 workspace: %s %s: the endpoint does not answer (check endpoint= and the network): %w", what, loc, err)
+		}
+	}
+	return fmt.Errorf("s3 workspace: %s %s: %w", what, loc, err)
+}

@@ -1,0 +1,294 @@
+package s3_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/providertest"
+	"github.com/aml-go/aml/providers/workspace/persist"
+	aws3 "github.com/aml-go/aml/providers/workspace/s3"
+)
+
+// fake serves gofakes3 in process and returns a real SDK client of it
+// (path-style, fake credentials) with the bucket created.
+func fake(t testing.TB, bucket string) *s3.Client {
+	t.Helper()
+	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
+	t.Cleanup(srv.Close)
+	cli := s3.New(s3.Options{
+		Region:                     "us-east-1",
+		BaseEndpoint:               aws.String(srv.URL),
+		UsePathStyle:               true,
+		Credentials:                credentials.NewStaticCredentialsProvider("AK", "SK", ""),
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
+		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
+	})
+	if _, err := cli.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		t.Fatal(err)
+	}
+	return cli
+}
+
+func TestConformance(t *testing.T) {
+	for _, format := range []string{"archive", "folder"} {
+		t.Run(format, func(t *testing.T) {
+			p, err := aws3.New(aws3.Options{Client: fake(t, "work"), Bucket: "work", Format: format})
+			if err != nil {
+				t.Fatal(err)
+			}
+			providertest.RunWorkspace(t, p, providertest.WorkspaceOptions{CheckContent: true})
+		})
+	}
+}
+
+// TestRoundTrip: a saved revision is restored by the next acquisition,
+// through the seed's layout in the bucket.
+func TestRoundTrip(t *testing.T) {
+	cli := fake(t, "work")
+	p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work", Prefix: "teams/a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	lease, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "notes", Lock: true, EvaluationID: "r1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(lease.Directory(), "note.txt"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: *eval.DefaultSavePolicy(), Outcome: "success"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	list, err := cli.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("work")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range list.Contents {
+		keys[aws.ToString(o.Key)] = true
+	}
+	if !keys["teams/a/notes/workspace.json"] || keys["teams/a/notes/lock.json"] {
+		t.Errorf("objects after a save and release: %v (want the index, no lock)", keys)
+	}
+	again, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "notes", Lock: true, EvaluationID: "r2", Load: &eval.WorkspaceLoad{Revision: "current"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Release(ctx)
+	if b, err := os.ReadFile(filepath.Join(again.Directory(), "note.txt")); err != nil || string(b) != "kept" {
+		t.Errorf("restored %q, %v", b, err)
+	}
+}
+
+// TestLock: a second writer conflicts; a lock nobody refreshed for the
+// stale age is taken over, and its old holder then fails to publish.
+func TestLock(t *testing.T) {
+	cli := fake(t, "work")
+	st, err := aws3.NewStorage(aws3.Options{Client: cli, Bucket: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	st.SetClock(func() time.Time { return now }, time.Hour, 20*time.Minute)
+	ctx := context.Background()
+	first, err := st.Acquire(ctx, persist.StorageAcquireRequest{ID: "w", Lock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.Acquire(ctx, persist.StorageAcquireRequest{ID: "w", Lock: true})
+	var conflict *eval.WorkspaceConflictError
+	if !errors.As(err, &conflict) || conflict.WorkspaceID != "w" {
+		t.Fatalf("a second writer: %v, want a WorkspaceConflictError", err)
+	}
+	if !strings.Contains(err.Error(), eval.WorkspaceConflictCode) {
+		t.Errorf("the conflict does not carry its code: %v", err)
+	}
+	// Twenty-one minutes without a refresh: the lock is stale.
+	now = now.Add(21 * time.Minute)
+	second, err := st.Acquire(ctx, persist.StorageAcquireRequest{ID: "w", Lock: true})
+	if err != nil {
+		t.Fatalf("taking a stale lock over: %v", err)
+	}
+	defer second.Release(ctx)
+	if err := first.(persist.LockChecker).CheckLock(ctx); !errors.Is(err, aws3.ErrLockLost) {
+		t.Errorf("the old holder's CheckLock: %v, want ErrLockLost", err)
+	}
+	if _, err := first.Write(ctx, "x", strings.NewReader("x"), persist.WriteOptions{ContentLength: 1}); !errors.Is(err, aws3.ErrLockLost) {
+		t.Errorf("the old holder's write: %v, want ErrLockLost", err)
+	}
+	if err := first.Release(ctx); !errors.Is(err, aws3.ErrLockLost) {
+		t.Errorf("the old holder's release: %v, want ErrLockLost", err)
+	}
+}
+
+// TestBadInput: names S3 rejects, prefixes that are not paths, a missing
+// bucket: clear errors.
+func TestBadInput(t *testing.T) {
+	for _, c := range []struct {
+		opts aws3.Options
+		want string
+	}{
+		{aws3.Options{Bucket: "b1"}, "is not a valid bucket name"},
+		{aws3.Options{Bucket: "Upper"}, "is not a valid bucket name"},
+		{aws3.Options{Bucket: "work", Prefix: "a//b"}, "prefix"},
+		{aws3.Options{Bucket: "work", Prefix: "/abs"}, "prefix"},
+		{aws3.Options{Bucket: "work", Prefix: "a/../b"}, "prefix"},
+	} {
+		c.opts.Client = s3.New(s3.Options{Region: "us-east-1"})
+		if _, err := aws3.New(c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(%+v): %v, want %q", c.opts, err, c.want)
+		}
+	}
+	p, err := aws3.New(aws3.Options{Client: fake(t, "work"), Bucket: "nosuch-bucket"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Acquire(context.Background(), &eval.WorkspaceAcquireRequest{ID: "w", Lock: true})
+	if err == nil || !strings.Contains(err.Error(), `the bucket "nosuch-bucket" does not exist`) {
+		t.Errorf("a missing bucket: %v", err)
+	}
+}
+
+// TestStaleWriter: a writer without the lock that read the index before
+// another published is refused, saying to reload, and the published
+// revision stays current.
+func TestStaleWriter(t *testing.T) {
+	p, err := aws3.New(aws3.Options{Client: fake(t, "work"), Bucket: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	save := func(l eval.WorkspaceLease, content string) error {
+		if err := os.WriteFile(filepath.Join(l.Directory(), "f.txt"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: *eval.DefaultSavePolicy(), Outcome: "success"})
+	}
+	stale, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "w", Load: &eval.WorkspaceLoad{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stale.Release(ctx)
+	writer, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "w", Lock: true, Load: &eval.WorkspaceLoad{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := save(writer, "published"); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = save(stale, "stale")
+	if !errors.Is(err, persist.ErrPreconditionFailed) || !strings.Contains(err.Error(), "reload") {
+		t.Fatalf("the stale writer's save: %v, want a precondition failure that says to reload", err)
+	}
+	check, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "w", Load: &eval.WorkspaceLoad{Revision: "current"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Release(ctx)
+	if b, _ := os.ReadFile(filepath.Join(check.Directory(), "f.txt")); string(b) != "published" {
+		t.Errorf("current revision holds %q, want the published one", b)
+	}
+}
+
+// TestFolderPagination: a folder revision of more than 1,000 files (one
+// ListObjectsV2 page) is saved and restored whole.
+func TestFolderPagination(t *testing.T) {
+	p, err := aws3.New(aws3.Options{Client: fake(t, "work"), Bucket: "work", Format: "folder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "many", Lock: true, Load: &eval.WorkspaceLoad{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1100 {
+		if err := os.WriteFile(filepath.Join(l.Directory(), fmt.Sprintf("f%04d.txt", i)), []byte(fmt.Sprint(i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: *eval.DefaultSavePolicy(), Outcome: "success"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "many", Load: &eval.WorkspaceLoad{Revision: "current"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release(ctx)
+	entries, err := os.ReadDir(r.Directory())
+	if err != nil || len(entries) != 1100 {
+		t.Fatalf("restored %d files, %v; want 1100", len(entries), err)
+	}
+}
+
+// TestHeartbeat: the lock is refreshed while held; a lock overwritten by
+// someone else is found lost at the next refresh.
+func TestHeartbeat(t *testing.T) {
+	cli := fake(t, "work")
+	st, err := aws3.NewStorage(aws3.Options{Client: cli, Bucket: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetClock(time.Now, 30*time.Millisecond, 20*time.Minute)
+	ctx := context.Background()
+	l, err := st.Acquire(ctx, persist.StorageAcquireRequest{ID: "w", Lock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	etag := func() string {
+		out, err := cli.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String("work"), Key: aws.String("aml/workspaces/w/lock.json")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return aws.ToString(out.ETag)
+	}
+	first := etag()
+	deadline := time.Now().Add(5 * time.Second)
+	for etag() == first && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if etag() == first {
+		t.Fatal("the lock was never refreshed")
+	}
+	if _, err := cli.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("work"), Key: aws.String("aml/workspaces/w/lock.json"), Body: strings.NewReader(`{"owner":"intruder"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		_, err := l.Write(ctx, "x", strings.NewReader("x"), persist.WriteOptions{ContentLength: 1})
+		if errors.Is(err, aws3.ErrLockLost) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writes after the lock was overwritten: %v, want ErrLockLost", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := l.Release(ctx); !errors.Is(err, aws3.ErrLockLost) {
+		t.Errorf("Release of a lost lock: %v", err)
+	}
+}
