@@ -18,6 +18,7 @@ import (
 )
 
 const workspaceUsage = `usage: aml workspace prune [flags] [STORE...]
+       aml workspace verify s3://BUCKET[/PREFIX] [flags]   (see aml workspace verify -h)
 
 Removes what aml processes that were killed (SIGKILL, a crash, a power
 loss) left behind and nothing else:
@@ -64,10 +65,12 @@ func cmdWorkspace(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "prune":
 		return cmdWorkspacePrune(args[1:], stdout, stderr)
+	case "verify":
+		return cmdWorkspaceVerify(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		return cmdWorkspacePrune([]string{"-h"}, stdout, stdout)
 	}
-	fmt.Fprintf(stderr, "aml workspace: unknown subcommand %q (the one subcommand is prune)\n\n%s", args[0], workspaceUsage)
+	fmt.Fprintf(stderr, "aml workspace: unknown subcommand %q (the subcommands are prune and verify)\n\n%s", args[0], workspaceUsage)
 	return exitUsage
 }
 

@@ -157,6 +157,18 @@ func NewStorage(opts Options) (*Storage, error) {
 	if err := persist.ValidateStoragePath(prefix); err != nil {
 		return nil, fmt.Errorf("s3 workspace prefix %q must be relative, with no empty, \".\" or \"..\" segments and no leading or trailing slash", opts.Prefix)
 	}
+	cli, err := NewClient(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Storage{cli: cli, bucket: opts.Bucket, prefix: prefix, now: time.Now, refresh: LockRefresh, stale: LockStale}, nil
+}
+
+// NewClient returns opts.Client, or a client made from opts.Config, or
+// from the standard AWS chain with opts.Region, Profile, Endpoint and
+// ForcePathStyle. It sends checksums only where S3 requires them, which
+// S3-compatible services accept.
+func NewClient(opts Options) (*s3.Client, error) {
 	cli := opts.Client
 	if cli == nil {
 		cfg := opts.Config
@@ -188,7 +200,7 @@ func NewStorage(opts Options) (*Storage, error) {
 			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 		})
 	}
-	return &Storage{cli: cli, bucket: opts.Bucket, prefix: prefix, now: time.Now, refresh: LockRefresh, stale: LockStale}, nil
+	return cli, nil
 }
 
 // checkBucket applies S3's bucket naming rules (3 to 63 lower-case

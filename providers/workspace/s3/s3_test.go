@@ -292,3 +292,39 @@ func TestHeartbeat(t *testing.T) {
 		t.Errorf("Release of a lost lock: %v", err)
 	}
 }
+
+// TestVerify: the protocol contract against gofakes3, which honours
+// every required operation and ignores conditional GET and DELETE.
+func TestVerify(t *testing.T) {
+	cli := fake(t, "work")
+	rep, err := aws3.Verify(context.Background(), cli, "work", "teams")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Trusted {
+		t.Errorf("gofakes3 is not trusted: %+v", rep.Checks)
+	}
+	got := map[string]string{}
+	for _, c := range rep.Checks {
+		got[c.Operation] = c.Result
+	}
+	for op, want := range map[string]string{
+		"PutObject If-None-Match: * on an existing key":       aws3.Honoured,
+		"PutObject If-Match with a wrong ETag":                aws3.Honoured,
+		"10 concurrent PutObject If-None-Match: * on one key": aws3.Honoured,
+		"ListObjectsV2 with continuation tokens":              aws3.Honoured,
+		"GetObject If-Match with a wrong ETag":                aws3.Ignored,
+		"DeleteObject If-Match with a wrong ETag":             aws3.Ignored,
+	} {
+		if got[op] != want {
+			t.Errorf("%s: %s, want %s", op, got[op], want)
+		}
+	}
+	list, err := cli.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String("work")})
+	if err != nil || len(list.Contents) != 0 {
+		t.Errorf("verify left %d objects (%v)", len(list.Contents), err)
+	}
+	if _, err := aws3.Verify(context.Background(), cli, "nosuch-bucket", "p"); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("verify of a missing bucket: %v", err)
+	}
+}
