@@ -301,7 +301,12 @@ func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireReques
 	if p.opts.Relay != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.opts.Relay, Target: RelayPath, ReadOnly: true})
 	}
-	created, err := p.cli.ContainerCreate(ctx,
+	// A cancelled request could leave a container the engine created
+	// after all, with no id to remove it by: the creation is not
+	// cancelled, only bounded, and cancellation is checked after it.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
+	defer cancel()
+	created, err := p.cli.ContainerCreate(cctx,
 		&container.Config{
 			Image:      p.opts.Image,
 			Entrypoint: []string{"/bin/sh", "-c", keepAlive},
@@ -320,6 +325,9 @@ func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireReques
 		return prov, fmt.Errorf("creating a container from %q: %w%s", p.opts.Image, engineError(err), hint(err, real))
 	}
 	b.id = created.ID
+	if err := ctx.Err(); err != nil {
+		return prov, context.Cause(ctx)
+	}
 	if err := p.cli.ContainerStart(ctx, b.id, container.StartOptions{}); err != nil {
 		return prov, fmt.Errorf("starting a container from %q: %w%s", p.opts.Image, engineError(err), hint(err, real))
 	}

@@ -343,6 +343,7 @@ type process struct {
 	stderr  io.Reader
 
 	killOnce sync.Once
+	causeMu  sync.Mutex
 	cause    error
 	// streamDone is closed when the command's output stream has ended.
 	streamDone chan struct{}
@@ -378,7 +379,9 @@ func (p *process) kill(cause error) { p.end(cause, true) }
 // signal, it also kills the command's process group in the container.
 func (p *process) end(cause error, signal bool) {
 	p.killOnce.Do(func() {
+		p.causeMu.Lock()
 		p.cause = cause
+		p.causeMu.Unlock()
 		pid := 0
 		if signal {
 			pid = p.pid()
@@ -393,6 +396,13 @@ func (p *process) end(cause error, signal bool) {
 		}
 		p.stream.Close()
 	})
+}
+
+// killed returns the error the command was ended with, or nil.
+func (p *process) killed() error {
+	p.causeMu.Lock()
+	defer p.causeMu.Unlock()
+	return p.cause
 }
 
 // pid reads the process id the wrapper wrote, waiting briefly for it.
@@ -431,13 +441,13 @@ func (p *process) Wait() (int, error) {
 				p.code = ins.ExitCode
 				break
 			}
-			if p.cause != nil {
+			if p.killed() != nil {
 				break // killed, and its container may be gone already
 			}
 			time.Sleep(delay)
 		}
-		if p.cause != nil {
-			p.err = p.cause
+		if cause := p.killed(); cause != nil {
+			p.err = cause
 		}
 	})
 	return p.code, p.err
