@@ -328,3 +328,37 @@ func TestVerify(t *testing.T) {
 		t.Errorf("verify of a missing bucket: %v", err)
 	}
 }
+
+// TestUnreachableAndMissing: an endpoint that does not answer fails
+// within the context's bound, saying so; a revision id that does not
+// exist is refused.
+func TestUnreachableAndMissing(t *testing.T) {
+	dead := httptest.NewServer(nil)
+	url := dead.URL
+	dead.Close() // nothing listens there any more
+	cli := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(url), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider("AK", "SK", "")})
+	p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "w", Lock: true})
+	if err == nil || !strings.Contains(err.Error(), "the endpoint does not answer") {
+		t.Errorf("an endpoint that does not answer: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("it took %v", d)
+	}
+
+	live, err := aws3.New(aws3.Options{Client: fake(t, "work"), Bucket: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = live.Acquire(context.Background(), &eval.WorkspaceAcquireRequest{ID: "w", Lock: true, Load: &eval.WorkspaceLoad{Revision: "no-such-revision"}})
+	if err == nil || !strings.Contains(err.Error(), "no-such-revision") {
+		t.Errorf("a revision that does not exist: %v", err)
+	}
+}
