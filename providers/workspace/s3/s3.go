@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -544,6 +545,35 @@ func (l *lease) List(ctx context.Context, prefix string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+var _ persist.Copier = (*lease)(nil)
+
+// Copy implements persist.Copier with a server-side CopyObject, created
+// only if dst is absent: the folder format reuses unchanged files without
+// sending them again.
+func (l *lease) Copy(ctx context.Context, src, dst string) error {
+	for _, p := range []string{src, dst} {
+		if err := persist.ValidateStoragePath(p); err != nil {
+			return err
+		}
+	}
+	if err := l.usable(ctx, true); err != nil {
+		return err
+	}
+	segs := strings.Split(l.s.bucket+"/"+l.key(src), "/")
+	for i, seg := range segs {
+		segs[i] = url.PathEscape(seg)
+	}
+	_, err := l.s.cli.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key(dst)),
+		CopySource: aws.String(strings.Join(segs, "/")), IfNoneMatch: aws.String("*")})
+	if err != nil {
+		if preconditionFailed(err) {
+			return fmt.Errorf("s3 workspace: copying to s3://%s/%s: it exists: %w", l.s.bucket, l.key(dst), persist.ErrPreconditionFailed)
+		}
+		return l.s.wrap("copying "+l.key(src)+" to", l.key(dst), err)
+	}
+	return nil
 }
 
 // Delete implements persist.StorageLease.

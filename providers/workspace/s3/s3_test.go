@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -360,5 +362,74 @@ func TestUnreachableAndMissing(t *testing.T) {
 	_, err = live.Acquire(context.Background(), &eval.WorkspaceAcquireRequest{ID: "w", Lock: true, Load: &eval.WorkspaceLoad{Revision: "no-such-revision"}})
 	if err == nil || !strings.Contains(err.Error(), "no-such-revision") {
 		t.Errorf("a revision that does not exist: %v", err)
+	}
+}
+
+// TestUnchangedFolderResave: saving an unchanged folder revision again
+// sends no file content: the files are server-side copies, and the only
+// uploads are the small manifest and index objects.
+func TestUnchangedFolderResave(t *testing.T) {
+	var mu sync.Mutex
+	var uploads []string
+	var copies int
+	backend := gofakes3.New(s3mem.New()).Server()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			mu.Lock()
+			if r.Header.Get("X-Amz-Copy-Source") != "" {
+				copies++
+			} else {
+				uploads = append(uploads, r.URL.Path)
+			}
+			mu.Unlock()
+		}
+		backend.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	cli := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
+		Credentials:                credentials.NewStaticCredentialsProvider("AK", "SK", ""),
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired})
+	if _, err := cli.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work", Format: "folder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	saveAll := func(write bool) {
+		l, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "w", Lock: true, Load: &eval.WorkspaceLoad{Revision: "current"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if write {
+			for i := range 50 {
+				if err := os.WriteFile(filepath.Join(l.Directory(), fmt.Sprintf("f%02d.txt", i)), []byte(strings.Repeat("x", 1000+i)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: *eval.DefaultSavePolicy(), Outcome: "success"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saveAll(true)
+	mu.Lock()
+	uploads, copies = nil, 0
+	mu.Unlock()
+	saveAll(false)
+	mu.Lock()
+	defer mu.Unlock()
+	var files []string
+	for _, u := range uploads {
+		if strings.Contains(u, "/f") && strings.HasSuffix(u, ".txt") {
+			files = append(files, u)
+		}
+	}
+	if len(files) != 0 || copies != 50 {
+		t.Errorf("re-saving an unchanged folder uploaded %d files (%v) and copied %d, want 0 uploads and 50 copies; all uploads: %v", len(files), files, copies, uploads)
 	}
 }
