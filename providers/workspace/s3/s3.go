@@ -136,6 +136,8 @@ type Storage struct {
 	// now, refresh and stale are the lock's clock (tests shorten them).
 	now            func() time.Time
 	refresh, stale time.Duration
+	// partSize is the multipart part size (PartSize; tests shorten it).
+	partSize int64
 }
 
 // NewStorage validates opts and returns the storage.
@@ -162,7 +164,7 @@ func NewStorage(opts Options) (*Storage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Storage{cli: cli, bucket: opts.Bucket, prefix: prefix, now: time.Now, refresh: LockRefresh, stale: LockStale}, nil
+	return &Storage{cli: cli, bucket: opts.Bucket, prefix: prefix, now: time.Now, refresh: LockRefresh, stale: LockStale, partSize: PartSize}, nil
 }
 
 // NewClient returns opts.Client, or a client made from opts.Config, or
@@ -459,6 +461,23 @@ func (l *lease) Write(ctx context.Context, p string, body io.Reader, opts persis
 	case persist.ConditionVersion:
 		in.IfMatch = aws.String(string(opts.Condition.Version()))
 	}
+	if opts.Condition.Kind() != persist.ConditionVersion {
+		// A body larger than one part goes up in parts, streamed: at most
+		// one part is in memory. (The index, the one object replaced by
+		// version, is small.)
+		head, err := io.ReadAll(io.LimitReader(body, l.s.partSize+1))
+		if err != nil {
+			return "", err
+		}
+		if int64(len(head)) > l.s.partSize {
+			return l.multipart(ctx, p, io.MultiReader(bytes.NewReader(head), body), opts)
+		}
+		body = bytes.NewReader(head)
+		if opts.ContentLength >= 0 && opts.ContentLength != int64(len(head)) {
+			return "", fmt.Errorf("s3 workspace: writing s3://%s/%s: the body has %d bytes, its content length is %d", l.s.bucket, l.key(p), len(head), opts.ContentLength)
+		}
+		opts.ContentLength = int64(len(head))
+	}
 	seekable, size, cleanup, err := rewindable(body, opts.ContentLength)
 	if err != nil {
 		return "", fmt.Errorf("s3 workspace: writing s3://%s/%s: %w", l.s.bucket, l.key(p), err)
@@ -475,6 +494,75 @@ func (l *lease) Write(ctx context.Context, p string, body io.Reader, opts persis
 	etag := aws.ToString(out.ETag)
 	if etag == "" {
 		return "", fmt.Errorf("s3 workspace: writing s3://%s/%s returned no ETag, which the publication protocol needs", l.s.bucket, l.key(p))
+	}
+	return persist.Version(etag), nil
+}
+
+// PartSize is the size of the parts of a multipart upload (S3 wants at
+// least 5 MiB): a Write of a larger body uploads it in parts.
+const PartSize = 16 << 20
+
+// multipart uploads body in parts of the storage's part size, created
+// only if absent when the condition says so (CompleteMultipartUpload with
+// If-None-Match: *); a failure aborts the upload.
+func (l *lease) multipart(ctx context.Context, p string, body io.Reader, opts persist.WriteOptions) (persist.Version, error) {
+	key := l.key(p)
+	create := &s3.CreateMultipartUploadInput{Bucket: aws.String(l.s.bucket), Key: aws.String(key)}
+	if opts.ContentType != "" {
+		create.ContentType = aws.String(opts.ContentType)
+	}
+	up, err := l.s.cli.CreateMultipartUpload(ctx, create)
+	if err != nil {
+		return "", l.s.wrap("starting a multipart upload of", key, err)
+	}
+	abort := func(cause error) (persist.Version, error) {
+		_, _ = l.s.cli.AbortMultipartUpload(context.WithoutCancel(ctx), &s3.AbortMultipartUploadInput{Bucket: aws.String(l.s.bucket), Key: aws.String(key), UploadId: up.UploadId})
+		return "", cause
+	}
+	buf := make([]byte, l.s.partSize)
+	var parts []types.CompletedPart
+	var total int64
+	for n := int32(1); ; n++ {
+		k, rerr := io.ReadFull(body, buf)
+		if k > 0 {
+			part, err := l.s.cli.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(l.s.bucket), Key: aws.String(key), UploadId: up.UploadId,
+				PartNumber: aws.Int32(n), Body: bytes.NewReader(buf[:k]), ContentLength: aws.Int64(int64(k))})
+			if err != nil {
+				return abort(l.s.wrap(fmt.Sprintf("uploading part %d of", n), key, err))
+			}
+			parts = append(parts, types.CompletedPart{ETag: part.ETag, PartNumber: aws.Int32(n)})
+			total += int64(k)
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			return abort(fmt.Errorf("s3 workspace: reading the body of s3://%s/%s: %w", l.s.bucket, key, rerr))
+		}
+	}
+	if opts.ContentLength >= 0 && total != opts.ContentLength {
+		return abort(fmt.Errorf("s3 workspace: writing s3://%s/%s: the body has %d bytes, its content length is %d", l.s.bucket, key, total, opts.ContentLength))
+	}
+	complete := &s3.CompleteMultipartUploadInput{Bucket: aws.String(l.s.bucket), Key: aws.String(key), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}
+	if opts.Condition.Kind() == persist.ConditionAbsent {
+		complete.IfNoneMatch = aws.String("*")
+	}
+	out, err := l.s.cli.CompleteMultipartUpload(ctx, complete)
+	if err != nil {
+		if preconditionFailed(err) {
+			return abort(fmt.Errorf("s3 workspace: writing s3://%s/%s: it exists: %w", l.s.bucket, key, persist.ErrPreconditionFailed))
+		}
+		return abort(l.s.wrap("completing the multipart upload of", key, err))
+	}
+	etag := aws.ToString(out.ETag)
+	// The version is the ETag reads report (some services give a
+	// completed upload another one than its GET does).
+	if head, err := l.s.cli.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(key)}); err == nil && aws.ToString(head.ETag) != "" {
+		etag = aws.ToString(head.ETag)
+	}
+	if etag == "" {
+		return "", fmt.Errorf("s3 workspace: writing s3://%s/%s returned no ETag, which the publication protocol needs", l.s.bucket, key)
 	}
 	return persist.Version(etag), nil
 }
