@@ -499,3 +499,52 @@ func TestMultipart(t *testing.T) {
 		t.Errorf("the restored 11 MB file differs (%d bytes, %v)", len(b), err)
 	}
 }
+
+// TestBrokenServer: a service that ignores conditional writes (as s3rver
+// does; simulated by stripping the conditions before gofakes3) is not
+// trusted by Verify, and a writer whose lock another writer overwrote
+// there fails its save with ErrLockLost instead of publishing.
+func TestBrokenServer(t *testing.T) {
+	backend := gofakes3.New(s3mem.New()).Server()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("If-None-Match")
+		r.Header.Del("If-Match")
+		backend.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	cli := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
+		Credentials:                credentials.NewStaticCredentialsProvider("AK", "SK", ""),
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired})
+	ctx := context.Background()
+	if _, err := cli.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := aws3.Verify(ctx, cli, "work", "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Trusted {
+		t.Errorf("a service that ignores conditional writes is trusted: %+v", rep.Checks)
+	}
+	p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "w", Lock: true, Load: &eval.WorkspaceLoad{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Release(ctx)
+	second, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "w", Lock: true, Load: &eval.WorkspaceLoad{}})
+	if err != nil {
+		t.Fatalf("the broken service refused the second lock after all: %v", err)
+	}
+	defer second.Release(ctx)
+	if err := os.WriteFile(filepath.Join(first.Directory(), "f.txt"), []byte("first"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = first.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: *eval.DefaultSavePolicy(), Outcome: "success"})
+	if !errors.Is(err, aws3.ErrLockLost) {
+		t.Errorf("the overwritten writer's save: %v, want ErrLockLost", err)
+	}
+}
