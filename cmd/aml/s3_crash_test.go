@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"math/rand/v2"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,12 +14,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/tests3"
 	aws3 "github.com/aml-go/aml/providers/workspace/s3"
 )
 
@@ -31,14 +28,8 @@ import (
 // the last one saved, never a mix.
 func TestS3CrashDuringSave(t *testing.T) {
 	bin := buildAML(t)
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	defer srv.Close()
-	cli := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider("AK", "SK", "")})
+	url, cli := tests3.Server(t, "work")
 	ctx := context.Background()
-	if _, err := cli.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	wf := filepath.Join(dir, "gen.star")
 	src := `store = s3_workspace(bucket = "work", endpoint = env("S3_ENDPOINT"), force_path_style = True)
@@ -84,8 +75,7 @@ def main():
 		}
 		return gen
 	}
-	env := append(os.Environ(), "S3_ENDPOINT="+srv.URL, "AWS_ACCESS_KEY_ID=AK", "AWS_SECRET_ACCESS_KEY=SK", "AWS_REGION=us-east-1",
-		"AWS_CONFIG_FILE="+filepath.Join(dir, "none"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "none"))
+	env := append(append(os.Environ(), "S3_ENDPOINT="+url), tests3.Env(dir)...)
 	rng := rand.New(rand.NewPCG(1, 2))
 	last, killed, completed := "", 0, 0
 	for trial := range 20 {

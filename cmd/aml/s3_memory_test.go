@@ -3,19 +3,13 @@
 package main
 
 import (
-	"context"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/aml-go/aml/internal/tests3"
 )
 
 // BenchmarkS3SaveMemory reports the peak resident memory of aml run
@@ -24,13 +18,7 @@ import (
 // count), above the same run with a 1 KiB file.
 func BenchmarkS3SaveMemory(b *testing.B) {
 	bin := buildAMLB(b)
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	defer srv.Close()
-	cli := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider("AK", "SK", "")})
-	if _, err := cli.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
-		b.Fatal(err)
-	}
+	url, _ := tests3.Server(b, "work")
 	dir := b.TempDir()
 	wf := filepath.Join(dir, "big.star")
 	src := `store = s3_workspace(bucket = "work", endpoint = env("S3_ENDPOINT"), force_path_style = True, max_archive_bytes = 2147483648, max_extracted_bytes = 2147483648)
@@ -47,8 +35,7 @@ def main():
 	peak := func(id, size string) float64 {
 		cmd := exec.Command(bin, "run", "--quiet", wf)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "S3_ENDPOINT="+srv.URL, "AWS_ACCESS_KEY_ID=AK", "AWS_SECRET_ACCESS_KEY=SK", "AWS_REGION=us-east-1",
-			"AWS_CONFIG_FILE="+filepath.Join(dir, "none"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "none"), "ID="+id, "SIZE="+size)
+		cmd.Env = append(append(os.Environ(), "S3_ENDPOINT="+url, "ID="+id, "SIZE="+size), tests3.Env(dir)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("aml run: %v\n%s", err, out)
 		}

@@ -2,37 +2,21 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/aml-go/aml/internal/tests3"
 )
 
 // TestWorkspaceVerify: aml workspace verify against gofakes3 (served in
 // process) prints the contract table and trusts it; a missing bucket
 // fails.
 func TestWorkspaceVerify(t *testing.T) {
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	defer srv.Close()
-	t.Setenv("AWS_ACCESS_KEY_ID", "AK")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "SK")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	cli := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider("AK", "SK", "")})
-	if _, err := cli.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
-		t.Fatal(err)
-	}
+	url, _ := tests3.Server(t, "work")
+	tests3.SetEnv(t)
 	var out, errOut bytes.Buffer
-	if code := Main([]string{"workspace", "verify", "s3://work/teams", "--endpoint", srv.URL}, nil, &out, &errOut); code != exitOK {
+	if code := Main([]string{"workspace", "verify", "s3://work/teams", "--endpoint", url}, nil, &out, &errOut); code != exitOK {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())
 	}
 	rows := map[string]string{}
@@ -53,7 +37,7 @@ func TestWorkspaceVerify(t *testing.T) {
 		t.Errorf("no verdict:\n%s", out.String())
 	}
 	out.Reset()
-	if code := Main([]string{"workspace", "verify", "--json", "--endpoint", srv.URL, "s3://work"}, nil, &out, &errOut); code != exitOK {
+	if code := Main([]string{"workspace", "verify", "--json", "--endpoint", url, "s3://work"}, nil, &out, &errOut); code != exitOK {
 		t.Fatalf("--json: exit %d", code)
 	}
 	var rep struct {
@@ -64,7 +48,7 @@ func TestWorkspaceVerify(t *testing.T) {
 		t.Errorf("--json: %+v, %v\n%s", rep, err, out.String())
 	}
 	errOut.Reset()
-	if code := Main([]string{"workspace", "verify", "s3://nosuch-bucket", "--endpoint", srv.URL}, nil, &out, &errOut); code != exitFailure || !strings.Contains(errOut.String(), "does not exist") {
+	if code := Main([]string{"workspace", "verify", "s3://nosuch-bucket", "--endpoint", url}, nil, &out, &errOut); code != exitFailure || !strings.Contains(errOut.String(), "does not exist") {
 		t.Errorf("a missing bucket: exit %d, %s", code, errOut.String())
 	}
 	if code := Main([]string{"workspace", "verify", "work"}, nil, &out, &errOut); code != exitUsage {

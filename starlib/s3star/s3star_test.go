@@ -2,18 +2,12 @@ package s3star_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/tests3"
 	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/starlib/s3star"
 )
@@ -22,19 +16,9 @@ import (
 // environment (the AWS chain) publishes a revision to an S3 endpoint
 // that the next run restores; a bad literal fails at the call.
 func TestS3WorkspaceFactory(t *testing.T) {
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	defer srv.Close()
-	t.Setenv("AWS_ACCESS_KEY_ID", "AK")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "SK")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
-	cli := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider("AK", "SK", "")})
-	if _, err := cli.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
-		t.Fatal(err)
-	}
-	env := func(k string) (string, bool) { return srv.URL, k == "S3_ENDPOINT" }
+	url, _ := tests3.Server(t, "work")
+	tests3.SetEnv(t)
+	env := func(k string) (string, bool) { return url, k == "S3_ENDPOINT" }
 	exts := []*starlib.Extension{s3star.Extension}
 	run := func(src string) (string, error) {
 		return starlib.Run(context.Background(), filepath.Join(t.TempDir(), "w.star"), "", starlib.LoadOptions{Source: []byte(src), Extensions: exts, Env: env}, eval.Options{})

@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/tests3"
 	"github.com/aml-go/aml/providers/providertest"
 	"github.com/aml-go/aml/providers/workspace/persist"
 	aws3 "github.com/aml-go/aml/providers/workspace/s3"
@@ -32,19 +32,7 @@ import (
 // (path-style, fake credentials) with the bucket created.
 func fake(t testing.TB, bucket string) *s3.Client {
 	t.Helper()
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	t.Cleanup(srv.Close)
-	cli := s3.New(s3.Options{
-		Region:                     "us-east-1",
-		BaseEndpoint:               aws.String(srv.URL),
-		UsePathStyle:               true,
-		Credentials:                credentials.NewStaticCredentialsProvider("AK", "SK", ""),
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
-	})
-	if _, err := cli.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatal(err)
-	}
+	_, cli := tests3.Server(t, bucket)
 	return cli
 }
 
@@ -341,9 +329,7 @@ func TestUnreachableAndMissing(t *testing.T) {
 	dead := httptest.NewServer(nil)
 	url := dead.URL
 	dead.Close() // nothing listens there any more
-	cli := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(url), UsePathStyle: true,
-		Credentials: credentials.NewStaticCredentialsProvider("AK", "SK", "")})
-	p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work"})
+	p, err := aws3.New(aws3.Options{Client: tests3.Client(url), Bucket: "work"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,9 +375,7 @@ func TestUnchangedFolderResave(t *testing.T) {
 		backend.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	cli := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
-		Credentials:                credentials.NewStaticCredentialsProvider("AK", "SK", ""),
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired})
+	cli := tests3.Client(srv.URL)
 	if _, err := cli.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
 		t.Fatal(err)
 	}
@@ -512,9 +496,7 @@ func TestBrokenServer(t *testing.T) {
 		backend.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	cli := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL), UsePathStyle: true,
-		Credentials:                credentials.NewStaticCredentialsProvider("AK", "SK", ""),
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired})
+	cli := tests3.Client(srv.URL)
 	ctx := context.Background()
 	if _, err := cli.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
 		t.Fatal(err)

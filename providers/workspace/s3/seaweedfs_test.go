@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/aml-go/aml/internal/tests3"
 	"github.com/aml-go/aml/providers/providertest"
 	aws3 "github.com/aml-go/aml/providers/workspace/s3"
 )
@@ -44,10 +44,7 @@ func seaweedfs(t *testing.T, bucket string) *s3.Client {
 		_ = cmd.Wait()
 		logf.Close()
 	})
-	cli := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://127.0.0.1:8333"), UsePathStyle: true,
-		Credentials:                credentials.NewStaticCredentialsProvider("AK", "SK", ""),
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired})
+	cli := tests3.Client("http://127.0.0.1:8333")
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
