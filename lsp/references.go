@@ -16,12 +16,7 @@ func references(_ context.Context, s *server, r *request, params json.RawMessage
 	if err := decode(params, &p); err != nil {
 		return nil, err
 	}
-	d, err := r.snap.document(p.TextDocument.URI)
-	if err != nil {
-		return nil, err
-	}
-	good := r.snap.good(d)
-	pos, _, err := starlarkPos(d, p.Position, r.snap.utf8)
+	_, good, pos, err := r.at(p.TextDocument.URI, p.Position)
 	if err != nil {
 		return nil, err
 	}

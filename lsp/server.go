@@ -710,6 +710,20 @@ func (sn *snapshot) good(d *document) *analysis.File {
 	return sn.trees.get(d.path, d.goodGen, d.goodText, sn.exts)
 }
 
+// at returns the open document of a URI, its last good parse and the
+// Starlark position of a protocol position in it.
+func (r *request) at(u protocol.DocumentURI, p protocol.Position) (*document, *analysis.File, syntax.Position, error) {
+	d, err := r.snap.document(u)
+	if err != nil {
+		return nil, nil, syntax.Position{}, err
+	}
+	pos, _, err := starlarkPos(d, p, r.snap.utf8)
+	if err != nil {
+		return nil, nil, syntax.Position{}, err
+	}
+	return d, r.snap.good(d), pos, nil
+}
+
 // document returns the open document of a URI.
 func (sn *snapshot) document(u protocol.DocumentURI) (*document, error) {
 	d, ok := sn.docs[docPath(string(u))]
