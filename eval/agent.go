@@ -140,7 +140,10 @@ func agentMCP(plan *agentPlan) []AgentMCPServer {
 //
 // The result is appended to dst (the consumer's buffer), so structured
 // results are encoded in place without an intermediate string.
-func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt []byte, parentSpan string, dst []byte) (out []byte, err error) {
+//
+// In a journaled evaluation (path non-nil) a recorded result is served
+// instead of running the session, and a live result is recorded.
+func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt []byte, parentSpan string, dst []byte, path *effectPath) (out []byte, err error) {
 	start := len(dst)
 	// The staging area (oversized includes, skills) lives exactly as long
 	// as the session.
@@ -181,6 +184,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		return dst, err
 	}
 	req.MCPServers = agentMCP(plan)
+	authoredSystem := req.System
 	if len(plan.skills) > 0 {
 		req.Skills = plan.skills
 		if ns, ok := p.(NativeSkills); !ok || !ns.NativeSkillDiscovery() {
@@ -188,6 +192,17 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 				req.System += "\n"
 			}
 			req.System += skillFragment(plan.skills)
+		}
+	}
+
+	var (
+		rec   *Effect
+		entry *Effect
+	)
+	if d.journal != nil {
+		entry = &Effect{ID: path.next("agent", n.Position), Kind: "agent", Pos: n.Position, Label: agentLabel(n), Request: agentFingerprint(req, authoredSystem, p, schema, plan)}
+		if rec, err = d.replay(entry.ID, entry.Kind, n.Position, entry.Label, entry.Request); err != nil {
+			return dst, err
 		}
 	}
 
@@ -199,6 +214,9 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		}
 		if n.Name != "" {
 			a = append(a, "agent.name", n.Name)
+		}
+		if rec != nil {
+			a = append(a, "replayed", true)
 		}
 	}
 	if d.trace.captures() {
@@ -223,7 +241,20 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 			agentSpan.event("capability.mcp", attrs{"name", g.GrantName(), "kind", kind}, nil)
 		}
 	}
-	resp, err := d.session(ctx, n, p, req, agentSpan, plan, session)
+	var (
+		resp  *AgentResponse
+		turns []turnRecord
+	)
+	switch {
+	case rec != nil:
+		resp, err = replayedAgent(rec)
+	case entry != nil:
+		if err = d.syncJournal(n.Position); err == nil {
+			resp, err = d.session(ctx, n, p, req, agentSpan, plan, session, &turns)
+		}
+	default:
+		resp, err = d.session(ctx, n, p, req, agentSpan, plan, session, nil)
+	}
 	out = dst
 	if err == nil {
 		if schema != nil {
@@ -231,6 +262,9 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		} else {
 			out = append(dst, resp.Text...)
 		}
+	}
+	if err == nil && rec == nil && entry != nil {
+		err = d.recordAgent(entry, resp, schema != nil, turns)
 	}
 	if err != nil {
 		agentSpan.end(err, nil, nil)
@@ -267,7 +301,8 @@ func structuredResult(n *Agent, p AgentProvider, schema *Schema, resp *AgentResp
 
 // session runs one provider session under the scheduler and the agent's
 // timeout.
-func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *AgentRequest, agentSpan *span, plan *agentPlan, sandbox *SandboxSession) (*AgentResponse, error) {
+// With turns non-nil, the turns the provider reported are appended to it.
+func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *AgentRequest, agentSpan *span, plan *agentPlan, sandbox *SandboxSession, turns *[]turnRecord) (*AgentResponse, error) {
 	unqueue := d.workers.queue()
 	aerr := d.sched.acquire(ctx)
 	unqueue()
@@ -309,9 +344,12 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 	)
 	unblock := d.workers.block() // the provider works outside the evaluator
 	if sp, ok := p.(SessionProvider); ok {
-		resp, err = d.retained(sctx, sp, req, exec, sess)
+		resp, err = d.retained(sctx, sp, req, exec, sess, turns)
 	} else {
 		resp, err = callProvider(sctx, p, req, exec)
+		if err == nil && resp != nil && turns != nil {
+			*turns = append(*turns, turnOf(len(req.FollowUps), "session", resp))
+		}
 	}
 	unblock()
 	if err == nil && resp == nil {
@@ -360,7 +398,7 @@ func callProvider(ctx context.Context, p AgentProvider, req *AgentRequest, exec 
 
 // retained drives a SessionProvider turn by turn, tracing each turn and
 // the cleanup, and closes the session exactly once.
-func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequest, exec *AgentExecution, sess *span) (resp *AgentResponse, err error) {
+func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequest, exec *AgentExecution, sess *span, turns *[]turnRecord) (resp *AgentResponse, err error) {
 	// A cancellation (caller, signal or timeout_ms) while the session is
 	// being set up or open is recorded on the session span before the
 	// provider reacts.
@@ -425,6 +463,9 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 		ts.end(terr, turnAttrs(terr, r), nil)
 		if terr != nil {
 			return nil, terr
+		}
+		if turns != nil {
+			*turns = append(*turns, turnOf(turn.Index, turn.Kind, r))
 		}
 		resp = r
 	}

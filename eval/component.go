@@ -118,7 +118,10 @@ func (cc *ComponentContext) EvaluateAllStructured(values []any, schema *Schema, 
 	defer cc.wg.Done()
 	out := make([]any, len(values))
 	sc := cc.scope()
+	fan := sc.path.child("p", pos)
 	err := cc.d.fanOut(cc.ctx, len(values), pos, func(i int) error {
+		sc := sc
+		sc.path = fan.branch(i)
 		v, err := cc.d.evaluateStructured(cc.ctx, values[i], sc, schema, pos)
 		out[i] = v
 		return err
@@ -139,16 +142,21 @@ func (cc *ComponentContext) EvaluateAll(values []any, pos Position) ([]string, e
 	}
 	cc.wg.Add(1)
 	defer cc.wg.Done()
-	return cc.d.evaluateAll(cc.ctx, values, cc.scope(), pos, false)
+	sc := cc.scope()
+	sc.path = sc.path.child("p", pos)
+	return cc.d.evaluateAll(cc.ctx, values, sc, pos, false)
 }
 
 // evaluateAll resolves every value in scope sc as one fan-out (see
-// fanOut). checked says the values were already checked as part of the
+// fanOut); sc.path is the fan-out's context, whose branch i each value
+// gets. checked says the values were already checked as part of the
 // tree that holds them (the branches of a parallel()).
 func (d *domain) evaluateAll(ctx context.Context, values []any, sc scope, pos Position, checked bool) ([]string, error) {
 	texts := make([]string, len(values))
 	err := d.fanOut(ctx, len(values), pos, func(i int) error {
 		var err error
+		sc := sc
+		sc.path = sc.path.branch(i)
 		if checked {
 			texts[i], err = d.evaluateUnchecked(ctx, values[i], sc)
 		} else {

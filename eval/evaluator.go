@@ -52,6 +52,8 @@ type frame struct {
 	ctx *binding
 	// comps is the chain of components whose values enclose this frame.
 	comps *compLink
+	// path is the sequential context of a journaled evaluation, else nil.
+	path *effectPath
 	// res is the resource scope around this frame's children; ws and sb
 	// are the resources this frame owns and must release.
 	res resScope
@@ -150,7 +152,7 @@ func (e *evaluator) run(value any) (text string, err error) {
 	// Registered first, so it runs after unwind below is done with the stack.
 	defer func() { putStack(stk); e.st = nil }()
 	stk.root[0] = value
-	e.push(frame{kind: fRoot, items: stk.root[:], depth: int32(e.sc.depth), sink: 0, out: -1, agent: -1, parentSpan: e.sc.span, ctx: e.sc.ctx, comps: e.sc.comps, res: e.sc.res})
+	e.push(frame{kind: fRoot, items: stk.root[:], depth: int32(e.sc.depth), sink: 0, out: -1, agent: -1, parentSpan: e.sc.span, ctx: e.sc.ctx, comps: e.sc.comps, path: e.sc.path, res: e.sc.res})
 	defer func() {
 		if r := recover(); r != nil {
 			var pos Position
@@ -227,7 +229,7 @@ func (e *evaluator) visit(item any) error {
 			f.items, f.idx = v, 0
 			return nil
 		}
-		e.push(frame{kind: fList, items: v, depth: f.depth, pl: f.pl, sink: f.sink, agent: f.agent, pos: f.pos, parentSpan: e.spanParent(), ctx: f.ctx, comps: f.comps, res: f.res})
+		e.push(frame{kind: fList, items: v, depth: f.depth, pl: f.pl, sink: f.sink, agent: f.agent, pos: f.pos, parentSpan: e.spanParent(), ctx: f.ctx, comps: f.comps, path: f.path, res: f.res})
 		return nil
 	case []string:
 		for _, s := range v {
@@ -325,7 +327,7 @@ func (e *evaluator) enter(n Node) error {
 	if err != nil {
 		return err
 	}
-	base := frame{depth: int32(depth), pl: pl, sink: p.sink, agent: p.agent, pos: n.Pos(), node: n, parentSpan: e.spanParent(), ctx: p.ctx, comps: p.comps, res: p.res}
+	base := frame{depth: int32(depth), pl: pl, sink: p.sink, agent: p.agent, pos: n.Pos(), node: n, parentSpan: e.spanParent(), ctx: p.ctx, comps: p.comps, path: p.path, res: p.res}
 	switch n := n.(type) {
 	case *Agent:
 		base.kind = fAgent
@@ -426,7 +428,7 @@ func (e *evaluator) enter(n Node) error {
 		if p.agent >= 0 {
 			plan, agent = e.st.at(p.agent).plan, e.st.at(p.agent).node.(*Agent)
 		}
-		text, err := e.d.include(e.ctx, n, plan, agent, p.res)
+		text, err := e.d.include(e.ctx, n, plan, agent, p.res, p.path)
 		if err != nil {
 			return err
 		}
@@ -486,8 +488,9 @@ func (e *evaluator) component(n *Component, base frame) error {
 	}
 	base.kind = fComponent
 	base.comps = link
+	base.path = base.path.child("c", n.Position)
 	base.span = e.d.trace.startSpan(e.spanParent(), "component", n.Name, n.Position, nil, nil)
-	sc := scope{depth: int(base.depth), span: base.span.ID(), ctx: base.ctx, comps: link, res: base.res}
+	sc := scope{depth: int(base.depth), span: base.span.ID(), ctx: base.ctx, comps: link, path: base.path, res: base.res}
 	if sc.span == "" {
 		sc.span = e.spanParent()
 	}
@@ -536,7 +539,7 @@ func (e *evaluator) pop() error {
 	case fSandbox:
 		return f.sb.leave(e.ctx, nil)
 	case fScript:
-		out, err := e.d.runScript(e.ctx, f.node.(*Script), f.buf, f.res, f.parentSpan)
+		out, err := e.d.runScript(e.ctx, f.node.(*Script), f.buf, f.res, f.parentSpan, f.path)
 		if err != nil {
 			return err
 		}
@@ -564,7 +567,7 @@ func (e *evaluator) pop() error {
 		// collected structured result appends nothing).
 		w := e.st.at(f.out)
 		start := len(w.buf)
-		buf, err := e.d.runAgent(e.ctx, n, f.plan, f.buf, e.spanParent(), w.buf)
+		buf, err := e.d.runAgent(e.ctx, n, f.plan, f.buf, e.spanParent(), w.buf, f.path)
 		w.buf = buf
 		if err != nil {
 			return err
@@ -616,7 +619,7 @@ func (e *evaluator) unwind(err error) error {
 func (e *evaluator) parallel(n *Parallel, depth int) (string, error) {
 	sp := e.d.trace.startSpan(e.spanParent(), "component", "Parallel", n.Position, nil, nil)
 	branches := flattenBranches(n.Branches)
-	sc := scope{depth: depth, span: sp.ID(), ctx: e.top().ctx, comps: e.top().comps, res: e.top().res}
+	sc := scope{depth: depth, span: sp.ID(), ctx: e.top().ctx, comps: e.top().comps, path: e.top().path.child("p", n.Position), res: e.top().res}
 	if sc.span == "" {
 		sc.span = e.spanParent()
 	}

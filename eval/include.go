@@ -203,7 +203,7 @@ func (d *domain) includeSourceOf(ctx context.Context, n *Include, res resScope) 
 
 // include renders an include() node. plan and agent are the nearest
 // agent's plan and node, or nil outside an agent.
-func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, agent *Agent, res resScope) (string, error) {
+func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, agent *Agent, res resScope, ep *effectPath) (string, error) {
 	src, err := d.includeSourceOf(ctx, n, res)
 	if err != nil {
 		return "", err
@@ -218,6 +218,11 @@ func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, agent
 		return "", newError(n.Position, fmt.Sprintf("an oversized include() requires a containing agent(): %q is %d bytes, over max_bytes=%d; move the include into the agent that will read the staged file, or raise or remove max_bytes", src.name, size, n.MaxBytes))
 	}
 	if oversized && src.open != nil {
+		// A streamed file is checked by its size: its content reaches the
+		// agent as a staged file, not in the prompt.
+		if err := d.includeEffect(ep, n, label, Fingerprint("size:"+strconv.FormatInt(size, 10))); err != nil {
+			return "", err
+		}
 		return d.includeStream(ctx, n, src, plan, label, size)
 	}
 	// Revisions are cached by filesystem, path, size and modification
@@ -241,6 +246,11 @@ func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, agent
 		}
 		if mtime != 0 {
 			d.rt.includes.put(entry)
+		}
+	}
+	if d.journal != nil {
+		if err := d.includeEffect(ep, n, label, Fingerprint(string(data))); err != nil {
+			return "", err
 		}
 	}
 	heading := ""

@@ -151,6 +151,11 @@ type Options struct {
 	Trace []TraceSink
 	// OnTraceError receives trace sink failures; they never fail the run.
 	OnTraceError func(error, Event)
+	// Ask answers ask() in evaluations without a Journal (a journaled
+	// evaluation suspends instead). It may block, and may be called
+	// concurrently; the answer is validated against the question's
+	// schema. nil makes such an ask() fail.
+	Ask func(ctx context.Context, q Question) (any, error)
 	// OnStart is called before the tree evaluates; an error aborts the run.
 	OnStart func(StartEvent) error
 	// OnFinish is called after cleanup with the run's outcome.
@@ -205,6 +210,20 @@ func (r *Runtime) Limits() Limits { return r.limits }
 type EvaluateOptions struct {
 	// RunID names the run; "" generates a random one.
 	RunID string
+	// Journal, when set, makes the run durable: every effect is recorded
+	// in it before its result is used, and effects it already holds are
+	// served from it (see Journal and Runtime.Resume).
+	Journal Journal
+	// RerunChanged, with a Journal, runs a divergent effect and every
+	// effect after it live instead of failing with a *DivergenceError.
+	RerunChanged bool
+	// Answers answer ask() questions by id (see ResumeOptions.Answers).
+	Answers map[string]any
+	// Reads are the application reads made before the tree evaluates
+	// (env() values read while the workflow loaded): with a Journal their
+	// digests are recorded, and checked against the recorded ones before
+	// anything runs.
+	Reads []Read
 }
 
 // Evaluate resolves value (a renderable: text, lists, nodes) in a new
@@ -231,6 +250,11 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	d := &domain{rt: r, runID: runID, limits: r.limits, sched: newScheduler(r.limits.MaxConcurrentAgents), workers: newWorkers(r.limits.MaxConcurrentAgents > 0)}
 	defer d.workers.close()
 	d.trace = newTracer(runID, r.opts.Trace, r.opts.OnTraceError)
+	var rootPath *effectPath
+	if o.Journal != nil {
+		d.journal = &journaling{j: o.Journal, rerunChanged: o.RerunChanged, answers: o.Answers}
+		rootPath = &effectPath{}
+	}
 
 	var (
 		text string
@@ -239,13 +263,19 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	if r.opts.OnStart != nil {
 		err = r.opts.OnStart(StartEvent{RunID: runID})
 	}
+	if err == nil && d.journal != nil {
+		err = d.checkReads(rootPath, o.Reads)
+	}
 	if err == nil {
 		root := d.trace.startSpan("", "evaluation", "run", Position{}, nil, nil)
-		text, err = d.evaluate(ctx, value, scope{span: root.ID()})
+		text, err = d.evaluate(ctx, value, scope{span: root.ID(), path: rootPath})
 		if herr := d.releaseHost(ctx); herr != nil {
 			err = errors.Join(err, herr)
 		}
 		root.end(err, nil, nil)
+	}
+	if d.journal != nil {
+		err = d.endJournal(err)
 	}
 	d.trace.close()
 	if r.opts.OnFinish != nil {
@@ -284,6 +314,8 @@ type domain struct {
 	workers *workers
 	trace   *tracer
 	calls   atomic.Int64
+	// journal is the journal state of a durable run, else nil.
+	journal *journaling
 	// workspaceUsed enforces one workspace() per evaluation.
 	workspaceUsed atomic.Bool
 
@@ -355,6 +387,9 @@ type scope struct {
 	comps *compLink
 	// res is the active workspace and sandbox.
 	res resScope
+	// path is the sequential context of a journaled evaluation (see
+	// Journal); nil without a journal.
+	path *effectPath
 	// target collects the one structured agent result of a structured
 	// evaluation; nil for text evaluations. It is not inherited by nested
 	// evaluations.

@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,7 +14,9 @@ import (
 var shellArgs = map[string]string{"sh": "-c", "bash": "-c", "node": "-e"}
 
 // runScript runs a script() node and returns its standard output.
-func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res resScope, parentSpan string) (string, error) {
+// In a journaled evaluation (path non-nil) a recorded output is served
+// instead of running the command, and a live output is recorded.
+func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res resScope, parentSpan string, path *effectPath) (string, error) {
 	command, args := n.Command, n.Args
 	if n.Shell != "" {
 		flag, ok := shellArgs[n.Shell]
@@ -33,13 +36,47 @@ func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res re
 	if res.sb != nil {
 		env = "sandbox"
 	}
+	var (
+		rec, entry *Effect
+		err        error
+	)
+	if d.journal != nil {
+		fp := map[string]string{"command": Fingerprint(commandLine(command, args)), "environment": Fingerprint(env)}
+		if n.Cwd != "" {
+			fp["cwd"] = Fingerprint(n.Cwd)
+		}
+		entry = &Effect{ID: path.next("script", n.Position), Kind: "script", Pos: n.Position, Label: "script()", Request: fp}
+		if rec, err = d.replay(entry.ID, entry.Kind, n.Position, entry.Label, fp); err != nil {
+			return "", err
+		}
+	}
 	var content attrs
 	if d.trace.captures() {
 		content = attrs{"command", commandLine(command, args)}
 	}
+	a := attrs{"environment", env}
+	if rec != nil {
+		a = append(a, "replayed", true)
+	}
 	// The command is content: the span has a neutral name and carries the
 	// command only for capturing sinks.
-	sp := d.trace.startSpan(parentSpan, "script", "Script", n.Position, attrs{"environment", env}, content)
+	sp := d.trace.startSpan(parentSpan, "script", "Script", n.Position, a, content)
+	if rec != nil {
+		var out scriptResult
+		if err := json.Unmarshal(rec.Result, &out); err != nil {
+			err = &EvaluationError{Msg: "the journal's record of script() cannot be read", Pos: n.Position, Err: err}
+			sp.end(err, nil, nil)
+			return "", err
+		}
+		sp.end(nil, attrs{"exitCode", int64(0)}, nil)
+		return out.Stdout, nil
+	}
+	if entry != nil {
+		if err := d.syncJournal(n.Position); err != nil {
+			sp.end(err, nil, nil)
+			return "", err
+		}
+	}
 	r, err := d.execScript(ctx, n, command, args, timeout, res)
 	if err != nil {
 		sp.end(err, nil, nil)
@@ -54,8 +91,24 @@ func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res re
 		sp.end(err, attrs{"exitCode", int64(r.ExitCode)}, nil)
 		return "", err
 	}
+	if entry != nil {
+		b, err := json.Marshal(scriptResult{Stdout: string(r.Stdout)})
+		if err == nil {
+			entry.Result = b
+			err = d.record(entry)
+		}
+		if err != nil {
+			sp.end(err, nil, nil)
+			return "", err
+		}
+	}
 	sp.end(nil, attrs{"exitCode", int64(0)}, nil)
 	return string(r.Stdout), nil
+}
+
+// scriptResult is the recorded result of a script().
+type scriptResult struct {
+	Stdout string `json:"stdout"`
 }
 
 func (d *domain) execScript(ctx context.Context, n *Script, command string, args []string, timeout time.Duration, res resScope) (*ExecResult, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -257,7 +258,48 @@ func (cc *ComponentContext) CallTool(t *Tool, input any) (any, error) {
 	}
 	cc.wg.Add(1)
 	defer cc.wg.Done()
-	return cc.d.invoke(cc.ctx, t, input, cc.scope().span, "component")
+	sc := cc.scope()
+	if cc.d.journal == nil {
+		return cc.d.invoke(cc.ctx, t, input, sc.span, "component")
+	}
+	label := "tool(" + strconv.Quote(t.name) + ")"
+	canon, err := CanonicalJSON(input)
+	if err != nil {
+		return nil, &ToolInputError{Tool: t.name, Msg: "it is not JSON data", Err: err}
+	}
+	e := &Effect{ID: sc.path.next("tool", t.pos), Kind: "tool", Pos: t.pos, Label: label, Request: map[string]string{"tool": Fingerprint(t.name), "input": Fingerprint(canon)}}
+	rec, err := cc.d.replay(e.ID, e.Kind, t.pos, label, e.Request)
+	if err != nil {
+		return nil, err
+	}
+	if rec != nil {
+		var r toolResult
+		if err := decodeJSON(rec.Result, &r); err != nil {
+			return nil, &EvaluationError{Msg: "the journal's record of " + label + " cannot be read", Pos: t.pos, Err: err}
+		}
+		return r.Output, nil
+	}
+	if err := cc.d.syncJournal(t.pos); err != nil {
+		return nil, err
+	}
+	out, err := cc.d.invoke(cc.ctx, t, input, sc.span, "component")
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(toolResult{Output: out})
+	if err != nil {
+		return nil, &EvaluationError{Msg: "cannot record " + label + " in the journal", Pos: t.pos, Err: err}
+	}
+	e.Result = b
+	if err := cc.d.record(e); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// toolResult is the recorded result of a tool call from component code.
+type toolResult struct {
+	Output any `json:"output"`
 }
 
 // ToolGrant grants a tool to the nearest enclosing agent. It contributes no

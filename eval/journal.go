@@ -1,0 +1,631 @@
+package eval
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Durable runs. An evaluation given a Journal (EvaluateOptions.Journal)
+// records every effect before its result is used, and an evaluation of
+// the same program against the same journal (Runtime.Resume) serves every
+// recorded effect from it without calling its provider, then continues
+// live at the first effect with no record.
+//
+// An effect is keyed by a stable identity, never by scheduling order: the
+// path of enclosing components and fan-out branches, the authored
+// position of the node, and an occurrence counter within that path. A
+// path is a sequential context (one branch of a parallel(), the body of
+// one component and the value it returns), so its effects happen in an
+// order the program fixes, and parallel() branches replay correctly
+// whichever finished first.
+//
+// What is recorded (Effect.Kind):
+//
+//	agent    an agent() session's result (text or structured value) and its turns
+//	script   a script()'s standard output
+//	tool     a tool call made from component code, with its output
+//	ask      a question's answer (ComponentContext.Ask)
+//	include  the digest of an include()'s content (checked, never served)
+//	read     the digest of an application read (an env() value; EvaluateOptions.Reads)
+//
+// Each record keeps a fingerprint of its request: short digests of the
+// fields that determine the result (an agent's prompt, system, model,
+// tools, schema, provider; a script's command). On replay a record whose
+// fingerprint no longer matches is a divergence: the evaluation fails
+// with a *DivergenceError naming the node and the fields that changed,
+// unless ResumeOptions.RerunChanged is set, in which case that effect and
+// every effect after it run live.
+//
+// What a workflow must not do for replay to be exact: decide anything
+// from values that are not effects (the clock, random numbers, files read
+// by Go code of an extension), or make nested evaluations of one
+// component from several goroutines at once (use EvaluateAll).
+
+// Journal is the durable record of one run's effects. The evaluator calls
+// Lookup before it runs an effect, Record after the effect succeeded and
+// before its result is used, and Sync before it starts an effect outside
+// the process (a provider session, a script, a tool call) and when the
+// evaluation ends, so a crash never loses a record that a later external
+// effect depended on.
+//
+// A backend must guarantee, for the run it holds:
+//   - Lookup returns the last record appended under an id, including
+//     records appended by this process, and is safe for concurrent use;
+//   - Record is safe for concurrent use and keeps records whole: after a
+//     crash each record is either entirely present or absent (a torn last
+//     record is dropped when the journal is opened again);
+//   - after Sync returns nil, every record appended before the call
+//     survives a crash of the process and of the machine;
+//   - one run is resumed by at most one evaluation at a time.
+//
+// The file backend (package journal) keeps one append-only, checksummed
+// file per run; NewMemoryJournal keeps records in memory, for tests.
+type Journal interface {
+	// Lookup returns the effect recorded under id, or nil.
+	Lookup(id string) *Effect
+	// Record appends e; it need not be durable until Sync.
+	Record(e *Effect) error
+	// Sync makes every record appended so far durable.
+	Sync() error
+}
+
+// Effect is one recorded effect of a journaled run.
+type Effect struct {
+	// ID is the effect's stable identity (see Journal).
+	ID string
+	// Kind is agent, script, tool, ask, include or read.
+	Kind string
+	// Pos is the authored position of the node.
+	Pos Position
+	// Label names the node in messages, for example agent(name="review").
+	Label string
+	// Request is the fingerprint of the request: field name to a short
+	// digest of its value. Values are never stored.
+	Request map[string]string
+	// Result is the kind's result as JSON (nil for include and read).
+	Result json.RawMessage
+}
+
+type effectJSON struct {
+	ID      string            `json:"id"`
+	Kind    string            `json:"kind"`
+	File    string            `json:"file,omitempty"`
+	Line    int32             `json:"line,omitempty"`
+	Col     int32             `json:"col,omitempty"`
+	Label   string            `json:"label,omitempty"`
+	Request map[string]string `json:"req,omitempty"`
+	Result  json.RawMessage   `json:"result,omitempty"`
+}
+
+// MarshalJSON encodes the effect with its position as file, line and col.
+func (e *Effect) MarshalJSON() ([]byte, error) {
+	return json.Marshal(effectJSON{ID: e.ID, Kind: e.Kind, File: e.Pos.File, Line: e.Pos.Line, Col: e.Pos.Col, Label: e.Label, Request: e.Request, Result: e.Result})
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes.
+func (e *Effect) UnmarshalJSON(b []byte) error {
+	var j effectJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = Effect{ID: j.ID, Kind: j.Kind, Pos: Position{File: j.File, Line: j.Line, Col: j.Col}, Label: j.Label, Request: j.Request, Result: j.Result}
+	return nil
+}
+
+// Fingerprint returns the short digest the evaluator records for a
+// request field's value: 12 characters of base64url SHA-256 (72 bits),
+// enough to notice a change, not to recover the value.
+func Fingerprint(value string) string {
+	sum := sha256.Sum256([]byte(value))
+	return base64.RawURLEncoding.EncodeToString(sum[:9])
+}
+
+// Read is an application-owned value the program read before or outside
+// the tree, such as an env() value: its digest is recorded, never the
+// value, and a changed value is a divergence on resume.
+type Read struct {
+	// Kind names the source, for example "env".
+	Kind string
+	// Name names the value, for example the variable's name.
+	Name string
+	// Pos is where it was read.
+	Pos Position
+	// Digest identifies the value (Fingerprint of it, or of a marker for
+	// "not set").
+	Digest string
+}
+
+// DivergenceError reports a recorded effect whose request no longer
+// matches the program: the script, an included file or a read value
+// changed since the journal recorded the run.
+type DivergenceError struct {
+	// ID is the effect's identity; Pos and Label name the node.
+	ID    string
+	Pos   Position
+	Label string
+	// Changed lists the request fields whose digests differ, sorted.
+	Changed []string
+}
+
+func (e *DivergenceError) Error() string {
+	var b strings.Builder
+	if e.Pos.IsValid() {
+		b.WriteString(e.Pos.String())
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Label)
+	b.WriteString(" no longer matches the journal: ")
+	b.WriteString(changedText(e.Changed))
+	b.WriteString(" changed since the run was recorded; restore the workflow (and its inputs) as they were, or resume with --rerun-changed (ResumeOptions.RerunChanged) to run this effect and everything after it live")
+	return b.String()
+}
+
+func changedText(fields []string) string {
+	switch len(fields) {
+	case 0:
+		return "its request"
+	case 1:
+		return "its " + fields[0]
+	}
+	return "its " + strings.Join(fields[:len(fields)-1], ", ") + " and " + fields[len(fields)-1]
+}
+
+// Question is a pending ask(): the run waits for its answer.
+type Question struct {
+	// ID identifies the question across replays: the id the program gave,
+	// else its effect identity (path, position and occurrence).
+	ID string `json:"id"`
+	// Text is the question.
+	Text string `json:"question"`
+	// Schema is the answer's JSON Schema document, nil for free text.
+	Schema map[string]any `json:"schema,omitempty"`
+	// Pos is where ask() was called.
+	Pos Position `json:"-"`
+	// Source is Pos as file:line:col.
+	Source string `json:"source,omitempty"`
+}
+
+// SuspendedError ends a journaled evaluation that reached questions with
+// no recorded answer: everything was released as on failure and the
+// journal was synced. Resume the run with the answers
+// (ResumeOptions.Answers) to continue.
+type SuspendedError struct {
+	RunID     string
+	Questions []Question
+}
+
+func (e *SuspendedError) Error() string {
+	ids := make([]string, len(e.Questions))
+	for i, q := range e.Questions {
+		ids[i] = q.ID
+	}
+	return fmt.Sprintf("run %s is waiting for %d answer(s): %s", e.RunID, len(e.Questions), strings.Join(ids, ", "))
+}
+
+// errSuspend is what an unanswered ask() fails with inside the tree; the
+// evaluation turns it into a *SuspendedError when nothing else failed.
+var errSuspend = errors.New("the run is waiting for an answer")
+
+// ResumeOptions configure Runtime.Resume.
+type ResumeOptions struct {
+	// RunID is the run the journal holds.
+	RunID string
+	// Journal holds the run's recorded effects.
+	Journal Journal
+	// RerunChanged runs a divergent effect and every effect after it live
+	// instead of failing with a *DivergenceError.
+	RerunChanged bool
+	// Answers answer pending questions by id; each answer must already be
+	// valid for its question's schema. They are recorded when the
+	// question is reached.
+	Answers map[string]any
+	// Reads are the application reads made before evaluation (see
+	// EvaluateOptions.Reads).
+	Reads []Read
+}
+
+// Resume evaluates value again against the effects recorded in
+// opts.Journal: recorded effects are served without calling their
+// providers, and the evaluation continues live at the first effect with
+// no record. value must be the tree the recorded run evaluated, built
+// again by the same program.
+func (r *Runtime) Resume(ctx context.Context, value any, opts ResumeOptions) (string, error) {
+	if opts.Journal == nil {
+		return "", errors.New("Resume needs the run's journal (ResumeOptions.Journal)")
+	}
+	if opts.RunID == "" {
+		return "", errors.New("Resume needs the run's id (ResumeOptions.RunID)")
+	}
+	return r.Evaluate(ctx, value, EvaluateOptions{RunID: opts.RunID, Journal: opts.Journal, RerunChanged: opts.RerunChanged, Answers: opts.Answers, Reads: opts.Reads})
+}
+
+// journaling is the journal state of one evaluation.
+type journaling struct {
+	j            Journal
+	rerunChanged bool
+	answers      map[string]any
+	// live is set once a divergence was accepted (RerunChanged): every
+	// later effect runs live.
+	live atomic.Bool
+	mu   sync.Mutex
+	// pending are the unanswered questions, in the order they were asked.
+	pending []Question
+	asked   map[string]bool
+}
+
+// effectPath is one sequential context of a journaled evaluation: the
+// root, a component occurrence or a fan-out branch. Its effects are
+// numbered per kind and position in the order the context reaches them.
+type effectPath struct {
+	id     string // "" for the root
+	mu     sync.Mutex
+	counts map[effectKey]int32
+}
+
+type effectKey struct {
+	kind string
+	pos  Position
+}
+
+// next returns the identity of the next effect of kind at pos in p.
+func (p *effectPath) next(kind string, pos Position) string {
+	if p == nil {
+		return ""
+	}
+	p.mu.Lock()
+	if p.counts == nil {
+		p.counts = map[effectKey]int32{}
+	}
+	k := effectKey{kind, pos}
+	n := p.counts[k]
+	p.counts[k] = n + 1
+	p.mu.Unlock()
+	var b strings.Builder
+	if p.id != "" {
+		b.WriteString(p.id)
+		b.WriteByte('/')
+	}
+	b.WriteString(kind)
+	b.WriteByte('@')
+	b.WriteString(pos.String())
+	b.WriteByte('#')
+	b.WriteString(strconv.Itoa(int(n)))
+	return b.String()
+}
+
+// child returns the context of the next occurrence of a component (or a
+// fan-out) of kind at pos inside p.
+func (p *effectPath) child(kind string, pos Position) *effectPath {
+	if p == nil {
+		return nil
+	}
+	return &effectPath{id: p.next(kind, pos)}
+}
+
+// branch returns the context of branch i of the fan-out context p.
+func (p *effectPath) branch(i int) *effectPath {
+	if p == nil {
+		return nil
+	}
+	return &effectPath{id: p.id + "/" + strconv.Itoa(i)}
+}
+
+// replay looks up the record of effect id and checks its fingerprint. It
+// returns the record to serve, or nil to run the effect live.
+func (d *domain) replay(id, kind string, pos Position, label string, req map[string]string) (*Effect, error) {
+	jr := d.journal
+	if jr.live.Load() {
+		return nil, nil
+	}
+	rec := jr.j.Lookup(id)
+	if rec == nil {
+		return nil, nil
+	}
+	if changed := changedFields(rec.Request, req); len(changed) > 0 || rec.Kind != kind {
+		if jr.rerunChanged {
+			jr.live.Store(true)
+			return nil, nil
+		}
+		if rec.Kind != kind {
+			changed = []string{"kind"}
+		}
+		return nil, &DivergenceError{ID: id, Pos: pos, Label: label, Changed: changed}
+	}
+	return rec, nil
+}
+
+// record appends a live effect's record.
+func (d *domain) record(e *Effect) error {
+	if err := d.journal.j.Record(e); err != nil {
+		return &EvaluationError{Msg: "cannot record " + e.Label + " in the journal", Pos: e.Pos, Err: err}
+	}
+	return nil
+}
+
+// syncJournal makes the records so far durable before an external effect.
+func (d *domain) syncJournal(pos Position) error {
+	if err := d.journal.j.Sync(); err != nil {
+		return &EvaluationError{Msg: "cannot sync the journal", Pos: pos, Err: err}
+	}
+	return nil
+}
+
+func changedFields(old, now map[string]string) []string {
+	var out []string
+	for k, v := range now {
+		if old[k] != v {
+			out = append(out, k)
+		}
+	}
+	for k := range old {
+		if _, ok := now[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// MemoryJournal is a Journal that keeps its records in memory: for tests
+// and embedders whose runs need not survive the process. It is safe for
+// concurrent use.
+type MemoryJournal struct {
+	mu      sync.Mutex
+	effects map[string]*Effect
+	order   []*Effect
+	syncs   int
+}
+
+// NewMemoryJournal returns an empty in-memory journal.
+func NewMemoryJournal() *MemoryJournal { return &MemoryJournal{effects: map[string]*Effect{}} }
+
+// Lookup implements Journal.
+func (m *MemoryJournal) Lookup(id string) *Effect {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.effects[id]
+}
+
+// Record implements Journal.
+func (m *MemoryJournal) Record(e *Effect) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.effects[e.ID] = e
+	m.order = append(m.order, e)
+	return nil
+}
+
+// Sync implements Journal; it only counts the calls.
+func (m *MemoryJournal) Sync() error {
+	m.mu.Lock()
+	m.syncs++
+	m.mu.Unlock()
+	return nil
+}
+
+// Effects returns the records in the order they were appended.
+func (m *MemoryJournal) Effects() []*Effect {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]*Effect(nil), m.order...)
+}
+
+// turnRecord is one turn of a recorded agent session.
+type turnRecord struct {
+	Index      int    `json:"index"`
+	Kind       string `json:"kind"`
+	SessionID  string `json:"sessionId,omitempty"`
+	StopReason string `json:"stopReason,omitempty"`
+	Usage      string `json:"usage,omitempty"`
+}
+
+func turnOf(index int, kind string, r *AgentResponse) turnRecord {
+	return turnRecord{Index: index, Kind: kind, SessionID: r.SessionID, StopReason: r.StopReason, Usage: r.Usage}
+}
+
+// agentResult is the recorded result of an agent session.
+type agentResult struct {
+	Text       string       `json:"text,omitempty"`
+	Structured any          `json:"structured,omitempty"`
+	Turns      []turnRecord `json:"turns,omitempty"`
+}
+
+// agentFingerprint digests what determines an agent's result. system is
+// the authored system text, before any skill fragment (which names
+// staging paths that differ from run to run); staging paths in the
+// prompt are replaced by a placeholder for the same reason.
+func agentFingerprint(req *AgentRequest, system string, p AgentProvider, schema *Schema, plan *agentPlan) map[string]string {
+	prompt := req.Prompt
+	if st := plan.staging; st != nil && st.dir != "" {
+		prompt = strings.ReplaceAll(prompt, st.dir, "<staging>")
+	}
+	fp := map[string]string{"prompt": Fingerprint(prompt), "provider": Fingerprint(p.Name())}
+	if system != "" {
+		fp["system"] = Fingerprint(system)
+	}
+	if len(req.FollowUps) > 0 {
+		fp["follow-ups"] = Fingerprint(strings.Join(req.FollowUps, "\x00"))
+	}
+	if req.Model != "" {
+		fp["model"] = Fingerprint(req.Model)
+	}
+	if schema != nil {
+		fp["schema"] = Fingerprint(schema.JSON())
+	}
+	if req.Permissions != DefaultPermissions() {
+		fp["permissions"] = Fingerprint(fmt.Sprintf("%s/%t/%t", req.Permissions.Filesystem, req.Permissions.Network, req.Permissions.Shell))
+	}
+	if len(plan.tools) > 0 {
+		var b strings.Builder
+		for _, g := range plan.tools {
+			b.WriteString(g.Tool.Name())
+			b.WriteByte(0)
+			b.WriteString(g.Tool.Description())
+			b.WriteByte(0)
+			b.WriteString(g.Tool.InputSchema().JSON())
+			b.WriteByte(0)
+		}
+		fp["tools"] = Fingerprint(b.String())
+	}
+	if len(plan.mcp) > 0 {
+		names := make([]string, len(plan.mcp))
+		for i, m := range plan.mcp {
+			names[i] = m.GrantName()
+		}
+		fp["mcp servers"] = Fingerprint(strings.Join(names, "\x00"))
+	}
+	if len(plan.skills) > 0 {
+		var b strings.Builder
+		for _, sk := range plan.skills {
+			b.WriteString(sk.Name)
+			b.WriteByte(0)
+			b.WriteString(sk.Description)
+			b.WriteByte(0)
+		}
+		fp["skills"] = Fingerprint(b.String())
+	}
+	return fp
+}
+
+// replayedAgent turns a recorded agent result back into a response.
+func replayedAgent(rec *Effect) (*AgentResponse, error) {
+	var r agentResult
+	if err := decodeJSON(rec.Result, &r); err != nil {
+		return nil, &EvaluationError{Msg: "the journal's record of " + rec.Label + " cannot be read", Pos: rec.Pos, Err: err}
+	}
+	resp := &AgentResponse{Text: r.Text, Structured: r.Structured}
+	if n := len(r.Turns); n > 0 {
+		t := r.Turns[n-1]
+		resp.SessionID, resp.StopReason, resp.Usage = t.SessionID, t.StopReason, t.Usage
+	}
+	return resp, nil
+}
+
+// recordAgent records a live agent result that passed its checks.
+func (d *domain) recordAgent(e *Effect, resp *AgentResponse, structured bool, turns []turnRecord) error {
+	r := agentResult{Turns: turns}
+	if structured {
+		r.Structured = resp.Structured
+	} else {
+		r.Text = resp.Text
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return &EvaluationError{Msg: "cannot record " + e.Label + " in the journal", Pos: e.Pos, Err: err}
+	}
+	e.Result = b
+	return d.record(e)
+}
+
+// checkReads records the application reads made before evaluation, or
+// checks them against the recorded ones.
+func (d *domain) checkReads(path *effectPath, reads []Read) error {
+	for _, r := range reads {
+		if err := d.read(path, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// read records or checks one application read in context path.
+func (d *domain) read(path *effectPath, r Read) error {
+	label := r.Kind + "(" + strconv.Quote(r.Name) + ")"
+	e := &Effect{ID: path.next("read", r.Pos), Kind: "read", Pos: r.Pos, Label: label, Request: map[string]string{"name": Fingerprint(r.Kind + "\x00" + r.Name), "value": r.Digest}}
+	rec, err := d.replay(e.ID, e.Kind, r.Pos, label, e.Request)
+	if err != nil || rec != nil {
+		return err
+	}
+	return d.record(e)
+}
+
+// includeEffect records or checks the digest of an include()'s content.
+func (d *domain) includeEffect(path *effectPath, n *Include, label, digest string) error {
+	if d.journal == nil {
+		return nil
+	}
+	e := &Effect{ID: path.next("include", n.Position), Kind: "include", Pos: n.Position, Label: label, Request: map[string]string{"content": digest}}
+	rec, err := d.replay(e.ID, e.Kind, n.Position, label, e.Request)
+	if err != nil || rec != nil {
+		return err
+	}
+	return d.record(e)
+}
+
+// endJournal syncs the journal when the evaluation ends and turns an
+// evaluation that failed only because questions wait for answers into a
+// *SuspendedError.
+func (d *domain) endJournal(err error) error {
+	serr := d.journal.j.Sync()
+	jr := d.journal
+	jr.mu.Lock()
+	pending := append([]Question(nil), jr.pending...)
+	jr.mu.Unlock()
+	if err != nil && len(pending) > 0 && onlySuspended(err) {
+		err = &SuspendedError{RunID: d.runID, Questions: pending}
+	}
+	if serr != nil {
+		err = errors.Join(err, fmt.Errorf("syncing the journal: %w", serr))
+	}
+	return err
+}
+
+// onlySuspended reports whether every failure in err is an unanswered
+// question.
+func onlySuspended(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case *ParallelError:
+		for _, f := range e.Failures {
+			if !onlySuspended(f.Err) {
+				return false
+			}
+		}
+		return len(e.Failures) > 0
+	case interface{ Unwrap() []error }:
+		errs := e.Unwrap()
+		for _, x := range errs {
+			if !onlySuspended(x) {
+				return false
+			}
+		}
+		return len(errs) > 0
+	}
+	if err == errSuspend {
+		return true
+	}
+	if u := errors.Unwrap(err); u != nil {
+		return onlySuspended(u)
+	}
+	return false
+}
+
+// decodeJSON decodes a recorded result, numbers as int64 or float64 as
+// the evaluator's JSON-like values have them.
+func decodeJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	switch r := v.(type) {
+	case *agentResult:
+		r.Structured = normalizeNumbers(r.Structured)
+	case *toolResult:
+		r.Output = normalizeNumbers(r.Output)
+	case *askResult:
+		r.Answer = normalizeNumbers(r.Answer)
+	}
+	return nil
+}

@@ -1,0 +1,440 @@
+package eval_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/sandbox/local"
+)
+
+// countingAgent answers "<prompt>!" and counts its live sessions; a
+// delay per prompt lets tests make later branches finish first.
+type countingAgent struct {
+	calls atomic.Int64
+	delay func(prompt string) time.Duration
+	mu    sync.Mutex
+	order []string
+}
+
+func (a *countingAgent) Name() string { return "counting" }
+
+func (a *countingAgent) Run(ctx context.Context, req *eval.AgentRequest, _ *eval.AgentExecution) (*eval.AgentResponse, error) {
+	a.calls.Add(1)
+	if a.delay != nil {
+		select {
+		case <-time.After(a.delay(req.Prompt)):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	a.mu.Lock()
+	a.order = append(a.order, req.Prompt)
+	a.mu.Unlock()
+	if req.Output != nil {
+		return &eval.AgentResponse{Structured: map[string]any{"score": int64(len(req.Prompt)), "text": req.Prompt}}, nil
+	}
+	return &eval.AgentResponse{Text: "<" + req.Prompt + ">"}, nil
+}
+
+// durableTree is a workflow of agents across parallel branches,
+// components (with nested evaluate() calls), a component tool call and a
+// host script. Every value depends on earlier results, so a wrongly
+// served record changes the output.
+func durableTree(t *testing.T, tool *eval.Tool) any {
+	t.Helper()
+	step := func(name string, line int) *eval.Component {
+		return &eval.Component{Name: name, Position: pos(line), Fn: func(cc *eval.ComponentContext) (any, error) {
+			first, err := cc.Evaluate(&eval.Agent{Position: pos(line + 1), Children: []any{name + " first"}})
+			if err != nil {
+				return nil, err
+			}
+			second, err := cc.Evaluate(&eval.Agent{Position: pos(line + 1), Children: []any{name + " second " + first}})
+			if err != nil {
+				return nil, err
+			}
+			out, err := cc.CallTool(tool, map[string]any{"text": second})
+			if err != nil {
+				return nil, err
+			}
+			return []any{fmt.Sprint(out), &eval.Agent{Position: pos(line + 2), Children: []any{"summary of " + name}}}, nil
+		}}
+	}
+	return []any{
+		&eval.Parallel{Position: pos(1), Branches: []any{step("a", 10), step("b", 20), step("c", 30)}},
+		"|",
+		&eval.Script{Position: pos(40), Shell: "sh", Children: []any{"echo scripted"}},
+		&eval.Agent{Position: pos(50), Children: []any{"final"}},
+	}
+}
+
+func upperTool(t *testing.T, calls *atomic.Int64) *eval.Tool {
+	t.Helper()
+	tool, err := eval.NewTool(eval.ToolOptions{Name: "upper", Description: "Upper-cases text.", Position: pos(2),
+		Execute: func(_ context.Context, in any) (any, error) {
+			calls.Add(1)
+			return strings.ToUpper(in.(map[string]any)["text"].(string)), nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tool
+}
+
+func durableRuntime(t *testing.T, p eval.AgentProvider, scripts *atomic.Int64) *eval.Runtime {
+	t.Helper()
+	host, err := local.New(local.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := eval.New(eval.Options{AgentProvider: p, Host: countingHost{host, scripts}, Cwd: t.TempDir(), Limits: &eval.Limits{MaxConcurrentAgents: eval.Unlimited}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+// countingHost counts the host leases' commands.
+type countingHost struct {
+	eval.SandboxProvider
+	n *atomic.Int64
+}
+
+func (h countingHost) Acquire(ctx context.Context, req *eval.SandboxAcquireRequest) (eval.SandboxLease, error) {
+	l, err := h.SandboxProvider.Acquire(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return countingLease{l, h.n}, nil
+}
+
+type countingLease struct {
+	eval.SandboxLease
+	n *atomic.Int64
+}
+
+func (l countingLease) Runtime() eval.SandboxRuntime { return countingRuntime{l.SandboxLease.Runtime(), l.n} }
+
+type countingRuntime struct {
+	eval.SandboxRuntime
+	n *atomic.Int64
+}
+
+func (r countingRuntime) Exec(ctx context.Context, cmd string, args []string, o eval.ExecOptions) (*eval.ExecResult, error) {
+	r.n.Add(1)
+	return r.SandboxRuntime.Exec(ctx, cmd, args, o)
+}
+
+func TestJournalReplaysEveryRecordedEffect(t *testing.T) {
+	var tools, scripts atomic.Int64
+	tool := upperTool(t, &tools)
+	// Branch a is slow, so b and c record first: identities must not
+	// depend on the order effects finish in.
+	agent := &countingAgent{delay: func(p string) time.Duration {
+		if strings.HasPrefix(p, "a ") {
+			return 30 * time.Millisecond
+		}
+		return 0
+	}}
+	rt := durableRuntime(t, agent, &scripts)
+	plain, err := rt.Evaluate(context.Background(), durableTree(t, tool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveAgents, liveTools, liveScripts := agent.calls.Load(), tools.Load(), scripts.Load()
+	if liveAgents != 10 || liveTools != 3 || liveScripts != 1 {
+		t.Fatalf("a plain run made %d agent, %d tool and %d script calls, want 10, 3, 1", liveAgents, liveTools, liveScripts)
+	}
+
+	j := eval.NewMemoryJournal()
+	agent.calls.Store(0)
+	tools.Store(0)
+	scripts.Store(0)
+	recorded, err := rt.Evaluate(context.Background(), durableTree(t, tool), eval.EvaluateOptions{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if recorded != plain {
+		t.Fatalf("journaled run = %q, plain run = %q", recorded, plain)
+	}
+	kinds := map[string]int{}
+	for _, e := range j.Effects() {
+		kinds[e.Kind]++
+	}
+	if kinds["agent"] != 10 || kinds["tool"] != 3 || kinds["script"] != 1 {
+		t.Fatalf("recorded %v, want 10 agents, 3 tools and 1 script", kinds)
+	}
+
+	// Resume from every prefix of the record order, as a crash after
+	// each effect would leave it.
+	effects := j.Effects()
+	for k := 0; k <= len(effects); k++ {
+		partial := eval.NewMemoryJournal()
+		for _, e := range effects[:k] {
+			if err := partial.Record(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		agent.calls.Store(0)
+		tools.Store(0)
+		scripts.Store(0)
+		got, err := rt.Resume(context.Background(), durableTree(t, tool), eval.ResumeOptions{RunID: "r", Journal: partial})
+		if err != nil {
+			t.Fatalf("resume after %d effects: %v", k, err)
+		}
+		if got != plain {
+			t.Fatalf("resume after %d effects = %q, want %q", k, got, plain)
+		}
+		live := agent.calls.Load() + tools.Load() + scripts.Load()
+		if want := int64(len(effects) - k); live != want {
+			t.Fatalf("resume after %d of %d effects ran %d live (agents %d, tools %d, scripts %d), want %d", k, len(effects), live, agent.calls.Load(), tools.Load(), scripts.Load(), want)
+		}
+	}
+}
+
+func TestJournalDivergence(t *testing.T) {
+	agent := &countingAgent{}
+	rt, err := eval.New(eval.Options{AgentProvider: agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := func(second string) any {
+		return []any{
+			&eval.Agent{Position: pos(1), Name: "first", Children: []any{"one"}},
+			&eval.Agent{Position: pos(2), Name: "second", Model: "m", Children: []any{second}},
+			&eval.Agent{Position: pos(3), Children: []any{"three"}},
+		}
+	}
+	j := eval.NewMemoryJournal()
+	if _, err := rt.Evaluate(context.Background(), tree("two"), eval.EvaluateOptions{Journal: j}); err != nil {
+		t.Fatal(err)
+	}
+	agent.calls.Store(0)
+	_, err = rt.Resume(context.Background(), tree("TWO"), eval.ResumeOptions{RunID: "r", Journal: j})
+	var de *eval.DivergenceError
+	if !errors.As(err, &de) {
+		t.Fatalf("resume of a changed prompt: %v, want a *DivergenceError", err)
+	}
+	if de.Pos != pos(2) || de.Label != `agent(name="second")` || strings.Join(de.Changed, ",") != "prompt" {
+		t.Fatalf("divergence = %+v, want agent(name=\"second\") at t.star:2:1 with its prompt changed", de)
+	}
+	if !strings.Contains(err.Error(), "t.star:2:1: agent(name=\"second\") no longer matches the journal: its prompt changed") || !strings.Contains(err.Error(), "--rerun-changed") {
+		t.Fatalf("message: %v", err)
+	}
+	if n := agent.calls.Load(); n != 0 {
+		t.Fatalf("a divergent resume ran %d sessions live, want 0", n)
+	}
+
+	got, err := rt.Resume(context.Background(), tree("TWO"), eval.ResumeOptions{RunID: "r", Journal: j, RerunChanged: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "<one><TWO><three>" {
+		t.Fatalf("rerun-changed result %q", got)
+	}
+	// The changed agent and everything after it ran live.
+	if n := agent.calls.Load(); n != 2 {
+		t.Fatalf("--rerun-changed ran %d sessions live, want 2 (the changed one and the one after it)", n)
+	}
+}
+
+func TestJournalReadsDivergeBeforeAnythingRuns(t *testing.T) {
+	agent := &countingAgent{}
+	rt, err := eval.New(eval.Options{AgentProvider: agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := &eval.Agent{Position: pos(5), Children: []any{"go"}}
+	read := func(v string) []eval.Read {
+		return []eval.Read{{Kind: "env", Name: "TOKEN", Pos: pos(1), Digest: eval.Fingerprint(v)}}
+	}
+	j := eval.NewMemoryJournal()
+	if _, err := rt.Evaluate(context.Background(), tree, eval.EvaluateOptions{Journal: j, Reads: read("secret-1")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range j.Effects() {
+		for _, v := range e.Request {
+			if strings.Contains(v, "secret") {
+				t.Fatalf("the journal holds the read value: %+v", e)
+			}
+		}
+	}
+	agent.calls.Store(0)
+	_, err = rt.Resume(context.Background(), tree, eval.ResumeOptions{RunID: "r", Journal: j, Reads: read("secret-2")})
+	var de *eval.DivergenceError
+	if !errors.As(err, &de) || de.Label != `env("TOKEN")` || strings.Join(de.Changed, ",") != "value" {
+		t.Fatalf("changed env value: %v", err)
+	}
+	if strings.Contains(err.Error(), "secret") {
+		t.Fatalf("the divergence prints the value: %v", err)
+	}
+	if agent.calls.Load() != 0 {
+		t.Fatal("an agent ran before the read divergence was reported")
+	}
+}
+
+func TestJournalAskSuspendsAndResumes(t *testing.T) {
+	agent := &countingAgent{}
+	rt, err := eval.New(eval.Options{AgentProvider: agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yesNo, err := eval.NewSchema(map[string]any{"type": "boolean"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(line int, id, text string, schema *eval.Schema) *eval.Component {
+		return &eval.Component{Name: "gate", Position: pos(line), Fn: func(cc *eval.ComponentContext) (any, error) {
+			draft, err := cc.Evaluate(&eval.Agent{Position: pos(line + 1), Children: []any{"draft " + text}})
+			if err != nil {
+				return nil, err
+			}
+			ans, err := cc.Ask(text+"? "+draft, id, schema, pos(line+2))
+			if err != nil {
+				return nil, err
+			}
+			return fmt.Sprintf("[%s=%v]", text, ans), nil
+		}}
+	}
+	tree := &eval.Parallel{Position: pos(1), Branches: []any{ask(10, "publish", "publish", yesNo), ask(20, "", "title", nil)}}
+	j := eval.NewMemoryJournal()
+	_, err = rt.Evaluate(context.Background(), tree, eval.EvaluateOptions{RunID: "run-1", Journal: j})
+	var se *eval.SuspendedError
+	if !errors.As(err, &se) {
+		t.Fatalf("unanswered questions: %v, want a *SuspendedError", err)
+	}
+	if len(se.Questions) != 2 || se.RunID != "run-1" {
+		t.Fatalf("questions %+v", se.Questions)
+	}
+	ids := map[string]eval.Question{}
+	for _, q := range se.Questions {
+		ids[q.ID] = q
+	}
+	pub, ok := ids["publish"]
+	if !ok || pub.Text != "publish? <draft publish>" || pub.Schema["type"] != "boolean" || pub.Source != "t.star:12:1" {
+		t.Fatalf("publish question %+v", pub)
+	}
+	var titleID string
+	for id := range ids {
+		if id != "publish" {
+			titleID = id
+		}
+	}
+	if !strings.Contains(titleID, "ask@t.star:22:1#0") {
+		t.Fatalf("generated question id %q does not name the ask's position and occurrence", titleID)
+	}
+	if err := eval.CheckAnswer(pub, "yes"); err == nil || !strings.Contains(err.Error(), `question "publish"`) || !strings.Contains(err.Error(), `{"type":"boolean"}`) {
+		t.Fatalf("a wrong-type answer: %v", err)
+	}
+	if err := eval.CheckAnswer(ids[titleID], true); err == nil || !strings.Contains(err.Error(), "must be text") {
+		t.Fatalf("a non-text answer to a free-text question: %v", err)
+	}
+
+	// Answer one: the run stays suspended on the other, and the drafts
+	// are not asked for again.
+	agent.calls.Store(0)
+	_, err = rt.Resume(context.Background(), tree, eval.ResumeOptions{RunID: "run-1", Journal: j, Answers: map[string]any{"publish": true}})
+	if !errors.As(err, &se) || len(se.Questions) != 1 || se.Questions[0].ID != titleID {
+		t.Fatalf("after one answer: %v", err)
+	}
+	got, err := rt.Resume(context.Background(), tree, eval.ResumeOptions{RunID: "run-1", Journal: j, Answers: map[string]any{titleID: "Hello"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "[publish=true][title=Hello]" {
+		t.Fatalf("answered run = %q", got)
+	}
+	if n := agent.calls.Load(); n != 0 {
+		t.Fatalf("resuming re-ran %d recorded sessions", n)
+	}
+}
+
+func TestAskWithoutJournal(t *testing.T) {
+	comp := &eval.Component{Name: "q", Position: pos(1), Fn: func(cc *eval.ComponentContext) (any, error) {
+		ans, err := cc.Ask("name?", "", nil, pos(2))
+		if err != nil {
+			return nil, err
+		}
+		return ans, nil
+	}}
+	rt, err := eval.New(eval.Options{AgentProvider: &countingAgent{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Evaluate(context.Background(), comp); err == nil || !strings.Contains(err.Error(), "ask() has no way to reach a person") {
+		t.Fatalf("ask without a journal or Options.Ask: %v", err)
+	}
+	rt, err = eval.New(eval.Options{AgentProvider: &countingAgent{}, Ask: func(_ context.Context, q eval.Question) (any, error) {
+		return "Ada (" + q.Text + ")", nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rt.Evaluate(context.Background(), comp)
+	if err != nil || got != "Ada (name?)" {
+		t.Fatalf("ask through Options.Ask = %q, %v", got, err)
+	}
+}
+
+func TestJournalStructuredAndTurns(t *testing.T) {
+	schema, err := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"score": map[string]any{"type": "integer"}, "text": map[string]any{"type": "string"}}, "required": []any{"score"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &countingAgent{}
+	rt, err := eval.New(eval.Options{AgentProvider: agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []any
+	comp := &eval.Component{Name: "s", Position: pos(1), Fn: func(cc *eval.ComponentContext) (any, error) {
+		v, err := cc.EvaluateStructured(&eval.Agent{Position: pos(2), Children: []any{"rate"}}, schema, pos(2))
+		if err != nil {
+			return nil, err
+		}
+		seen = append(seen, v)
+		return fmt.Sprintf("%T %v", v.(map[string]any)["score"], v), nil
+	}}
+	j := eval.NewMemoryJournal()
+	first, err := rt.Evaluate(context.Background(), comp, eval.EvaluateOptions{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent.calls.Store(0)
+	again, err := rt.Resume(context.Background(), comp, eval.ResumeOptions{RunID: "r", Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != first || first != "int64 map[score:4 text:rate]" || agent.calls.Load() != 0 {
+		t.Fatalf("structured replay %q, first %q, live %d", again, first, agent.calls.Load())
+	}
+}
+
+func TestJournalRecordsSessionTurns(t *testing.T) {
+	p := &sessionProvider{}
+	rt, err := eval.New(eval.Options{AgentProvider: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := &eval.Agent{Position: pos(1), Children: []any{"hi", &eval.FollowUp{Children: []any{"more"}}}}
+	j := eval.NewMemoryJournal()
+	got, err := rt.Evaluate(context.Background(), tree, eval.EvaluateOptions{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	effects := j.Effects()
+	if len(effects) != 1 || !strings.Contains(string(effects[0].Result), `"turns":[{"index":1,"kind":"initial"},{"index":2,"kind":"follow-up"}]`) {
+		t.Fatalf("recorded %s", effects[0].Result)
+	}
+	p.turns = nil
+	again, err := rt.Resume(context.Background(), tree, eval.ResumeOptions{RunID: "r", Journal: j})
+	if err != nil || again != got || len(p.turns) != 0 {
+		t.Fatalf("replay = %q (%v), first %q, %d turns run live", again, err, got, len(p.turns))
+	}
+}
