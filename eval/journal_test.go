@@ -119,7 +119,9 @@ type countingLease struct {
 	n *atomic.Int64
 }
 
-func (l countingLease) Runtime() eval.SandboxRuntime { return countingRuntime{l.SandboxLease.Runtime(), l.n} }
+func (l countingLease) Runtime() eval.SandboxRuntime {
+	return countingRuntime{l.SandboxLease.Runtime(), l.n}
+}
 
 type countingRuntime struct {
 	eval.SandboxRuntime
