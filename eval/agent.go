@@ -247,9 +247,11 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 	)
 	switch {
 	case rec != nil:
-		resp, err = replayedAgent(rec)
+		if resp, err = replayedAgent(rec); err == nil {
+			err = d.replayedFiles(ctx, plan.ws, rec)
+		}
 	case entry != nil:
-		if err = d.syncJournal(n.Position); err == nil {
+		if err = d.beforeLive(ctx, plan.ws, n.Position); err == nil {
 			resp, err = d.session(ctx, n, p, req, agentSpan, plan, session, &turns)
 		}
 	default:
@@ -264,7 +266,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		}
 	}
 	if err == nil && rec == nil && entry != nil {
-		err = d.recordAgent(entry, resp, schema != nil, turns)
+		err = d.recordAgent(ctx, plan.ws, entry, resp, schema != nil, turns)
 	}
 	if err != nil {
 		agentSpan.end(err, nil, nil)

@@ -91,8 +91,10 @@ type agentPlan struct {
 	// staging is the agent's private directory for oversized includes
 	// and skills; nil until first used.
 	staging *staging
-	// sb is the sandbox view the agent runs in, or nil.
+	// sb is the sandbox view the agent runs in, or nil; ws is the
+	// workspace around it, or nil.
 	sb *sbView
+	ws *wsState
 	// host is Options.Host, which may make host staging directories.
 	host SandboxProvider
 }
@@ -335,7 +337,7 @@ func (e *evaluator) enter(n Node) error {
 		base.out = p.sink
 		base.sink = e.st.n
 		base.agent = e.st.n
-		base.plan = &agentPlan{sb: p.res.sb, host: e.d.rt.opts.Host}
+		base.plan = &agentPlan{sb: p.res.sb, ws: p.res.ws, host: e.d.rt.opts.Host}
 		if t := e.sc.target; t != nil && p.sink == 0 {
 			// This agent's result is what evaluate(schema=...) collects.
 			if err := claimStructured(t, n); err != nil {

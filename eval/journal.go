@@ -8,6 +8,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -79,6 +83,124 @@ type Journal interface {
 	Sync() error
 }
 
+// Checkpointer is the Journal capability that makes workspaces durable:
+// it keeps copies of a workspace's materialized files. In a journaled
+// evaluation with a workspace(), the evaluator checkpoints the
+// workspace's directory after every live effect inside it that could
+// have written files (an agent session, a script) and names the
+// checkpoint in the effect's record. On resume it restores, after each
+// replayed effect, that effect's checkpoint, and before the first live
+// effect (or the workspace's save) the last checkpoint the journal holds,
+// so the files agents wrote before a crash are there. A journal without
+// the capability makes workspace() fail in journaled evaluations.
+type Checkpointer interface {
+	// Checkpoint stores a copy of the regular files and directories under
+	// dir and returns its id. Ids must sort (as strings) in the order the
+	// checkpoints were taken.
+	Checkpoint(ctx context.Context, dir string) (string, error)
+	// Restore makes the tree under dir equal to checkpoint id: files it
+	// lacks are removed, the others written.
+	Restore(ctx context.Context, id, dir string) error
+	// LastCheckpoint returns the id of the newest checkpoint named by a
+	// record, or "".
+	LastCheckpoint() string
+}
+
+// InPlaceWorkspace is an optional WorkspaceProvider capability: a
+// provider whose EditsInPlace returns true materializes a directory the
+// user owns (local_workspace) rather than a copy, so a resumed run
+// cannot put its files back as they were; journaled evaluations refuse
+// it.
+type InPlaceWorkspace interface {
+	EditsInPlace() bool
+}
+
+// StatelessSandbox is an optional SandboxProvider capability: a provider
+// whose KeepsNoState returns true runs commands directly in the
+// workspace's (or a host) directory and keeps no state of its own, so a
+// resumed run loses nothing when the sandbox is acquired again. Journaled
+// evaluations refuse every other sandbox provider: a container's or a
+// copy's files outside the workspace could not be put back.
+type StatelessSandbox interface {
+	KeepsNoState() bool
+}
+
+// wsCheckpoints is the checkpoint state of the workspace of a journaled
+// evaluation.
+type wsCheckpoints struct {
+	cp  Checkpointer
+	dir string
+	mu  sync.Mutex
+	// last is the newest checkpoint of the journal when the evaluation
+	// started; restored is the one the directory holds now.
+	last, restored string
+	// live is set once a live effect started in the workspace: from then
+	// on the directory is the run's own and is never restored again.
+	live bool
+}
+
+// replayed restores the checkpoint of a replayed effect, unless the
+// directory already holds a newer one or live work began.
+func (w *wsCheckpoints) replayed(ctx context.Context, id string) error {
+	if w == nil || id == "" {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.live || id <= w.restored {
+		return nil
+	}
+	if err := w.cp.Restore(ctx, id, w.dir); err != nil {
+		return fmt.Errorf("restoring the workspace checkpoint %s: %w", id, err)
+	}
+	w.restored = id
+	return nil
+}
+
+// goLive restores the newest checkpoint before the first live effect in
+// the workspace: the files as they were when the recorded run stopped.
+func (w *wsCheckpoints) goLive(ctx context.Context) error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.live {
+		return nil
+	}
+	w.live = true
+	if w.last != "" && w.last > w.restored {
+		if err := w.cp.Restore(ctx, w.last, w.dir); err != nil {
+			return fmt.Errorf("restoring the workspace checkpoint %s: %w", w.last, err)
+		}
+		w.restored = w.last
+	}
+	return nil
+}
+
+// take checkpoints the directory after a live effect.
+func (w *wsCheckpoints) take(ctx context.Context) (string, error) {
+	if w == nil {
+		return "", nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	id, err := w.cp.Checkpoint(ctx, w.dir)
+	if err != nil {
+		return "", fmt.Errorf("checkpointing the workspace: %w", err)
+	}
+	return id, nil
+}
+
+// checkpointsOf returns the checkpoint state of the workspace around an
+// effect, or nil.
+func checkpointsOf(ws *wsState) *wsCheckpoints {
+	if ws == nil {
+		return nil
+	}
+	return ws.cps
+}
+
 // Effect is one recorded effect of a journaled run.
 type Effect struct {
 	// ID is the effect's stable identity (see Journal).
@@ -94,6 +216,9 @@ type Effect struct {
 	Request map[string]string
 	// Result is the kind's result as JSON (nil for include and read).
 	Result json.RawMessage
+	// Checkpoint names the copy of the workspace's files the journal took
+	// right after the effect (see Checkpointer), or "".
+	Checkpoint string
 }
 
 type effectJSON struct {
@@ -105,11 +230,12 @@ type effectJSON struct {
 	Label   string            `json:"label,omitempty"`
 	Request map[string]string `json:"req,omitempty"`
 	Result  json.RawMessage   `json:"result,omitempty"`
+	CP      string            `json:"cp,omitempty"`
 }
 
 // MarshalJSON encodes the effect with its position as file, line and col.
 func (e *Effect) MarshalJSON() ([]byte, error) {
-	return json.Marshal(effectJSON{ID: e.ID, Kind: e.Kind, File: e.Pos.File, Line: e.Pos.Line, Col: e.Pos.Col, Label: e.Label, Request: e.Request, Result: e.Result})
+	return json.Marshal(effectJSON{ID: e.ID, Kind: e.Kind, File: e.Pos.File, Line: e.Pos.Line, Col: e.Pos.Col, Label: e.Label, Request: e.Request, Result: e.Result, CP: e.Checkpoint})
 }
 
 // UnmarshalJSON decodes what MarshalJSON encodes.
@@ -118,7 +244,7 @@ func (e *Effect) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*e = Effect{ID: j.ID, Kind: j.Kind, Pos: Position{File: j.File, Line: j.Line, Col: j.Col}, Label: j.Label, Request: j.Request, Result: j.Result}
+	*e = Effect{ID: j.ID, Kind: j.Kind, Pos: Position{File: j.File, Line: j.Line, Col: j.Col}, Label: j.Label, Request: j.Request, Result: j.Result, Checkpoint: j.CP}
 	return nil
 }
 
@@ -384,6 +510,9 @@ type MemoryJournal struct {
 	effects map[string]*Effect
 	order   []*Effect
 	syncs   int
+	// trees are the checkpoints, by id.
+	trees    map[string]memTree
+	restores int
 }
 
 // NewMemoryJournal returns an empty in-memory journal.
@@ -512,7 +641,7 @@ func replayedAgent(rec *Effect) (*AgentResponse, error) {
 }
 
 // recordAgent records a live agent result that passed its checks.
-func (d *domain) recordAgent(e *Effect, resp *AgentResponse, structured bool, turns []turnRecord) error {
+func (d *domain) recordAgent(ctx context.Context, ws *wsState, e *Effect, resp *AgentResponse, structured bool, turns []turnRecord) error {
 	r := agentResult{Turns: turns}
 	if structured {
 		r.Structured = resp.Structured
@@ -524,6 +653,34 @@ func (d *domain) recordAgent(e *Effect, resp *AgentResponse, structured bool, tu
 		return &EvaluationError{Msg: "cannot record " + e.Label + " in the journal", Pos: e.Pos, Err: err}
 	}
 	e.Result = b
+	return d.recordIn(ctx, ws, e)
+}
+
+// beforeLive prepares a live external effect: the workspace around it
+// gets the recorded run's files, and the records so far become durable.
+func (d *domain) beforeLive(ctx context.Context, ws *wsState, pos Position) error {
+	if err := checkpointsOf(ws).goLive(ctx); err != nil {
+		return &EvaluationError{Msg: "the workspace cannot be restored from the journal", Pos: pos, Err: err}
+	}
+	return d.syncJournal(pos)
+}
+
+// replayedFiles restores the checkpoint a replayed effect recorded.
+func (d *domain) replayedFiles(ctx context.Context, ws *wsState, rec *Effect) error {
+	if err := checkpointsOf(ws).replayed(ctx, rec.Checkpoint); err != nil {
+		return &EvaluationError{Msg: "the workspace cannot be restored from the journal", Pos: rec.Pos, Err: err}
+	}
+	return nil
+}
+
+// recordIn records a live effect that ran inside workspace ws (nil for
+// none), with a checkpoint of the workspace's files.
+func (d *domain) recordIn(ctx context.Context, ws *wsState, e *Effect) error {
+	id, err := checkpointsOf(ws).take(ctx)
+	if err != nil {
+		return &EvaluationError{Msg: "cannot record " + e.Label + " in the journal", Pos: e.Pos, Err: err}
+	}
+	e.Checkpoint = id
 	return d.record(e)
 }
 
@@ -628,4 +785,153 @@ func decodeJSON(b []byte, v any) error {
 		r.Answer = normalizeNumbers(r.Answer)
 	}
 	return nil
+}
+
+// memTree is one in-memory checkpoint: slash paths to files ("" data
+// and dir set for directories).
+type memTree map[string]memFile
+
+type memFile struct {
+	dir  bool
+	mode fs.FileMode
+	data []byte
+}
+
+// Checkpoint implements Checkpointer: the tree under dir is copied into
+// memory.
+func (m *MemoryJournal) Checkpoint(ctx context.Context, dir string) (string, error) {
+	tree := memTree{}
+	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		info, err := de.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case de.IsDir():
+			tree[rel] = memFile{dir: true, mode: info.Mode().Perm()}
+		case info.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			tree[rel] = memFile{mode: info.Mode().Perm(), data: b}
+		default:
+			return fmt.Errorf("%s is neither a regular file nor a directory", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.trees == nil {
+		m.trees = map[string]memTree{}
+	}
+	id := fmt.Sprintf("%08d", len(m.trees)+1)
+	m.trees[id] = tree
+	return id, nil
+}
+
+// Restore implements Checkpointer.
+func (m *MemoryJournal) Restore(ctx context.Context, id, dir string) error {
+	m.mu.Lock()
+	tree, ok := m.trees[id]
+	m.restores++
+	m.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no checkpoint %q", id)
+	}
+	var stale []string
+	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		if f, ok := tree[filepath.ToSlash(rel)]; !ok || f.dir != de.IsDir() {
+			stale = append(stale, p)
+			if de.IsDir() {
+				return filepath.SkipDir
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range stale {
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+	}
+	paths := make([]string, 0, len(tree))
+	for p := range tree {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths) // parents first
+	for _, rel := range paths {
+		f := tree[rel]
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if f.dir {
+			if err := os.MkdirAll(p, f.mode|0o700); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.WriteFile(p, f.data, f.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, f.mode); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// LastCheckpoint implements Checkpointer.
+func (m *MemoryJournal) LastCheckpoint() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := len(m.order) - 1; i >= 0; i-- {
+		if c := m.order[i].Checkpoint; c != "" {
+			return c
+		}
+	}
+	return ""
+}
+
+// Restores counts the Restore calls, for tests.
+func (m *MemoryJournal) Restores() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.restores
+}
+
+// Truncated returns a journal holding the first n records of m and all
+// its checkpoints: the journal a crash after the n-th record would leave.
+// It is for tests of resumption.
+func (m *MemoryJournal) Truncated(n int) *MemoryJournal {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := NewMemoryJournal()
+	for _, e := range m.order[:min(n, len(m.order))] {
+		out.effects[e.ID] = e
+		out.order = append(out.order, e)
+	}
+	out.trees = maps.Clone(m.trees)
+	return out
 }

@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/deterministic"
 	"github.com/aml-go/aml/providers/sandbox/local"
+	"github.com/aml-go/aml/providers/workspace/filesystem"
+	localws "github.com/aml-go/aml/providers/workspace/local"
 )
 
 // countingAgent answers "<prompt>!" and counts its live sessions; a
@@ -438,5 +441,104 @@ func TestJournalRecordsSessionTurns(t *testing.T) {
 	again, err := rt.Resume(context.Background(), tree, eval.ResumeOptions{RunID: "r", Journal: j})
 	if err != nil || again != got || len(p.turns) != 0 {
 		t.Fatalf("replay = %q (%v), first %q, %d turns run live", again, err, got, len(p.turns))
+	}
+}
+
+func TestJournalRestoresWorkspaceFiles(t *testing.T) {
+	sb, err := local.New(local.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every step reads what the steps before it wrote, so a step served
+	// from the journal whose files were not put back changes the output.
+	steps := []string{
+		"echo one > a.txt; cat a.txt",
+		"echo two >> a.txt; mkdir -p sub; wc -l < a.txt > sub/count; cat sub/count",
+		"rm a.txt; echo three > b.txt; ls",
+		"cat b.txt sub/count",
+	}
+	tree := func(ws eval.WorkspaceProvider) any {
+		var scripts []any
+		for i, s := range steps {
+			scripts = append(scripts, &eval.Script{Position: pos(10 + i), Shell: "sh", Children: []any{s}}, "|")
+			if i == 1 {
+				// Read while the later steps are still being replayed: the
+				// files must be those of this point of the recorded run.
+				scripts = append(scripts, &eval.Include{Path: "sub/count", NoTitle: true, Position: pos(20)}, "|")
+			}
+		}
+		return &eval.Workspace{ID: "repo", Provider: ws, Position: pos(1), Save: eval.DefaultSavePolicy(),
+			Children: []any{&eval.Sandbox{Provider: sb, Access: eval.ReadWrite, Position: pos(2), Children: scripts}}}
+	}
+	final := func(ws eval.WorkspaceProvider) string {
+		t.Helper()
+		rt, err := eval.New(eval.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := rt.Evaluate(context.Background(), &eval.Workspace{ID: "repo", Provider: ws, Position: pos(1), Load: &eval.WorkspaceLoad{Revision: "current"},
+			Children: []any{&eval.Sandbox{Provider: sb, Access: eval.ReadWrite, Position: pos(2), Children: []any{&eval.Script{Position: pos(3), Shell: "sh", Children: []any{"find . | sort; cat b.txt sub/count"}}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	newWS := func() eval.WorkspaceProvider {
+		ws, err := filesystem.New(filesystem.Options{Directory: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ws
+	}
+	rt, err := eval.New(eval.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := newWS()
+	j := eval.NewMemoryJournal()
+	want, err := rt.Evaluate(context.Background(), tree(ws), eval.EvaluateOptions{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFiles := final(ws)
+	if !strings.Contains(want, "three\n2\n|") || !strings.Contains(wantFiles, "./sub/count") {
+		t.Fatalf("the recorded run: %q, files %q", want, wantFiles)
+	}
+	for k := 0; k <= len(steps); k++ {
+		partial := j.Truncated(k)
+		ws := newWS() // the crashed run never saved
+		got, err := rt.Resume(context.Background(), tree(ws), eval.ResumeOptions{RunID: "r", Journal: partial})
+		if err != nil {
+			t.Fatalf("resume after %d steps: %v", k, err)
+		}
+		if got != want {
+			t.Fatalf("resume after %d steps = %q, want %q", k, got, want)
+		}
+		if files := final(ws); files != wantFiles {
+			t.Fatalf("resume after %d steps saved\n%s\nwant\n%s", k, files, wantFiles)
+		}
+	}
+}
+
+func TestJournalRefusesWhatItCannotRestore(t *testing.T) {
+	lw, err := localws.New(localws.Options{Directory: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := eval.New(eval.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.Evaluate(context.Background(), &eval.Workspace{Provider: lw, Position: pos(4)}, eval.EvaluateOptions{Journal: eval.NewMemoryJournal()})
+	if err == nil || !strings.Contains(err.Error(), `t.star:4:1: workspace provider "local" edits its directory in place`) {
+		t.Fatalf("local workspace in a journaled run: %v", err)
+	}
+	det, err := deterministic.NewSandbox(deterministic.SandboxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.Evaluate(context.Background(), &eval.Sandbox{Provider: det, Position: pos(6)}, eval.EvaluateOptions{Journal: eval.NewMemoryJournal()})
+	if err == nil || !strings.Contains(err.Error(), "t.star:6:1: sandbox provider") || !strings.Contains(err.Error(), "could not put back") {
+		t.Fatalf("a stateful sandbox in a journaled run: %v", err)
 	}
 }

@@ -25,6 +25,8 @@ type wsState struct {
 	// write_concurrency is "serial".
 	serial chan struct{}
 	span   *span
+	// cps is the checkpoint state in a journaled evaluation, else nil.
+	cps *wsCheckpoints
 }
 
 // sbView is the effective view of a sandbox lease.
@@ -59,6 +61,17 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 	if p == nil {
 		return nil, newError(n.Position, "workspace() has no provider: pass provider= (such as local_workspace(directory=...)) or set one with configure(workspace_provider=...)")
 	}
+	var cpj Checkpointer
+	if d.journal != nil {
+		if ip, ok := p.(InPlaceWorkspace); ok && ip.EditsInPlace() {
+			return nil, newError(n.Position, fmt.Sprintf("workspace provider %q edits its directory in place, so a journaled run could not put the files back as they were when it resumes; use a persistent workspace (filesystem_workspace, s3_workspace) or run without --journal", p.Name()))
+		}
+		c, ok := d.journal.j.(Checkpointer)
+		if !ok {
+			return nil, newError(n.Position, "workspace() in a journaled evaluation needs a journal that checkpoints files (eval.Checkpointer), and this journal does not")
+		}
+		cpj = c
+	}
 	if !d.workspaceUsed.CompareAndSwap(false, true) {
 		return nil, newError(n.Position, "only one workspace() may run per evaluation; reuse the outer workspace instead")
 	}
@@ -87,6 +100,9 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 		return nil, err
 	}
 	ws := &wsState{node: n, lease: lease, id: id, cwd: cwd, name: p.Name(), span: sp}
+	if cpj != nil {
+		ws.cps = &wsCheckpoints{cp: cpj, dir: lease.Directory(), last: cpj.LastCheckpoint()}
+	}
 	if n.WriteConcurrency != "parallel" {
 		ws.serial = make(chan struct{}, 1)
 	}
@@ -97,6 +113,14 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 // failed reports that its subtree failed; cancelled skips saving.
 func (d *domain) leaveWorkspace(ctx context.Context, ws *wsState, failed bool) error {
 	var errs []error
+	if !failed && ws.cps != nil {
+		// A workspace whose effects were all replayed gets the recorded
+		// run's files before it is saved.
+		if err := ws.cps.goLive(ctx); err != nil {
+			errs = append(errs, &EvaluationError{Msg: fmt.Sprintf("workspace %q", ws.id), Pos: ws.node.Position, Err: err})
+			failed = true
+		}
+	}
 	if pol := ws.node.Save; pol != nil && ctx.Err() == nil && (!failed || pol.On == "always") {
 		outcome := "success"
 		if failed {
@@ -188,6 +212,12 @@ func (d *domain) enterSandbox(ctx context.Context, n *Sandbox, res resScope, par
 			return nil, canceled(ctx, n.Position)
 		}
 		unblock()
+	}
+	if d.journal != nil {
+		if sl, ok := p.(StatelessSandbox); !ok || !sl.KeepsNoState() {
+			view.releaseSerial()
+			return nil, newError(n.Position, fmt.Sprintf("sandbox provider %q keeps files of its own (a container or a copy) that a journaled run could not put back when it resumes; use local_sandbox() inside a workspace(), or run without --journal", p.Name()))
+		}
 	}
 	req := &SandboxAcquireRequest{Access: access, Root: root, Cwd: cwd, EvaluationID: d.runID}
 	if ws := res.ws; ws != nil {

@@ -68,11 +68,15 @@ func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res re
 			sp.end(err, nil, nil)
 			return "", err
 		}
+		if err := d.replayedFiles(ctx, res.ws, rec); err != nil {
+			sp.end(err, nil, nil)
+			return "", err
+		}
 		sp.end(nil, attrs{"exitCode", int64(0)}, nil)
 		return out.Stdout, nil
 	}
 	if entry != nil {
-		if err := d.syncJournal(n.Position); err != nil {
+		if err := d.beforeLive(ctx, res.ws, n.Position); err != nil {
 			sp.end(err, nil, nil)
 			return "", err
 		}
@@ -95,7 +99,7 @@ func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res re
 		b, err := json.Marshal(scriptResult{Stdout: string(r.Stdout)})
 		if err == nil {
 			entry.Result = b
-			err = d.record(entry)
+			err = d.recordIn(ctx, res.ws, entry)
 		}
 		if err != nil {
 			sp.end(err, nil, nil)

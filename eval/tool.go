@@ -277,9 +277,12 @@ func (cc *ComponentContext) CallTool(t *Tool, input any) (any, error) {
 		if err := decodeJSON(rec.Result, &r); err != nil {
 			return nil, &EvaluationError{Msg: "the journal's record of " + label + " cannot be read", Pos: t.pos, Err: err}
 		}
+		if err := cc.d.replayedFiles(cc.ctx, sc.res.ws, rec); err != nil {
+			return nil, err
+		}
 		return r.Output, nil
 	}
-	if err := cc.d.syncJournal(t.pos); err != nil {
+	if err := cc.d.beforeLive(cc.ctx, sc.res.ws, t.pos); err != nil {
 		return nil, err
 	}
 	out, err := cc.d.invoke(cc.ctx, t, input, sc.span, "component")
@@ -291,7 +294,7 @@ func (cc *ComponentContext) CallTool(t *Tool, input any) (any, error) {
 		return nil, &EvaluationError{Msg: "cannot record " + label + " in the journal", Pos: t.pos, Err: err}
 	}
 	e.Result = b
-	if err := cc.d.record(e); err != nil {
+	if err := cc.d.recordIn(cc.ctx, sc.res.ws, e); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -280,6 +280,75 @@ Only available while a component body runs (the entry function counts). The nest
 	},
 }
 
+var askBuiltin = &Builtin{
+	Name:  "ask",
+	Group: "components",
+	Doc: `Asks a person a question and returns the answer.
+
+Only available while a component body runs. In a run with --journal the run suspends when the question has no recorded answer: everything is released, the question and its id are printed, and aml exits with 4; answer it with aml resume RUN --journal DIR --answer ID=VALUE, and the program continues with the answer. Without a journal the question is asked on the terminal when stdin is one, and ask() fails otherwise.`,
+	Params: []Param{
+		{Name: "question", Type: "str", Positional: true, Doc: "The question."},
+		{Name: "schema", Type: "dict | None", Default: "None", Positional: true, Doc: "JSON Schema of the answer (for example schema.boolean()); None asks for free text."},
+		{Name: "id", Type: "str | None", Default: "None", Doc: "Stable name of the question for --answer; None uses its position and occurrence."},
+	},
+	Returns: "str, or the answer as Starlark values when schema is given",
+	Example: `reviewer = ask("Who should review the release notes?")`,
+	Impl: func(c *Call) (starlark.Value, error) {
+		return askImpl(c, "ask", c.Value("schema"))
+	},
+}
+
+var approveBuiltin = &Builtin{
+	Name:  "approve",
+	Group: "components",
+	Doc:   `Asks a person a yes/no question and returns True or False: ask(question, schema.boolean(), id=id).`,
+	Params: []Param{
+		{Name: "question", Type: "str", Positional: true, Doc: "The question."},
+		{Name: "id", Type: "str | None", Default: "None", Doc: "Stable name of the question for --answer; None uses its position and occurrence."},
+	},
+	Returns: "bool",
+	Example: `if not approve("Publish the release notes?", id = "publish"):
+    return "not published"`,
+	Impl: func(c *Call) (starlark.Value, error) {
+		d := starlark.NewDict(1)
+		if err := d.SetKey(starlark.String("type"), starlark.String("boolean")); err != nil {
+			return nil, err
+		}
+		return askImpl(c, "approve", d)
+	},
+}
+
+// askImpl is ask() and approve().
+func askImpl(c *Call, name string, schema starlark.Value) (starlark.Value, error) {
+	cc := componentOf(c.thread)
+	if cc == nil {
+		return nil, fmt.Errorf("%s() is only available while an AML component is active; call it inside a component body (or the entry function)", name)
+	}
+	question := c.Str("question")
+	if strings.TrimSpace(question) == "" {
+		return nil, c.Errorf("question must be non-empty text")
+	}
+	var s *eval.Schema
+	if schema != nil {
+		var err error
+		if s, err = compileSchema(schema); err != nil {
+			return nil, c.Errorf("%v", err)
+		}
+	}
+	id := ""
+	if v := c.Value("id"); v != nil {
+		id = c.Str("id")
+		if strings.TrimSpace(id) == "" || strings.ContainsAny(id, "= \t\n") {
+			return nil, c.Errorf("id must be a non-empty name without spaces or '=' (it is typed as --answer ID=VALUE), got %q", id)
+		}
+	}
+	answer, err := cc.Ask(question, id, s, c.pos)
+	if err != nil {
+		return nil, err
+	}
+	return fromGo(answer), nil
+}
+
 var evaluateAllBuiltin = &Builtin{
 	Name:  "evaluate_all",
 	Group: "components",
@@ -470,10 +539,25 @@ The CLI reads .env, .env.local, .env.<mode> and .env.<mode>.local beside the wor
 		if name == "" {
 			return nil, c.Errorf("name must be a non-empty string")
 		}
+		var (
+			v   string
+			set bool
+		)
 		if e != nil {
-			if v, ok := e.lookupEnv(name); ok {
-				return starlark.String(v), nil
+			v, set = e.lookupEnv(name)
+			r := eval.Read{Kind: "env", Name: name, Pos: c.pos, Digest: envDigest(v, set)}
+			if cc := componentOf(c.thread); cc != nil {
+				if err := cc.Read(r); err != nil {
+					return nil, err
+				}
+			} else {
+				e.mu.Lock()
+				e.reads = append(e.reads, r)
+				e.mu.Unlock()
 			}
+		}
+		if set {
+			return starlark.String(v), nil
 		}
 		if d := c.Value("default"); d != nil {
 			return d, nil

@@ -130,7 +130,7 @@ func (b *Builtin) Summary() string {
 var core = []*Builtin{
 	// nodes and components
 	agentBuiltin, systemBuiltin, followUpBuiltin, blockBuiltin, fragmentBuiltin, parallelBuiltin, includeBuiltin,
-	componentBuiltin, evaluateBuiltin, evaluateAllBuiltin, withTraceSpanBuiltin,
+	componentBuiltin, evaluateBuiltin, evaluateAllBuiltin, withTraceSpanBuiltin, askBuiltin, approveBuiltin,
 	createContextBuiltin, provideBuiltin, useContextBuiltin,
 	// capabilities
 	defineToolBuiltin, toolBuiltin, defineMCPServerBuiltin, mcpBuiltin, skillBuiltin,

@@ -115,6 +115,9 @@ type env struct {
 
 	config     Config
 	configured bool
+	// reads are the env() values read while the workflow loaded, as
+	// digests (see Workflow.Reads).
+	reads []eval.Read
 }
 
 type module struct {
@@ -452,7 +455,49 @@ func (w *Workflow) Evaluate(ctx context.Context, entry string, opts eval.Options
 	if err != nil {
 		return "", err
 	}
+	if len(eo) > 0 && eo[0].Journal != nil && eo[0].Reads == nil {
+		eo = append([]eval.EvaluateOptions(nil), eo...)
+		eo[0].Reads = w.Reads()
+	}
 	return rt.Evaluate(ctx, v, eo...)
+}
+
+// Reads returns the env() values the workflow read while it loaded, as
+// digests: a journaled evaluation records them, and a resumed one fails
+// with a divergence before anything runs when one changed.
+// (Workflow.Evaluate with a Journal and Workflow.Resume pass them
+// themselves; env() in component code is recorded as it runs.)
+func (w *Workflow) Reads() []eval.Read {
+	w.env.mu.Lock()
+	defer w.env.mu.Unlock()
+	return append([]eval.Read(nil), w.env.reads...)
+}
+
+// Resume evaluates entry ("" for main) again against the run recorded in
+// ro.Journal (see eval.Runtime.Resume), with the configuration applied
+// as Evaluate does and the workflow's load-time reads checked.
+func (w *Workflow) Resume(ctx context.Context, entry string, opts eval.Options, ro eval.ResumeOptions) (string, error) {
+	v, err := w.Entry(entry)
+	if err != nil {
+		return "", err
+	}
+	w.ApplyConfig(&opts)
+	rt, err := eval.New(opts)
+	if err != nil {
+		return "", err
+	}
+	if ro.Reads == nil {
+		ro.Reads = w.Reads()
+	}
+	return rt.Resume(ctx, v, ro)
+}
+
+// envDigest is the recorded digest of an env() value: never the value.
+func envDigest(v string, set bool) string {
+	if !set {
+		return eval.Fingerprint("\x00unset")
+	}
+	return eval.Fingerprint("=" + v)
 }
 
 // Run loads the workflow at path and evaluates its entry ("" for main).

@@ -117,6 +117,11 @@ func checkOption(v, label string) error {
 // Name returns "local".
 func (p *Provider) Name() string { return "local" }
 
+// KeepsNoState implements eval.StatelessSandbox: commands run directly in
+// the workspace's (or the configured) directory, so journaled runs may use
+// the provider.
+func (p *Provider) KeepsNoState() bool { return true }
+
 // Acquire validates the workspace directory, root and cwd of req, runs the
 // configured setup and returns a lease whose runtime runs host processes.
 // It returns an error wrapping context.Cause(ctx) when ctx ends first;

@@ -65,6 +65,10 @@ type provider struct{ dir string }
 // Name implements eval.WorkspaceProvider.
 func (p *provider) Name() string { return Name }
 
+// EditsInPlace implements eval.InPlaceWorkspace: the workspace is the
+// user's directory itself, which journaled runs refuse.
+func (p *provider) EditsInPlace() bool { return true }
+
 // Acquire implements eval.WorkspaceProvider. Load may be nil or select
 // "current" (or ""): the directory has no other revision. Load's include
 // and exclude globs select nothing here (the directory is used as is).
