@@ -126,6 +126,8 @@ func checkAnswer(q Question, schema *Schema, answer any) error {
 	where := ""
 	if q.Pos.IsValid() {
 		where = " (asked at " + q.Pos.String() + ")"
+	} else if q.Source != "" {
+		where = " (asked at " + q.Source + ")"
 	}
 	if schema == nil {
 		if _, ok := answer.(string); !ok {

@@ -10,8 +10,11 @@
 //	aml sandbox prune      remove the containers killed aml processes left
 //	aml version            print version information
 //
-// Exit codes: 0 success, 1 workflow failure, 2 usage or load error,
-// 130/143 after SIGINT/SIGTERM.
+//	aml resume RUN         continue a journaled run (after a crash, or with answers)
+//	aml runs               list, show and prune journaled runs
+//
+// Exit codes: 0 success, 1 workflow failure, 2 usage or load error, 4 a
+// journaled run waits for answers, 130/143 after SIGINT/SIGTERM.
 package main
 
 import (
@@ -30,15 +33,21 @@ import (
 
 // Exit codes.
 const (
-	exitOK       = 0
-	exitFailure  = 1
-	exitUsage    = 2
-	exitSIGINT   = 130
-	exitSIGTERM  = 143
-	usageSummary = `usage: aml <command> [arguments]
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+	// exitSuspended: a journaled run waits for answers (aml resume).
+	exitSuspended = 4
+	exitSIGINT    = 130
+	exitSIGTERM   = 143
+	usageSummary  = `usage: aml <command> [arguments]
 
 Commands:
   run FILE [flags]   evaluate a workflow and print its result
+  resume RUN --journal DIR
+                     continue a journaled run after a crash, or answer its questions
+  runs [show RUN|prune] --journal DIR
+                     list, show or prune journaled runs
   test [PATH...]     run golden-file tests (*_test.star, .star with .golden)
   doc [NAME]         show the reference of every builtin, or of one
   check PATH...      check workflow files without running them
@@ -68,6 +77,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
+	case "resume":
+		return cmdResume(args[1:], stdout, stderr)
+	case "runs":
+		return cmdRuns(args[1:], stdout, stderr)
 	case "test":
 		return cmdTest(args[1:], stdout, stderr)
 	case "doc":
@@ -107,6 +120,10 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return cmdRun([]string{"-h"}, stdout, stdout)
+	case "resume":
+		return cmdResume([]string{"-h"}, stdout, stdout)
+	case "runs":
+		return cmdRuns([]string{"-h"}, stdout, stdout)
 	case "test":
 		return cmdTest([]string{"-h"}, stdout, stdout)
 	case "doc":

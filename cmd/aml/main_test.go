@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"testing"
 
@@ -44,6 +45,7 @@ func TestScript(t *testing.T) {
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exitcode": cmdExitCode,
+			"setrunid": cmdSetRunID,
 		},
 	})
 }
@@ -75,4 +77,20 @@ func cmdExitCode(ts *testscript.TestScript, neg bool, args []string) {
 	if got != want {
 		ts.Fatalf("%s exited with status %d, want %d", args[1], got, want)
 	}
+}
+
+// runIDPattern finds the run id in aml's "run RUN is journaled" line.
+var runIDPattern = regexp.MustCompile(`run ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}) is journaled`)
+
+// cmdSetRunID implements "setrunid": it sets $RUN to the run id that the
+// last command's stderr announced.
+func cmdSetRunID(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: setrunid")
+	}
+	m := runIDPattern.FindStringSubmatch(ts.ReadFile("stderr"))
+	if m == nil {
+		ts.Fatalf("setrunid: the last stderr names no journaled run")
+	}
+	ts.Setenv("RUN", m[1])
 }

@@ -69,6 +69,8 @@ type runFlags struct {
 	maxDepth       limitFlag
 	maxTurns       limitFlag
 	maxSteps       limitFlag
+	// journal is --journal DIR: the run is durable (see journal.go).
+	journal string
 }
 
 func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
@@ -88,6 +90,7 @@ func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.Var(&f.maxDepth, "max-depth", "limit of nested depth (default 16; 0 disables)")
 	fs.Var(&f.maxTurns, "max-turns-per-agent", "limit of turns per agent (default 16; 0 disables)")
 	fs.Var(&f.maxSteps, "max-steps", "limit of Starlark computation steps of the evaluation (default 0: none)")
+	fs.StringVar(&f.journal, "journal", "", "record the run in this journal directory, so that aml resume can continue it after a crash or a question")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: aml run FILE [flags]\n\nEvaluates FILE's entry (main, or --entry NAME) and prints the result on stdout.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -163,7 +166,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		r.logger.Error(err.Error())
 		return exitUsage
 	}
-	return r.run(rt, entry)
+	if f.journal != "" {
+		return r.runJournaled(rt, wf, entry)
+	}
+	runID := eval.NewRunID()
+	return r.run(runID, func(ctx context.Context) (string, error) {
+		return rt.Evaluate(ctx, entry, eval.EvaluateOptions{RunID: runID})
+	}, nil)
 }
 
 // runner is one aml run: its flags, outputs, logger, live view and the
@@ -276,6 +285,7 @@ func (r *runner) options(wf *starlib.Workflow) (eval.Options, error) {
 	}
 	opts.Limits = &limits
 	wf.ApplyConfig(&opts)
+	opts.Ask = terminalAsk(r.stderr)
 
 	if f.captureContent {
 		f.trace = true
@@ -327,10 +337,12 @@ type outcome struct {
 // the run starts, so that an early SIGINT cancels the run instead of
 // killing the process; the first signal cancels it and waits up to
 // cleanupDeadline for cleanup, a second one exits at once.
-func (r *runner) run(rt *eval.Runtime, entry any) int {
+//
+// ended, when non-nil, records the outcome in the run's journal before it
+// is reported.
+func (r *runner) run(runID string, evaluate func(ctx context.Context) (string, error), ended func(outcome) outcome) int {
 	sigs := r.sigs
 
-	runID := eval.NewRunID()
 	r.logger.Infof("starting run %s for %s", runID, r.file)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -338,8 +350,12 @@ func (r *runner) run(rt *eval.Runtime, entry any) int {
 	started := time.Now()
 	r.lv.Start()
 	go func() {
-		text, err := rt.Evaluate(ctx, entry, eval.EvaluateOptions{RunID: runID})
-		done <- outcome{text, err, time.Since(started)}
+		text, err := evaluate(ctx)
+		res := outcome{text, err, time.Since(started)}
+		if ended != nil {
+			res = ended(res)
+		}
+		done <- res
 	}()
 
 	select {
@@ -382,6 +398,11 @@ func (r *runner) finish(runID string, res outcome) int {
 		status = "error"
 	}
 	r.logger.Infof("finished run %s (%s) in %s", runID, status, observe.FormatDuration(float64(res.dur.Microseconds())/1000))
+	var se *eval.SuspendedError
+	if errors.As(res.err, &se) {
+		r.reportSuspended(runID, res.dur, se)
+		return exitSuspended
+	}
 	if r.f.json {
 		writeEnvelope(r.stdout, runID, res.dur, res.text, res.err)
 	} else if res.err == nil {
@@ -436,7 +457,7 @@ func backtrace(err error) string {
 	return ""
 }
 
-func writeEnvelope(w io.Writer, runID string, dur time.Duration, text string, err error) {
+func writeEnvelope(w io.Writer, runID string, dur time.Duration, text string, err error, extra ...map[string]any) {
 	env := map[string]any{
 		"runId":      runID,
 		"durationMs": math.Round(float64(dur.Microseconds())/100) / 10,
@@ -446,6 +467,11 @@ func writeEnvelope(w io.Writer, runID string, dur time.Duration, text string, er
 	if err != nil {
 		env["error"] = err.Error()
 		env["result"] = nil
+	}
+	for _, x := range extra {
+		for k, v := range x {
+			env[k] = v
+		}
 	}
 	b, _ := json.MarshalIndent(env, "", "  ")
 	fmt.Fprintf(w, "%s\n", b)

@@ -1,0 +1,682 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/journal"
+	"github.com/aml-go/aml/starlib"
+)
+
+// recordedFlags are the run flags a journal keeps, so that aml resume
+// needs no file argument and evaluates the program as it ran.
+type recordedFlags struct {
+	// File is the workflow path as given and Cwd the working directory
+	// of the run: effect identities hold source positions, which name
+	// files as the run loaded them, and host scripts ran in Cwd, so a
+	// resume loads the same path from the same directory.
+	File          string `json:"file"`
+	Cwd           string `json:"cwd"`
+	Entry         string `json:"entry,omitempty"`
+	EnvFile       string `json:"runtimeEnvFile,omitempty"`
+	MaxAgentCalls *int   `json:"maxAgentCalls,omitempty"`
+	MaxConcurrent *int   `json:"maxConcurrentAgents,omitempty"`
+	MaxDepth      *int   `json:"maxDepth,omitempty"`
+	MaxTurns      *int   `json:"maxTurnsPerAgent,omitempty"`
+	MaxSteps      *int   `json:"maxSteps,omitempty"`
+}
+
+func recordFlags(f *runFlags) recordedFlags {
+	opt := func(l limitFlag) *int {
+		if !l.set {
+			return nil
+		}
+		v := l.v
+		return &v
+	}
+	cwd, _ := os.Getwd()
+	return recordedFlags{Cwd: cwd, Entry: f.entry, EnvFile: f.envFile, MaxAgentCalls: opt(f.maxAgentCalls), MaxConcurrent: opt(f.maxConcurrent),
+		MaxDepth: opt(f.maxDepth), MaxTurns: opt(f.maxTurns), MaxSteps: opt(f.maxSteps)}
+}
+
+// apply restores the recorded flags into f.
+func (rf recordedFlags) apply(f *runFlags) {
+	f.entry, f.envFile = rf.Entry, rf.EnvFile
+	set := func(dst *limitFlag, v *int) {
+		if v != nil {
+			dst.v, dst.set = *v, true
+		}
+	}
+	set(&f.maxAgentCalls, rf.MaxAgentCalls)
+	set(&f.maxConcurrent, rf.MaxConcurrent)
+	set(&f.maxDepth, rf.MaxDepth)
+	set(&f.maxTurns, rf.MaxTurns)
+	set(&f.maxSteps, rf.MaxSteps)
+}
+
+// fileDigest is the hex SHA-256 of a file's content.
+func fileDigest(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// runJournaled runs entry as a new durable run in --journal DIR.
+func (r *runner) runJournaled(rt *eval.Runtime, wf *starlib.Workflow, entry any) int {
+	abs, err := filepath.Abs(r.file)
+	if err != nil {
+		r.logger.Error(err.Error())
+		return exitUsage
+	}
+	digest, err := fileDigest(abs)
+	if err != nil {
+		r.logger.Error(fmt.Sprintf("cannot read %s: %v", r.file, err))
+		return exitUsage
+	}
+	rf := recordFlags(r.f)
+	rf.File = r.file
+	flags, err := json.Marshal(rf)
+	if err != nil {
+		r.logger.Error(err.Error())
+		return exitUsage
+	}
+	run, err := journal.Create(r.f.journal, journal.Meta{Workflow: abs, WorkflowDigest: digest, Entry: r.f.entry, Options: flags, Started: time.Now()})
+	if err != nil {
+		r.logger.Error(fmt.Sprintf("--journal: %v", err))
+		return exitUsage
+	}
+	defer run.Close()
+	r.logger.Printf("run %s is journaled in %s; after a crash, continue it with: aml resume %s --journal %s", run.ID(), r.f.journal, run.ID(), r.f.journal)
+	return r.run(run.ID(), func(ctx context.Context) (string, error) {
+		return rt.Evaluate(ctx, entry, eval.EvaluateOptions{RunID: run.ID(), Journal: run, Reads: wf.Reads()})
+	}, r.recordOutcome(run))
+}
+
+// recordOutcome returns the hook that writes a run's end state to its
+// journal.
+func (r *runner) recordOutcome(run *journal.Run) func(outcome) outcome {
+	return func(res outcome) outcome {
+		st := journal.StateRecord{State: journal.Succeeded, At: time.Now()}
+		var se *eval.SuspendedError
+		switch {
+		case errors.As(res.err, &se):
+			st.State, st.Questions = journal.Suspended, se.Questions
+		case res.err != nil:
+			st.State, st.Error = journal.Failed, res.err.Error()
+		}
+		if err := run.SetState(st); err != nil {
+			res.err = errors.Join(res.err, fmt.Errorf("recording the run's end in the journal: %w", err))
+		}
+		return res
+	}
+}
+
+// reportSuspended prints the questions a suspended run waits for and how
+// to answer them.
+func (r *runner) reportSuspended(runID string, dur time.Duration, se *eval.SuspendedError) {
+	if r.f.json {
+		writeEnvelope(r.stdout, runID, dur, "", se, map[string]any{"suspended": true, "questions": se.Questions})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "run %s is waiting for %d answer(s):\n", runID, len(se.Questions))
+	for _, q := range se.Questions {
+		fmt.Fprintf(&b, "  %s", q.ID)
+		if q.Source != "" {
+			fmt.Fprintf(&b, " (asked at %s)", q.Source)
+		}
+		fmt.Fprintf(&b, ": %s\n", q.Text)
+		fmt.Fprintf(&b, "    answer: %s\n", answerHint(q))
+	}
+	fmt.Fprintf(&b, "continue with: aml resume %s --journal %s", runID, r.f.journal)
+	for _, q := range se.Questions {
+		fmt.Fprintf(&b, " --answer %s", shellWord(q.ID+"="+answerExample(q)))
+	}
+	fmt.Fprintln(r.stderr, b.String())
+}
+
+// answerHint describes what an answer to q must be.
+func answerHint(q eval.Question) string {
+	if q.Schema == nil {
+		return "text"
+	}
+	doc, _ := json.Marshal(q.Schema)
+	return "JSON matching " + string(doc)
+}
+
+// answerExample is a placeholder answer for the resume hint.
+func answerExample(q eval.Question) string {
+	if q.Schema == nil {
+		return "TEXT"
+	}
+	switch q.Schema["type"] {
+	case "boolean":
+		return "true"
+	case "string":
+		return "TEXT"
+	case "integer", "number":
+		return "0"
+	}
+	return "JSON"
+}
+
+// shellWord quotes s for a POSIX shell when it needs it.
+func shellWord(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n\"'\\$`#&;|<>()*?[]{}~!") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// parseAnswer reads the text of --answer ID=VALUE for question q: free
+// text and string schemas take VALUE as it is, every other schema parses
+// it as JSON. The answer must then match the schema.
+func parseAnswer(q eval.Question, raw string) (any, error) {
+	var v any = raw
+	if t, _ := q.Schema["type"].(string); q.Schema != nil && t != "string" {
+		if err := json.Unmarshal([]byte(raw), &v); err != nil {
+			doc, _ := json.Marshal(q.Schema)
+			return nil, fmt.Errorf("the answer to question %q is not JSON (%v); its schema is %s", q.ID, err, doc)
+		}
+	}
+	if err := eval.CheckAnswer(q, v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// answerFlags collects repeated --answer ID=VALUE flags.
+type answerFlags []string
+
+func (a *answerFlags) String() string { return strings.Join(*a, ",") }
+
+// Set implements flag.Value.
+func (a *answerFlags) Set(s string) error {
+	if i := strings.IndexByte(s, '='); i <= 0 {
+		return fmt.Errorf("want ID=VALUE, got %q", s)
+	}
+	*a = append(*a, s)
+	return nil
+}
+
+// resumeAnswers validates the answers given with --answer and --answers
+// against the questions the run waits for.
+func resumeAnswers(pending []eval.Question, flags answerFlags, file string) (map[string]any, error) {
+	if len(flags) == 0 && file == "" {
+		return nil, nil
+	}
+	byID := map[string]eval.Question{}
+	ids := make([]string, 0, len(pending))
+	for _, q := range pending {
+		byID[q.ID] = q
+		ids = append(ids, q.ID)
+	}
+	unknown := func(id string) error {
+		if len(ids) == 0 {
+			return fmt.Errorf("--answer %s: the run waits for no question", id)
+		}
+		return fmt.Errorf("--answer %s: the run waits for no question with that id; it waits for: %s", id, strings.Join(ids, ", "))
+	}
+	out := map[string]any{}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--answers: %w", err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, fmt.Errorf("--answers %s: want a JSON object of question id to answer: %w", file, err)
+		}
+		for id, v := range m {
+			q, ok := byID[id]
+			if !ok {
+				return nil, unknown(id)
+			}
+			if err := eval.CheckAnswer(q, v); err != nil {
+				return nil, err
+			}
+			out[id] = v
+		}
+	}
+	for _, a := range flags {
+		id, raw, _ := strings.Cut(a, "=")
+		q, ok := byID[id]
+		if !ok {
+			return nil, unknown(id)
+		}
+		v, err := parseAnswer(q, raw)
+		if err != nil {
+			return nil, err
+		}
+		out[id] = v
+	}
+	return out, nil
+}
+
+func cmdResume(args []string, stdout, stderr io.Writer) int {
+	var (
+		f            runFlags
+		answers      answerFlags
+		answersFile  string
+		rerunChanged bool
+	)
+	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.journal, "journal", "", "the journal directory the run was recorded in (required)")
+	fs.Var(&answers, "answer", "answer a pending question: ID=VALUE (repeatable; VALUE is JSON unless the answer is text)")
+	fs.StringVar(&answersFile, "answers", "", "answer pending questions from a JSON object file {ID: answer}")
+	fs.BoolVar(&rerunChanged, "rerun-changed", false, "run an effect whose request changed since it was recorded, and everything after it, live instead of failing")
+	fs.BoolVar(&f.trace, "trace", false, "write metadata-only trace events to stderr")
+	fs.StringVar(&f.traceFile, "trace-file", "", "also write trace events as JSON lines to this file")
+	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to this collector")
+	fs.BoolVar(&f.captureContent, "capture-content", false, "include sensitive content in traces; implies --trace")
+	fs.BoolVar(&f.json, "json", false, "print a JSON envelope {runId, durationMs, success, result, error}")
+	fs.BoolVar(&f.quiet, "quiet", false, "do not log run lifecycle lines to stderr")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: aml resume RUN --journal DIR [--answer ID=VALUE]... [--answers FILE.json] [--rerun-changed] [flags]
+
+Continues the journaled run RUN: the workflow recorded in the journal runs again from
+the start, every recorded effect (agent sessions, scripts, tool calls, answers) is served
+from the journal without running it, and the run continues live at the first effect with
+no record. The workflow file, entry and limits are the recorded ones. A recorded effect
+whose request changed since (prompt, model, command, an env() value, an included file)
+stops the resume before it runs anything, unless --rerun-changed is given.
+
+Exit codes: 0 success, 1 failure, 2 usage error (a finished run, a run being resumed
+elsewhere, an invalid answer), 4 the run waits for answers again.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if len(pos) != 1 || f.journal == "" {
+		fmt.Fprintln(stderr, "aml resume: want one run id and --journal DIR")
+		fs.Usage()
+		return exitUsage
+	}
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "aml resume: "+format+"\n", a...)
+		return exitUsage
+	}
+	// The run resumes in the directory it ran in: paths given here are
+	// made absolute first.
+	for _, p := range []*string{&f.journal, &answersFile, &f.traceFile} {
+		if *p != "" {
+			abs, err := filepath.Abs(*p)
+			if err != nil {
+				return fail("%v", err)
+			}
+			*p = abs
+		}
+	}
+	run, err := journal.Open(f.journal, pos[0])
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer run.Close()
+	if t := run.Torn(); t != nil {
+		fmt.Fprintf(stderr, "aml resume: the journal's last record was cut short by the crash (%d bytes at offset %d); it is ignored, and that effect runs again\n", t.Bytes, t.Offset)
+	}
+	meta := run.Meta()
+	if run.State() == journal.Succeeded {
+		return fail("run %s already finished: it succeeded; there is nothing to resume (start a new run with aml run)", run.ID())
+	}
+	var pending []eval.Question
+	if run.State() == journal.Suspended {
+		pending = run.Questions()
+	}
+	given, err := resumeAnswers(pending, answers, answersFile)
+	if err != nil {
+		return fail("%v; the run stays suspended", err)
+	}
+	var rf recordedFlags
+	if len(meta.Options) > 0 {
+		if err := json.Unmarshal(meta.Options, &rf); err != nil {
+			return fail("the journal's run options cannot be read: %v", err)
+		}
+	}
+	rf.apply(&f)
+	file := meta.Workflow
+	if rf.Cwd != "" && rf.File != "" {
+		if err := os.Chdir(rf.Cwd); err != nil {
+			return fail("run %s ran in %s, which cannot be entered: %v", run.ID(), rf.Cwd, err)
+		}
+		file = rf.File
+	}
+	digest, err := fileDigest(file)
+	if err != nil {
+		return fail("the run's workflow %s cannot be read: %v", meta.Workflow, err)
+	}
+	r := newRunner(&f, file, stdout, stderr)
+	defer r.close()
+	if digest != meta.WorkflowDigest {
+		r.logger.Warnf("%s changed since run %s was recorded: a recorded effect whose request changed is a divergence", meta.Workflow, run.ID())
+	}
+	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(r.sigs)
+	if err := loadEnvFiles(r.file, f.envFile); err != nil {
+		r.logger.Error(err.Error())
+		return exitUsage
+	}
+	printer := r.logger.WithPrefix("print")
+	wf, err := r.load(starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions()})
+	if code, stopped := r.stoppedDuringLoad(); stopped {
+		return code
+	}
+	if err != nil {
+		return reportLoadError(stderr, stdout, f.json, err)
+	}
+	entry, err := wf.Entry(f.entry)
+	if err != nil {
+		return reportLoadError(stderr, stdout, f.json, err)
+	}
+	opts, err := r.options(wf)
+	if err != nil {
+		r.logger.Error(err.Error())
+		return exitUsage
+	}
+	rt, err := eval.New(opts)
+	if err != nil {
+		r.logger.Error(err.Error())
+		return exitUsage
+	}
+	if err := run.SetState(journal.StateRecord{State: journal.Running, At: time.Now()}); err != nil {
+		return fail("%v", err)
+	}
+	r.logger.Printf("resuming run %s from %s (%d recorded effects)", run.ID(), f.journal, len(run.Effects()))
+	return r.run(run.ID(), func(ctx context.Context) (string, error) {
+		return rt.Resume(ctx, entry, eval.ResumeOptions{RunID: run.ID(), Journal: run, RerunChanged: rerunChanged, Answers: given, Reads: wf.Reads()})
+	}, r.recordOutcome(run))
+}
+
+func cmdRuns(args []string, stdout, stderr io.Writer) int {
+	var dir string
+	fs := flag.NewFlagSet("runs", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&dir, "journal", "", "the journal directory (required)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: aml runs --journal DIR             list the journaled runs
+       aml runs show RUN --journal DIR    print a run's recorded effects as a tree
+       aml runs prune --journal DIR       remove the runs that finished (succeeded or failed)
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if dir == "" {
+		fmt.Fprintln(stderr, "aml runs: --journal DIR is required")
+		fs.Usage()
+		return exitUsage
+	}
+	switch {
+	case len(pos) == 0:
+		return listRuns(dir, stdout, stderr)
+	case pos[0] == "show" && len(pos) == 2:
+		return showRun(dir, pos[1], stdout, stderr)
+	case pos[0] == "prune" && len(pos) == 1:
+		removed, err := journal.Prune(dir)
+		if err != nil {
+			fmt.Fprintf(stderr, "aml runs prune: %v\n", err)
+			return exitFailure
+		}
+		for _, id := range removed {
+			fmt.Fprintf(stdout, "removed %s\n", id)
+		}
+		fmt.Fprintf(stderr, "aml runs prune: removed %d finished run(s)\n", len(removed))
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "aml runs: unknown arguments %q\n", strings.Join(pos, " "))
+	fs.Usage()
+	return exitUsage
+}
+
+func listRuns(dir string, stdout, stderr io.Writer) int {
+	runs, err := journal.List(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(stderr, "aml runs: no journal at %s\n", dir)
+			return exitFailure
+		}
+		fmt.Fprintf(stderr, "aml runs: %v\n", err)
+		return exitFailure
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATE\tWORKFLOW\tSTARTED\tEFFECTS\tLAST EFFECT")
+	for _, s := range runs {
+		last := "-"
+		if e := s.LastEffect; e != nil {
+			last = e.Label
+			if e.Pos.IsValid() {
+				last += " at " + e.Pos.String()
+			}
+			if !s.LastAt.IsZero() {
+				last += " (" + s.LastAt.Local().Format("15:04:05") + ")"
+			}
+		}
+		state := string(s.State)
+		if len(s.Questions) > 0 {
+			state += fmt.Sprintf(" (%d question(s))", len(s.Questions))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, state, s.Workflow, s.Started.Local().Format("2006-01-02 15:04:05"), s.Effects, last)
+	}
+	tw.Flush()
+	return exitOK
+}
+
+// showRun prints a run's effects as the tree of their identities: each
+// component occurrence, fan-out and branch is a level.
+func showRun(dir, id string, stdout, stderr io.Writer) int {
+	runs, err := journal.List(dir)
+	if err != nil {
+		fmt.Fprintf(stderr, "aml runs show: %v\n", err)
+		return exitFailure
+	}
+	var sum *journal.Summary
+	for i := range runs {
+		if runs[i].ID == id {
+			sum = &runs[i]
+		}
+	}
+	if sum == nil {
+		fmt.Fprintf(stderr, "aml runs show: no run %s in %s\n", id, dir)
+		return exitFailure
+	}
+	effects, err := journal.ReadEffects(dir, id)
+	if err != nil {
+		fmt.Fprintf(stderr, "aml runs show: %v\n", err)
+		return exitFailure
+	}
+	w := bufio.NewWriter(stdout)
+	defer w.Flush()
+	fmt.Fprintf(w, "run %s  %s  %s\n", sum.ID, sum.State, sum.Workflow)
+	if sum.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", firstLine(sum.Error))
+	}
+	for _, q := range sum.Questions {
+		fmt.Fprintf(w, "waiting: %s (asked at %s): %s\n", q.ID, q.Source, q.Text)
+	}
+	printEffectTree(w, effects)
+	return exitOK
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+// effectNode is one level of the effect tree.
+type effectNode struct {
+	seg      string
+	effect   *eval.Effect
+	children map[string]*effectNode
+	order    []string
+}
+
+func (n *effectNode) child(seg string) *effectNode {
+	if c, ok := n.children[seg]; ok {
+		return c
+	}
+	if n.children == nil {
+		n.children = map[string]*effectNode{}
+	}
+	c := &effectNode{seg: seg}
+	n.children[seg] = c
+	n.order = append(n.order, seg)
+	return c
+}
+
+// printEffectTree prints the last record of every effect, nested by the
+// segments of its identity, siblings in the order they were recorded
+// (fan-out branches by index).
+func printEffectTree(w io.Writer, effects []*eval.Effect) {
+	root := &effectNode{}
+	for _, e := range effects {
+		n := root
+		for _, seg := range strings.Split(e.ID, "/") {
+			n = n.child(seg)
+		}
+		n.effect = e
+	}
+	var walk func(n *effectNode, depth int)
+	walk = func(n *effectNode, depth int) {
+		order := append([]string(nil), n.order...)
+		sort.SliceStable(order, func(i, j int) bool {
+			a, b := order[i], order[j]
+			if isIndex(a) && isIndex(b) {
+				return len(a) < len(b) || len(a) == len(b) && a < b
+			}
+			return false
+		})
+		for _, seg := range order {
+			c := n.children[seg]
+			indent := strings.Repeat("  ", depth)
+			switch {
+			case c.effect != nil:
+				fmt.Fprintf(w, "%s%s  %s%s\n", indent, c.effect.Label, c.effect.Pos, resultSize(c.effect))
+			case isIndex(seg):
+				fmt.Fprintf(w, "%sbranch %s\n", indent, seg)
+			default:
+				fmt.Fprintf(w, "%s%s\n", indent, segLabel(seg))
+			}
+			walk(c, depth+1)
+		}
+	}
+	walk(root, 0)
+}
+
+func isIndex(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// segLabel names a path segment: c@pos#n is a component occurrence,
+// p@pos#n a fan-out.
+func segLabel(seg string) string {
+	kind, rest, ok := strings.Cut(seg, "@")
+	if !ok {
+		return seg
+	}
+	switch kind {
+	case "c":
+		return "component at " + rest
+	case "p":
+		return "parallel at " + rest
+	}
+	return seg
+}
+
+func resultSize(e *eval.Effect) string {
+	if len(e.Result) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  (%d B)", len(e.Result))
+}
+
+// askMu keeps terminal questions from interleaving.
+var askMu sync.Mutex
+
+// terminalAsk answers ask() on the terminal in runs without a journal,
+// or fails saying how to answer when stdin is not a terminal.
+func terminalAsk(stderr io.Writer) func(ctx context.Context, q eval.Question) (any, error) {
+	return func(ctx context.Context, q eval.Question) (any, error) {
+		if !term.IsTerminal(int(os.Stdin.Fd())) {
+			return nil, errors.New("stdin is not a terminal; run with --journal DIR so that the run suspends at the question, then answer it with aml resume RUN --journal DIR --answer ID=VALUE")
+		}
+		askMu.Lock()
+		defer askMu.Unlock()
+		in := bufio.NewReader(os.Stdin)
+		for {
+			fmt.Fprintf(stderr, "? %s", q.Text)
+			if q.Schema != nil {
+				fmt.Fprintf(stderr, " [%s]", answerHint(q))
+			}
+			fmt.Fprint(stderr, " ")
+			line, err := in.ReadString('\n')
+			if err != nil {
+				return nil, fmt.Errorf("reading the answer: %w", err)
+			}
+			line = strings.TrimRight(line, "\r\n")
+			if t, _ := q.Schema["type"].(string); t == "boolean" {
+				switch strings.ToLower(strings.TrimSpace(line)) {
+				case "y", "yes":
+					line = "true"
+				case "n", "no":
+					line = "false"
+				}
+			}
+			v, err := parseAnswer(q, line)
+			if err == nil {
+				return v, nil
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			fmt.Fprintf(stderr, "  %v\n", err)
+		}
+	}
+}
