@@ -1,0 +1,81 @@
+// Package journal is the file backend of durable runs: it implements
+// eval.Journal on an append-only, checksummed file per run, and keeps
+// each run's metadata and states so that runs can be listed, resumed and
+// pruned.
+//
+// # Layout
+//
+// A journal directory holds one directory per run, named by the run's id
+// (eval.NewRunID, a version 7 UUID, so names sort by start time):
+//
+//	DIR/                  created 0700 when missing
+//	  <run id>/           0700
+//	    journal.log       0600, the records
+//	    lock              0600, flock(2)ed by the process that holds the run
+//
+// An existing DIR is used as it is; its permissions are not changed.
+//
+// # Records
+//
+// journal.log is a sequence of lines, one record per line:
+//
+//	<crc> <payload>\n
+//
+// crc is the CRC-32C (Castagnoli) of the payload bytes as 8 lowercase hex
+// digits; payload is a JSON object on one line (encoding/json escapes
+// newlines inside strings and compacts embedded JSON, so a payload never
+// contains a raw newline). Its "t" field names the record type:
+//
+//	{"t":"meta","v":1,"workflow":"review.star","digest":"<sha256 hex>","entry":"main","options":{...},"started":"<RFC 3339>"}
+//	{"t":"state","at":<unix ms>,"state":"running"}
+//	{"t":"effect","at":<unix ms>,"e":<eval.Effect JSON>}
+//	{"t":"state","at":<unix ms>,"state":"suspended","questions":[<eval.Question JSON>...]}
+//	{"t":"state","at":<unix ms>,"state":"failed","error":"..."}
+//
+// The first record is the run's metadata (Meta; "v" is the format
+// version, 1) and the second the first state, running. After them come
+// effect and state records in the order they were appended. A later
+// effect record under an id supersedes an earlier one; the last state
+// record is the run's state.
+//
+// An effect's "e" is what eval.Effect.MarshalJSON encodes, with one
+// saving: when the effect's kind and position can be read back from its
+// id (eval builds ids as path/kind@file:line:col#n), "kind" is written
+// empty and "file", "line" and "col" are left out, and they are restored
+// from the id when the record is read. A result is kept as encoding/json
+// writes it (compacted, with <, > and & escaped), which is how eval
+// encodes its results in the first place. A typical agent effect takes
+// under 300 bytes besides its result.
+//
+// # Guarantees
+//
+// A Run gives what eval.Journal asks of a backend:
+//   - Lookup returns the last record under an id, including the records
+//     this process appended, and is safe for concurrent use;
+//   - Record is safe for concurrent use and keeps records whole: after a
+//     crash each record is entirely present or absent. A torn last line
+//     (one with no newline, or whose checksum or JSON is bad) is ignored
+//     when the run is opened (Run.Torn reports it) and truncated away
+//     before the next append. A bad line that is not the last is not a
+//     crash's doing: Open fails with ErrCorrupt naming the file and line;
+//   - after Sync returns nil, every record appended before the call is
+//     on stable storage (the file was fsynced; Create also fsyncs the
+//     directories it created), so it survives a crash of the process and
+//     of the machine;
+//   - one run is held by at most one Run at a time, across processes:
+//     Create and Open take an exclusive flock on the run's lock file and
+//     keep it until Close (or until the process dies, when the kernel
+//     releases it). Open fails with ErrLocked while another holds it.
+//
+// # Content
+//
+// The journal holds content: agents' results (their text or structured
+// values and turns), scripts' output, tool output and answers to
+// questions, because a resumed run serves them instead of running the
+// effects again. The content-capture rules of traces (which keep prompts
+// and results out of trace files unless asked to) do not apply to it;
+// only the requests are reduced to fingerprints. Journal directories are
+// therefore private to their owner (0700 directories, 0600 files), and
+// should be treated like the agents' output itself: pruned (Prune) or
+// removed when no longer needed, not shared.
+package journal

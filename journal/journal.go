@@ -1,0 +1,584 @@
+package journal
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aml-go/aml/eval"
+)
+
+// File names inside a run's directory.
+const (
+	logName  = "journal.log"
+	lockName = "lock"
+)
+
+// Permissions of what this package creates.
+const (
+	dirPerm  fs.FileMode = 0o700
+	filePerm fs.FileMode = 0o600
+)
+
+var (
+	// ErrLocked is wrapped by the error of Open when another Run, in
+	// this process or another, holds the run.
+	ErrLocked = errors.New("the run is locked")
+	// ErrCorrupt is wrapped by the error of Open (and Summary.ReadErr)
+	// when a record that is not the file's last line is damaged, which a
+	// crash does not do, or when the run has no metadata.
+	ErrCorrupt = errors.New("corrupt journal")
+	// ErrClosed is wrapped by the errors of a Run's methods that write
+	// after Close.
+	ErrClosed = fmt.Errorf("the run's journal is closed: %w", fs.ErrClosed)
+)
+
+// Meta describes a run: what was run and how. It is the first record of
+// a run's journal and never changes. A Meta is a plain value.
+type Meta struct {
+	// Workflow is the workflow file's path, as the run was given it.
+	Workflow string
+	// WorkflowDigest is the hex SHA-256 of the workflow file's content.
+	WorkflowDigest string
+	// Entry names the entry point that was evaluated.
+	Entry string
+	// Options are the run's options as JSON, opaque to this package (the
+	// CLI keeps its flags there); nil for none. It is stored compacted.
+	Options json.RawMessage
+	// Started is when the run started; Create sets it to the current
+	// time when it is zero. It is stored with nanosecond precision.
+	Started time.Time
+}
+
+// State is a run's state, as its last state record says.
+type State string
+
+// The states of a run. Running, Suspended, Failed and Succeeded are
+// recorded; Interrupted is only reported by List.
+const (
+	// Running: the run is being evaluated (or was, when it crashed).
+	Running State = "running"
+	// Suspended: the run waits for answers to its questions.
+	Suspended State = "suspended"
+	// Failed: the evaluation ended with an error.
+	Failed State = "failed"
+	// Succeeded: the evaluation ended with a result.
+	Succeeded State = "succeeded"
+	// Interrupted is what List reports for a run whose last state is
+	// Running while no process holds it: the process died mid-run.
+	Interrupted State = "interrupted"
+)
+
+// StateRecord is one state record of a run. It is a plain value.
+type StateRecord struct {
+	// State is Running, Suspended, Failed or Succeeded.
+	State State
+	// At is when the state was recorded (stored to the millisecond);
+	// SetState sets it to the current time when it is zero.
+	At time.Time
+	// Error is the failure's message (Failed).
+	Error string
+	// Questions are the questions the run waits for (Suspended).
+	Questions []eval.Question
+}
+
+// Torn describes a damaged last line of a journal: a record whose write
+// a crash interrupted. It is ignored when the journal is read and
+// truncated away before the next record is appended.
+type Torn struct {
+	// Offset is where the line starts in journal.log.
+	Offset int64
+	// Bytes is the line's length, its newline included if it has one.
+	Bytes int
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+// Run is one run's journal, held open: it implements eval.Journal and
+// records the run's states. Create or Open makes one and takes the run's
+// lock; Close releases it. All methods are safe for concurrent use.
+type Run struct {
+	id   string
+	dir  string // the run's directory
+	path string // its journal.log
+	meta Meta
+	lock *os.File
+	torn *Torn
+
+	// syncMu serializes fsyncs (and Close), so that concurrent Syncs
+	// share one fsync; it is taken before mu, never after.
+	syncMu sync.Mutex
+
+	mu       sync.RWMutex
+	f        *os.File
+	w        *bufio.Writer
+	buf      []byte // scratch for framing records
+	truncate bool   // the torn tail is still in the file
+	state    StateRecord
+	effects  map[string]*eval.Effect
+	order    []*eval.Effect
+	// Records appended (to w), written to f, and known to be durable.
+	appended, flushed, synced uint64
+	err                       error // sticky: a write or fsync failed
+	closed                    bool
+	fsyncs                    int // test hook: fsyncs of the journal file
+}
+
+var _ eval.Journal = (*Run)(nil)
+
+// Create starts a new run in dir: it makes dir (0700) if it is missing,
+// the run's directory DIR/<id> (0700, id from eval.NewRunID) with its
+// lock and journal.log files (0600), takes the run's lock, and writes and
+// fsyncs the metadata record and a Running state record. The returned
+// Run holds the run until Close. Create may be called concurrently.
+func Create(dir string, meta Meta) (*Run, error) {
+	if meta.Started.IsZero() {
+		meta.Started = time.Now()
+	}
+	meta.Started = meta.Started.Round(0)
+	return create(dir, eval.NewRunID(), meta)
+}
+
+func create(dir, id string, meta Meta) (_ *Run, err error) {
+	if err := os.MkdirAll(dir, dirPerm); err != nil {
+		return nil, fmt.Errorf("cannot create the journal directory: %w", err)
+	}
+	runDir := filepath.Join(dir, id)
+	if err := os.Mkdir(runDir, dirPerm); err != nil {
+		return nil, fmt.Errorf("cannot create the run's directory: %w", err)
+	}
+	r := &Run{id: id, dir: runDir, path: filepath.Join(runDir, logName), meta: meta, effects: map[string]*eval.Effect{}}
+	defer func() {
+		if err != nil {
+			r.closeFiles()
+			os.RemoveAll(runDir)
+		}
+	}()
+	lockPath := filepath.Join(runDir, lockName)
+	r.lock, err = os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, filePerm)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create the run's lock file: %w", err)
+	}
+	if held, err := flock(r.lock, false); err != nil || held {
+		if err == nil {
+			err = ErrLocked
+		}
+		return nil, fmt.Errorf("cannot lock %s: %w", lockPath, err)
+	}
+	r.f, err = os.OpenFile(r.path, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, filePerm)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create the run's journal: %w", err)
+	}
+	r.state = StateRecord{State: Running, At: meta.Started}
+	b, err := appendMeta(nil, meta)
+	if err != nil {
+		return nil, err
+	}
+	if b, err = appendState(b, r.state); err != nil {
+		return nil, err
+	}
+	if _, err := r.f.Write(b); err != nil {
+		return nil, fmt.Errorf("cannot write %s: %w", r.path, err)
+	}
+	if err := r.f.Sync(); err != nil {
+		return nil, fmt.Errorf("cannot sync %s: %w", r.path, err)
+	}
+	if err := syncDir(runDir); err != nil {
+		return nil, fmt.Errorf("cannot sync the run's directory %s: %w", runDir, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return nil, fmt.Errorf("cannot sync the journal directory %s: %w", dir, err)
+	}
+	r.w = bufio.NewWriterSize(r.f, 64<<10)
+	return r, nil
+}
+
+// Open opens the run runID in dir: it takes the run's lock (failing with
+// an error wrapping ErrLocked while another Run, in any process, holds
+// it) and reads all its records, checking each one's checksum. A torn
+// last line is ignored (see Run.Torn); a damaged record before the last
+// line fails with an error wrapping ErrCorrupt that names the file and
+// line. A missing run fails with an error wrapping fs.ErrNotExist. The
+// returned Run holds the run until Close. Open may be called
+// concurrently.
+func Open(dir, runID string) (*Run, error) {
+	if err := checkID(runID); err != nil {
+		return nil, err
+	}
+	runDir := filepath.Join(dir, runID)
+	path := filepath.Join(runDir, logName)
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, noRun(dir, runID)
+		}
+		return nil, fmt.Errorf("cannot open run %s: %w", runID, err)
+	}
+	r := &Run{id: runID, dir: runDir, path: path, effects: map[string]*eval.Effect{}}
+	if err := r.open(dir); err != nil {
+		r.closeFiles()
+		return nil, err
+	}
+	return r, nil
+}
+
+// open takes the lock of the run in dir that Open made r for, and reads
+// its journal. On failure the caller closes what it opened.
+func (r *Run) open(dir string) error {
+	runID, path := r.id, r.path
+	lockPath := filepath.Join(r.dir, lockName)
+	var err error
+	if r.lock, err = os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, filePerm); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return noRun(dir, runID)
+		}
+		return fmt.Errorf("cannot open the lock of run %s: %w", runID, err)
+	}
+	held, err := flock(r.lock, false)
+	if err != nil {
+		return fmt.Errorf("cannot lock %s: %w", lockPath, err)
+	}
+	if held {
+		return fmt.Errorf("run %s is being run or resumed by another process right now; wait for that to finish, or stop it, and try again: %w", runID, ErrLocked)
+	}
+	if r.f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0); err != nil {
+		if errors.Is(err, fs.ErrNotExist) { // pruned meanwhile
+			return noRun(dir, runID)
+		}
+		return fmt.Errorf("cannot open run %s: %w", runID, err)
+	}
+	if err := r.load(); err != nil {
+		return err
+	}
+	r.w = bufio.NewWriterSize(r.f, 64<<10)
+	return nil
+}
+
+func noRun(dir, runID string) error {
+	return fmt.Errorf("there is no run %s in %s: %w", runID, dir, fs.ErrNotExist)
+}
+
+// checkID refuses run ids that are not a plain directory name.
+func checkID(id string) error {
+	if id == "" {
+		return errors.New("the run id is empty")
+	}
+	if strings.ContainsAny(id, `/\`+"\x00") || strings.Contains(id, "..") || strings.HasPrefix(id, ".") {
+		return fmt.Errorf("invalid run id %q: a run id names a directory, with no path separators and no leading dot or \"..\"", id)
+	}
+	return nil
+}
+
+// load reads the journal file into r.
+func (r *Run) load() error {
+	haveMeta, haveState := false, false
+	torn, err := scan(r.path, r.f, func(line int, _ int64, payload []byte) error {
+		rec, err := decodeRecord(payload)
+		if err != nil {
+			return err
+		}
+		if !haveMeta {
+			if rec.t != typeMeta {
+				return fmt.Errorf("%w: %s line %d: the first record is not the run's metadata", ErrCorrupt, r.path, line)
+			}
+			r.meta, haveMeta = rec.meta, true
+			return nil
+		}
+		switch rec.t {
+		case typeMeta:
+			return badf("a second metadata record")
+		case typeEffect:
+			r.effects[rec.effect.ID] = rec.effect
+			r.order = append(r.order, rec.effect)
+		case typeState:
+			r.state, haveState = rec.state, true
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !haveMeta || !haveState {
+		return fmt.Errorf("%w: %s has no complete metadata and state records: the run's creation was interrupted", ErrCorrupt, r.path)
+	}
+	r.torn = torn
+	r.truncate = torn != nil
+	return nil
+}
+
+// ID returns the run's id. It is safe for concurrent use.
+func (r *Run) ID() string { return r.id }
+
+// Dir returns the run's directory. It is safe for concurrent use.
+func (r *Run) Dir() string { return r.dir }
+
+// Meta returns the run's metadata. It is safe for concurrent use.
+func (r *Run) Meta() Meta {
+	m := r.meta
+	m.Options = bytes.Clone(m.Options)
+	return m
+}
+
+// Torn returns the torn last line Open found and ignored, or nil. It is
+// safe for concurrent use.
+func (r *Run) Torn() *Torn {
+	if r.torn == nil {
+		return nil
+	}
+	t := *r.torn
+	return &t
+}
+
+// State returns the state of the run's last state record. It is safe
+// for concurrent use.
+func (r *Run) State() State {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.state.State
+}
+
+// LastState returns the run's last state record. It is safe for
+// concurrent use.
+func (r *Run) LastState() StateRecord {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	st := r.state
+	st.Questions = append([]eval.Question(nil), st.Questions...)
+	return st
+}
+
+// Questions returns the questions the run waits for: those of its last
+// state record when that is Suspended, else nil. It is safe for
+// concurrent use.
+func (r *Run) Questions() []eval.Question {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.state.State != Suspended {
+		return nil
+	}
+	return append([]eval.Question(nil), r.state.Questions...)
+}
+
+// Effects returns every effect record of the run in file order, the
+// superseded ones included, then the ones appended since Open. The
+// effects are shared: do not modify them. It is safe for concurrent use.
+func (r *Run) Effects() []*eval.Effect {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return append([]*eval.Effect(nil), r.order...)
+}
+
+// Lookup implements eval.Journal: it returns the last effect recorded
+// under id, read from the file or appended since, or nil. The effect is
+// shared: do not modify it. It is safe for concurrent use, and keeps
+// working after Close.
+func (r *Run) Lookup(id string) *eval.Effect {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.effects[id]
+}
+
+// Record implements eval.Journal: it appends e to the journal's buffer
+// (durable once Sync returns) and makes it what Lookup returns for its
+// id. e must have an id and a kind, and must not be modified afterwards.
+// Once a write to the file failed every later Record fails. It is safe
+// for concurrent use.
+func (r *Run) Record(e *eval.Effect) error {
+	if e == nil {
+		return errors.New("cannot record a nil effect")
+	}
+	if e.ID == "" {
+		return fmt.Errorf("cannot record the effect %q: it has no id", e.Label)
+	}
+	if e.Kind == "" {
+		return fmt.Errorf("cannot record the effect %s: it has no kind", e.ID)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.appendLocked(func(b []byte) ([]byte, error) { return appendEffect(b, e, time.Now()) }); err != nil {
+		return err
+	}
+	r.effects[e.ID] = e
+	r.order = append(r.order, e)
+	return nil
+}
+
+// SetState appends the state record st and fsyncs the journal: the CLI
+// records Suspended (with the questions) or Failed (with the error) or
+// Succeeded when an evaluation ends, and Running when it resumes a run.
+// st.State must be Running, Suspended, Failed or Succeeded; a zero st.At
+// is the current time. It is safe for concurrent use.
+func (r *Run) SetState(st StateRecord) error {
+	switch st.State {
+	case Running, Suspended, Failed, Succeeded:
+	default:
+		return fmt.Errorf("cannot record the state %q of run %s: a recorded state is running, suspended, failed or succeeded", st.State, r.id)
+	}
+	if st.At.IsZero() {
+		st.At = time.Now()
+	}
+	st.Questions = append([]eval.Question(nil), st.Questions...)
+	r.mu.Lock()
+	err := r.appendLocked(func(b []byte) ([]byte, error) { return appendState(b, st) })
+	if err == nil {
+		r.state = st
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return r.Sync()
+}
+
+// appendLocked frames a record with enc and appends it to the buffer,
+// truncating a torn tail away first. r.mu is held.
+func (r *Run) appendLocked(enc func([]byte) ([]byte, error)) error {
+	if err := r.usableLocked(); err != nil {
+		return err
+	}
+	b, err := enc(r.buf[:0])
+	if err != nil {
+		return err
+	}
+	if cap(b) <= 64<<10 {
+		r.buf = b
+	}
+	if r.truncate {
+		if err := r.f.Truncate(r.torn.Offset); err != nil {
+			return r.failLocked(fmt.Errorf("cannot truncate the torn last record of %s: %w", r.path, err))
+		}
+		r.truncate = false
+	}
+	if _, err := r.w.Write(b); err != nil {
+		return r.failLocked(fmt.Errorf("cannot write %s: %w", r.path, err))
+	}
+	r.appended++
+	return nil
+}
+
+// usableLocked returns why r cannot be written. r.mu is held.
+func (r *Run) usableLocked() error {
+	if r.closed {
+		return fmt.Errorf("run %s: %w", r.id, ErrClosed)
+	}
+	return r.err
+}
+
+// failLocked makes err sticky: after a failed write or fsync the file's
+// content past the last successful fsync is unknown, so nothing more is
+// appended (a later Open drops a torn tail). r.mu is held.
+func (r *Run) failLocked(err error) error {
+	if r.err == nil {
+		r.err = fmt.Errorf("the journal of run %s is unusable: %w", r.id, err)
+	}
+	return r.err
+}
+
+// Sync implements eval.Journal: it writes the buffered records to the
+// file and fsyncs it, making every record appended before the call
+// durable. It does nothing when nothing was appended since the last
+// Sync, and concurrent calls share one fsync. It is safe for concurrent
+// use.
+func (r *Run) Sync() error {
+	r.mu.Lock()
+	if err := r.usableLocked(); err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	target := r.appended
+	if r.synced >= target {
+		r.mu.Unlock()
+		return nil
+	}
+	if r.flushed < target {
+		if err := r.w.Flush(); err != nil {
+			err = r.failLocked(fmt.Errorf("cannot write %s: %w", r.path, err))
+			r.mu.Unlock()
+			return err
+		}
+		r.flushed = r.appended
+	}
+	r.mu.Unlock()
+
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
+	r.mu.Lock()
+	if r.synced >= target { // another Sync's fsync covered these
+		r.mu.Unlock()
+		return nil
+	}
+	if err := r.usableLocked(); err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	covered, f := r.flushed, r.f
+	r.mu.Unlock()
+	err := f.Sync()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fsyncs++
+	if err != nil {
+		return r.failLocked(fmt.Errorf("cannot sync %s: %w", r.path, err))
+	}
+	r.synced = max(r.synced, covered)
+	return nil
+}
+
+// Close syncs the journal, closes its file and releases the run's lock.
+// It reports a failed write or fsync that left records unsaved. Calls
+// after the first do nothing and return nil. It is safe for concurrent
+// use; the other methods that write fail after it.
+func (r *Run) Close() error {
+	r.syncMu.Lock()
+	defer r.syncMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	var errs []error
+	if r.err == nil && r.synced < r.appended {
+		if err := r.w.Flush(); err != nil {
+			r.failLocked(fmt.Errorf("cannot write %s: %w", r.path, err))
+		} else {
+			r.fsyncs++
+			if err := r.f.Sync(); err != nil {
+				r.failLocked(fmt.Errorf("cannot sync %s: %w", r.path, err))
+			} else {
+				r.flushed, r.synced = r.appended, r.appended
+			}
+		}
+	}
+	if r.err != nil && r.synced < r.appended {
+		errs = append(errs, r.err)
+	}
+	errs = append(errs, r.closeFiles())
+	return errors.Join(errs...)
+}
+
+// closeFiles closes the journal file and releases and closes the lock.
+func (r *Run) closeFiles() error {
+	var errs []error
+	if r.f != nil {
+		if err := r.f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("cannot close %s: %w", r.path, err))
+		}
+		r.f = nil
+	}
+	if r.lock != nil {
+		funlock(r.lock) // closing releases it anyway
+		if err := r.lock.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("cannot close the lock of run %s: %w", r.id, err))
+		}
+		r.lock = nil
+	}
+	return errors.Join(errs...)
+}
