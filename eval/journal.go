@@ -358,6 +358,9 @@ type ResumeOptions struct {
 	// Reads are the application reads made before evaluation (see
 	// EvaluateOptions.Reads).
 	Reads []Read
+	// SourceRoot is EvaluateOptions.SourceRoot: it must be the directory
+	// the recorded run named.
+	SourceRoot string
 }
 
 // Resume evaluates value again against the effects recorded in
@@ -372,7 +375,7 @@ func (r *Runtime) Resume(ctx context.Context, value any, opts ResumeOptions) (st
 	if opts.RunID == "" {
 		return "", errors.New("Resume needs the run's id (ResumeOptions.RunID)")
 	}
-	return r.Evaluate(ctx, value, EvaluateOptions{RunID: opts.RunID, Journal: opts.Journal, RerunChanged: opts.RerunChanged, Answers: opts.Answers, Reads: opts.Reads})
+	return r.Evaluate(ctx, value, EvaluateOptions{RunID: opts.RunID, Journal: opts.Journal, RerunChanged: opts.RerunChanged, Answers: opts.Answers, Reads: opts.Reads, SourceRoot: opts.SourceRoot})
 }
 
 // journaling is the journal state of one evaluation.
@@ -387,6 +390,30 @@ type journaling struct {
 	// pending are the unanswered questions, in the order they were asked.
 	pending []Question
 	asked   map[string]bool
+	// root is EvaluateOptions.SourceRoot, absolute; files maps a
+	// position's file to its form in identities.
+	root  string
+	files sync.Map
+}
+
+// source formats pos for an effect identity: its file relative to the
+// source root (so that a workflow named differently, or from another
+// directory, has the same identities), then line and column.
+func (jr *journaling) source(pos Position) string {
+	if jr == nil || jr.root == "" || pos.File == "" {
+		return pos.String()
+	}
+	f, ok := jr.files.Load(pos.File)
+	if !ok {
+		rel := pos.File
+		if abs, err := filepath.Abs(pos.File); err == nil {
+			if r, err := filepath.Rel(jr.root, abs); err == nil {
+				rel = filepath.ToSlash(r)
+			}
+		}
+		f, _ = jr.files.LoadOrStore(pos.File, rel)
+	}
+	return Position{File: f.(string), Line: pos.Line, Col: pos.Col}.String()
 }
 
 // effectPath is one sequential context of a journaled evaluation: the
@@ -394,6 +421,7 @@ type journaling struct {
 // numbered per kind and position in the order the context reaches them.
 type effectPath struct {
 	id     string // "" for the root
+	jr     *journaling
 	mu     sync.Mutex
 	counts map[effectKey]int32
 }
@@ -423,7 +451,7 @@ func (p *effectPath) next(kind string, pos Position) string {
 	}
 	b.WriteString(kind)
 	b.WriteByte('@')
-	b.WriteString(pos.String())
+	b.WriteString(p.jr.source(pos))
 	b.WriteByte('#')
 	b.WriteString(strconv.Itoa(int(n)))
 	return b.String()
@@ -435,7 +463,7 @@ func (p *effectPath) child(kind string, pos Position) *effectPath {
 	if p == nil {
 		return nil
 	}
-	return &effectPath{id: p.next(kind, pos)}
+	return &effectPath{id: p.next(kind, pos), jr: p.jr}
 }
 
 // branch returns the context of branch i of the fan-out context p.
@@ -443,7 +471,7 @@ func (p *effectPath) branch(i int) *effectPath {
 	if p == nil {
 		return nil
 	}
-	return &effectPath{id: p.id + "/" + strconv.Itoa(i)}
+	return &effectPath{id: p.id + "/" + strconv.Itoa(i), jr: p.jr}
 }
 
 // replay looks up the record of effect id and checks its fingerprint. It

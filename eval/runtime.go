@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -224,6 +225,11 @@ type EvaluateOptions struct {
 	// digests are recorded, and checked against the recorded ones before
 	// anything runs.
 	Reads []Read
+	// SourceRoot, with a Journal, is the directory the files of effect
+	// identities are named relative to (the workflow's directory), so
+	// that the identities do not depend on how the workflow file was
+	// named; "" uses positions as they are.
+	SourceRoot string
 }
 
 // Evaluate resolves value (a renderable: text, lists, nodes) in a new
@@ -253,7 +259,12 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	var rootPath *effectPath
 	if o.Journal != nil {
 		d.journal = &journaling{j: o.Journal, rerunChanged: o.RerunChanged, answers: o.Answers}
-		rootPath = &effectPath{}
+		if o.SourceRoot != "" {
+			if abs, err := filepath.Abs(o.SourceRoot); err == nil {
+				d.journal.root = abs
+			}
+		}
+		rootPath = &effectPath{jr: d.journal}
 	}
 
 	var (

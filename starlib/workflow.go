@@ -455,9 +455,14 @@ func (w *Workflow) Evaluate(ctx context.Context, entry string, opts eval.Options
 	if err != nil {
 		return "", err
 	}
-	if len(eo) > 0 && eo[0].Journal != nil && eo[0].Reads == nil {
+	if len(eo) > 0 && eo[0].Journal != nil {
 		eo = append([]eval.EvaluateOptions(nil), eo...)
-		eo[0].Reads = w.Reads()
+		if eo[0].Reads == nil {
+			eo[0].Reads = w.Reads()
+		}
+		if eo[0].SourceRoot == "" {
+			eo[0].SourceRoot = w.SourceRoot()
+		}
 	}
 	return rt.Evaluate(ctx, v, eo...)
 }
@@ -489,7 +494,25 @@ func (w *Workflow) Resume(ctx context.Context, entry string, opts eval.Options, 
 	if ro.Reads == nil {
 		ro.Reads = w.Reads()
 	}
+	if ro.SourceRoot == "" {
+		ro.SourceRoot = w.SourceRoot()
+	}
 	return rt.Resume(ctx, v, ro)
+}
+
+// SourceRoot returns the directory of the workflow's entry file: in a
+// journaled evaluation effect identities name files relative to it (see
+// eval.EvaluateOptions.SourceRoot). A workflow loaded from an io/fs
+// (LoadOptions.FS) has none.
+func (w *Workflow) SourceRoot() string {
+	if w.env.opts.FS != nil {
+		return ""
+	}
+	abs, err := filepath.Abs(w.File)
+	if err != nil {
+		return ""
+	}
+	return filepath.Dir(abs)
 }
 
 // envDigest is the recorded digest of an env() value: never the value.

@@ -111,7 +111,7 @@ func (r *runner) runJournaled(rt *eval.Runtime, wf *starlib.Workflow, entry any)
 	defer run.Close()
 	r.logger.Printf("run %s is journaled in %s; after a crash, continue it with: aml resume %s --journal %s", run.ID(), r.f.journal, run.ID(), r.f.journal)
 	return r.run(run.ID(), func(ctx context.Context) (string, error) {
-		return rt.Evaluate(ctx, entry, eval.EvaluateOptions{RunID: run.ID(), Journal: run, Reads: wf.Reads()})
+		return rt.Evaluate(ctx, entry, eval.EvaluateOptions{RunID: run.ID(), Journal: run, Reads: wf.Reads(), SourceRoot: wf.SourceRoot()})
 	}, r.recordOutcome(run))
 }
 
@@ -414,7 +414,7 @@ Flags:
 	}
 	r.logger.Printf("resuming run %s from %s (%d recorded effects)", run.ID(), f.journal, len(run.Effects()))
 	return r.run(run.ID(), func(ctx context.Context) (string, error) {
-		return rt.Resume(ctx, entry, eval.ResumeOptions{RunID: run.ID(), Journal: run, RerunChanged: rerunChanged, Answers: given, Reads: wf.Reads()})
+		return rt.Resume(ctx, entry, eval.ResumeOptions{RunID: run.ID(), Journal: run, RerunChanged: rerunChanged, Answers: given, Reads: wf.Reads(), SourceRoot: wf.SourceRoot()})
 	}, r.recordOutcome(run))
 }
 
