@@ -250,6 +250,8 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		if resp, err = replayedAgent(rec); err == nil {
 			err = d.replayedFiles(ctx, plan.ws, rec)
 		}
+	case entry != nil && d.journal.cassette:
+		err = newError(n.Position, agentLabel(n)+" has no recording in the cassette: the recorded run never reached it; record the cassette again with aml run --journal")
 	case entry != nil:
 		if err = d.beforeLive(ctx, plan.ws, n.Position); err == nil {
 			resp, err = d.session(ctx, n, p, req, agentSpan, plan, session, &turns)

@@ -61,6 +61,9 @@ func (cc *ComponentContext) Ask(question, id string, schema *Schema, pos Positio
 	}
 	jr := d.journal
 	answer, ok := jr.answers[q.ID]
+	if !ok && jr.cassette {
+		return nil, newError(pos, e.Label+" has no recorded answer in the cassette; record the cassette again with aml run --journal and answer the question")
+	}
 	if !ok {
 		jr.mu.Lock()
 		if jr.asked == nil {

@@ -199,9 +199,10 @@ func componentFailure(ctx context.Context, n *Component, err error) error {
 		pe *ParallelError
 		ti *ToolInputError
 		to *ToolOutputError
+		de *DivergenceError
 	)
 	switch {
-	case errors.As(err, &ee), errors.As(err, &pe), errors.As(err, &ti), errors.As(err, &to):
+	case errors.As(err, &ee), errors.As(err, &pe), errors.As(err, &ti), errors.As(err, &to), errors.As(err, &de):
 		return err
 	case ctx.Err() != nil:
 		return &EvaluationError{Msg: "evaluation cancelled in component " + n.Name, Pos: n.Position, Err: err}

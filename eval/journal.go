@@ -201,6 +201,16 @@ func checkpointsOf(ws *wsState) *wsCheckpoints {
 	return ws.cps
 }
 
+// Cassette is an optional Journal capability: a journal whose Cassette
+// returns true is a recording replayed offline (aml test's "# cassette:"
+// directive). Only agent sessions and answers are served from it; every
+// other effect runs as it would without a journal, nothing is recorded or
+// checkpointed, and an agent or a question with no recording fails
+// instead of running live.
+type Cassette interface {
+	Cassette() bool
+}
+
 // Effect is one recorded effect of a journaled run.
 type Effect struct {
 	// ID is the effect's stable identity (see Journal).
@@ -281,6 +291,8 @@ type DivergenceError struct {
 	Label string
 	// Changed lists the request fields whose digests differ, sorted.
 	Changed []string
+	// Cassette is set when the journal is a cassette (see Cassette).
+	Cassette bool
 }
 
 func (e *DivergenceError) Error() string {
@@ -292,7 +304,11 @@ func (e *DivergenceError) Error() string {
 	b.WriteString(e.Label)
 	b.WriteString(" no longer matches the journal: ")
 	b.WriteString(changedText(e.Changed))
-	b.WriteString(" changed since the run was recorded; restore the workflow (and its inputs) as they were, or resume with --rerun-changed (ResumeOptions.RerunChanged) to run this effect and everything after it live")
+	if e.Cassette {
+		b.WriteString(" changed since the cassette was recorded; restore the workflow (and its inputs) as they were, or record the cassette again with aml run --journal")
+	} else {
+		b.WriteString(" changed since the run was recorded; restore the workflow (and its inputs) as they were, or resume with --rerun-changed (ResumeOptions.RerunChanged) to run this effect and everything after it live")
+	}
 	return b.String()
 }
 
@@ -383,6 +399,8 @@ type journaling struct {
 	j            Journal
 	rerunChanged bool
 	answers      map[string]any
+	// cassette is set for a Cassette journal.
+	cassette bool
 	// live is set once a divergence was accepted (RerunChanged): every
 	// later effect runs live.
 	live atomic.Bool
@@ -478,7 +496,7 @@ func (p *effectPath) branch(i int) *effectPath {
 // returns the record to serve, or nil to run the effect live.
 func (d *domain) replay(id, kind string, pos Position, label string, req map[string]string) (*Effect, error) {
 	jr := d.journal
-	if jr.live.Load() {
+	if jr.live.Load() || jr.cassette && kind != "agent" && kind != "ask" {
 		return nil, nil
 	}
 	rec := jr.j.Lookup(id)
@@ -493,13 +511,16 @@ func (d *domain) replay(id, kind string, pos Position, label string, req map[str
 		if rec.Kind != kind {
 			changed = []string{"kind"}
 		}
-		return nil, &DivergenceError{ID: id, Pos: pos, Label: label, Changed: changed}
+		return nil, &DivergenceError{ID: id, Pos: pos, Label: label, Changed: changed, Cassette: jr.cassette}
 	}
 	return rec, nil
 }
 
 // record appends a live effect's record.
 func (d *domain) record(e *Effect) error {
+	if d.journal.cassette {
+		return nil
+	}
 	if err := d.journal.j.Record(e); err != nil {
 		return &EvaluationError{Msg: "cannot record " + e.Label + " in the journal", Pos: e.Pos, Err: err}
 	}
@@ -508,6 +529,9 @@ func (d *domain) record(e *Effect) error {
 
 // syncJournal makes the records so far durable before an external effect.
 func (d *domain) syncJournal(pos Position) error {
+	if d.journal.cassette {
+		return nil
+	}
 	if err := d.journal.j.Sync(); err != nil {
 		return &EvaluationError{Msg: "cannot sync the journal", Pos: pos, Err: err}
 	}
@@ -751,7 +775,10 @@ func (d *domain) includeEffect(path *effectPath, n *Include, label, digest strin
 // evaluation that failed only because questions wait for answers into a
 // *SuspendedError.
 func (d *domain) endJournal(err error) error {
-	serr := d.journal.j.Sync()
+	var serr error
+	if !d.journal.cassette {
+		serr = d.journal.j.Sync()
+	}
 	jr := d.journal
 	jr.mu.Lock()
 	pending := append([]Question(nil), jr.pending...)

@@ -542,3 +542,45 @@ func TestJournalRefusesWhatItCannotRestore(t *testing.T) {
 		t.Fatalf("a stateful sandbox in a journaled run: %v", err)
 	}
 }
+
+// cassette replays a MemoryJournal as a cassette.
+type cassette struct{ *eval.MemoryJournal }
+
+func (cassette) Cassette() bool { return true }
+
+func TestCassetteServesAgentsOnly(t *testing.T) {
+	var tools, scripts atomic.Int64
+	tool := upperTool(t, &tools)
+	agent := &countingAgent{}
+	rt := durableRuntime(t, agent, &scripts)
+	j := eval.NewMemoryJournal()
+	want, err := rt.Evaluate(context.Background(), durableTree(t, tool), eval.EvaluateOptions{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent.calls.Store(0)
+	tools.Store(0)
+	scripts.Store(0)
+	c := cassette{j.Truncated(len(j.Effects()))}
+	got, err := rt.Evaluate(context.Background(), durableTree(t, tool), eval.EvaluateOptions{Journal: c})
+	if err != nil || got != want {
+		t.Fatalf("cassette replay = %q, %v; want %q", got, err, want)
+	}
+	if agent.calls.Load() != 0 || tools.Load() != 3 || scripts.Load() != 1 {
+		t.Fatalf("a cassette replay ran %d agents, %d tools and %d scripts live, want 0, 3 and 1", agent.calls.Load(), tools.Load(), scripts.Load())
+	}
+	if n := len(c.Effects()); n != len(j.Effects()) {
+		t.Fatalf("a cassette replay recorded %d effects", n-len(j.Effects()))
+	}
+	_, err = rt.Evaluate(context.Background(), []any{durableTree(t, tool), &eval.Agent{Position: pos(99), Children: []any{"new"}}}, eval.EvaluateOptions{Journal: c})
+	if err == nil || !strings.Contains(err.Error(), "t.star:99:1: agent() has no recording in the cassette") || agent.calls.Load() != 0 {
+		t.Fatalf("an agent the cassette never saw: %v (live %d)", err, agent.calls.Load())
+	}
+	// The final agent of durableTree, at the same identity, with another
+	// prompt.
+	_, err = rt.Evaluate(context.Background(), &eval.Agent{Position: pos(50), Children: []any{"changed"}}, eval.EvaluateOptions{Journal: c})
+	var de *eval.DivergenceError
+	if !errors.As(err, &de) || !strings.Contains(err.Error(), "its prompt changed since the cassette was recorded") {
+		t.Fatalf("a changed prompt against a cassette: %v", err)
+	}
+}

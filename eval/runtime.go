@@ -259,6 +259,9 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	var rootPath *effectPath
 	if o.Journal != nil {
 		d.journal = &journaling{j: o.Journal, rerunChanged: o.RerunChanged, answers: o.Answers}
+		if c, ok := o.Journal.(Cassette); ok && c.Cassette() {
+			d.journal.cassette = true
+		}
 		if o.SourceRoot != "" {
 			if abs, err := filepath.Abs(o.SourceRoot); err == nil {
 				d.journal.root = abs

@@ -62,7 +62,7 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 		return nil, newError(n.Position, "workspace() has no provider: pass provider= (such as local_workspace(directory=...)) or set one with configure(workspace_provider=...)")
 	}
 	var cpj Checkpointer
-	if d.journal != nil {
+	if d.journal != nil && !d.journal.cassette {
 		if ip, ok := p.(InPlaceWorkspace); ok && ip.EditsInPlace() {
 			return nil, newError(n.Position, fmt.Sprintf("workspace provider %q edits its directory in place, so a journaled run could not put the files back as they were when it resumes; use a persistent workspace (filesystem_workspace, s3_workspace) or run without --journal", p.Name()))
 		}
@@ -213,7 +213,7 @@ func (d *domain) enterSandbox(ctx context.Context, n *Sandbox, res resScope, par
 		}
 		unblock()
 	}
-	if d.journal != nil {
+	if d.journal != nil && !d.journal.cassette {
 		if sl, ok := p.(StatelessSandbox); !ok || !sl.KeepsNoState() {
 			view.releaseSerial()
 			return nil, newError(n.Position, fmt.Sprintf("sandbox provider %q keeps files of its own (a container or a copy) that a journaled run could not put back when it resumes; use local_sandbox() inside a workspace(), or run without --journal", p.Name()))

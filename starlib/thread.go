@@ -89,11 +89,14 @@ func fromStarlark(ctx context.Context, err error, fallback eval.Position) error 
 		pe *eval.ParallelError
 		ti *eval.ToolInputError
 		to *eval.ToolOutputError
+		de *eval.DivergenceError
 	)
 	var se *starlark.EvalError
 	switch {
 	case errors.As(err, &pe):
 		return pe
+	case errors.As(err, &de):
+		return de
 	case errors.As(err, &ee):
 		return ee
 	case errors.As(err, &ti), errors.As(err, &to):

@@ -47,6 +47,21 @@
 //	# env: KEY=VALUE          a variable env() sees (repeatable)
 //	# test: no-default-agent  give agents without a provider no default,
 //	                          so they fail as under `aml run`
+//	# cassette: PATH          serve agent results and answers from a
+//	                          journaled run (aml run --journal DIR): PATH
+//	                          is DIR when it holds one run, else DIR/RUN,
+//	                          relative to the test file
+//
+// A cassette turns one real run into a regression test that runs offline:
+// each agent() with a recording gets its recorded result instead of its
+// twin's echo (and its request is not in the golden, since no provider
+// received it), an ask() its recorded answer. An agent the recorded run
+// never reached fails ("has no recording in the cassette"), and one whose
+// request changed (prompt, system, model, tools, schema, provider) fails
+// with the divergence aml resume reports. Everything else runs as without
+// a cassette. The test file must sit in the workflow's directory (effect
+// identities name files relative to it), usually as a file that loads
+// the workflow's main.
 //
 // A workflow that fails is not a failed test: its error is part of the
 // record. A test fails when its record differs from the golden file (a

@@ -29,6 +29,10 @@ type Directives struct {
 	// NoDefaultAgent is "# test: no-default-agent": agents without a
 	// provider get no deterministic default and fail.
 	NoDefaultAgent bool
+	// Cassette is "# cassette: PATH": a journaled run (see package
+	// journal) whose recorded agent results and answers are served
+	// instead of deterministic twins. PATH is relative to the test file.
+	Cassette string
 }
 
 // ParseDirectives reads the directives of the leading comment block of
@@ -55,6 +59,12 @@ func ParseDirectives(src []byte) (Directives, error) {
 				return Directives{}, fmt.Errorf("malformed directive %q: want # env: KEY=VALUE", line)
 			}
 			d.Env[k] = strings.TrimSpace(v)
+			continue
+		}
+		if rest, ok := strings.CutPrefix(body, "cassette:"); ok {
+			if d.Cassette = strings.TrimSpace(rest); d.Cassette == "" {
+				return Directives{}, fmt.Errorf("malformed directive %q: want # cassette: PATH (a journal directory, or one run's directory in it)", line)
+			}
 			continue
 		}
 		if rest, ok := strings.CutPrefix(body, "test:"); ok {
@@ -107,7 +117,14 @@ func Record(ctx context.Context, file string, exts ...*starlib.Extension) ([]byt
 		if opts.AgentProvider == nil && !d.NoDefaultAgent {
 			opts.AgentProvider, err = deterministic.New(deterministic.Options{})
 		}
-		if err == nil {
+		if err == nil && d.Cassette != "" {
+			var c *cassette
+			if c, err = loadCassette(filepath.Join(dir, d.Cassette)); err == nil {
+				result, err = w.Evaluate(ctx, "main", opts, eval.EvaluateOptions{Journal: c})
+			} else {
+				return nil, fmt.Errorf("%s: %w", filepath.Base(abs), err)
+			}
+		} else if err == nil {
 			result, err = w.Evaluate(ctx, "main", opts)
 		}
 	}
