@@ -253,7 +253,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 	case entry != nil && d.journal.cassette:
 		err = newError(n.Position, agentLabel(n)+" has no recording in the cassette: the recorded run never reached it; record the cassette again with aml run --journal")
 	case entry != nil:
-		if err = d.beforeLive(ctx, plan.ws, n.Position); err == nil {
+		if err = d.beforeLive(ctx, plan.ws, n.Position, !inProcess(p)); err == nil {
 			resp, err = d.session(ctx, n, p, req, agentSpan, plan, session, &turns)
 		}
 	default:

@@ -40,6 +40,16 @@ type ObjectToolInputs interface {
 	RequiresObjectToolInput() bool
 }
 
+// InProcess is an optional AgentProvider capability: a provider whose
+// InProcess returns true computes its results inside the process and
+// touches nothing outside it (the deterministic provider), so a journaled
+// evaluation need not make its records durable before calling it: a
+// crash before the next sync loses only results that replay computes
+// again.
+type InProcess interface {
+	InProcess() bool
+}
+
 // ContentCapturer is an optional TraceSink capability. A sink whose
 // CaptureContent returns true also receives sensitive content attributes
 // (prompts, results, error messages); every other sink gets metadata only.

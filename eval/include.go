@@ -220,7 +220,7 @@ func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, agent
 	if oversized && src.open != nil {
 		// A streamed file is checked by its size: its content reaches the
 		// agent as a staged file, not in the prompt.
-		if err := d.includeEffect(ep, n, label, Fingerprint("size:"+strconv.FormatInt(size, 10))); err != nil {
+		if err := d.includeEffect(ep, n, label, digest("size:"+strconv.FormatInt(size, 10))); err != nil {
 			return "", err
 		}
 		return d.includeStream(ctx, n, src, plan, label, size)
@@ -249,7 +249,7 @@ func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, agent
 		}
 	}
 	if d.journal != nil {
-		if err := d.includeEffect(ep, n, label, Fingerprint(string(data))); err != nil {
+		if err := d.includeEffect(ep, n, label, digest(string(data))); err != nil {
 			return "", err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Durable runs. An evaluation given a Journal (EvaluateOptions.Journal)
@@ -243,9 +246,65 @@ type effectJSON struct {
 	CP      string            `json:"cp,omitempty"`
 }
 
-// MarshalJSON encodes the effect with its position as file, line and col.
+// MarshalJSON encodes the effect with its position as file, line and col
+// (see AppendJSON).
 func (e *Effect) MarshalJSON() ([]byte, error) {
-	return json.Marshal(effectJSON{ID: e.ID, Kind: e.Kind, File: e.Pos.File, Line: e.Pos.Line, Col: e.Pos.Col, Label: e.Label, Request: e.Request, Result: e.Result, CP: e.Checkpoint})
+	return e.AppendJSON(nil), nil
+}
+
+// AppendJSON appends the effect's compact JSON object to dst: id, kind,
+// file, line, col, label, req (keys sorted), result and cp, the empty
+// ones left out. Result must be valid compact JSON, as the evaluator
+// records it. Journals encode an effect per record, so it is written by
+// hand rather than through reflection.
+func (e *Effect) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendJSONString(dst, e.ID)
+	dst = append(dst, `,"kind":`...)
+	dst = appendJSONString(dst, e.Kind)
+	if e.Pos.File != "" {
+		dst = append(dst, `,"file":`...)
+		dst = appendJSONString(dst, e.Pos.File)
+	}
+	if e.Pos.Line != 0 {
+		dst = append(dst, `,"line":`...)
+		dst = strconv.AppendInt(dst, int64(e.Pos.Line), 10)
+	}
+	if e.Pos.Col != 0 {
+		dst = append(dst, `,"col":`...)
+		dst = strconv.AppendInt(dst, int64(e.Pos.Col), 10)
+	}
+	if e.Label != "" {
+		dst = append(dst, `,"label":`...)
+		dst = appendJSONString(dst, e.Label)
+	}
+	if len(e.Request) > 0 {
+		var small [12]string
+		keys := small[:0]
+		for k := range e.Request {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		dst = append(dst, `,"req":{`...)
+		for i, k := range keys {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendJSONString(dst, k)
+			dst = append(dst, ':')
+			dst = appendJSONString(dst, e.Request[k])
+		}
+		dst = append(dst, '}')
+	}
+	if len(e.Result) > 0 {
+		dst = append(dst, `,"result":`...)
+		dst = append(dst, e.Result...)
+	}
+	if e.Checkpoint != "" {
+		dst = append(dst, `,"cp":`...)
+		dst = appendJSONString(dst, e.Checkpoint)
+	}
+	return append(dst, '}')
 }
 
 // UnmarshalJSON decodes what MarshalJSON encodes.
@@ -264,6 +323,15 @@ func (e *Effect) UnmarshalJSON(b []byte) error {
 func Fingerprint(value string) string {
 	sum := sha256.Sum256([]byte(value))
 	return base64.RawURLEncoding.EncodeToString(sum[:9])
+}
+
+// digest is the short digest of a request field: 11 characters of
+// base64url xxHash-64. It notices changes; it is not meant to resist an
+// adversary (Fingerprint, SHA-256, digests application reads).
+func digest(value string) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], xxhash.Sum64String(value))
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // Read is an application-owned value the program read before or outside
@@ -630,21 +698,21 @@ func agentFingerprint(req *AgentRequest, system string, p AgentProvider, schema 
 	if st := plan.staging; st != nil && st.dir != "" {
 		prompt = strings.ReplaceAll(prompt, st.dir, "<staging>")
 	}
-	fp := map[string]string{"prompt": Fingerprint(prompt), "provider": Fingerprint(p.Name())}
+	fp := map[string]string{"prompt": digest(prompt), "provider": digest(p.Name())}
 	if system != "" {
-		fp["system"] = Fingerprint(system)
+		fp["system"] = digest(system)
 	}
 	if len(req.FollowUps) > 0 {
-		fp["follow-ups"] = Fingerprint(strings.Join(req.FollowUps, "\x00"))
+		fp["follow-ups"] = digest(strings.Join(req.FollowUps, "\x00"))
 	}
 	if req.Model != "" {
-		fp["model"] = Fingerprint(req.Model)
+		fp["model"] = digest(req.Model)
 	}
 	if schema != nil {
-		fp["schema"] = Fingerprint(schema.JSON())
+		fp["schema"] = digest(schema.JSON())
 	}
 	if req.Permissions != DefaultPermissions() {
-		fp["permissions"] = Fingerprint(fmt.Sprintf("%s/%t/%t", req.Permissions.Filesystem, req.Permissions.Network, req.Permissions.Shell))
+		fp["permissions"] = digest(fmt.Sprintf("%s/%t/%t", req.Permissions.Filesystem, req.Permissions.Network, req.Permissions.Shell))
 	}
 	if len(plan.tools) > 0 {
 		var b strings.Builder
@@ -656,14 +724,14 @@ func agentFingerprint(req *AgentRequest, system string, p AgentProvider, schema 
 			b.WriteString(g.Tool.InputSchema().JSON())
 			b.WriteByte(0)
 		}
-		fp["tools"] = Fingerprint(b.String())
+		fp["tools"] = digest(b.String())
 	}
 	if len(plan.mcp) > 0 {
 		names := make([]string, len(plan.mcp))
 		for i, m := range plan.mcp {
 			names[i] = m.GrantName()
 		}
-		fp["mcp servers"] = Fingerprint(strings.Join(names, "\x00"))
+		fp["mcp servers"] = digest(strings.Join(names, "\x00"))
 	}
 	if len(plan.skills) > 0 {
 		var b strings.Builder
@@ -673,7 +741,7 @@ func agentFingerprint(req *AgentRequest, system string, p AgentProvider, schema 
 			b.WriteString(sk.Description)
 			b.WriteByte(0)
 		}
-		fp["skills"] = Fingerprint(b.String())
+		fp["skills"] = digest(b.String())
 	}
 	return fp
 }
@@ -694,27 +762,65 @@ func replayedAgent(rec *Effect) (*AgentResponse, error) {
 
 // recordAgent records a live agent result that passed its checks.
 func (d *domain) recordAgent(ctx context.Context, ws *wsState, e *Effect, resp *AgentResponse, structured bool, turns []turnRecord) error {
-	r := agentResult{Turns: turns}
+	b := make([]byte, 0, len(resp.Text)+32+48*len(turns))
+	b = append(b, '{')
 	if structured {
-		r.Structured = resp.Structured
+		b = append(b, `"structured":`...)
+		var ok bool
+		if b, ok = appendJSON(b, resp.Structured); !ok {
+			s, err := CanonicalJSON(resp.Structured)
+			if err != nil {
+				return &EvaluationError{Msg: "cannot record " + e.Label + " in the journal", Pos: e.Pos, Err: err}
+			}
+			b = append(b[:len(`{"structured":`)], s...)
+		}
 	} else {
-		r.Text = resp.Text
+		b = append(b, `"text":`...)
+		b = appendJSONString(b, resp.Text)
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return &EvaluationError{Msg: "cannot record " + e.Label + " in the journal", Pos: e.Pos, Err: err}
+	if len(turns) > 0 {
+		b = append(b, `,"turns":[`...)
+		for i, t := range turns {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"index":`...)
+			b = strconv.AppendInt(b, int64(t.Index), 10)
+			b = append(b, `,"kind":`...)
+			b = appendJSONString(b, t.Kind)
+			for _, f := range [...]struct{ k, v string }{{"sessionId", t.SessionID}, {"stopReason", t.StopReason}, {"usage", t.Usage}} {
+				if f.v != "" {
+					b = append(b, ',', '"')
+					b = append(b, f.k...)
+					b = append(b, '"', ':')
+					b = appendJSONString(b, f.v)
+				}
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
 	}
-	e.Result = b
+	e.Result = append(b, '}')
 	return d.recordIn(ctx, ws, e)
 }
 
 // beforeLive prepares a live external effect: the workspace around it
 // gets the recorded run's files, and the records so far become durable.
-func (d *domain) beforeLive(ctx context.Context, ws *wsState, pos Position) error {
+// external says the effect reaches outside the process; an in-process
+// one (see InProcess) needs no sync.
+func (d *domain) beforeLive(ctx context.Context, ws *wsState, pos Position, external bool) error {
 	if err := checkpointsOf(ws).goLive(ctx); err != nil {
 		return &EvaluationError{Msg: "the workspace cannot be restored from the journal", Pos: pos, Err: err}
 	}
+	if !external {
+		return nil
+	}
 	return d.syncJournal(pos)
+}
+
+func inProcess(p AgentProvider) bool {
+	ip, ok := p.(InProcess)
+	return ok && ip.InProcess()
 }
 
 // replayedFiles restores the checkpoint a replayed effect recorded.
@@ -750,7 +856,7 @@ func (d *domain) checkReads(path *effectPath, reads []Read) error {
 // read records or checks one application read in context path.
 func (d *domain) read(path *effectPath, r Read) error {
 	label := r.Kind + "(" + strconv.Quote(r.Name) + ")"
-	e := &Effect{ID: path.next("read", r.Pos), Kind: "read", Pos: r.Pos, Label: label, Request: map[string]string{"name": Fingerprint(r.Kind + "\x00" + r.Name), "value": r.Digest}}
+	e := &Effect{ID: path.next("read", r.Pos), Kind: "read", Pos: r.Pos, Label: label, Request: map[string]string{"name": digest(r.Kind + "\x00" + r.Name), "value": r.Digest}}
 	rec, err := d.replay(e.ID, e.Kind, r.Pos, label, e.Request)
 	if err != nil || rec != nil {
 		return err
@@ -759,11 +865,11 @@ func (d *domain) read(path *effectPath, r Read) error {
 }
 
 // includeEffect records or checks the digest of an include()'s content.
-func (d *domain) includeEffect(path *effectPath, n *Include, label, digest string) error {
+func (d *domain) includeEffect(path *effectPath, n *Include, label, sum string) error {
 	if d.journal == nil {
 		return nil
 	}
-	e := &Effect{ID: path.next("include", n.Position), Kind: "include", Pos: n.Position, Label: label, Request: map[string]string{"content": digest}}
+	e := &Effect{ID: path.next("include", n.Position), Kind: "include", Pos: n.Position, Label: label, Request: map[string]string{"content": sum}}
 	rec, err := d.replay(e.ID, e.Kind, n.Position, label, e.Request)
 	if err != nil || rec != nil {
 		return err

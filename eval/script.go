@@ -41,9 +41,9 @@ func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res re
 		err        error
 	)
 	if d.journal != nil {
-		fp := map[string]string{"command": Fingerprint(commandLine(command, args)), "environment": Fingerprint(env)}
+		fp := map[string]string{"command": digest(commandLine(command, args)), "environment": digest(env)}
 		if n.Cwd != "" {
-			fp["cwd"] = Fingerprint(n.Cwd)
+			fp["cwd"] = digest(n.Cwd)
 		}
 		entry = &Effect{ID: path.next("script", n.Position), Kind: "script", Pos: n.Position, Label: "script()", Request: fp}
 		if rec, err = d.replay(entry.ID, entry.Kind, n.Position, entry.Label, fp); err != nil {
@@ -76,7 +76,7 @@ func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res re
 		return out.Stdout, nil
 	}
 	if entry != nil {
-		if err := d.beforeLive(ctx, res.ws, n.Position); err != nil {
+		if err := d.beforeLive(ctx, res.ws, n.Position, true); err != nil {
 			sp.end(err, nil, nil)
 			return "", err
 		}
