@@ -140,6 +140,10 @@ func Echo() RespondFunc {
 // Name implements eval.AgentProvider.
 func (a *Agent) Name() string { return a.name }
 
+// InProcess implements eval.InProcess: responses are computed in the
+// process, so journaled runs need not sync before calling the provider.
+func (a *Agent) InProcess() bool { return true }
+
 // SupportsSandbox implements eval.SandboxCompatible: the provider accepts
 // an enclosing sandbox when its options say so. Nothing runs in the
 // sandbox; the session is recorded with the call.
