@@ -16,8 +16,10 @@ import (
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
+	"github.com/aml-go/aml/journal"
 	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/starlib/acpstar"
+	"github.com/aml-go/aml/starlib/amltest"
 )
 
 // The npm peers these tests run (the versions .ci/run installs).
@@ -75,6 +77,88 @@ func TestOpenCodeExample(t *testing.T) {
 	if got != "Agents as workflows (8 words)" {
 		t.Fatalf("result = %q", got)
 	}
+}
+
+// TestOpenCodeCassette turns one run of examples/opencode.star with the
+// real opencode (against the fake model) into an aml test cassette: the
+// run is journaled, then a test file with "# cassette:" replays it with
+// the model server closed and opencode off PATH.
+func TestOpenCodeCassette(t *testing.T) {
+	bin := peers.Bin(t, "opencode", opencodePkg)
+	model := fakemodel.Start(func(r *fakemodel.Request) fakemodel.Reply {
+		result, tool := lastToolResult(r), toolNamed(r)
+		switch {
+		case len(r.Tools) == 0:
+			return fakemodel.Reply{Text: "Title"}
+		case result == "":
+			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: tool("word_count"), Arguments: `{"text":"AML runs coding agents from deterministic Starlark workflows"}`}}}
+		case strings.Contains(result, `"words"`):
+			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: tool("aml_submit_result"), Arguments: `{"result":{"title":"Recorded once","words":8}}`}}}
+		default:
+			return fakemodel.Reply{Text: "Submitted."}
+		}
+	})
+	dir := t.TempDir()
+	cfg, _ := json.Marshal(map[string]any{"provider": map[string]any{"fake": map[string]any{
+		"npm": "@ai-sdk/openai-compatible", "name": "Fake",
+		"options": map[string]any{"baseURL": model.URL, "apiKey": "sk-fake"},
+		"models":  map[string]any{"fake-model": map[string]any{"name": "Fake Model", "tool_call": true}},
+	}}, "small_model": "fake/fake-model", "share": "disabled"})
+	cfgFile := filepath.Join(dir, "opencode.json")
+	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("opencode.star")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := filepath.Join(dir, "opencode.star")
+	if err := os.WriteFile(wf, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := os.Getenv("PATH")
+	t.Setenv("OPENCODE_CONFIG", cfgFile)
+	t.Setenv("HOME", dir)
+	t.Setenv("OPENCODE_DISABLE_MODELS_FETCH", "1")
+	t.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+path)
+	env := map[string]string{"OPENCODE_MODEL": "fake/fake-model"}
+	lo := starlib.LoadOptions{Extensions: []*starlib.Extension{acpstar.Extension}, Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	w, err := starlib.LoadFile(wf, lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := journal.Create(filepath.Join(dir, "cassette"), journal.Meta{Workflow: wf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.Evaluate(ctx, "main", eval.Options{}, eval.EvaluateOptions{RunID: run.ID(), Journal: run})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got != "Recorded once (8 words)" {
+		t.Fatalf("the recorded run = %q", got)
+	}
+	requests := len(model.Requests())
+	model.Close()
+	t.Setenv("PATH", path) // no opencode, no model: the cassette only
+
+	test := filepath.Join(dir, "opencode_test.star")
+	if err := os.WriteFile(test, []byte("# cassette: cassette\n# env: OPENCODE_MODEL=fake/fake-model\nload(\"opencode.star\", recorded = \"main\")\n\nmain = recorded\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	record, err := amltest.Record(ctx, test, acpstar.Extension)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(record), "|Recorded once (8 words)") || strings.Contains(string(record), "-- error --") {
+		t.Fatalf("the cassette replay recorded\n%s", record)
+	}
+	t.Logf("recorded against %d model requests; replayed offline:\n%s", requests, record)
 }
 
 // TestCodexExample runs examples/codex.star unchanged with real codex-acp and
