@@ -435,6 +435,15 @@ type ResumeOptions struct {
 	// RerunChanged runs a divergent effect and every effect after it live
 	// instead of failing with a *DivergenceError.
 	RerunChanged bool
+	// Verify first replays the program without running anything live: an
+	// effect with no record stops its branch there, output (traces,
+	// print()) is dropped, and a divergence anywhere in the recorded part
+	// is reported before anything runs live, also in a parallel() branch
+	// that the live run would reach after a sibling went live. Use it when
+	// the workflow may have changed since the run was recorded (aml resume
+	// does when the workflow's files changed); it costs one more replay.
+	// Resources (workspace(), sandbox()) are acquired in that pass too.
+	Verify bool
 	// Answers answer pending questions by id; each answer must already be
 	// valid for its question's schema. They are recorded when the
 	// question is reached.
@@ -459,8 +468,52 @@ func (r *Runtime) Resume(ctx context.Context, value any, opts ResumeOptions) (st
 	if opts.RunID == "" {
 		return "", errors.New("Resume needs the run's id (ResumeOptions.RunID)")
 	}
-	return r.Evaluate(ctx, value, EvaluateOptions{RunID: opts.RunID, Journal: opts.Journal, RerunChanged: opts.RerunChanged, Answers: opts.Answers, Reads: opts.Reads, SourceRoot: opts.SourceRoot})
+	eo := EvaluateOptions{RunID: opts.RunID, Journal: opts.Journal, RerunChanged: opts.RerunChanged, Answers: opts.Answers, Reads: opts.Reads, SourceRoot: opts.SourceRoot}
+	if opts.Verify && !opts.RerunChanged {
+		if err := r.verify(ctx, value, eo); err != nil {
+			return "", err
+		}
+	}
+	return r.Evaluate(ctx, value, eo)
 }
+
+// verify is Resume's dry replay: it reports the first divergence of the
+// recorded part of the program, or nil.
+func (r *Runtime) verify(ctx context.Context, value any, eo EvaluateOptions) error {
+	dry := *r
+	dry.opts.Trace, dry.opts.OnStart, dry.opts.OnFinish = nil, nil, nil
+	dry.opts.Ask = nil
+	eo.verify = true
+	_, err := dry.Evaluate(context.WithValue(ctx, dryKey{}, true), value, eo)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return err
+	}
+	var de *DivergenceError
+	if errors.As(err, &de) {
+		return de
+	}
+	// Anything else (an effect with no record, a failure the live run
+	// will meet and report in its turn) is left to the live run.
+	return nil
+}
+
+// dryKey marks the context of Resume's dry replay (see DryRun).
+type dryKey struct{}
+
+// DryRun reports whether ctx belongs to the dry replay of
+// ResumeOptions.Verify, whose output is dropped: bindings use it to keep
+// print() quiet there. It is safe for concurrent use.
+func DryRun(ctx context.Context) bool {
+	v, _ := ctx.Value(dryKey{}).(bool)
+	return v
+}
+
+// errFrontier stops a branch of the dry replay at its first effect with
+// no record.
+var errFrontier = errors.New("the dry replay reached an effect with no record")
 
 // journaling is the journal state of one evaluation.
 type journaling struct {
@@ -469,6 +522,8 @@ type journaling struct {
 	answers      map[string]any
 	// cassette is set for a Cassette journal.
 	cassette bool
+	// verify is set in Resume's dry replay: nothing runs live.
+	verify bool
 	// live is set once a divergence was accepted (RerunChanged): every
 	// later effect runs live.
 	live atomic.Bool
@@ -569,6 +624,9 @@ func (d *domain) replay(id, kind string, pos Position, label string, req map[str
 	}
 	rec := jr.j.Lookup(id)
 	if rec == nil {
+		if jr.verify && kind != "include" && kind != "read" {
+			return nil, &EvaluationError{Msg: label + " has no record", Pos: pos, Err: errFrontier}
+		}
 		return nil, nil
 	}
 	if changed := changedFields(rec.Request, req); len(changed) > 0 || rec.Kind != kind {
@@ -586,7 +644,7 @@ func (d *domain) replay(id, kind string, pos Position, label string, req map[str
 
 // record appends a live effect's record.
 func (d *domain) record(e *Effect) error {
-	if d.journal.cassette {
+	if d.journal.cassette || d.journal.verify {
 		return nil
 	}
 	if err := d.journal.j.Record(e); err != nil {
@@ -597,7 +655,7 @@ func (d *domain) record(e *Effect) error {
 
 // syncJournal makes the records so far durable before an external effect.
 func (d *domain) syncJournal(pos Position) error {
-	if d.journal.cassette {
+	if d.journal.cassette || d.journal.verify {
 		return nil
 	}
 	if err := d.journal.j.Sync(); err != nil {
@@ -882,7 +940,7 @@ func (d *domain) includeEffect(path *effectPath, n *Include, label, sum string) 
 // *SuspendedError.
 func (d *domain) endJournal(err error) error {
 	var serr error
-	if !d.journal.cassette {
+	if !d.journal.cassette && !d.journal.verify {
 		serr = d.journal.j.Sync()
 	}
 	jr := d.journal

@@ -584,3 +584,48 @@ func TestCassetteServesAgentsOnly(t *testing.T) {
 		t.Fatalf("a changed prompt against a cassette: %v", err)
 	}
 }
+
+func TestResumeVerifyFindsDivergenceBeforeAnythingRuns(t *testing.T) {
+	agent := &countingAgent{}
+	rt, err := eval.New(eval.Options{AgentProvider: agent, Limits: &eval.Limits{MaxConcurrentAgents: eval.Unlimited}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	branch := func(line int, prompts ...string) any {
+		var seq []any
+		for i, p := range prompts {
+			seq = append(seq, &eval.Agent{Position: pos(line + i), Children: []any{p}})
+		}
+		return seq
+	}
+	tree := func(b2 string) any {
+		return &eval.Parallel{Position: pos(1), Branches: []any{branch(10, "a1", "a2"), branch(20, "b1", b2)}}
+	}
+	full := eval.NewMemoryJournal()
+	if _, err := rt.Evaluate(context.Background(), tree("b2"), eval.EvaluateOptions{Journal: full}); err != nil {
+		t.Fatal(err)
+	}
+	// The crash came while a2 ran: every other agent is recorded.
+	j := eval.NewMemoryJournal()
+	for _, e := range full.Effects() {
+		if !strings.Contains(e.ID, "t.star:11:1") {
+			if err := j.Record(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	agent.calls.Store(0)
+	_, err = rt.Resume(context.Background(), tree("B2"), eval.ResumeOptions{RunID: "r", Journal: j, Verify: true})
+	var de *eval.DivergenceError
+	if !errors.As(err, &de) || de.Pos != pos(21) {
+		t.Fatalf("verify: %v, want the divergence of b2 at t.star:21:1", err)
+	}
+	if n := agent.calls.Load(); n != 0 {
+		t.Fatalf("a verified resume ran %d agents live before reporting the divergence", n)
+	}
+	// Unchanged, the verified resume runs a2 live and nothing else.
+	got, err := rt.Resume(context.Background(), tree("b2"), eval.ResumeOptions{RunID: "r", Journal: j, Verify: true})
+	if err != nil || got != "<a1><a2><b1><b2>" || agent.calls.Load() != 1 {
+		t.Fatalf("verified resume = %q, %v, %d live", got, err, agent.calls.Load())
+	}
+}

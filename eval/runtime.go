@@ -225,6 +225,8 @@ type EvaluateOptions struct {
 	// digests are recorded, and checked against the recorded ones before
 	// anything runs.
 	Reads []Read
+	// verify is ResumeOptions.Verify's dry replay.
+	verify bool
 	// SourceRoot, with a Journal, is the directory the files of effect
 	// identities are named relative to (the workflow's directory), so
 	// that the identities do not depend on how the workflow file was
@@ -262,6 +264,7 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 		if c, ok := o.Journal.(Cassette); ok && c.Cassette() {
 			d.journal.cassette = true
 		}
+		d.journal.verify = o.verify
 		if o.SourceRoot != "" {
 			if abs, err := filepath.Abs(o.SourceRoot); err == nil {
 				d.journal.root = abs

@@ -2,6 +2,8 @@ package starlib
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -216,7 +218,10 @@ func (e *env) moduleKey(p string) string {
 	return p
 }
 
-func (e *env) print(_ *starlark.Thread, msg string) {
+func (e *env) print(th *starlark.Thread, msg string) {
+	if cc := componentOf(th); cc != nil && eval.DryRun(cc.Context()) {
+		return // Resume's dry replay prints nothing
+	}
 	if e.opts.Print != nil {
 		e.opts.Print(msg)
 		return
@@ -513,6 +518,50 @@ func (w *Workflow) SourceRoot() string {
 		return ""
 	}
 	return filepath.Dir(abs)
+}
+
+// SourceDigest returns the hex SHA-256 of the workflow's sources: the
+// entry file and every module it loaded (paths and contents, read again
+// now), so a journaled run can tell whether the program changed since it
+// was recorded. A workflow given as Source or FS digests what it can
+// read from disk.
+func (w *Workflow) SourceDigest() string {
+	w.env.mu.Lock()
+	files := make([]string, 0, len(w.env.modules)+1)
+	for k := range w.env.modules {
+		files = append(files, k)
+	}
+	w.env.mu.Unlock()
+	entry := w.File
+	if abs, err := filepath.Abs(w.File); err == nil && w.env.opts.FS == nil {
+		entry = abs
+	}
+	sort.Strings(files)
+	h := sha256.New()
+	var src []byte
+	if w.env.opts.Source != nil {
+		src = w.env.opts.Source
+	} else if w.env.opts.FS == nil {
+		src, _ = os.ReadFile(entry)
+	}
+	fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(entry), len(src))
+	h.Write(src)
+	root := filepath.Dir(entry)
+	for _, f := range files {
+		var b []byte
+		if w.env.opts.FS != nil {
+			b, _ = fs.ReadFile(w.env.opts.FS, f)
+		} else {
+			b, _ = os.ReadFile(f)
+		}
+		name := f
+		if rel, err := filepath.Rel(root, f); err == nil {
+			name = filepath.ToSlash(rel)
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // envDigest is the recorded digest of an env() value: never the value.

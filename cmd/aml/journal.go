@@ -3,8 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -74,16 +72,6 @@ func (rf recordedFlags) apply(f *runFlags) {
 	set(&f.maxSteps, rf.MaxSteps)
 }
 
-// fileDigest is the hex SHA-256 of a file's content.
-func fileDigest(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
-}
-
 // runJournaled runs entry as a new durable run in --journal DIR.
 func (r *runner) runJournaled(rt *eval.Runtime, wf *starlib.Workflow, entry any) int {
 	abs, err := filepath.Abs(r.file)
@@ -91,11 +79,7 @@ func (r *runner) runJournaled(rt *eval.Runtime, wf *starlib.Workflow, entry any)
 		r.logger.Error(err.Error())
 		return exitUsage
 	}
-	digest, err := fileDigest(abs)
-	if err != nil {
-		r.logger.Error(fmt.Sprintf("cannot read %s: %v", r.file, err))
-		return exitUsage
-	}
+	digest := wf.SourceDigest()
 	rf := recordFlags(r.f)
 	rf.File = r.file
 	flags, err := json.Marshal(rf)
@@ -372,15 +356,11 @@ Flags:
 		}
 		file = rf.File
 	}
-	digest, err := fileDigest(file)
-	if err != nil {
+	if _, err := os.Stat(file); err != nil {
 		return fail("the run's workflow %s cannot be read: %v", meta.Workflow, err)
 	}
 	r := newRunner(&f, file, stdout, stderr)
 	defer r.close()
-	if digest != meta.WorkflowDigest {
-		r.logger.Warnf("%s changed since run %s was recorded: a recorded effect whose request changed is a divergence", meta.Workflow, run.ID())
-	}
 	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(r.sigs)
 	if err := loadEnvFiles(r.file, f.envFile); err != nil {
@@ -409,12 +389,19 @@ Flags:
 		r.logger.Error(err.Error())
 		return exitUsage
 	}
+	// A workflow that changed since the run was recorded is replayed dry
+	// first, so that a divergence anywhere is reported before anything
+	// runs live.
+	changed := wf.SourceDigest() != meta.WorkflowDigest
+	if changed {
+		r.logger.Warnf("%s (or a module it loads) changed since run %s was recorded: replaying it first to find divergences", meta.Workflow, run.ID())
+	}
 	if err := run.SetState(journal.StateRecord{State: journal.Running, At: time.Now()}); err != nil {
 		return fail("%v", err)
 	}
 	r.logger.Printf("resuming run %s from %s (%d recorded effects)", run.ID(), f.journal, len(run.Effects()))
 	return r.run(run.ID(), func(ctx context.Context) (string, error) {
-		return rt.Resume(ctx, entry, eval.ResumeOptions{RunID: run.ID(), Journal: run, RerunChanged: rerunChanged, Answers: given, Reads: wf.Reads(), SourceRoot: wf.SourceRoot()})
+		return rt.Resume(ctx, entry, eval.ResumeOptions{RunID: run.ID(), Journal: run, RerunChanged: rerunChanged, Verify: changed, Answers: given, Reads: wf.Reads(), SourceRoot: wf.SourceRoot()})
 	}, r.recordOutcome(run))
 }
 
