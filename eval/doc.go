@@ -70,7 +70,25 @@
 //	SandboxCompatible  AgentProvider: may run inside a sandbox() (SupportsSandbox)
 //	NativeSkills       AgentProvider: discovers staged skills itself
 //	ObjectToolInputs   AgentProvider: needs object input schemas for granted tools
+//	InProcess          AgentProvider: touches nothing outside the process (no journal sync before it)
+//	StatelessSandbox   SandboxProvider: keeps no files of its own (allowed in journaled runs)
+//	InPlaceWorkspace   WorkspaceProvider: edits the user's directory (refused in journaled runs)
 //	ContentCapturer    TraceSink: receives content attributes (prompts, results, errors)
+//	Checkpointer       Journal: keeps copies of a workspace's files (needed for workspace() in journaled runs)
+//	Cassette           Journal: a recording replayed offline (agents and answers only)
+//
+// # Durable runs
+//
+// With EvaluateOptions.Journal every effect (agent sessions, scripts,
+// tool calls from component code, answers to ComponentContext.Ask, and
+// the digests of include() content and application reads) is recorded
+// under a stable identity before its result is used; Runtime.Resume
+// evaluates the same tree against the journal, serves what is recorded
+// and continues live at the first effect without a record. A recorded
+// request that changed is a *DivergenceError; a question without an
+// answer ends the evaluation with a *SuspendedError. journal.go documents
+// the identities, what a Journal backend must guarantee and what a
+// workflow must not do for replays to be exact.
 //
 // # Errors
 //
@@ -86,8 +104,10 @@
 //     A cancelled run still fails with an EvaluationError (naming where
 //     evaluation stopped) that wraps the cause, possibly inside a
 //     ParallelError, so test for it before the types below;
-//  2. AgentTimeoutError (an agent's timeout_ms), WorkspaceConflictError,
-//     ToolInputError, ToolOutputError: the cause you can act on;
+//  2. SuspendedError (a journaled run waits for answers), DivergenceError
+//     (a resumed run no longer matches its journal), AgentTimeoutError
+//     (an agent's timeout_ms), WorkspaceConflictError, ToolInputError,
+//     ToolOutputError: the cause you can act on;
 //  3. ParallelError: one entry per failed branch;
 //  4. EvaluationError: any other rule, limit or provider failure; Pos
 //     names the authored node.
