@@ -12,8 +12,13 @@
 //	  <run id>/           0700
 //	    journal.log       0600, the records
 //	    lock              0600, flock(2)ed by the process that holds the run
+//	    objects/          0700, workspace checkpoints' file contents (see Checkpoints)
+//	      <sha256 hex>    0600
+//	    checkpoints/      0700, their manifests
+//	      <id>.json       0600
 //
 // An existing DIR is used as it is; its permissions are not changed.
+// objects/ and checkpoints/ are made by the run's first Checkpoint.
 //
 // # Records
 //
@@ -67,12 +72,69 @@
 //     keep it until Close (or until the process dies, when the kernel
 //     releases it). Open fails with ErrLocked while another holds it.
 //
+// # Checkpoints
+//
+// A Run implements eval.Checkpointer: the evaluator checkpoints a
+// workspace's directory after each live effect inside it and names the
+// checkpoint in the effect's record (the effect's "cp"), and a resumed
+// run restores them. A checkpoint is a manifest, checkpoints/<id>.json,
+// whose files' contents are objects: objects/<sha256 hex> holds the
+// content whose SHA-256 it is named by, shared by all the run's
+// checkpoints and written once. A manifest is one JSON object:
+//
+//	{"v":1,"entries":[
+//	  {"path":"src","dir":true,"mode":493,"mtime":1767225600000000000},
+//	  {"path":"src/main.go","mode":420,"size":1234,"mtime":1767225600000000000,"sha256":"<hex>"},
+//	  ...]}
+//
+// "v" is the manifest format version, 1. An entry's "path" is slash-
+// separated and relative to the checkpointed directory (which has no
+// entry), and a directory's entry comes before its contents'; "mode" is
+// the permission bits (the 0777 part, as a number) and "mtime" the
+// modification time in Unix nanoseconds; a file has its "size" and the
+// SHA-256 of its content, a directory "dir" set. A checkpoint holds
+// regular files and directories only: Checkpoint refuses a tree with a
+// symbolic link or a special file, or with a name that is not valid
+// UTF-8 (which JSON cannot hold), naming it.
+//
+// An id is the checkpoint's number as 8 decimal digits (00000001, ...),
+// so ids sort in the order the checkpoints were taken; a Run numbers its
+// checkpoints after the highest one in checkpoints/ or named by a record,
+// so the order holds across processes resuming the run.
+//
+// Durability: objects and manifests are written to temporary names
+// (".tmp-" and a random suffix), fsynced and renamed into place; objects/
+// is fsynced after new objects were renamed into it and before the
+// manifest is written, and checkpoints/ after the manifest was renamed
+// (the run's directory too, when the first Checkpoint made objects/ and
+// checkpoints/). Checkpoint returns once all of that is done, so a
+// checkpoint is durable before a record can name it and Sync has nothing
+// more to do for it. A crash leaves every checkpoint whole or absent,
+// and at worst temporary files and unused objects: the next Checkpoint
+// of the run ignores them and removes the temporary files.
+//
+// Efficiency: a Run keeps, per checkpointed directory, the size,
+// modification time, inode number and change time of every file with its
+// content hash, and does not read a file again whose stat is unchanged
+// (a file modified less than 2 s before it was seen is read again the
+// next time, in case a write within the file system's timestamp
+// granularity left its stat as it was); an object that exists is not
+// written again. Restore writes only the files whose size or content
+// differ (to a temporary name, ".aml-restore-" and a random suffix, in
+// the same directory, renamed over the old file), and sets the modes
+// and modification times of the others when they differ.
+//
+// Recording Succeeded (SetState) removes objects/ and checkpoints/: a
+// finished run is not resumed, and Prune removes the whole run later
+// anyway.
+//
 // # Content
 //
 // The journal holds content: agents' results (their text or structured
 // values and turns), scripts' output, tool output and answers to
 // questions, because a resumed run serves them instead of running the
-// effects again. The content-capture rules of traces (which keep prompts
+// effects again; and copies of its workspaces' files (the checkpoints),
+// because a resumed run restores them. The content-capture rules of traces (which keep prompts
 // and results out of trace files unless asked to) do not apply to it;
 // only the requests are reduced to fingerprints. Journal directories are
 // therefore private to their owner (0700 directories, 0600 files), and

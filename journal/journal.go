@@ -102,8 +102,9 @@ type Torn struct {
 	Reason string
 }
 
-// Run is one run's journal, held open: it implements eval.Journal and
-// records the run's states. Create or Open makes one and takes the run's
+// Run is one run's journal, held open: it implements eval.Journal,
+// records the run's states, and keeps the run's workspace checkpoints
+// (eval.Checkpointer). Create or Open makes one and takes the run's
 // lock; Close releases it. All methods are safe for concurrent use.
 type Run struct {
 	id   string
@@ -112,6 +113,12 @@ type Run struct {
 	meta Meta
 	lock *os.File
 	torn *Torn
+
+	// cpMu serializes Checkpoint, Restore, the pruning of checkpoints
+	// and Close, and guards cp; it is taken before syncMu and mu, never
+	// after, so that a long checkpoint holds up no Record.
+	cpMu sync.Mutex
+	cp   checkpoints
 
 	// syncMu serializes fsyncs (and Close), so that concurrent Syncs
 	// share one fsync; it is taken before mu, never after.
@@ -125,6 +132,9 @@ type Run struct {
 	state    StateRecord
 	effects  map[string]*eval.Effect
 	order    []*eval.Effect
+	// lastCheckpoint is the Checkpoint of the last effect in order that
+	// names one.
+	lastCheckpoint string
 	// Records appended (to w), written to f, and known to be durable.
 	appended, flushed, synced uint64
 	err                       error // sticky: a write or fsync failed
@@ -297,6 +307,9 @@ func (r *Run) load() error {
 		case typeEffect:
 			r.effects[rec.effect.ID] = rec.effect
 			r.order = append(r.order, rec.effect)
+			if c := rec.effect.Checkpoint; c != "" {
+				r.lastCheckpoint = c
+			}
 		case typeState:
 			r.state, haveState = rec.state, true
 		}
@@ -407,6 +420,9 @@ func (r *Run) Record(e *eval.Effect) error {
 	}
 	r.effects[e.ID] = e
 	r.order = append(r.order, e)
+	if e.Checkpoint != "" {
+		r.lastCheckpoint = e.Checkpoint
+	}
 	return nil
 }
 
@@ -414,7 +430,12 @@ func (r *Run) Record(e *eval.Effect) error {
 // records Suspended (with the questions) or Failed (with the error) or
 // Succeeded when an evaluation ends, and Running when it resumes a run.
 // st.State must be Running, Suspended, Failed or Succeeded; a zero st.At
-// is the current time. It is safe for concurrent use.
+// is the current time. Once a Succeeded record is synced, SetState
+// removes the run's workspace checkpoints (objects/ and checkpoints/):
+// they only serve resuming the run. Failing to remove them is not an
+// error (Prune removes the whole run later); a Checkpoint after that
+// starts them over, numbered after the removed ones. It is safe for
+// concurrent use.
 func (r *Run) SetState(st StateRecord) error {
 	switch st.State {
 	case Running, Suspended, Failed, Succeeded:
@@ -434,7 +455,15 @@ func (r *Run) SetState(st StateRecord) error {
 	if err != nil {
 		return err
 	}
-	return r.Sync()
+	if err := r.Sync(); err != nil {
+		return err
+	}
+	if st.State == Succeeded {
+		// The checkpoints only served resuming the run. Failing to remove
+		// them fails nothing: Prune removes the whole run later.
+		r.pruneCheckpoints()
+	}
+	return nil
 }
 
 // appendLocked frames a record with enc and appends it to the buffer,
@@ -533,9 +562,12 @@ func (r *Run) Sync() error {
 
 // Close syncs the journal, closes its file and releases the run's lock.
 // It reports a failed write or fsync that left records unsaved. Calls
-// after the first do nothing and return nil. It is safe for concurrent
-// use; the other methods that write fail after it.
+// after the first do nothing and return nil. It waits for a Checkpoint
+// or Restore in progress. It is safe for concurrent use; the other
+// methods that write, and Checkpoint and Restore, fail after it.
 func (r *Run) Close() error {
+	r.cpMu.Lock()
+	defer r.cpMu.Unlock()
 	r.syncMu.Lock()
 	defer r.syncMu.Unlock()
 	r.mu.Lock()
