@@ -34,7 +34,7 @@ import (
 // already hold its partial writes (see the README on durable runs).
 const crashWorkflow = `store = filesystem_workspace(directory = env("STORE"))
 log = env("EFFECT_LOG")
-echo = deterministic_agent(respond = lambda req: "ok(" + req.prompt + ")")
+echo = deterministic_agent(respond = lambda req: "ok(" + req.prompt + ")", supports_sandbox = True)
 
 def step(name, n):
     out = []
@@ -114,8 +114,8 @@ func TestJournalCrashResume(t *testing.T) {
 
 	// The uninterrupted run: its output and saved files are the reference
 	// (lines of files written by parallel branches are compared sorted).
-	store0, log0 := filepath.Join(dir, "store0"), filepath.Join(dir, "log0")
-	cmd, stdout, stderr := run(store0, log0, "run", "--quiet", "--journal", filepath.Join(dir, "j0"), wf)
+	store0, log0 := filepath.Join(dir, "store-ref"), filepath.Join(dir, "log-ref")
+	cmd, stdout, stderr := run(store0, log0, "run", "--quiet", "--journal", filepath.Join(dir, "j-ref"), wf)
 	started := time.Now()
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("the uninterrupted run: %v\n%s", err, stderr)
@@ -146,7 +146,8 @@ func TestJournalCrashResume(t *testing.T) {
 			continue
 		}
 		id := m[1]
-		if werr == nil {
+		if werr == nil || runState(t, jdir, id) == journal.Succeeded {
+			// Finished (the kill may land after the end was recorded).
 			finished++
 			// A finished run is refused.
 			cmd, _, stderr := run(store, log, "resume", id, "--journal", jdir)
@@ -156,6 +157,9 @@ func TestJournalCrashResume(t *testing.T) {
 			continue
 		}
 		killed++
+		// The steps' sleeps outlive a killed aml by up to 30 ms, and the
+		// workspace is not taken over while a dead owner's processes run.
+		time.Sleep(100 * time.Millisecond)
 		recorded := recordedSteps(t, jdir, id)
 		killedLog := readLog(t, log)
 		if err := os.WriteFile(log, nil, 0o644); err != nil {
@@ -201,6 +205,22 @@ func TestJournalCrashResume(t *testing.T) {
 	if killed < trials/2 {
 		t.Fatalf("only %d of %d kills landed inside a run", killed, trials)
 	}
+}
+
+// runState returns the state the journal recorded last for run id.
+func runState(t *testing.T, jdir, id string) journal.State {
+	t.Helper()
+	runs, err := journal.List(jdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		if r.ID == id {
+			return r.State
+		}
+	}
+	t.Fatalf("no run %s in %s", id, jdir)
+	return ""
 }
 
 // recordedSteps returns the steps whose script results the journal of

@@ -32,6 +32,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,6 +131,7 @@ func Acquire(path string, opts Options) (*Lock, error) {
 		return nil, err
 	}
 	l := &Lock{path: path, token: rec.Token, opts: opts, stop: make(chan struct{}), done: make(chan struct{})}
+	sweepTemporary(path)
 	for attempt := 0; attempt < 4; attempt++ {
 		err := create(path, data)
 		if err == nil {
@@ -199,8 +201,31 @@ func (l *Lock) start() *Lock {
 	return l
 }
 
-// create writes a new lock file exclusively.
+// create writes a new lock file exclusively and whole: the record is
+// written and synced under a temporary name and hard-linked to path
+// (which fails when path exists), so a crash never leaves a lock file
+// without its owner's record, which could only be judged by its age. On a
+// filesystem without hard links the file is created in place.
 func create(path string, data []byte) error {
+	tmp := fmt.Sprintf("%s.%s.new", path, newToken())
+	if err := writeSynced(tmp, data); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("lockfile: temporary lock file %s exists: %w", tmp, err)
+		}
+		return err
+	}
+	err := os.Link(tmp, path)
+	os.Remove(tmp)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	// No hard links here: create the lock in place.
+	return writeSynced(path, data)
+}
+
+// writeSynced creates path exclusively with data, synced; a failed write
+// removes it.
+func writeSynced(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
@@ -217,6 +242,19 @@ func create(path string, data []byte) error {
 		return err
 	}
 	return nil
+}
+
+// sweepTemporary removes the temporary files of lock creations and
+// takeovers at path that a killed process left (older than a minute).
+func sweepTemporary(path string) {
+	for _, pattern := range []string{path + ".*.new", path + ".*.tmp"} {
+		matches, _ := filepath.Glob(pattern)
+		for _, m := range matches {
+			if info, err := os.Lstat(m); err == nil && info.Mode().IsRegular() && time.Since(info.ModTime()) > time.Minute {
+				os.Remove(m)
+			}
+		}
+	}
 }
 
 // inspect reports the holder of the lock at path and whether it is stale.

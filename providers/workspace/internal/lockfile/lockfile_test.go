@@ -290,3 +290,43 @@ func TestGuardOfAKilledTakeover(t *testing.T) {
 		t.Fatalf("a live taker's fresh guard: %v, want ErrLocked (contended)", err)
 	}
 }
+
+// TestCreationKilledMidway: a process killed while creating a lock leaves
+// at most its temporary file, never a lock file without a record; the
+// lock is free, and the next Acquire removes leftovers older than a
+// minute.
+func TestCreationKilledMidway(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "res.lock")
+	// What a kill between writing the record and linking it leaves.
+	leftover := path + ".0123abcd.new"
+	if err := os.WriteFile(leftover, []byte(`{"token":"dead"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(leftover, old, old); err != nil {
+		t.Fatal(err)
+	}
+	fresh := path + ".4567cdef.new"
+	if err := os.WriteFile(fresh, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Acquire(path, Options{Update: -1})
+	if err != nil {
+		t.Fatalf("Acquire beside a killed creation's temporary file: %v", err)
+	}
+	defer l.Release()
+	if rec, err := readRecord(path); err != nil || rec.PID != os.Getpid() {
+		t.Fatalf("the lock file holds %+v, %v; want this process's whole record", rec, err)
+	}
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Fatalf("an old temporary file survives Acquire: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("a fresh temporary file (another creator's, maybe) was removed: %v", err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Fatalf("the directory holds %d entries after Acquire, want the lock and the fresh file", len(entries))
+	}
+}
