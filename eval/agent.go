@@ -351,8 +351,9 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 		resp, err = d.retained(sctx, sp, req, exec, sess, turns)
 	} else {
 		resp, err = callProvider(sctx, p, req, exec)
-		if err == nil && resp != nil && turns != nil {
-			*turns = append(*turns, turnOf(len(req.FollowUps), "session", resp))
+		if err == nil && resp != nil && turns != nil && (resp.SessionID != "" || resp.StopReason != "" || resp.Usage != "") {
+			// A provider that runs all turns in one call reports the last.
+			*turns = append(*turns, turnOf(1+len(req.FollowUps), "session", resp))
 		}
 	}
 	unblock()

@@ -331,7 +331,9 @@ func Fingerprint(value string) string {
 func digest(value string) string {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], xxhash.Sum64String(value))
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	var out [11]byte
+	base64.RawURLEncoding.Encode(out[:], b[:])
+	return string(out[:])
 }
 
 // Read is an application-owned value the program read before or outside
@@ -564,7 +566,7 @@ type effectPath struct {
 	id     string // "" for the root
 	jr     *journaling
 	mu     sync.Mutex
-	counts map[effectKey]int32
+	counts map[effectKey]*occurrences
 }
 
 type effectKey struct {
@@ -579,23 +581,34 @@ func (p *effectPath) next(kind string, pos Position) string {
 	}
 	p.mu.Lock()
 	if p.counts == nil {
-		p.counts = map[effectKey]int32{}
+		p.counts = map[effectKey]*occurrences{}
 	}
 	k := effectKey{kind, pos}
-	n := p.counts[k]
-	p.counts[k] = n + 1
+	o := p.counts[k]
+	if o == nil {
+		// The identity up to the counter is the same for every
+		// occurrence: built once.
+		prefix := kind + "@" + p.jr.source(pos) + "#"
+		if p.id != "" {
+			prefix = p.id + "/" + prefix
+		}
+		o = &occurrences{prefix: prefix}
+		p.counts[k] = o
+	}
+	n := o.n
+	o.n++
 	p.mu.Unlock()
 	var b strings.Builder
-	if p.id != "" {
-		b.WriteString(p.id)
-		b.WriteByte('/')
-	}
-	b.WriteString(kind)
-	b.WriteByte('@')
-	b.WriteString(p.jr.source(pos))
-	b.WriteByte('#')
+	b.Grow(len(o.prefix) + 6)
+	b.WriteString(o.prefix)
 	b.WriteString(strconv.Itoa(int(n)))
 	return b.String()
+}
+
+// occurrences counts the effects of one kind at one position in a path.
+type occurrences struct {
+	prefix string
+	n      int32
 }
 
 // child returns the context of the next occurrence of a component (or a
@@ -756,7 +769,8 @@ func agentFingerprint(req *AgentRequest, system string, p AgentProvider, schema 
 	if st := plan.staging; st != nil && st.dir != "" {
 		prompt = strings.ReplaceAll(prompt, st.dir, "<staging>")
 	}
-	fp := map[string]string{"prompt": digest(prompt), "provider": digest(p.Name())}
+	fp := make(map[string]string, 4)
+	fp["prompt"], fp["provider"] = digest(prompt), digest(p.Name())
 	if system != "" {
 		fp["system"] = digest(system)
 	}

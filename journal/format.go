@@ -262,23 +262,32 @@ func decodeEffect(b []byte) (*eval.Effect, error) {
 	return e, nil
 }
 
-// appendEffect appends the framed record of e, appended at time at.
+// appendEffect appends the framed record of e, appended at time at. The
+// payload is encoded in place after room for the checksum, which is
+// filled in last: one record costs no allocation.
 func appendEffect(dst []byte, e *eval.Effect, at time.Time) ([]byte, error) {
 	c := *e
 	if kind, pos, ok := splitID(e.ID); ok && kind == e.Kind && pos == e.Pos {
 		c.Kind, c.Pos = "", eval.Position{}
 	}
-	ej, err := c.MarshalJSON()
-	if err != nil {
-		return dst, fmt.Errorf("cannot encode the effect %s: %w", e.ID, err)
+	start := len(dst)
+	dst = append(dst, "00000000 "...)
+	body := len(dst)
+	dst = append(dst, effectPrefix...)
+	dst = strconv.AppendInt(dst, at.UnixMilli(), 10)
+	dst = append(dst, `,"e":`...)
+	dst = c.AppendJSON(dst)
+	dst = append(dst, '}')
+	payload := dst[body:]
+	if bytes.IndexByte(payload, '\n') >= 0 {
+		return dst[:start], fmt.Errorf("cannot encode the effect %s: its JSON contains a newline", e.ID)
 	}
-	payload := make([]byte, 0, len(effectPrefix)+20+len(ej)+6)
-	payload = append(payload, effectPrefix...)
-	payload = strconv.AppendInt(payload, at.UnixMilli(), 10)
-	payload = append(payload, `,"e":`...)
-	payload = append(payload, ej...)
-	payload = append(payload, '}')
-	return frameChecked(dst, payload)
+	const hexDigits = "0123456789abcdef"
+	sum := crc32.Checksum(payload, castagnoli)
+	for i, shift := 0, 28; shift >= 0; i, shift = i+1, shift-4 {
+		dst[start+i] = hexDigits[sum>>uint(shift)&0xf]
+	}
+	return append(dst, '\n'), nil
 }
 
 // appendMeta appends the framed metadata record.
