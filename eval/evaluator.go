@@ -385,7 +385,7 @@ func (e *evaluator) enter(n Node) error {
 		}
 		a.skills = append(a.skills, sk)
 	case *Workspace:
-		ws, err := e.d.enterWorkspace(e.ctx, n, e.spanParent())
+		ws, err := e.d.enterWorkspace(e.ctx, n, e.spanParent(), p.path)
 		if err != nil {
 			return err
 		}
@@ -396,7 +396,7 @@ func (e *evaluator) enter(n Node) error {
 		base.span = ws.span
 		e.push(base)
 	case *Sandbox:
-		sb, err := e.d.enterSandbox(e.ctx, n, p.res, e.spanParent())
+		sb, err := e.d.enterSandbox(e.ctx, n, p.res, e.spanParent(), p.path)
 		if err != nil {
 			return err
 		}

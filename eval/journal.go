@@ -637,7 +637,7 @@ func (d *domain) replay(id, kind string, pos Position, label string, req map[str
 	}
 	rec := jr.j.Lookup(id)
 	if rec == nil {
-		if jr.verify && kind != "include" && kind != "read" {
+		if jr.verify && (kind == "agent" || kind == "script" || kind == "tool" || kind == "ask") {
 			return nil, &EvaluationError{Msg: label + " has no record", Pos: pos, Err: errFrontier}
 		}
 		return nil, nil
@@ -1167,4 +1167,59 @@ func (m *MemoryJournal) Truncated(n int) *MemoryJournal {
 	}
 	out.trees = maps.Clone(m.trees)
 	return out
+}
+
+// RevisionLease is an optional WorkspaceLease capability: RevisionID
+// names the revision the lease materialized ("" for none). A journaled
+// evaluation records it with the acquisition, for aml runs show; the
+// files themselves are put back from the acquisition's checkpoint.
+type RevisionLease interface {
+	RevisionID() string
+}
+
+// workspaceResult is the recorded result of a workspace acquisition.
+type workspaceResult struct {
+	Revision string `json:"revision,omitempty"`
+}
+
+// workspaceEffect looks up the recorded acquisition of workspace n: it
+// returns the effect to record, or the record to replay.
+func (d *domain) workspaceEffect(n *Workspace, p WorkspaceProvider, path *effectPath) (entry, rec *Effect, err error) {
+	label := "workspace()"
+	if n.ID != "" {
+		label = "workspace(id=" + strconv.Quote(n.ID) + ")"
+	}
+	e := &Effect{ID: path.next("workspace", n.Position), Kind: "workspace", Pos: n.Position, Label: label,
+		Request: map[string]string{"provider": digest(p.Name()), "id": digest(n.ID)}}
+	if rec, err = d.replay(e.ID, e.Kind, n.Position, label, e.Request); err != nil || rec != nil {
+		return nil, rec, err
+	}
+	return e, nil, nil
+}
+
+// recordWorkspace records a live workspace acquisition with a checkpoint
+// of the files as they were materialized.
+func (d *domain) recordWorkspace(ctx context.Context, ws *wsState, e *Effect) error {
+	var r workspaceResult
+	if rl, ok := ws.lease.(RevisionLease); ok {
+		r.Revision = rl.RevisionID()
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return &EvaluationError{Msg: "cannot record " + e.Label + " in the journal", Pos: e.Pos, Err: err}
+	}
+	e.Result = b
+	return d.recordIn(ctx, ws, e)
+}
+
+// sandboxEffect records an outer sandbox's acquisition (its provider and
+// access), or checks it on resume.
+func (d *domain) sandboxEffect(n *Sandbox, p SandboxProvider, access Access, path *effectPath) error {
+	e := &Effect{ID: path.next("sandbox", n.Position), Kind: "sandbox", Pos: n.Position, Label: "sandbox()",
+		Request: map[string]string{"provider": digest(p.Name()), "access": digest(string(access))}}
+	rec, err := d.replay(e.ID, e.Kind, n.Position, e.Label, e.Request)
+	if err != nil || rec != nil {
+		return err
+	}
+	return d.record(e)
 }

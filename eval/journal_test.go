@@ -629,3 +629,46 @@ func TestResumeVerifyFindsDivergenceBeforeAnythingRuns(t *testing.T) {
 		t.Fatalf("verified resume = %q, %v, %d live", got, err, agent.calls.Load())
 	}
 }
+
+func TestJournalPinsTheLoadedRevision(t *testing.T) {
+	sb, err := local.New(local.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := filesystem.New(filesystem.Options{Directory: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := eval.New(eval.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(children ...any) any {
+		return &eval.Workspace{ID: "repo", Provider: ws, Position: pos(1), Load: &eval.WorkspaceLoad{Revision: "current"}, Save: eval.DefaultSavePolicy(),
+			Children: []any{&eval.Sandbox{Provider: sb, Access: eval.ReadWrite, Position: pos(2), Children: children}}}
+	}
+	sh := func(line int, s string) any { return &eval.Script{Position: pos(line), Shell: "sh", Children: []any{s}} }
+	publish := func(v string) {
+		t.Helper()
+		if _, err := rt.Evaluate(context.Background(), in(sh(3, "echo "+v+" > seed.txt"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish("first")
+	tree := in(sh(10, "cat seed.txt"), sh(11, "echo step >> seed.txt; cat seed.txt"))
+	j := eval.NewMemoryJournal()
+	want, err := rt.Evaluate(context.Background(), tree, eval.EvaluateOptions{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want != "first\nfirst\nstep\n" || j.Effects()[0].Kind != "workspace" || !strings.Contains(string(j.Effects()[0].Result), `"revision":"`) {
+		t.Fatalf("recorded run %q, first effect %+v", want, j.Effects()[0])
+	}
+	// The crash came after the acquisition was recorded; meanwhile
+	// another run published a new revision.
+	publish("second")
+	got, err := rt.Resume(context.Background(), tree, eval.ResumeOptions{RunID: "r", Journal: j.Truncated(1)})
+	if err != nil || got != want {
+		t.Fatalf("resume = %q, %v; want %q (from the revision the run loaded)", got, err, want)
+	}
+}

@@ -50,7 +50,12 @@ type sbView struct {
 func (v *sbView) logical(p string) string { return path.Join(v.root, p) }
 
 // enterWorkspace acquires and materializes the workspace of n.
-func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan string) (*wsState, error) {
+//
+// In a journaled evaluation the acquisition is an effect: its record
+// names a checkpoint of the files as they were materialized (and the
+// revision, where the lease reports it), and a resumed run puts those
+// files back, even if another revision was published since.
+func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan string, path *effectPath) (*wsState, error) {
 	p := n.Provider
 	if p == nil {
 		p = d.rt.opts.WorkspaceProvider
@@ -87,6 +92,13 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 	if id == "" {
 		id = newWorkspaceID()
 	}
+	var entry, rec *Effect
+	if cpj != nil {
+		var err error
+		if entry, rec, err = d.workspaceEffect(n, p, path); err != nil {
+			return nil, err
+		}
+	}
 	sp := d.trace.startSpan(parentSpan, "workspace", "Workspace", n.Position, attrs{"provider", p.Name(), "workspace.id", id}, nil)
 	unblock := d.workers.block()
 	lease, err := p.Acquire(ctx, &WorkspaceAcquireRequest{ID: id, EvaluationID: d.runID, Load: n.Load, Lock: !n.NoLock})
@@ -102,6 +114,21 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 	ws := &wsState{node: n, lease: lease, id: id, cwd: cwd, name: p.Name(), span: sp}
 	if cpj != nil {
 		ws.cps = &wsCheckpoints{cp: cpj, dir: lease.Directory(), last: cpj.LastCheckpoint()}
+		var err error
+		if rec != nil {
+			err = d.replayedFiles(ctx, ws, rec)
+		} else {
+			err = d.recordWorkspace(ctx, ws, entry)
+		}
+		if err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
+			if rerr := lease.Release(rctx); rerr != nil {
+				err = errors.Join(err, &EvaluationError{Msg: fmt.Sprintf("workspace %q could not be released", id), Pos: n.Position, Err: rerr})
+			}
+			cancel()
+			sp.end(err, nil, nil)
+			return nil, err
+		}
 	}
 	if n.WriteConcurrency != "parallel" {
 		ws.serial = make(chan struct{}, 1)
@@ -149,7 +176,7 @@ func (d *domain) leaveWorkspace(ctx context.Context, ws *wsState, failed bool) e
 
 // enterSandbox acquires the lease of an outer sandbox or builds the view
 // of a nested one.
-func (d *domain) enterSandbox(ctx context.Context, n *Sandbox, res resScope, parentSpan string) (*sbView, error) {
+func (d *domain) enterSandbox(ctx context.Context, n *Sandbox, res resScope, parentSpan string, ep *effectPath) (*sbView, error) {
 	root := n.Root
 	if root == "" {
 		root = "."
@@ -217,6 +244,10 @@ func (d *domain) enterSandbox(ctx context.Context, n *Sandbox, res resScope, par
 		if sl, ok := p.(StatelessSandbox); !ok || !sl.KeepsNoState() {
 			view.releaseSerial()
 			return nil, newError(n.Position, fmt.Sprintf("sandbox provider %q keeps files of its own (a container or a copy) that a journaled run could not put back when it resumes; use local_sandbox() inside a workspace(), or run without --journal", p.Name()))
+		}
+		if err := d.sandboxEffect(n, p, access, ep); err != nil {
+			view.releaseSerial()
+			return nil, err
 		}
 	}
 	req := &SandboxAcquireRequest{Access: access, Root: root, Cwd: cwd, EvaluationID: d.runID}
