@@ -647,7 +647,9 @@ func TestJournalPinsTheLoadedRevision(t *testing.T) {
 		return &eval.Workspace{ID: "repo", Provider: ws, Position: pos(1), Load: &eval.WorkspaceLoad{Revision: "current"}, Save: eval.DefaultSavePolicy(),
 			Children: []any{&eval.Sandbox{Provider: sb, Access: eval.ReadWrite, Position: pos(2), Children: children}}}
 	}
-	sh := func(line int, s string) any { return &eval.Script{Position: pos(line), Shell: "sh", Children: []any{s}} }
+	sh := func(line int, s string) any {
+		return &eval.Script{Position: pos(line), Shell: "sh", Children: []any{s}}
+	}
 	publish := func(v string) {
 		t.Helper()
 		if _, err := rt.Evaluate(context.Background(), in(sh(3, "echo "+v+" > seed.txt"))); err != nil {
