@@ -914,6 +914,26 @@ func (d *domain) recordIn(ctx context.Context, ws *wsState, e *Effect) error {
 	return d.record(e)
 }
 
+// checkDurable refuses, before anything runs, default providers that a
+// journaled evaluation could not resume with (see InPlaceWorkspace and
+// StatelessSandbox); providers named on nodes are checked when reached.
+func (d *domain) checkDurable() error {
+	if d.journal.cassette {
+		return nil
+	}
+	if p := d.rt.opts.WorkspaceProvider; p != nil {
+		if ip, ok := p.(InPlaceWorkspace); ok && ip.EditsInPlace() {
+			return fmt.Errorf("the default workspace provider %q edits its directory in place, so a journaled run could not put the files back as they were when it resumes; configure a persistent workspace (filesystem_workspace, s3_workspace) or run without --journal", p.Name())
+		}
+	}
+	if p := d.rt.opts.SandboxProvider; p != nil {
+		if sl, ok := p.(StatelessSandbox); !ok || !sl.KeepsNoState() {
+			return fmt.Errorf("the default sandbox provider %q keeps files of its own (a container or a copy) that a journaled run could not put back when it resumes; configure local_sandbox() or run without --journal", p.Name())
+		}
+	}
+	return nil
+}
+
 // checkReads records the application reads made before evaluation, or
 // checks them against the recorded ones.
 func (d *domain) checkReads(path *effectPath, reads []Read) error {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -672,5 +674,52 @@ func TestJournalPinsTheLoadedRevision(t *testing.T) {
 	got, err := rt.Resume(context.Background(), tree, eval.ResumeOptions{RunID: "r", Journal: j.Truncated(1)})
 	if err != nil || got != want {
 		t.Fatalf("resume = %q, %v; want %q (from the revision the run loaded)", got, err, want)
+	}
+}
+
+func TestJournalRefusesDefaultsAtTheStart(t *testing.T) {
+	lw, err := localws.New(localws.Options{Directory: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &countingAgent{}
+	rt, err := eval.New(eval.Options{AgentProvider: agent, WorkspaceProvider: lw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.Evaluate(context.Background(), &eval.Agent{Position: pos(1), Children: []any{"x"}}, eval.EvaluateOptions{Journal: eval.NewMemoryJournal()})
+	if err == nil || !strings.Contains(err.Error(), `the default workspace provider "local" edits its directory in place`) || agent.calls.Load() != 0 {
+		t.Fatalf("a journaled run with local_workspace() as the default: %v (%d agents ran)", err, agent.calls.Load())
+	}
+	if _, err := rt.Evaluate(context.Background(), &eval.Agent{Position: pos(1), Children: []any{"x"}}); err != nil {
+		t.Fatalf("without a journal the default is fine: %v", err)
+	}
+}
+
+func TestJournalIncludeChangedIsADivergence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "notes.md")
+	if err := os.WriteFile(file, []byte("secret notes v1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agent := &countingAgent{}
+	rt, err := eval.New(eval.Options{AgentProvider: agent, Cwd: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The include is outside any agent: its text is the result, and only
+	// the include's own record can notice the change.
+	tree := []any{&eval.Include{Src: "notes.md", NoTitle: true, Position: pos(3)}, &eval.Agent{Position: pos(4), Children: []any{"go"}}}
+	j := eval.NewMemoryJournal()
+	if _, err := rt.Evaluate(context.Background(), tree, eval.EvaluateOptions{Journal: j}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("secret notes v2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.Resume(context.Background(), tree, eval.ResumeOptions{RunID: "r", Journal: j})
+	var de *eval.DivergenceError
+	if !errors.As(err, &de) || de.Pos != pos(3) || strings.Join(de.Changed, ",") != "content" || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("a changed included file: %v", err)
 	}
 }

@@ -281,7 +281,9 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 		err = r.opts.OnStart(StartEvent{RunID: runID})
 	}
 	if err == nil && d.journal != nil {
-		err = d.checkReads(rootPath, o.Reads)
+		if err = d.checkDurable(); err == nil {
+			err = d.checkReads(rootPath, o.Reads)
+		}
 	}
 	if err == nil {
 		root := d.trace.startSpan("", "evaluation", "run", Position{}, nil, nil)

@@ -473,8 +473,12 @@ func writeEnvelope(w io.Writer, runID string, dur time.Duration, text string, er
 			env[k] = v
 		}
 	}
-	b, _ := json.MarshalIndent(env, "", "  ")
-	fmt.Fprintf(w, "%s\n", b)
+	// Results are text for people and programs, not HTML: <, > and &
+	// stay as they are.
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(env)
 }
 
 // loadEnvFiles applies .env, .env.local, .env.<mode> and .env.<mode>.local
