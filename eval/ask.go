@@ -40,13 +40,13 @@ func (cc *ComponentContext) Ask(question, id string, schema *Schema, pos Positio
 		return d.askLive(cc.ctx, q, schema)
 	}
 	sc := cc.scope()
-	e := &Effect{ID: sc.path.next("ask", pos), Kind: "ask", Pos: pos, Request: map[string]string{"question": digest(question)}}
+	e := &Effect{ID: sc.path.next("ask", pos), Kind: "ask", Pos: pos, Request: fp("question", question)}
 	if q.ID == "" {
 		q.ID = e.ID
 	}
 	e.Label = "ask(" + strconv.Quote(q.ID) + ")"
 	if schema != nil {
-		e.Request["schema"] = digest(schema.JSON())
+		e.Request = fp("question", question, "schema", schema.JSON())
 	}
 	rec, err := d.replay(e.ID, e.Kind, pos, e.Label, e.Request)
 	if err != nil {

@@ -224,9 +224,11 @@ type Effect struct {
 	Pos Position
 	// Label names the node in messages, for example agent(name="review").
 	Label string
-	// Request is the fingerprint of the request: field name to a short
-	// digest of its value. Values are never stored.
-	Request map[string]string
+	// Request is the fingerprint of the request: "field=digest" pairs of
+	// the fields that determine the result, sorted by field and joined
+	// by ";", each digest short (see Fingerprint). Values are never
+	// stored. RequestFields splits it.
+	Request string
 	// Result is the kind's result as JSON (nil for include and read).
 	Result json.RawMessage
 	// Checkpoint names the copy of the workspace's files the journal took
@@ -241,7 +243,7 @@ type effectJSON struct {
 	Line    int32             `json:"line,omitempty"`
 	Col     int32             `json:"col,omitempty"`
 	Label   string            `json:"label,omitempty"`
-	Request map[string]string `json:"req,omitempty"`
+	Request string            `json:"req,omitempty"`
 	Result  json.RawMessage   `json:"result,omitempty"`
 	CP      string            `json:"cp,omitempty"`
 }
@@ -253,7 +255,7 @@ func (e *Effect) MarshalJSON() ([]byte, error) {
 }
 
 // AppendJSON appends the effect's compact JSON object to dst: id, kind,
-// file, line, col, label, req (keys sorted), result and cp, the empty
+// file, line, col, label, req, result and cp, the empty
 // ones left out. Result must be valid compact JSON, as the evaluator
 // records it. Journals encode an effect per record, so it is written by
 // hand rather than through reflection.
@@ -278,23 +280,9 @@ func (e *Effect) AppendJSON(dst []byte) []byte {
 		dst = append(dst, `,"label":`...)
 		dst = appendJSONString(dst, e.Label)
 	}
-	if len(e.Request) > 0 {
-		var small [12]string
-		keys := small[:0]
-		for k := range e.Request {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		dst = append(dst, `,"req":{`...)
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, k)
-			dst = append(dst, ':')
-			dst = appendJSONString(dst, e.Request[k])
-		}
-		dst = append(dst, '}')
+	if e.Request != "" {
+		dst = append(dst, `,"req":`...)
+		dst = appendJSONString(dst, e.Request)
 	}
 	if len(e.Result) > 0 {
 		dst = append(dst, `,"result":`...)
@@ -329,11 +317,15 @@ func Fingerprint(value string) string {
 // base64url xxHash-64. It notices changes; it is not meant to resist an
 // adversary (Fingerprint, SHA-256, digests application reads).
 func digest(value string) string {
+	var out [11]byte
+	return string(appendDigest(out[:0], value))
+}
+
+// appendDigest appends the digest of value to dst.
+func appendDigest(dst []byte, value string) []byte {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], xxhash.Sum64String(value))
-	var out [11]byte
-	base64.RawURLEncoding.Encode(out[:], b[:])
-	return string(out[:])
+	return base64.RawURLEncoding.AppendEncode(dst, b[:])
 }
 
 // Read is an application-owned value the program read before or outside
@@ -630,7 +622,7 @@ func (p *effectPath) branch(i int) *effectPath {
 
 // replay looks up the record of effect id and checks its fingerprint. It
 // returns the record to serve, or nil to run the effect live.
-func (d *domain) replay(id, kind string, pos Position, label string, req map[string]string) (*Effect, error) {
+func (d *domain) replay(id, kind string, pos Position, label string, req string) (*Effect, error) {
 	jr := d.journal
 	if jr.live.Load() || jr.cassette && kind != "agent" && kind != "ask" {
 		return nil, nil
@@ -677,20 +669,71 @@ func (d *domain) syncJournal(pos Position) error {
 	return nil
 }
 
-func changedFields(old, now map[string]string) []string {
+// changedFields names the fields whose digests differ between two
+// fingerprints (see Effect.Request), sorted.
+func changedFields(old, now string) []string {
+	if old == now {
+		return nil
+	}
+	o, n := RequestFields(old), RequestFields(now)
 	var out []string
-	for k, v := range now {
-		if old[k] != v {
+	for k, v := range n {
+		if o[k] != v {
 			out = append(out, k)
 		}
 	}
-	for k := range old {
-		if _, ok := now[k]; !ok {
+	for k := range o {
+		if _, ok := n[k]; !ok {
 			out = append(out, k)
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// RequestFields splits a fingerprint (Effect.Request) into field names
+// and digests.
+func RequestFields(fp string) map[string]string {
+	out := map[string]string{}
+	for fp != "" {
+		var pair string
+		pair, fp, _ = strings.Cut(fp, ";")
+		if k, v, ok := strings.Cut(pair, "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// fingerprint builds an Effect.Request: add fields in sorted order.
+type fingerprint struct{ b []byte }
+
+// add appends field name with the digest of value.
+func (f *fingerprint) add(name, value string) {
+	f.addDigest(name, "")
+	f.b = appendDigest(f.b, value)
+}
+
+// addDigest appends field name with a digest computed elsewhere.
+func (f *fingerprint) addDigest(name, sum string) {
+	if len(f.b) > 0 {
+		f.b = append(f.b, ';')
+	}
+	f.b = append(f.b, name...)
+	f.b = append(f.b, '=')
+	f.b = append(f.b, sum...)
+}
+
+func (f *fingerprint) String() string { return string(f.b) }
+
+// fp is the fingerprint of name, value pairs given in sorted order.
+func fp(pairs ...string) string {
+	var f fingerprint
+	f.b = make([]byte, 0, 16*len(pairs))
+	for i := 0; i+1 < len(pairs); i += 2 {
+		f.add(pairs[i], pairs[i+1])
+	}
+	return f.String()
 }
 
 // MemoryJournal is a Journal that keeps its records in memory: for tests
@@ -764,27 +807,46 @@ type agentResult struct {
 // the authored system text, before any skill fragment (which names
 // staging paths that differ from run to run); staging paths in the
 // prompt are replaced by a placeholder for the same reason.
-func agentFingerprint(req *AgentRequest, system string, p AgentProvider, schema *Schema, plan *agentPlan) map[string]string {
+func agentFingerprint(req *AgentRequest, system string, p AgentProvider, schema *Schema, plan *agentPlan) string {
 	prompt := req.Prompt
 	if st := plan.staging; st != nil && st.dir != "" {
 		prompt = strings.ReplaceAll(prompt, st.dir, "<staging>")
 	}
-	fp := make(map[string]string, 4)
-	fp["prompt"], fp["provider"] = digest(prompt), digest(p.Name())
-	if system != "" {
-		fp["system"] = digest(system)
-	}
+	// Fields in sorted order.
+	f := fingerprint{b: make([]byte, 0, 96)}
 	if len(req.FollowUps) > 0 {
-		fp["follow-ups"] = digest(strings.Join(req.FollowUps, "\x00"))
+		f.add("follow-ups", strings.Join(req.FollowUps, "\x00"))
+	}
+	if len(plan.mcp) > 0 {
+		names := make([]string, len(plan.mcp))
+		for i, m := range plan.mcp {
+			names[i] = m.GrantName()
+		}
+		f.add("mcp servers", strings.Join(names, "\x00"))
 	}
 	if req.Model != "" {
-		fp["model"] = digest(req.Model)
-	}
-	if schema != nil {
-		fp["schema"] = digest(schema.JSON())
+		f.add("model", req.Model)
 	}
 	if req.Permissions != DefaultPermissions() {
-		fp["permissions"] = digest(fmt.Sprintf("%s/%t/%t", req.Permissions.Filesystem, req.Permissions.Network, req.Permissions.Shell))
+		f.add("permissions", fmt.Sprintf("%s/%t/%t", req.Permissions.Filesystem, req.Permissions.Network, req.Permissions.Shell))
+	}
+	f.add("prompt", prompt)
+	f.add("provider", p.Name())
+	if schema != nil {
+		f.add("schema", schema.JSON())
+	}
+	if len(plan.skills) > 0 {
+		var b strings.Builder
+		for _, sk := range plan.skills {
+			b.WriteString(sk.Name)
+			b.WriteByte(0)
+			b.WriteString(sk.Description)
+			b.WriteByte(0)
+		}
+		f.add("skills", b.String())
+	}
+	if system != "" {
+		f.add("system", system)
 	}
 	if len(plan.tools) > 0 {
 		var b strings.Builder
@@ -796,26 +858,9 @@ func agentFingerprint(req *AgentRequest, system string, p AgentProvider, schema 
 			b.WriteString(g.Tool.InputSchema().JSON())
 			b.WriteByte(0)
 		}
-		fp["tools"] = digest(b.String())
+		f.add("tools", b.String())
 	}
-	if len(plan.mcp) > 0 {
-		names := make([]string, len(plan.mcp))
-		for i, m := range plan.mcp {
-			names[i] = m.GrantName()
-		}
-		fp["mcp servers"] = digest(strings.Join(names, "\x00"))
-	}
-	if len(plan.skills) > 0 {
-		var b strings.Builder
-		for _, sk := range plan.skills {
-			b.WriteString(sk.Name)
-			b.WriteByte(0)
-			b.WriteString(sk.Description)
-			b.WriteByte(0)
-		}
-		fp["skills"] = digest(b.String())
-	}
-	return fp
+	return f.String()
 }
 
 // replayedAgent turns a recorded agent result back into a response.
@@ -948,7 +993,10 @@ func (d *domain) checkReads(path *effectPath, reads []Read) error {
 // read records or checks one application read in context path.
 func (d *domain) read(path *effectPath, r Read) error {
 	label := r.Kind + "(" + strconv.Quote(r.Name) + ")"
-	e := &Effect{ID: path.next("read", r.Pos), Kind: "read", Pos: r.Pos, Label: label, Request: map[string]string{"name": digest(r.Kind + "\x00" + r.Name), "value": r.Digest}}
+	var f fingerprint
+	f.add("name", r.Kind+"\x00"+r.Name)
+	f.addDigest("value", r.Digest)
+	e := &Effect{ID: path.next("read", r.Pos), Kind: "read", Pos: r.Pos, Label: label, Request: f.String()}
 	rec, err := d.replay(e.ID, e.Kind, r.Pos, label, e.Request)
 	if err != nil || rec != nil {
 		return err
@@ -961,7 +1009,9 @@ func (d *domain) includeEffect(path *effectPath, n *Include, label, sum string) 
 	if d.journal == nil {
 		return nil
 	}
-	e := &Effect{ID: path.next("include", n.Position), Kind: "include", Pos: n.Position, Label: label, Request: map[string]string{"content": sum}}
+	var f fingerprint
+	f.addDigest("content", sum)
+	e := &Effect{ID: path.next("include", n.Position), Kind: "include", Pos: n.Position, Label: label, Request: f.String()}
 	rec, err := d.replay(e.ID, e.Kind, n.Position, label, e.Request)
 	if err != nil || rec != nil {
 		return err
@@ -1210,7 +1260,7 @@ func (d *domain) workspaceEffect(n *Workspace, p WorkspaceProvider, path *effect
 		label = "workspace(id=" + strconv.Quote(n.ID) + ")"
 	}
 	e := &Effect{ID: path.next("workspace", n.Position), Kind: "workspace", Pos: n.Position, Label: label,
-		Request: map[string]string{"provider": digest(p.Name()), "id": digest(n.ID)}}
+		Request: fp("id", n.ID, "provider", p.Name())}
 	if rec, err = d.replay(e.ID, e.Kind, n.Position, label, e.Request); err != nil || rec != nil {
 		return nil, rec, err
 	}
@@ -1236,7 +1286,7 @@ func (d *domain) recordWorkspace(ctx context.Context, ws *wsState, e *Effect) er
 // access), or checks it on resume.
 func (d *domain) sandboxEffect(n *Sandbox, p SandboxProvider, access Access, path *effectPath) error {
 	e := &Effect{ID: path.next("sandbox", n.Position), Kind: "sandbox", Pos: n.Position, Label: "sandbox()",
-		Request: map[string]string{"provider": digest(p.Name()), "access": digest(string(access))}}
+		Request: fp("access", string(access), "provider", p.Name())}
 	rec, err := d.replay(e.ID, e.Kind, n.Position, e.Label, e.Request)
 	if err != nil || rec != nil {
 		return err

@@ -266,7 +266,7 @@ func TestJournalReadsDivergeBeforeAnythingRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, e := range j.Effects() {
-		for _, v := range e.Request {
+		for _, v := range eval.RequestFields(e.Request) {
 			if strings.Contains(v, "secret") {
 				t.Fatalf("the journal holds the read value: %+v", e)
 			}

@@ -41,12 +41,14 @@ func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res re
 		err        error
 	)
 	if d.journal != nil {
-		fp := map[string]string{"command": digest(commandLine(command, args)), "environment": digest(env)}
+		var f fingerprint
+		f.add("command", commandLine(command, args))
 		if n.Cwd != "" {
-			fp["cwd"] = digest(n.Cwd)
+			f.add("cwd", n.Cwd)
 		}
-		entry = &Effect{ID: path.next("script", n.Position), Kind: "script", Pos: n.Position, Label: "script()", Request: fp}
-		if rec, err = d.replay(entry.ID, entry.Kind, n.Position, entry.Label, fp); err != nil {
+		f.add("environment", env)
+		entry = &Effect{ID: path.next("script", n.Position), Kind: "script", Pos: n.Position, Label: "script()", Request: f.String()}
+		if rec, err = d.replay(entry.ID, entry.Kind, n.Position, entry.Label, entry.Request); err != nil {
 			return "", err
 		}
 	}

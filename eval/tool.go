@@ -267,7 +267,7 @@ func (cc *ComponentContext) CallTool(t *Tool, input any) (any, error) {
 	if err != nil {
 		return nil, &ToolInputError{Tool: t.name, Msg: "it is not JSON data", Err: err}
 	}
-	e := &Effect{ID: sc.path.next("tool", t.pos), Kind: "tool", Pos: t.pos, Label: label, Request: map[string]string{"tool": digest(t.name), "input": digest(canon)}}
+	e := &Effect{ID: sc.path.next("tool", t.pos), Kind: "tool", Pos: t.pos, Label: label, Request: fp("input", canon, "tool", t.name)}
 	rec, err := cc.d.replay(e.ID, e.Kind, t.pos, label, e.Request)
 	if err != nil {
 		return nil, err

@@ -35,13 +35,9 @@ func agentEffect(n int, result string) *eval.Effect {
 		Kind:  "agent",
 		Pos:   eval.Position{File: "review.star", Line: 14, Col: 5},
 		Label: `agent(name="reviewer")`,
-		Request: map[string]string{
-			"prompt":   eval.Fingerprint(fmt.Sprint("prompt", n)),
-			"system":   eval.Fingerprint("system"),
-			"model":    eval.Fingerprint("opus"),
-			"provider": eval.Fingerprint("claude"),
-			"schema":   eval.Fingerprint("{}"),
-		},
+		// As the evaluator writes them: five fields, 11-character digests.
+		Request: fmt.Sprintf("model=%.11s;prompt=%.11s;provider=%.11s;schema=%.11s;system=%.11s",
+			eval.Fingerprint("opus"), eval.Fingerprint(fmt.Sprint("prompt", n)), eval.Fingerprint("claude"), eval.Fingerprint("{}"), eval.Fingerprint("system")),
 		Result: json.RawMessage(result),
 	}
 }
@@ -125,8 +121,8 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("a new run's state is %q, want running", r.State())
 	}
 	first := agentEffect(0, `{"text":"first"}`)
-	script := &eval.Effect{ID: "script@review.star:20:1#0", Kind: "script", Pos: eval.Position{File: "review.star", Line: 20, Col: 1}, Label: "script()", Request: map[string]string{"command": eval.Fingerprint("ls"), "environment": eval.Fingerprint("")}, Result: json.RawMessage(`"a\nb\n"`)}
-	include := &eval.Effect{ID: "include@lib/x.star:2:1#0", Kind: "include", Pos: eval.Position{File: "lib/x.star", Line: 2, Col: 1}, Label: "include(\"lib/y.star\")", Request: map[string]string{"content": eval.Fingerprint("x")}}
+	script := &eval.Effect{ID: "script@review.star:20:1#0", Kind: "script", Pos: eval.Position{File: "review.star", Line: 20, Col: 1}, Label: "script()", Request: "command=" + eval.Fingerprint("ls") + ";environment=" + eval.Fingerprint(""), Result: json.RawMessage(`"a\nb\n"`)}
+	include := &eval.Effect{ID: "include@lib/x.star:2:1#0", Kind: "include", Pos: eval.Position{File: "lib/x.star", Line: 2, Col: 1}, Label: "include(\"lib/y.star\")", Request: "content=" + eval.Fingerprint("x")}
 	// Neither can be abbreviated: a file with '@', an id of another form.
 	odd := &eval.Effect{ID: "tool@me@host.star:3:4#1", Kind: "tool", Pos: eval.Position{File: "me@host.star", Line: 3, Col: 4}, Label: "tool(t)", Result: json.RawMessage(`{"output":"<ok>"}`)}
 	custom := &eval.Effect{ID: "question-1", Kind: "ask", Pos: eval.Position{File: "review.star", Line: 9, Col: 2}, Result: json.RawMessage(`"yes"`)}
