@@ -237,15 +237,15 @@ type Effect struct {
 }
 
 type effectJSON struct {
-	ID      string            `json:"id"`
-	Kind    string            `json:"kind"`
-	File    string            `json:"file,omitempty"`
-	Line    int32             `json:"line,omitempty"`
-	Col     int32             `json:"col,omitempty"`
-	Label   string            `json:"label,omitempty"`
-	Request string            `json:"req,omitempty"`
-	Result  json.RawMessage   `json:"result,omitempty"`
-	CP      string            `json:"cp,omitempty"`
+	ID      string          `json:"id"`
+	Kind    string          `json:"kind"`
+	File    string          `json:"file,omitempty"`
+	Line    int32           `json:"line,omitempty"`
+	Col     int32           `json:"col,omitempty"`
+	Label   string          `json:"label,omitempty"`
+	Request string          `json:"req,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	CP      string          `json:"cp,omitempty"`
 }
 
 // MarshalJSON encodes the effect with its position as file, line and col
