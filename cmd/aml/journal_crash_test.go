@@ -70,7 +70,10 @@ func TestJournalCrashResume(t *testing.T) {
 	if testing.Short() {
 		trials = 10
 	}
-	bin := buildAML(t)
+	// Without -race even under go test -race: the property is about
+	// crashes, and a hundred kills of a race-instrumented binary take
+	// minutes (the evaluator's journaling is race-tested in process).
+	bin := buildAMLRace(t, false)
 	dir := t.TempDir()
 	wf := filepath.Join(dir, "crash.star")
 	if err := os.WriteFile(wf, []byte(crashWorkflow), 0o644); err != nil {
@@ -115,13 +118,22 @@ func TestJournalCrashResume(t *testing.T) {
 	// The uninterrupted run: its output and saved files are the reference
 	// (lines of files written by parallel branches are compared sorted).
 	store0, log0 := filepath.Join(dir, "store-ref"), filepath.Join(dir, "log-ref")
-	cmd, stdout, stderr := run(store0, log0, "run", "--quiet", "--journal", filepath.Join(dir, "j-ref"), wf)
-	started := time.Now()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("the uninterrupted run: %v\n%s", err, stderr)
+	// The kills land in the time an uninterrupted run takes: the median
+	// of three (the first run of a binary is slower).
+	var want result
+	var times []time.Duration
+	for i := range 3 {
+		store, log := store0+strconv.Itoa(i), log0+strconv.Itoa(i)
+		cmd, stdout, stderr := run(store, log, "run", "--quiet", "--journal", filepath.Join(dir, "j-ref"), wf)
+		started := time.Now()
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("the uninterrupted run: %v\n%s", err, stderr)
+		}
+		times = append(times, time.Since(started))
+		want = result{stdout: stdout.String(), files: saved(store)}
 	}
-	full := time.Since(started)
-	want := result{stdout: stdout.String(), files: saved(store0)}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	full := times[1]
 	if n := strings.Count(want.stdout, "ok("); n != 14 || !strings.Contains(want.stdout, "z:14:14") || !strings.Contains(want.stdout, "ok(a4 saw a4:5)") {
 		t.Fatalf("the uninterrupted run printed %q", want.stdout)
 	}

@@ -134,13 +134,19 @@ func checkCancelled(t *testing.T, name, stdout, stderr string) {
 // when the test binary itself was built with it.
 func buildAML(t *testing.T) string {
 	t.Helper()
+	return buildAMLRace(t, raceEnabled())
+}
+
+// buildAMLRace builds this command, with -race when race is set.
+func buildAMLRace(t *testing.T, race bool) string {
+	t.Helper()
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		t.Skipf("signal tests need the go tool to build the aml binary: %v", err)
 	}
 	bin := filepath.Join(t.TempDir(), "aml")
 	args := []string{"build", "-o", bin}
-	if raceEnabled() {
+	if race {
 		args = append(args, "-race")
 	}
 	args = append(args, ".")
