@@ -813,7 +813,8 @@ func agentFingerprint(req *AgentRequest, system string, p AgentProvider, schema 
 		prompt = strings.ReplaceAll(prompt, st.dir, "<staging>")
 	}
 	// Fields in sorted order.
-	f := fingerprint{b: make([]byte, 0, 96)}
+	var buf [128]byte
+	f := fingerprint{b: buf[:0]}
 	if len(req.FollowUps) > 0 {
 		f.add("follow-ups", strings.Join(req.FollowUps, "\x00"))
 	}
@@ -951,6 +952,9 @@ func (d *domain) replayedFiles(ctx context.Context, ws *wsState, rec *Effect) er
 // recordIn records a live effect that ran inside workspace ws (nil for
 // none), with a checkpoint of the workspace's files.
 func (d *domain) recordIn(ctx context.Context, ws *wsState, e *Effect) error {
+	if d.journal.cassette || d.journal.verify {
+		return nil // nothing is recorded, so nothing is checkpointed
+	}
 	id, err := checkpointsOf(ws).take(ctx)
 	if err != nil {
 		return &EvaluationError{Msg: "cannot record " + e.Label + " in the journal", Pos: e.Pos, Err: err}
