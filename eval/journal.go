@@ -813,8 +813,7 @@ func agentFingerprint(req *AgentRequest, system string, p AgentProvider, schema 
 		prompt = strings.ReplaceAll(prompt, st.dir, "<staging>")
 	}
 	// Fields in sorted order.
-	var buf [128]byte
-	f := fingerprint{b: buf[:0]}
+	f := fingerprint{b: make([]byte, 0, 96)}
 	if len(req.FollowUps) > 0 {
 		f.add("follow-ups", strings.Join(req.FollowUps, "\x00"))
 	}
