@@ -590,10 +590,12 @@ func (p *effectPath) next(kind string, pos Position) string {
 	n := o.n
 	o.n++
 	p.mu.Unlock()
+	var digits [11]byte
+	num := strconv.AppendInt(digits[:0], int64(n), 10)
 	var b strings.Builder
-	b.Grow(len(o.prefix) + 6)
+	b.Grow(len(o.prefix) + len(num))
 	b.WriteString(o.prefix)
-	b.WriteString(strconv.Itoa(int(n)))
+	b.Write(num)
 	return b.String()
 }
 
@@ -706,30 +708,30 @@ func RequestFields(fp string) map[string]string {
 }
 
 // fingerprint builds an Effect.Request: add fields in sorted order.
-type fingerprint struct{ b []byte }
+type fingerprint struct{ b strings.Builder }
 
 // add appends field name with the digest of value.
 func (f *fingerprint) add(name, value string) {
-	f.addDigest(name, "")
-	f.b = appendDigest(f.b, value)
+	var d [11]byte
+	f.addDigest(name, string(appendDigest(d[:0], value)))
 }
 
 // addDigest appends field name with a digest computed elsewhere.
 func (f *fingerprint) addDigest(name, sum string) {
-	if len(f.b) > 0 {
-		f.b = append(f.b, ';')
+	if f.b.Len() > 0 {
+		f.b.WriteByte(';')
 	}
-	f.b = append(f.b, name...)
-	f.b = append(f.b, '=')
-	f.b = append(f.b, sum...)
+	f.b.WriteString(name)
+	f.b.WriteByte('=')
+	f.b.WriteString(sum)
 }
 
-func (f *fingerprint) String() string { return string(f.b) }
+func (f *fingerprint) String() string { return f.b.String() }
 
 // fp is the fingerprint of name, value pairs given in sorted order.
 func fp(pairs ...string) string {
 	var f fingerprint
-	f.b = make([]byte, 0, 16*len(pairs))
+	f.b.Grow(16 * len(pairs))
 	for i := 0; i+1 < len(pairs); i += 2 {
 		f.add(pairs[i], pairs[i+1])
 	}
@@ -813,7 +815,8 @@ func agentFingerprint(req *AgentRequest, system string, p AgentProvider, schema 
 		prompt = strings.ReplaceAll(prompt, st.dir, "<staging>")
 	}
 	// Fields in sorted order.
-	f := fingerprint{b: make([]byte, 0, 96)}
+	var f fingerprint
+	f.b.Grow(96)
 	if len(req.FollowUps) > 0 {
 		f.add("follow-ups", strings.Join(req.FollowUps, "\x00"))
 	}
