@@ -624,8 +624,13 @@ func resultSize(e *eval.Effect) string {
 	return fmt.Sprintf("  (%d B)", len(e.Result))
 }
 
-// askMu keeps terminal questions from interleaving.
-var askMu sync.Mutex
+// askMu keeps terminal questions from interleaving; askIn reads the
+// answers from askFrom (os.Stdin).
+var (
+	askMu   sync.Mutex
+	askFrom *os.File
+	askIn   *bufio.Reader
+)
 
 // terminalAsk answers ask() on the terminal in runs without a journal,
 // or fails saying how to answer when stdin is not a terminal.
@@ -636,7 +641,12 @@ func terminalAsk(stderr io.Writer) func(ctx context.Context, q eval.Question) (a
 		}
 		askMu.Lock()
 		defer askMu.Unlock()
-		in := bufio.NewReader(os.Stdin)
+		// One reader for all questions, so that lines typed ahead are
+		// not lost between them.
+		if askFrom != os.Stdin {
+			askFrom, askIn = os.Stdin, bufio.NewReader(os.Stdin)
+		}
+		in := askIn
 		for {
 			fmt.Fprintf(stderr, "? %s", q.Text)
 			if q.Schema != nil {
