@@ -47,6 +47,8 @@ func TestExamples(t *testing.T) {
 			"<raw-finding>\n{\"severity\":\"high\",\"summary\":\"authorization is checked after mutation\"}\n</raw-finding>"},
 		{file: "structured.star", env: map[string]string{"SEVERITY": "low"}, want: "No publishable finding."},
 		{file: "structured.star", env: map[string]string{"SEVERITY": "medium"}, wantErr: "structured result schema validation failed: /properties/severity: enum: medium"},
+		// Without a journal or a terminal nobody can answer approve().
+		{file: "release.star", wantErr: "release.star:23:19: ask() has no way to reach a person"},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
