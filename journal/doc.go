@@ -27,9 +27,8 @@
 //	<crc> <payload>\n
 //
 // crc is the CRC-32C (Castagnoli) of the payload bytes as 8 lowercase hex
-// digits; payload is a JSON object on one line (encoding/json escapes
-// newlines inside strings and compacts embedded JSON, so a payload never
-// contains a raw newline). Its "t" field names the record type:
+// digits; payload is a JSON object on one line (JSON strings escape
+// newlines, and the writer refuses a payload with a raw newline). Its "t" field names the record type:
 //
 //	{"t":"meta","v":1,"workflow":"review.star","digest":"<sha256 hex>","entry":"main","options":{...},"started":"<RFC 3339>"}
 //	{"t":"state","at":<unix ms>,"state":"running"}
@@ -47,10 +46,9 @@
 // saving: when the effect's kind and position can be read back from its
 // id (eval builds ids as path/kind@file:line:col#n), "kind" is written
 // empty and "file", "line" and "col" are left out, and they are restored
-// from the id when the record is read. A result is kept as encoding/json
-// writes it (compacted, with <, > and & escaped), which is how eval
-// encodes its results in the first place. A typical agent effect takes
-// under 300 bytes besides its result.
+// from the id when the record is read. A result is kept byte for byte as
+// the evaluator encoded it (compact JSON). A typical agent effect takes
+// under 300 bytes besides its result (261 in BenchmarkEffectSize).
 //
 // # Guarantees
 //
