@@ -363,31 +363,9 @@ Flags:
 	defer r.close()
 	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(r.sigs)
-	if err := loadEnvFiles(r.file, f.envFile); err != nil {
-		r.logger.Error(err.Error())
-		return exitUsage
-	}
-	printer := r.logger.WithPrefix("print")
-	wf, err := r.load(starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions()})
-	if code, stopped := r.stoppedDuringLoad(); stopped {
+	wf, entry, rt, code := r.prepare()
+	if rt == nil {
 		return code
-	}
-	if err != nil {
-		return reportLoadError(stderr, stdout, f.json, err)
-	}
-	entry, err := wf.Entry(f.entry)
-	if err != nil {
-		return reportLoadError(stderr, stdout, f.json, err)
-	}
-	opts, err := r.options(wf)
-	if err != nil {
-		r.logger.Error(err.Error())
-		return exitUsage
-	}
-	rt, err := eval.New(opts)
-	if err != nil {
-		r.logger.Error(err.Error())
-		return exitUsage
 	}
 	// A workflow that changed since the run was recorded is replayed dry
 	// first, so that a divergence anywhere is reported before anything

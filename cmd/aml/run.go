@@ -140,31 +140,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// handler instead of killing the process.
 	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(r.sigs)
-	if err := loadEnvFiles(r.file, f.envFile); err != nil {
-		r.logger.Error(err.Error())
-		return exitUsage
-	}
-	printer := r.logger.WithPrefix("print")
-	wf, err := r.load(starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions()})
-	if code, stopped := r.stoppedDuringLoad(); stopped {
+	wf, entry, rt, code := r.prepare()
+	if rt == nil {
 		return code
-	}
-	if err != nil {
-		return reportLoadError(stderr, stdout, f.json, err)
-	}
-	entry, err := wf.Entry(f.entry)
-	if err != nil {
-		return reportLoadError(stderr, stdout, f.json, err)
-	}
-	opts, err := r.options(wf)
-	if err != nil {
-		r.logger.Error(err.Error())
-		return exitUsage
-	}
-	rt, err := eval.New(opts)
-	if err != nil {
-		r.logger.Error(err.Error())
-		return exitUsage
 	}
 	if f.journal != "" {
 		return r.runJournaled(rt, wf, entry)
@@ -173,6 +151,41 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	return r.run(runID, func(ctx context.Context) (string, error) {
 		return rt.Evaluate(ctx, entry, eval.EvaluateOptions{RunID: runID})
 	}, nil)
+}
+
+// prepare applies the .env files, loads the workflow, resolves its entry
+// and builds the runtime, for aml run and aml resume. A nil runtime means
+// the command ends with the returned exit code (the failure was
+// reported).
+func (r *runner) prepare() (*starlib.Workflow, any, *eval.Runtime, int) {
+	f := r.f
+	if err := loadEnvFiles(r.file, f.envFile); err != nil {
+		r.logger.Error(err.Error())
+		return nil, nil, nil, exitUsage
+	}
+	printer := r.logger.WithPrefix("print")
+	wf, err := r.load(starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions()})
+	if code, stopped := r.stoppedDuringLoad(); stopped {
+		return nil, nil, nil, code
+	}
+	if err != nil {
+		return nil, nil, nil, reportLoadError(r.stderr, r.stdout, f.json, err)
+	}
+	entry, err := wf.Entry(f.entry)
+	if err != nil {
+		return nil, nil, nil, reportLoadError(r.stderr, r.stdout, f.json, err)
+	}
+	opts, err := r.options(wf)
+	if err != nil {
+		r.logger.Error(err.Error())
+		return nil, nil, nil, exitUsage
+	}
+	rt, err := eval.New(opts)
+	if err != nil {
+		r.logger.Error(err.Error())
+		return nil, nil, nil, exitUsage
+	}
+	return wf, entry, rt, exitOK
 }
 
 // runner is one aml run: its flags, outputs, logger, live view and the
