@@ -35,37 +35,10 @@ const (
 // from the tool's answer.
 func TestOpenCodeExample(t *testing.T) {
 	bin := peers.Bin(t, "opencode", opencodePkg)
-	model := fakemodel.Start(func(r *fakemodel.Request) fakemodel.Reply {
-		result, tool := lastToolResult(r), toolNamed(r)
-		switch {
-		case len(r.Tools) == 0:
-			return fakemodel.Reply{Text: "Title"}
-		case result == "":
-			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: tool("word_count"), Arguments: `{"text":"AML runs coding agents from deterministic Starlark workflows"}`}}}
-		case strings.Contains(result, `"words"`):
-			var wc struct{ Words int }
-			_ = json.Unmarshal([]byte(result), &wc)
-			args, _ := json.Marshal(map[string]any{"result": map[string]any{"title": "Agents as workflows", "words": wc.Words}})
-			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: tool("aml_submit_result"), Arguments: string(args)}}}
-		default:
-			return fakemodel.Reply{Text: "Submitted."}
-		}
-	})
+	model := wordCountModel("Agents as workflows")
 	defer model.Close()
 	dir := t.TempDir()
-	cfg, _ := json.Marshal(map[string]any{"provider": map[string]any{"fake": map[string]any{
-		"npm": "@ai-sdk/openai-compatible", "name": "Fake",
-		"options": map[string]any{"baseURL": model.URL, "apiKey": "sk-fake"},
-		"models":  map[string]any{"fake-model": map[string]any{"name": "Fake Model", "tool_call": true}},
-	}}, "small_model": "fake/fake-model", "share": "disabled"})
-	cfgFile := filepath.Join(dir, "opencode.json")
-	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("OPENCODE_CONFIG", cfgFile)
-	t.Setenv("HOME", dir)
-	t.Setenv("OPENCODE_DISABLE_MODELS_FETCH", "1")
-	t.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	useOpenCode(t, bin, model.URL, dir)
 	env := map[string]string{"OPENCODE_MODEL": "fake/fake-model"}
 	lo := starlib.LoadOptions{Extensions: []*starlib.Extension{acpstar.Extension}, Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -85,29 +58,10 @@ func TestOpenCodeExample(t *testing.T) {
 // the model server closed and opencode off PATH.
 func TestOpenCodeCassette(t *testing.T) {
 	bin := peers.Bin(t, "opencode", opencodePkg)
-	model := fakemodel.Start(func(r *fakemodel.Request) fakemodel.Reply {
-		result, tool := lastToolResult(r), toolNamed(r)
-		switch {
-		case len(r.Tools) == 0:
-			return fakemodel.Reply{Text: "Title"}
-		case result == "":
-			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: tool("word_count"), Arguments: `{"text":"AML runs coding agents from deterministic Starlark workflows"}`}}}
-		case strings.Contains(result, `"words"`):
-			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: tool("aml_submit_result"), Arguments: `{"result":{"title":"Recorded once","words":8}}`}}}
-		default:
-			return fakemodel.Reply{Text: "Submitted."}
-		}
-	})
+	model := wordCountModel("Recorded once")
 	dir := t.TempDir()
-	cfg, _ := json.Marshal(map[string]any{"provider": map[string]any{"fake": map[string]any{
-		"npm": "@ai-sdk/openai-compatible", "name": "Fake",
-		"options": map[string]any{"baseURL": model.URL, "apiKey": "sk-fake"},
-		"models":  map[string]any{"fake-model": map[string]any{"name": "Fake Model", "tool_call": true}},
-	}}, "small_model": "fake/fake-model", "share": "disabled"})
-	cfgFile := filepath.Join(dir, "opencode.json")
-	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := os.Getenv("PATH")
+	useOpenCode(t, bin, model.URL, dir)
 	src, err := os.ReadFile("opencode.star")
 	if err != nil {
 		t.Fatal(err)
@@ -116,11 +70,6 @@ func TestOpenCodeCassette(t *testing.T) {
 	if err := os.WriteFile(wf, src, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	path := os.Getenv("PATH")
-	t.Setenv("OPENCODE_CONFIG", cfgFile)
-	t.Setenv("HOME", dir)
-	t.Setenv("OPENCODE_DISABLE_MODELS_FETCH", "1")
-	t.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+path)
 	env := map[string]string{"OPENCODE_MODEL": "fake/fake-model"}
 	lo := starlib.LoadOptions{Extensions: []*starlib.Extension{acpstar.Extension}, Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -159,6 +108,46 @@ func TestOpenCodeCassette(t *testing.T) {
 		t.Fatalf("the cassette replay recorded\n%s", record)
 	}
 	t.Logf("recorded against %d model requests; replayed offline:\n%s", requests, record)
+}
+
+// wordCountModel is the fake model of examples/opencode.star: it calls
+// the word_count tool, then submits title with the count the tool gave.
+func wordCountModel(title string) *fakemodel.Server {
+	return fakemodel.Start(func(r *fakemodel.Request) fakemodel.Reply {
+		result, tool := lastToolResult(r), toolNamed(r)
+		switch {
+		case len(r.Tools) == 0:
+			return fakemodel.Reply{Text: "Title"}
+		case result == "":
+			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: tool("word_count"), Arguments: `{"text":"AML runs coding agents from deterministic Starlark workflows"}`}}}
+		case strings.Contains(result, `"words"`):
+			var wc struct{ Words int }
+			_ = json.Unmarshal([]byte(result), &wc)
+			args, _ := json.Marshal(map[string]any{"result": map[string]any{"title": title, "words": wc.Words}})
+			return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: tool("aml_submit_result"), Arguments: string(args)}}}
+		default:
+			return fakemodel.Reply{Text: "Submitted."}
+		}
+	})
+}
+
+// useOpenCode points the opencode at bin to the fake model at url,
+// through an OPENCODE_CONFIG and HOME in dir, and puts it on PATH.
+func useOpenCode(t *testing.T, bin, url, dir string) {
+	t.Helper()
+	cfg, _ := json.Marshal(map[string]any{"provider": map[string]any{"fake": map[string]any{
+		"npm": "@ai-sdk/openai-compatible", "name": "Fake",
+		"options": map[string]any{"baseURL": url, "apiKey": "sk-fake"},
+		"models":  map[string]any{"fake-model": map[string]any{"name": "Fake Model", "tool_call": true}},
+	}}, "small_model": "fake/fake-model", "share": "disabled"})
+	cfgFile := filepath.Join(dir, "opencode.json")
+	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("OPENCODE_CONFIG", cfgFile)
+	t.Setenv("HOME", dir)
+	t.Setenv("OPENCODE_DISABLE_MODELS_FETCH", "1")
+	t.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
 }
 
 // TestCodexExample runs examples/codex.star unchanged with real codex-acp and
