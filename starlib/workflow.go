@@ -448,15 +448,25 @@ func (w *Workflow) ApplyConfig(opts *eval.Options) {
 	}
 }
 
-// Evaluate resolves the entry named entry with a runtime built from opts
-// after ApplyConfig.
-func (w *Workflow) Evaluate(ctx context.Context, entry string, opts eval.Options, eo ...eval.EvaluateOptions) (string, error) {
+// runtime resolves the entry named entry and builds its runtime from
+// opts after ApplyConfig.
+func (w *Workflow) runtime(entry string, opts eval.Options) (any, *eval.Runtime, error) {
 	v, err := w.Entry(entry)
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
 	w.ApplyConfig(&opts)
 	rt, err := eval.New(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, rt, nil
+}
+
+// Evaluate resolves the entry named entry with a runtime built from opts
+// after ApplyConfig.
+func (w *Workflow) Evaluate(ctx context.Context, entry string, opts eval.Options, eo ...eval.EvaluateOptions) (string, error) {
+	v, rt, err := w.runtime(entry, opts)
 	if err != nil {
 		return "", err
 	}
@@ -487,12 +497,7 @@ func (w *Workflow) Reads() []eval.Read {
 // ro.Journal (see eval.Runtime.Resume), with the configuration applied
 // as Evaluate does and the workflow's load-time reads checked.
 func (w *Workflow) Resume(ctx context.Context, entry string, opts eval.Options, ro eval.ResumeOptions) (string, error) {
-	v, err := w.Entry(entry)
-	if err != nil {
-		return "", err
-	}
-	w.ApplyConfig(&opts)
-	rt, err := eval.New(opts)
+	v, rt, err := w.runtime(entry, opts)
 	if err != nil {
 		return "", err
 	}
