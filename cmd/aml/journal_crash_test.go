@@ -169,25 +169,37 @@ func TestJournalCrashResume(t *testing.T) {
 			continue
 		}
 		killed++
-		// The steps' sleeps outlive a killed aml by up to 30 ms, and the
-		// workspace is not taken over while a dead owner's processes run.
-		time.Sleep(100 * time.Millisecond)
 		recorded := recordedSteps(t, jdir, id)
-		killedLog := readLog(t, log)
-		if err := os.WriteFile(log, nil, 0o644); err != nil {
-			t.Fatal(err)
+		// The steps a killed aml started may still run for a moment, and
+		// the workspace is not taken over while a dead owner's processes
+		// run: resume again once they are gone (the refused attempt runs
+		// nothing).
+		var stdout *bytes.Buffer
+		for attempt := 0; ; attempt++ {
+			var (
+				cmd  *exec.Cmd
+				rerr *bytes.Buffer
+			)
+			// What the log gets from here on is the resume's (a refused
+			// attempt runs nothing; the killed run's steps started before).
+			appendLine(t, log, resumeMark)
+			cmd, stdout, rerr = run(store, log, "resume", id, "--journal", jdir, "--quiet")
+			err := cmd.Run()
+			if err == nil {
+				break
+			}
+			if !strings.Contains(rerr.String(), "processes it started are still running") || attempt == 200 {
+				t.Fatalf("trial %d: resume: %v\n%s", trial, err, rerr)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		cmd, stdout, stderr := run(store, log, "resume", id, "--journal", jdir, "--quiet")
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("trial %d: resume: %v\n%s", trial, err, stderr)
-		}
+		killedLog, resumedLog := readLogs(t, log)
 		if stdout.String() != want.stdout {
 			t.Fatalf("trial %d: the resumed run printed\n%s\nwant\n%s", trial, stdout, want.stdout)
 		}
 		if got := saved(store); !equalFiles(got, want.files) {
 			t.Fatalf("trial %d: the resumed run saved\n%v\nwant\n%v", trial, got, want.files)
 		}
-		resumedLog := readLog(t, log)
 		for step, n := range resumedLog {
 			if n > 1 {
 				t.Fatalf("trial %d: step %s ran %d times in the resumed run", trial, step, n)
@@ -258,20 +270,47 @@ func recordedSteps(t *testing.T, jdir, id string) map[string]bool {
 	return out
 }
 
-// readLog counts the "start STEP" lines of an effect log.
-func readLog(t *testing.T, path string) map[string]int {
+// resumeMark separates a trial's killed run from its resume in the log.
+const resumeMark = "== resume"
+
+// readLogs counts the "start STEP" lines of an effect log before and
+// after its last resumeMark.
+func readLogs(t *testing.T, path string) (killed, resumed map[string]int) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
+	text := string(b)
+	i := strings.LastIndex(text, resumeMark+"\n")
+	if i < 0 {
+		t.Fatalf("%s has no resume mark", path)
+	}
+	return countStarts(text[:i]), countStarts(text[i:])
+}
+
+func countStarts(text string) map[string]int {
 	out := map[string]int{}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		if step, ok := strings.CutPrefix(line, "start "); ok {
 			out[step]++
 		}
 	}
 	return out
+}
+
+func appendLine(t *testing.T, path, line string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(line + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func countBoth(a, b map[string]int) int {
