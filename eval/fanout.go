@@ -130,6 +130,10 @@ type fan struct {
 
 	mu       sync.Mutex
 	failures []BranchFailure
+	// closed is set (under mu) when the caller has claimed its last
+	// branch and is about to wait: no helper starts after it, so every
+	// wg.Add happens before the caller's wg.Wait.
+	closed bool
 }
 
 // claim returns the next unclaimed branch, or -1 when none is left.
@@ -192,17 +196,20 @@ func (f *fan) help() {
 // observeLive is a test hook (see export_test.go).
 var observeLive func(live int64)
 
-// spawn starts k helpers of f.
+// spawn starts k helpers of f, unless its caller has stopped claiming.
 func (w *workers) spawn(f *fan, k int64) {
 	for range k {
-		if !f.remaining() {
+		f.mu.Lock()
+		if f.closed || !f.remaining() {
+			f.mu.Unlock()
 			return
 		}
+		f.wg.Add(1)
+		f.mu.Unlock()
 		live := w.live.Add(1)
 		if observeLive != nil {
 			observeLive(live)
 		}
-		f.wg.Add(1)
 		go f.help()
 	}
 }
@@ -241,6 +248,11 @@ func (d *domain) fanOut(ctx context.Context, n int, pos Position, branch func(i 
 			break
 		}
 	}
+	// No helper starts from here on (the monitor may still hold f): the
+	// ones started are all the wait needs to join.
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
 	unblock := w.block()
 	f.wg.Wait()
 	unblock()

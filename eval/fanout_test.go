@@ -208,3 +208,27 @@ func TestFanOutCancellation(t *testing.T) {
 		t.Fatalf("%d provider calls: branches kept starting after the cancellation", c)
 	}
 }
+
+// TestFanOutNoHelperStartsAfterTheWait: the monitor may still hold a
+// fan-out whose caller has claimed its last branch; a helper it started
+// then would join a wait that already returned (a WaitGroup Add racing
+// its Wait, which go test -race reports). Many short fan-outs in a row
+// give the monitor that window.
+func TestFanOutNoHelperStartsAfterTheWait(t *testing.T) {
+	p, err := deterministic.New(deterministic.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := eval.New(eval.Options{AgentProvider: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := &eval.Parallel{Branches: []any{&eval.Agent{Children: []any{"a"}}, "|", &eval.Agent{Children: []any{"b"}}}}
+	for i := range 2000 {
+		got, err := rt.Evaluate(context.Background(), tree)
+		if err != nil || got != "a|b" {
+			t.Fatalf("evaluation %d = %q, %v", i, got, err)
+		}
+		p.Reset()
+	}
+}
