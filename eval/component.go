@@ -120,9 +120,9 @@ func (cc *ComponentContext) EvaluateAllStructured(values []any, schema *Schema, 
 	sc := cc.scope()
 	fan := sc.path.child("p", pos)
 	err := cc.d.fanOut(cc.ctx, len(values), pos, func(i int) error {
-		sc := sc
-		sc.path = fan.branch(i)
-		v, err := cc.d.evaluateStructured(cc.ctx, values[i], sc, schema, pos)
+		bsc := sc
+		bsc.path = fan.branch(i)
+		v, err := cc.d.evaluateStructured(cc.ctx, values[i], bsc, schema, pos)
 		out[i] = v
 		return err
 	})
@@ -155,12 +155,11 @@ func (d *domain) evaluateAll(ctx context.Context, values []any, sc scope, pos Po
 	texts := make([]string, len(values))
 	err := d.fanOut(ctx, len(values), pos, func(i int) error {
 		var err error
-		sc := sc
-		sc.path = sc.path.branch(i)
+		bsc := sc.branch(i)
 		if checked {
-			texts[i], err = d.evaluateUnchecked(ctx, values[i], sc)
+			texts[i], err = d.evaluateUnchecked(ctx, values[i], bsc)
 		} else {
-			texts[i], err = d.evaluate(ctx, values[i], sc)
+			texts[i], err = d.evaluate(ctx, values[i], bsc)
 		}
 		return err
 	})

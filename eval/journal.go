@@ -614,6 +614,13 @@ func (p *effectPath) child(kind string, pos Position) *effectPath {
 	return &effectPath{id: p.next(kind, pos), jr: p.jr}
 }
 
+// branch returns sc for branch i of the fan-out whose context is
+// sc.path.
+func (sc scope) branch(i int) scope {
+	sc.path = sc.path.branch(i)
+	return sc
+}
+
 // branch returns the context of branch i of the fan-out context p.
 func (p *effectPath) branch(i int) *effectPath {
 	if p == nil {
