@@ -200,7 +200,12 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		entry *Effect
 	)
 	if d.journal != nil {
-		entry = &Effect{ID: path.next("agent", n.Position), Kind: "agent", Pos: n.Position, Label: agentLabel(n), Request: agentFingerprint(req, authoredSystem, p, schema, plan)}
+		// The identity and the fingerprint share one allocation.
+		var buf [192]byte
+		b := path.appendNext(buf[:0], "agent", n.Position)
+		idLen := len(b)
+		s := string(appendAgentFingerprint(b, req, authoredSystem, p, schema, plan))
+		entry = &Effect{ID: s[:idLen], Kind: "agent", Pos: n.Position, Label: agentLabel(n), Request: s[idLen:]}
 		if rec, err = d.replay(entry.ID, entry.Kind, n.Position, entry.Label, entry.Request); err != nil {
 			return dst, err
 		}
@@ -469,7 +474,9 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 		if terr != nil {
 			return nil, terr
 		}
-		if turns != nil {
+		if turns != nil && (r.SessionID != "" || r.StopReason != "" || r.Usage != "") {
+			// A turn that reports nothing of its own adds nothing to
+			// the record: its index and kind follow from the request.
 			*turns = append(*turns, turnOf(turn.Index, turn.Kind, r))
 		}
 		resp = r

@@ -414,7 +414,7 @@ func (s *session) RunTurn(_ context.Context, t eval.AgentTurn) (*eval.AgentRespo
 	if t.Index == s.p.failTurn {
 		return nil, errors.New("turn failed")
 	}
-	return &eval.AgentResponse{Text: "reply to " + t.Text}, nil
+	return &eval.AgentResponse{Text: "reply to " + t.Text, StopReason: "end_turn"}, nil
 }
 
 func (s *session) Close(context.Context) error {

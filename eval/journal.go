@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,6 +83,17 @@ type Journal interface {
 	Record(e *Effect) error
 	// Sync makes every record appended so far durable.
 	Sync() error
+}
+
+// Sized is the optional Journal capability that reports how many effects
+// the journal holds. An evaluation whose journal holds none when it
+// starts calls no Lookup: effect identities are unique within an
+// evaluation, so none of its effects can have a record. A new run pays
+// for its records, not for looking them up.
+type Sized interface {
+	// Len returns the number of effect records (under distinct ids or
+	// not) the journal holds. It is safe for concurrent use.
+	Len() int
 }
 
 // Checkpointer is the Journal capability that makes workspaces durable:
@@ -238,7 +248,7 @@ type Effect struct {
 
 type effectJSON struct {
 	ID      string          `json:"id"`
-	Kind    string          `json:"kind"`
+	Kind    string          `json:"kind,omitempty"`
 	File    string          `json:"file,omitempty"`
 	Line    int32           `json:"line,omitempty"`
 	Col     int32           `json:"col,omitempty"`
@@ -262,8 +272,10 @@ func (e *Effect) MarshalJSON() ([]byte, error) {
 func (e *Effect) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = appendJSONString(dst, e.ID)
-	dst = append(dst, `,"kind":`...)
-	dst = appendJSONString(dst, e.Kind)
+	if e.Kind != "" {
+		dst = append(dst, `,"kind":`...)
+		dst = appendJSONString(dst, e.Kind)
+	}
 	if e.Pos.File != "" {
 		dst = append(dst, `,"file":`...)
 		dst = appendJSONString(dst, e.Pos.File)
@@ -321,11 +333,17 @@ func digest(value string) string {
 	return string(appendDigest(out[:0], value))
 }
 
-// appendDigest appends the digest of value to dst.
+// appendDigest appends the digest of value to dst: the 64 bits of
+// xxHash-64, big-endian, in unpadded base64url (as
+// base64.RawURLEncoding encodes the 8 bytes), written out by hand
+// because a journaled run digests every field of every effect.
 func appendDigest(dst []byte, value string) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], xxhash.Sum64String(value))
-	return base64.RawURLEncoding.AppendEncode(dst, b[:])
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	v := xxhash.Sum64String(value)
+	for shift := 58; shift >= 4; shift -= 6 {
+		dst = append(dst, alphabet[v>>uint(shift)&63])
+	}
+	return append(dst, alphabet[v&15<<2])
 }
 
 // Read is an application-owned value the program read before or outside
@@ -516,6 +534,9 @@ type journaling struct {
 	answers      map[string]any
 	// cassette is set for a Cassette journal.
 	cassette bool
+	// fresh is set when the journal held no record at the start (see
+	// Sized): nothing is looked up.
+	fresh bool
 	// verify is set in Resume's dry replay: nothing runs live.
 	verify bool
 	// live is set once a divergence was accepted (RerunChanged): every
@@ -559,6 +580,9 @@ type effectPath struct {
 	jr     *journaling
 	mu     sync.Mutex
 	counts map[effectKey]*occurrences
+	// last is counts[lastKey].
+	last    *occurrences
+	lastKey effectKey
 }
 
 type effectKey struct {
@@ -571,12 +595,28 @@ func (p *effectPath) next(kind string, pos Position) string {
 	if p == nil {
 		return ""
 	}
+	var buf [96]byte
+	return string(p.appendNext(buf[:0], kind, pos))
+}
+
+// appendNext appends the identity of the next effect of kind at pos in p
+// to dst.
+func (p *effectPath) appendNext(dst []byte, kind string, pos Position) []byte {
+	if p == nil {
+		return dst
+	}
 	p.mu.Lock()
 	if p.counts == nil {
 		p.counts = map[effectKey]*occurrences{}
 	}
 	k := effectKey{kind, pos}
-	o := p.counts[k]
+	o := p.last
+	if o == nil || p.lastKey != k {
+		// A loop reaches one position again and again: the last key
+		// saves hashing it.
+		o = p.counts[k]
+		p.last, p.lastKey = o, k
+	}
 	if o == nil {
 		// The identity up to the counter is the same for every
 		// occurrence: built once.
@@ -586,17 +626,13 @@ func (p *effectPath) next(kind string, pos Position) string {
 		}
 		o = &occurrences{prefix: prefix}
 		p.counts[k] = o
+		p.last = o
 	}
 	n := o.n
 	o.n++
 	p.mu.Unlock()
-	var digits [11]byte
-	num := strconv.AppendInt(digits[:0], int64(n), 10)
-	var b strings.Builder
-	b.Grow(len(o.prefix) + len(num))
-	b.WriteString(o.prefix)
-	b.Write(num)
-	return b.String()
+	dst = append(dst, o.prefix...)
+	return strconv.AppendInt(dst, int64(n), 10)
 }
 
 // occurrences counts the effects of one kind at one position in a path.
@@ -636,7 +672,10 @@ func (d *domain) replay(id, kind string, pos Position, label string, req string)
 	if jr.live.Load() || jr.cassette && kind != "agent" && kind != "ask" {
 		return nil, nil
 	}
-	rec := jr.j.Lookup(id)
+	var rec *Effect
+	if !jr.fresh {
+		rec = jr.j.Lookup(id)
+	}
 	if rec == nil {
 		if jr.verify && (kind == "agent" || kind == "script" || kind == "tool" || kind == "ask") {
 			return nil, &EvaluationError{Msg: label + " has no record", Pos: pos, Err: errFrontier}
@@ -714,31 +753,45 @@ func RequestFields(fp string) map[string]string {
 	return out
 }
 
-// fingerprint builds an Effect.Request: add fields in sorted order.
-type fingerprint struct{ b strings.Builder }
+// fingerprint builds an Effect.Request, appended to b from start: add
+// fields in sorted order.
+type fingerprint struct {
+	b     []byte
+	start int
+}
 
 // add appends field name with the digest of value.
 func (f *fingerprint) add(name, value string) {
-	var d [11]byte
-	f.addDigest(name, string(appendDigest(d[:0], value)))
+	f.b = appendField(f.b, f.start, name, value)
 }
 
 // addDigest appends field name with a digest computed elsewhere.
 func (f *fingerprint) addDigest(name, sum string) {
-	if f.b.Len() > 0 {
-		f.b.WriteByte(';')
-	}
-	f.b.WriteString(name)
-	f.b.WriteByte('=')
-	f.b.WriteString(sum)
+	f.b = append(startField(f.b, f.start, name), sum...)
 }
 
-func (f *fingerprint) String() string { return f.b.String() }
+// appendField appends to fingerprint b (started at b[start]) field name
+// with the digest of value.
+func appendField(b []byte, start int, name, value string) []byte {
+	return appendDigest(startField(b, start, name), value)
+}
+
+// startField appends to fingerprint b (started at b[start]) the name of
+// a field.
+func startField(b []byte, start int, name string) []byte {
+	if len(b) > start {
+		b = append(b, ';')
+	}
+	b = append(b, name...)
+	return append(b, '=')
+}
+
+func (f *fingerprint) String() string { return string(f.b[f.start:]) }
 
 // fp is the fingerprint of name, value pairs given in sorted order.
 func fp(pairs ...string) string {
-	var f fingerprint
-	f.b.Grow(16 * len(pairs))
+	var buf [128]byte
+	f := fingerprint{b: buf[:0]}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		f.add(pairs[i], pairs[i+1])
 	}
@@ -749,9 +802,11 @@ func fp(pairs ...string) string {
 // and embedders whose runs need not survive the process. It is safe for
 // concurrent use.
 type MemoryJournal struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// effects indexes order[:indexed] by id; Lookup indexes the rest.
 	effects map[string]*Effect
 	order   []*Effect
+	indexed int
 	syncs   int
 	// trees are the checkpoints, by id.
 	trees    map[string]memTree
@@ -765,6 +820,10 @@ func NewMemoryJournal() *MemoryJournal { return &MemoryJournal{effects: map[stri
 func (m *MemoryJournal) Lookup(id string) *Effect {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for _, e := range m.order[m.indexed:] {
+		m.effects[e.ID] = e
+	}
+	m.indexed = len(m.order)
 	return m.effects[id]
 }
 
@@ -772,9 +831,15 @@ func (m *MemoryJournal) Lookup(id string) *Effect {
 func (m *MemoryJournal) Record(e *Effect) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.effects[e.ID] = e
 	m.order = append(m.order, e)
 	return nil
+}
+
+// Len implements Sized.
+func (m *MemoryJournal) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.order)
 }
 
 // Sync implements Journal; it only counts the calls.
@@ -812,65 +877,65 @@ type agentResult struct {
 	Turns      []turnRecord `json:"turns,omitempty"`
 }
 
-// agentFingerprint digests what determines an agent's result. system is
-// the authored system text, before any skill fragment (which names
-// staging paths that differ from run to run); staging paths in the
-// prompt are replaced by a placeholder for the same reason.
-func agentFingerprint(req *AgentRequest, system string, p AgentProvider, schema *Schema, plan *agentPlan) string {
+// appendAgentFingerprint appends to dst the digests of what determines an
+// agent's result (see Effect.Request). system is the authored system
+// text, before any skill fragment (which names staging paths that differ
+// from run to run); staging paths in the prompt are replaced by a
+// placeholder for the same reason.
+func appendAgentFingerprint(dst []byte, req *AgentRequest, system string, p AgentProvider, schema *Schema, plan *agentPlan) []byte {
 	prompt := req.Prompt
 	if st := plan.staging; st != nil && st.dir != "" {
 		prompt = strings.ReplaceAll(prompt, st.dir, "<staging>")
 	}
 	// Fields in sorted order.
-	var f fingerprint
-	f.b.Grow(96)
+	b, start := dst, len(dst)
 	if len(req.FollowUps) > 0 {
-		f.add("follow-ups", strings.Join(req.FollowUps, "\x00"))
+		b = appendField(b, start, "follow-ups", strings.Join(req.FollowUps, "\x00"))
 	}
 	if len(plan.mcp) > 0 {
 		names := make([]string, len(plan.mcp))
 		for i, m := range plan.mcp {
 			names[i] = m.GrantName()
 		}
-		f.add("mcp servers", strings.Join(names, "\x00"))
+		b = appendField(b, start, "mcp servers", strings.Join(names, "\x00"))
 	}
 	if req.Model != "" {
-		f.add("model", req.Model)
+		b = appendField(b, start, "model", req.Model)
 	}
 	if req.Permissions != DefaultPermissions() {
-		f.add("permissions", fmt.Sprintf("%s/%t/%t", req.Permissions.Filesystem, req.Permissions.Network, req.Permissions.Shell))
+		b = appendField(b, start, "permissions", fmt.Sprintf("%s/%t/%t", req.Permissions.Filesystem, req.Permissions.Network, req.Permissions.Shell))
 	}
-	f.add("prompt", prompt)
-	f.add("provider", p.Name())
+	b = appendField(b, start, "prompt", prompt)
+	b = appendField(b, start, "provider", p.Name())
 	if schema != nil {
-		f.add("schema", schema.JSON())
+		b = appendField(b, start, "schema", schema.JSON())
 	}
 	if len(plan.skills) > 0 {
-		var b strings.Builder
+		var sb strings.Builder
 		for _, sk := range plan.skills {
-			b.WriteString(sk.Name)
-			b.WriteByte(0)
-			b.WriteString(sk.Description)
-			b.WriteByte(0)
+			sb.WriteString(sk.Name)
+			sb.WriteByte(0)
+			sb.WriteString(sk.Description)
+			sb.WriteByte(0)
 		}
-		f.add("skills", b.String())
+		b = appendField(b, start, "skills", sb.String())
 	}
 	if system != "" {
-		f.add("system", system)
+		b = appendField(b, start, "system", system)
 	}
 	if len(plan.tools) > 0 {
-		var b strings.Builder
+		var sb strings.Builder
 		for _, g := range plan.tools {
-			b.WriteString(g.Tool.Name())
-			b.WriteByte(0)
-			b.WriteString(g.Tool.Description())
-			b.WriteByte(0)
-			b.WriteString(g.Tool.InputSchema().JSON())
-			b.WriteByte(0)
+			sb.WriteString(g.Tool.Name())
+			sb.WriteByte(0)
+			sb.WriteString(g.Tool.Description())
+			sb.WriteByte(0)
+			sb.WriteString(g.Tool.InputSchema().JSON())
+			sb.WriteByte(0)
 		}
-		f.add("tools", b.String())
+		b = appendField(b, start, "tools", sb.String())
 	}
-	return f.String()
+	return b
 }
 
 // replayedAgent turns a recorded agent result back into a response.
@@ -1244,10 +1309,7 @@ func (m *MemoryJournal) Truncated(n int) *MemoryJournal {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := NewMemoryJournal()
-	for _, e := range m.order[:min(n, len(m.order))] {
-		out.effects[e.ID] = e
-		out.order = append(out.order, e)
-	}
+	out.order = append(out.order, m.order[:min(n, len(m.order))]...)
 	out.trees = maps.Clone(m.trees)
 	return out
 }

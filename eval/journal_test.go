@@ -436,7 +436,7 @@ func TestJournalRecordsSessionTurns(t *testing.T) {
 		t.Fatal(err)
 	}
 	effects := j.Effects()
-	if len(effects) != 1 || !strings.Contains(string(effects[0].Result), `"turns":[{"index":1,"kind":"initial"},{"index":2,"kind":"follow-up"}]`) {
+	if len(effects) != 1 || !strings.Contains(string(effects[0].Result), `"turns":[{"index":1,"kind":"initial","stopReason":"end_turn"},{"index":2,"kind":"follow-up","stopReason":"end_turn"}]`) {
 		t.Fatalf("recorded %s", effects[0].Result)
 	}
 	p.turns = nil
@@ -721,5 +721,68 @@ func TestJournalIncludeChangedIsADivergence(t *testing.T) {
 	var de *eval.DivergenceError
 	if !errors.As(err, &de) || de.Pos != pos(3) || strings.Join(de.Changed, ",") != "content" || strings.Contains(err.Error(), "secret") {
 		t.Fatalf("a changed included file: %v", err)
+	}
+}
+
+// lookupCounter counts the Lookups made of the journal it wraps; it does
+// not implement eval.Sized.
+type lookupCounter struct {
+	m       *eval.MemoryJournal
+	lookups atomic.Int64
+}
+
+func (c *lookupCounter) Lookup(id string) *eval.Effect {
+	c.lookups.Add(1)
+	return c.m.Lookup(id)
+}
+
+func (c *lookupCounter) Record(e *eval.Effect) error { return c.m.Record(e) }
+func (c *lookupCounter) Sync() error                 { return c.m.Sync() }
+func (c *lookupCounter) Effects() []*eval.Effect     { return c.m.Effects() }
+
+// sizedCounter is a lookupCounter that implements eval.Sized.
+type sizedCounter struct{ *lookupCounter }
+
+func (c sizedCounter) Len() int { return c.m.Len() }
+
+// TestJournalFreshRunLooksNothingUp checks the eval.Sized contract: an
+// evaluation whose journal holds no record makes no Lookup, one whose
+// journal cannot say makes one per effect, and both record the same.
+func TestJournalFreshRunLooksNothingUp(t *testing.T) {
+	var tools, scripts atomic.Int64
+	tool := upperTool(t, &tools)
+	agent := &countingAgent{}
+	rt := durableRuntime(t, agent, &scripts)
+
+	unsized := &lookupCounter{m: eval.NewMemoryJournal()}
+	want, err := rt.Evaluate(context.Background(), durableTree(t, tool), eval.EvaluateOptions{Journal: unsized})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := int64(len(unsized.Effects()))
+	if got := unsized.lookups.Load(); got != n {
+		t.Errorf("a journal that is not Sized had %d lookups for %d effects, want one each", got, n)
+	}
+
+	sized := sizedCounter{&lookupCounter{m: eval.NewMemoryJournal()}}
+	got, err := rt.Evaluate(context.Background(), durableTree(t, tool), eval.EvaluateOptions{Journal: sized})
+	if err != nil || got != want {
+		t.Fatalf("evaluation with a Sized journal = %q, %v; want %q", got, err, want)
+	}
+	if l := sized.lookups.Load(); l != 0 {
+		t.Errorf("a fresh Sized journal had %d lookups, want none", l)
+	}
+	if m := int64(len(sized.Effects())); m != n {
+		t.Errorf("a fresh Sized journal recorded %d effects, want %d", m, n)
+	}
+
+	// Once it holds records, it is looked up, and serves them.
+	agent.calls.Store(0)
+	again, err := rt.Resume(context.Background(), durableTree(t, tool), eval.ResumeOptions{RunID: "r", Journal: sized})
+	if err != nil || again != want {
+		t.Fatalf("resume = %q, %v; want %q", again, err, want)
+	}
+	if l := sized.lookups.Load(); l < n || agent.calls.Load() != 0 {
+		t.Errorf("resume made %d lookups and %d live agent calls; want %d or more and none", l, agent.calls.Load(), n)
 	}
 }

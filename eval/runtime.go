@@ -265,6 +265,9 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 			d.journal.cassette = true
 		}
 		d.journal.verify = o.verify
+		if sz, ok := o.Journal.(Sized); ok && sz.Len() == 0 {
+			d.journal.fresh = true
+		}
 		if o.SourceRoot != "" {
 			if abs, err := filepath.Abs(o.SourceRoot); err == nil {
 				d.journal.root = abs

@@ -20,7 +20,7 @@ func BenchmarkRecord(b *testing.B) {
 			r := mustCreate(b, b.TempDir())
 			defer r.Close()
 			e := agentEffect(0, benchResult)
-			line, err := appendEffect(nil, e, r.meta.Started)
+			line, err := appendEffect(nil, e, r.meta.Started.UnixMilli())
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -45,7 +45,7 @@ func BenchmarkEffectSize(b *testing.B) {
 	e := agentEffect(2, benchResult)
 	var n int
 	for b.Loop() {
-		line, err := appendEffect(nil, e, testMeta().Started)
+		line, err := appendEffect(nil, e, testMeta().Started.UnixMilli())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -97,5 +97,16 @@ func BenchmarkList10k(b *testing.B) {
 		if err != nil || len(sums) != 1 || sums[0].Effects != 10000 {
 			b.Fatal(sums, err)
 		}
+	}
+}
+
+func BenchmarkCreateClose(b *testing.B) {
+	dir := b.TempDir()
+	for b.Loop() {
+		r, err := Create(dir, Meta{Workflow: "bench.star"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Close()
 	}
 }

@@ -29,7 +29,7 @@ import (
 //
 // See the package documentation for the format and the guarantees.
 
-// Names inside a run's directory, besides logName and lockName.
+// Names inside a run's directory, besides logName.
 const (
 	objectsName     = "objects"
 	checkpointsName = "checkpoints"
@@ -434,8 +434,9 @@ func (r *Run) restore(ctx context.Context, m *manifest, dir string) error {
 // of the last effect record (in file order, those appended since Open
 // last) that names one, or "". It is safe for concurrent use.
 func (r *Run) LastCheckpoint() string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writeQueuedLocked()
 	return r.lastCheckpoint
 }
 
@@ -509,13 +510,14 @@ func (r *Run) readyLocked() error {
 			}
 		}
 	}
-	r.mu.RLock()
+	r.mu.Lock()
+	r.writeQueuedLocked()
 	for _, e := range r.order {
 		if seq, ok := parseCheckpointID(e.Checkpoint); ok {
 			cp.seq = max(cp.seq, seq)
 		}
 	}
-	r.mu.RUnlock()
+	r.mu.Unlock()
 	cp.ready = true
 	return nil
 }

@@ -10,8 +10,7 @@
 //
 //	DIR/                  created 0700 when missing
 //	  <run id>/           0700
-//	    journal.log       0600, the records
-//	    lock              0600, flock(2)ed by the process that holds the run
+//	    journal.log       0600, the records; flock(2)ed by the process that holds the run
 //	    objects/          0700, workspace checkpoints' file contents (see Checkpoints)
 //	      <sha256 hex>    0600
 //	    checkpoints/      0700, their manifests
@@ -42,13 +41,16 @@
 // effect record under an id supersedes an earlier one; the last state
 // record is the run's state.
 //
-// An effect's "e" is what eval.Effect.MarshalJSON encodes, with one
-// saving: when the effect's kind and position can be read back from its
-// id (eval builds ids as path/kind@file:line:col#n), "kind" is written
-// empty and "file", "line" and "col" are left out, and they are restored
-// from the id when the record is read. A result is kept byte for byte as
-// the evaluator encoded it (compact JSON). A typical agent effect takes
-// under 300 bytes besides its result (261 in BenchmarkEffectSize).
+// An effect's "e" is what eval.Effect.MarshalJSON encodes, with these
+// savings: when the effect's kind and position can be read back from its
+// id (eval builds ids as path/kind@file:line:col#n), "kind", "file",
+// "line" and "col" are left out; a label that is the kind's default
+// ("agent()" for an agent) is left out; and an effect record appended in
+// the same millisecond as the record before it has no "at"
+// ({"t":"effect","e":...}). They are restored when the record is read.
+// A result is kept byte for byte as the evaluator encoded it (compact
+// JSON). A typical agent effect takes under 300 bytes besides its result
+// (see BenchmarkEffectSize).
 //
 // # Guarantees
 //
@@ -62,11 +64,11 @@
 //     before the next append. A bad line that is not the last is not a
 //     crash's doing: Open fails with ErrCorrupt naming the file and line;
 //   - after Sync returns nil, every record appended before the call is
-//     on stable storage (the file was fsynced; Create also fsyncs the
-//     directories it created), so it survives a crash of the process and
+//     on stable storage (the file was fsynced; the first fsync of a new
+//     run also fsyncs the directories Create made), so it survives a crash of the process and
 //     of the machine;
 //   - one run is held by at most one Run at a time, across processes:
-//     Create and Open take an exclusive flock on the run's lock file and
+//     Create and Open take an exclusive flock on the run's journal.log and
 //     keep it until Close (or until the process dies, when the kernel
 //     releases it). Open fails with ErrLocked while another holds it.
 //

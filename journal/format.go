@@ -164,15 +164,19 @@ type decoded struct {
 	state  StateRecord
 }
 
-// effectPrefix starts every effect payload this package writes; decode
-// takes a shortcut for them.
-const effectPrefix = `{"t":"effect","at":`
+// effectPrefix starts every effect payload this package writes with its
+// time, and effectPrefixNoTime one appended in the same millisecond as
+// the record before it; decode takes a shortcut for them.
+const (
+	effectPrefix       = `{"t":"effect","at":`
+	effectPrefixNoTime = `{"t":"effect","e":`
+)
 
 // decodeRecord decodes a payload; errors are *badRecord.
 func decodeRecord(payload []byte) (decoded, error) {
 	if e, at, ok := fastEffect(payload); ok {
 		if ef, err := decodeEffect(e); err == nil {
-			return decoded{t: typeEffect, effect: ef, at: time.UnixMilli(at)}, nil
+			return decoded{t: typeEffect, effect: ef, at: unixMilli(at)}, nil
 		}
 		// Not quite as written here: decode it in full below.
 	}
@@ -201,7 +205,7 @@ func decodeRecord(payload []byte) (decoded, error) {
 		if err != nil {
 			return decoded{}, err
 		}
-		return decoded{t: typeEffect, effect: ef, at: time.UnixMilli(j.At)}, nil
+		return decoded{t: typeEffect, effect: ef, at: unixMilli(j.At)}, nil
 	case typeState:
 		switch j.State {
 		case Running, Suspended, Failed, Succeeded:
@@ -213,10 +217,25 @@ func decodeRecord(payload []byte) (decoded, error) {
 	return decoded{}, badf("unknown record type %q", j.T)
 }
 
+// unixMilli is the time of a record's "at", zero for none.
+func unixMilli(at int64) time.Time {
+	if at <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(at)
+}
+
 // fastEffect splits an effect payload as this package writes it,
-// {"t":"effect","at":N,"e":E}, into E and N without a JSON decoder. It
-// reports false for anything else, which is then decoded in full.
+// {"t":"effect","at":N,"e":E} or {"t":"effect","e":E}, into E and N (0
+// for none) without a JSON decoder. It reports false for anything else,
+// which is then decoded in full.
 func fastEffect(payload []byte) (e []byte, at int64, ok bool) {
+	if rest, ok := bytes.CutPrefix(payload, []byte(effectPrefixNoTime)); ok {
+		if len(rest) < 2 || rest[len(rest)-1] != '}' {
+			return nil, 0, false
+		}
+		return rest[:len(rest)-1], 0, true
+	}
 	rest, ok := bytes.CutPrefix(payload, []byte(effectPrefix))
 	if !ok {
 		return nil, 0, false
@@ -237,7 +256,8 @@ func fastEffect(payload []byte) (e []byte, at int64, ok bool) {
 }
 
 // peekEffect reports whether payload is an effect record as this package
-// writes it, and its time, without decoding it.
+// writes it, and its time (0 for the time of the record before it),
+// without decoding it.
 func peekEffect(payload []byte) (at int64, ok bool) {
 	_, at, ok = fastEffect(payload)
 	return at, ok
@@ -259,23 +279,40 @@ func decodeEffect(b []byte) (*eval.Effect, error) {
 		}
 		e.Kind, e.Pos = kind, pos
 	}
+	if e.Label == "" {
+		e.Label = defaultLabel(e.Kind)
+	}
 	return e, nil
 }
 
-// appendEffect appends the framed record of e, appended at time at. The
-// payload is encoded in place after room for the checksum, which is
-// filled in last: one record costs no allocation.
-func appendEffect(dst []byte, e *eval.Effect, at time.Time) ([]byte, error) {
+// defaultLabel is the label of an effect of kind that appendEffect does
+// not write out: "agent()" for an agent, and so on.
+func defaultLabel(kind string) string { return kind + "()" }
+
+// appendEffect appends the framed record of e, appended at atMs
+// milliseconds since the epoch, or with no time of its own (the time of
+// the record before it) for atMs 0. The payload is encoded in place after
+// room for the checksum, which is filled in last: one record costs no
+// allocation. What decodeEffect can tell from the id (the kind and the
+// position) and the default label are not written out.
+func appendEffect(dst []byte, e *eval.Effect, atMs int64) ([]byte, error) {
 	c := *e
 	if kind, pos, ok := splitID(e.ID); ok && kind == e.Kind && pos == e.Pos {
 		c.Kind, c.Pos = "", eval.Position{}
 	}
+	if e.Label == defaultLabel(e.Kind) {
+		c.Label = ""
+	}
 	start := len(dst)
 	dst = append(dst, "00000000 "...)
 	body := len(dst)
-	dst = append(dst, effectPrefix...)
-	dst = strconv.AppendInt(dst, at.UnixMilli(), 10)
-	dst = append(dst, `,"e":`...)
+	if atMs > 0 {
+		dst = append(dst, effectPrefix...)
+		dst = strconv.AppendInt(dst, atMs, 10)
+		dst = append(dst, `,"e":`...)
+	} else {
+		dst = append(dst, effectPrefixNoTime...)
+	}
 	dst = c.AppendJSON(dst)
 	dst = append(dst, '}')
 	payload := dst[body:]
@@ -328,6 +365,11 @@ func splitID(id string) (kind string, pos eval.Position, ok bool) {
 		return "", pos, false
 	}
 	head := id[:h]
+	if rest, ok := strings.CutSuffix(head, "@"+eval.Position{}.String()); ok {
+		// A node built without a position (by Go code).
+		kind = rest[strings.LastIndexByte(rest, '/')+1:]
+		return kind, pos, kind != ""
+	}
 	c := strings.LastIndexByte(head, ':')
 	if c < 0 {
 		return "", pos, false

@@ -16,11 +16,9 @@ import (
 	"github.com/aml-go/aml/eval"
 )
 
-// File names inside a run's directory.
-const (
-	logName  = "journal.log"
-	lockName = "lock"
-)
+// logName is the journal file inside a run's directory; the process
+// that holds the run holds an flock(2) lock on it.
+const logName = "journal.log"
 
 // Permissions of what this package creates.
 const (
@@ -111,7 +109,6 @@ type Run struct {
 	dir  string // the run's directory
 	path string // its journal.log
 	meta Meta
-	lock *os.File
 	torn *Torn
 
 	// cpMu serializes Checkpoint, Restore, the pruning of checkpoints
@@ -130,11 +127,33 @@ type Run struct {
 	buf      []byte // scratch for framing records
 	truncate bool   // the torn tail is still in the file
 	state    StateRecord
-	effects  map[string]*eval.Effect
-	order    []*eval.Effect
+	// effects indexes order[:indexed] by id; Lookup indexes the rest,
+	// so a new run that looks nothing up (see eval.Sized) keeps no index.
+	effects map[string]*eval.Effect
+	order   []*eval.Effect
+	indexed int
 	// lastCheckpoint is the Checkpoint of the last effect in order that
 	// names one.
 	lastCheckpoint string
+	// qMu guards the queue of effects recorded but not yet written (see
+	// Record); it is taken after mu, never before.
+	qMu      sync.Mutex
+	queue    []*eval.Effect
+	spare    []*eval.Effect // the last written queue, for reuse
+	draining bool           // a drain goroutine is running
+	drainers sync.WaitGroup
+	qClosed  bool  // Close has begun: Record fails
+	qErr     error // r.err once set, for Record
+
+	// newDirs is the journal directory of a run created here whose
+	// directory entries are not yet durable; the first fsync syncs them.
+	newDirs string
+	// lastAt is the time ("at", in milliseconds) of the last record
+	// written with one.
+	lastAt int64
+	// size is the number of bytes appended since Open or Create, and
+	// wroteBack how many of them had their writeback started.
+	size, wroteBack int64
 	// Records appended (to w), written to f, and known to be durable.
 	appended, flushed, synced uint64
 	err                       error // sticky: a write or fsync failed
@@ -142,12 +161,22 @@ type Run struct {
 	fsyncs                    int // test hook: fsyncs of the journal file
 }
 
-var _ eval.Journal = (*Run)(nil)
+// drainBatch is how many recorded effects wait before a goroutine
+// starts writing them: a run of in-process effects, which syncs only at
+// its end, encodes its records beside the evaluation instead of in it.
+const drainBatch = 64
+
+var (
+	_ eval.Journal = (*Run)(nil)
+	_ eval.Sized   = (*Run)(nil)
+)
 
 // Create starts a new run in dir: it makes dir (0700) if it is missing,
 // the run's directory DIR/<id> (0700, id from eval.NewRunID) with its
-// lock and journal.log files (0600), takes the run's lock, and writes and
-// fsyncs the metadata record and a Running state record. The returned
+// lock and journal.log files (0600), takes the run's lock, and writes the
+// metadata record and a Running state record. The first Sync (or Close)
+// makes them durable with the new directory entries: a new run costs no
+// fsync until something outside the process depends on it. The returned
 // Run holds the run until Close. Create may be called concurrently.
 func Create(dir string, meta Meta) (*Run, error) {
 	if meta.Started.IsZero() {
@@ -172,20 +201,15 @@ func create(dir, id string, meta Meta) (_ *Run, err error) {
 			os.RemoveAll(runDir)
 		}
 	}()
-	lockPath := filepath.Join(runDir, lockName)
-	r.lock, err = os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE|os.O_EXCL, filePerm)
-	if err != nil {
-		return nil, fmt.Errorf("cannot create the run's lock file: %w", err)
-	}
-	if held, err := flock(r.lock, false); err != nil || held {
-		if err == nil {
-			err = ErrLocked
-		}
-		return nil, fmt.Errorf("cannot lock %s: %w", lockPath, err)
-	}
 	r.f, err = os.OpenFile(r.path, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_APPEND, filePerm)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create the run's journal: %w", err)
+	}
+	if held, err := flock(r.f, false); err != nil || held {
+		if err == nil {
+			err = ErrLocked
+		}
+		return nil, fmt.Errorf("cannot lock %s: %w", r.path, err)
 	}
 	r.state = StateRecord{State: Running, At: meta.Started}
 	b, err := appendMeta(nil, meta)
@@ -198,16 +222,13 @@ func create(dir, id string, meta Meta) (_ *Run, err error) {
 	if _, err := r.f.Write(b); err != nil {
 		return nil, fmt.Errorf("cannot write %s: %w", r.path, err)
 	}
-	if err := r.f.Sync(); err != nil {
-		return nil, fmt.Errorf("cannot sync %s: %w", r.path, err)
-	}
-	if err := syncDir(runDir); err != nil {
-		return nil, fmt.Errorf("cannot sync the run's directory %s: %w", runDir, err)
-	}
-	if err := syncDir(dir); err != nil {
-		return nil, fmt.Errorf("cannot sync the journal directory %s: %w", dir, err)
-	}
+	// The first Sync makes the new run durable, with its directory
+	// entries: until then nothing outside the process depends on it (a
+	// run lost to a machine crash before it lists as interrupted at
+	// creation, or not at all).
+	r.appended, r.flushed, r.newDirs = 1, 1, dir
 	r.w = bufio.NewWriterSize(r.f, 64<<10)
+	r.lastAt = r.state.At.UnixMilli()
 	return r, nil
 }
 
@@ -243,26 +264,19 @@ func Open(dir, runID string) (*Run, error) {
 // its journal. On failure the caller closes what it opened.
 func (r *Run) open(dir string) error {
 	runID, path := r.id, r.path
-	lockPath := filepath.Join(r.dir, lockName)
 	var err error
-	if r.lock, err = os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, filePerm); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return noRun(dir, runID)
-		}
-		return fmt.Errorf("cannot open the lock of run %s: %w", runID, err)
-	}
-	held, err := flock(r.lock, false)
-	if err != nil {
-		return fmt.Errorf("cannot lock %s: %w", lockPath, err)
-	}
-	if held {
-		return fmt.Errorf("run %s is being run or resumed by another process right now; wait for that to finish, or stop it, and try again: %w", runID, ErrLocked)
-	}
 	if r.f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0); err != nil {
 		if errors.Is(err, fs.ErrNotExist) { // pruned meanwhile
 			return noRun(dir, runID)
 		}
 		return fmt.Errorf("cannot open run %s: %w", runID, err)
+	}
+	held, err := flock(r.f, false)
+	if err != nil {
+		return fmt.Errorf("cannot lock %s: %w", path, err)
+	}
+	if held {
+		return fmt.Errorf("run %s is being run or resumed by another process right now; wait for that to finish, or stop it, and try again: %w", runID, ErrLocked)
 	}
 	if err := r.load(); err != nil {
 		return err
@@ -305,7 +319,6 @@ func (r *Run) load() error {
 		case typeMeta:
 			return badf("a second metadata record")
 		case typeEffect:
-			r.effects[rec.effect.ID] = rec.effect
 			r.order = append(r.order, rec.effect)
 			if c := rec.effect.Checkpoint; c != "" {
 				r.lastCheckpoint = c
@@ -383,8 +396,9 @@ func (r *Run) Questions() []eval.Question {
 // superseded ones included, then the ones appended since Open. The
 // effects are shared: do not modify them. It is safe for concurrent use.
 func (r *Run) Effects() []*eval.Effect {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writeQueuedLocked()
 	return append([]*eval.Effect(nil), r.order...)
 }
 
@@ -394,15 +408,48 @@ func (r *Run) Effects() []*eval.Effect {
 // working after Close.
 func (r *Run) Lookup(id string) *eval.Effect {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
+	if r.indexed == len(r.order) && !r.anyQueued() {
+		defer r.mu.RUnlock()
+		return r.effects[id]
+	}
+	r.mu.RUnlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writeQueuedLocked()
+	for _, e := range r.order[r.indexed:] {
+		r.effects[e.ID] = e
+	}
+	r.indexed = len(r.order)
 	return r.effects[id]
 }
 
-// Record implements eval.Journal: it appends e to the journal's buffer
-// (durable once Sync returns) and makes it what Lookup returns for its
-// id. e must have an id and a kind, and must not be modified afterwards.
-// Once a write to the file failed every later Record fails. It is safe
-// for concurrent use.
+// Len implements eval.Sized: the number of effect records the run holds.
+// It is safe for concurrent use.
+func (r *Run) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	r.qMu.Lock()
+	defer r.qMu.Unlock()
+	return len(r.order) + len(r.queue)
+}
+
+// anyQueued reports whether recorded effects wait to be written.
+func (r *Run) anyQueued() bool {
+	r.qMu.Lock()
+	defer r.qMu.Unlock()
+	return len(r.queue) > 0
+}
+
+// Record implements eval.Journal: it appends e to the journal (durable
+// once Sync returns) and makes it what Lookup returns for its id. e must
+// have an id and a kind, its Result must be compact JSON, and it must
+// not be modified afterwards. An effect recorded without a label reads
+// back (after Open) labelled with its kind, as "agent()".
+//
+// Records are encoded and written in order, by a goroutine once enough
+// of them wait and at the latest by the next Sync, SetState, Lookup,
+// Effects or Close. Once a write to the file failed every later Record
+// fails, and Sync reports the failure. It is safe for concurrent use.
 func (r *Run) Record(e *eval.Effect) error {
 	if e == nil {
 		return errors.New("cannot record a nil effect")
@@ -413,17 +460,87 @@ func (r *Run) Record(e *eval.Effect) error {
 	if e.Kind == "" {
 		return fmt.Errorf("cannot record the effect %s: it has no kind", e.ID)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.appendLocked(func(b []byte) ([]byte, error) { return appendEffect(b, e, time.Now()) }); err != nil {
-		return err
+	if bytes.IndexByte(e.Result, '\n') >= 0 {
+		// Everything else is escaped when encoded.
+		return fmt.Errorf("cannot record the effect %s: its result contains a newline (a result is compact JSON)", e.ID)
 	}
-	r.effects[e.ID] = e
-	r.order = append(r.order, e)
-	if e.Checkpoint != "" {
-		r.lastCheckpoint = e.Checkpoint
+	r.qMu.Lock()
+	switch {
+	case r.qClosed:
+		r.qMu.Unlock()
+		return fmt.Errorf("run %s: %w", r.id, ErrClosed)
+	case r.qErr != nil:
+		r.qMu.Unlock()
+		return r.qErr
+	}
+	r.queue = append(r.queue, e)
+	start := !r.draining && len(r.queue) >= drainBatch
+	if start {
+		r.draining = true
+		r.drainers.Add(1)
+	}
+	r.qMu.Unlock()
+	if start {
+		go r.drain()
 	}
 	return nil
+}
+
+// drain writes queued records until none wait.
+func (r *Run) drain() {
+	defer r.drainers.Done()
+	for {
+		r.mu.Lock()
+		r.writeQueuedLocked()
+		r.startWritebackLocked()
+		r.mu.Unlock()
+		r.qMu.Lock()
+		if len(r.queue) == 0 || r.qErr != nil {
+			r.draining = false
+			r.qMu.Unlock()
+			return
+		}
+		r.qMu.Unlock()
+	}
+}
+
+// writeQueuedLocked encodes the queued records and appends them to the
+// buffer, in the order they were recorded, timed now: a record waits at
+// most for drainBatch others, or until the next Sync. A record appended
+// in the same millisecond as the one before it goes without its time.
+// After a failure (which is sticky) the rest are dropped. r.mu is held.
+func (r *Run) writeQueuedLocked() {
+	r.qMu.Lock()
+	batch := r.queue
+	r.queue, r.spare = r.spare[:0], nil
+	r.qMu.Unlock()
+	if len(batch) > 0 {
+		now := time.Now().UnixMilli()
+		for _, e := range batch {
+			at := now
+			if at == r.lastAt {
+				at = 0
+			} else {
+				r.lastAt = at
+			}
+			if err := r.appendLocked(func(b []byte) ([]byte, error) { return appendEffect(b, e, at) }); err != nil {
+				if r.err == nil {
+					r.failLocked(err)
+				}
+				break
+			}
+			r.order = append(r.order, e)
+			if c := e.Checkpoint; c != "" {
+				r.lastCheckpoint = c
+			}
+		}
+	}
+	clear(batch)
+	r.qMu.Lock()
+	if r.spare == nil && cap(batch) <= 4096 {
+		r.spare = batch[:0]
+	}
+	r.qMu.Unlock()
 }
 
 // SetState appends the state record st and fsyncs the journal: the CLI
@@ -447,9 +564,10 @@ func (r *Run) SetState(st StateRecord) error {
 	}
 	st.Questions = append([]eval.Question(nil), st.Questions...)
 	r.mu.Lock()
+	r.writeQueuedLocked()
 	err := r.appendLocked(func(b []byte) ([]byte, error) { return appendState(b, st) })
 	if err == nil {
-		r.state = st
+		r.state, r.lastAt = st, st.At.UnixMilli()
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -489,7 +607,28 @@ func (r *Run) appendLocked(enc func([]byte) ([]byte, error)) error {
 		return r.failLocked(fmt.Errorf("cannot write %s: %w", r.path, err))
 	}
 	r.appended++
+	r.size += int64(len(b))
 	return nil
+}
+
+// writebackEvery is how many appended bytes wait before the drain
+// goroutine starts their writeback (see startWriteback): a long run's
+// Sync then waits for the last of them only.
+const writebackEvery = 256 << 10
+
+// startWritebackLocked starts the writeback of the bytes appended since
+// the last time, once there are writebackEvery of them. r.mu is held.
+func (r *Run) startWritebackLocked() {
+	if r.size-r.wroteBack < writebackEvery || r.err != nil || r.closed {
+		return
+	}
+	if err := r.w.Flush(); err != nil {
+		r.failLocked(fmt.Errorf("cannot write %s: %w", r.path, err))
+		return
+	}
+	r.flushed = r.appended
+	startWriteback(r.f)
+	r.wroteBack = r.size
 }
 
 // usableLocked returns why r cannot be written. r.mu is held.
@@ -506,6 +645,9 @@ func (r *Run) usableLocked() error {
 func (r *Run) failLocked(err error) error {
 	if r.err == nil {
 		r.err = fmt.Errorf("the journal of run %s is unusable: %w", r.id, err)
+		r.qMu.Lock()
+		r.qErr = r.err
+		r.qMu.Unlock()
 	}
 	return r.err
 }
@@ -517,6 +659,7 @@ func (r *Run) failLocked(err error) error {
 // use.
 func (r *Run) Sync() error {
 	r.mu.Lock()
+	r.writeQueuedLocked()
 	if err := r.usableLocked(); err != nil {
 		r.mu.Unlock()
 		return err
@@ -547,16 +690,35 @@ func (r *Run) Sync() error {
 		r.mu.Unlock()
 		return err
 	}
-	covered, f := r.flushed, r.f
+	covered, f, dirs := r.flushed, r.f, r.newDirs
 	r.mu.Unlock()
-	err := f.Sync()
+	err := r.fsync(f, dirs)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.fsyncs++
 	if err != nil {
-		return r.failLocked(fmt.Errorf("cannot sync %s: %w", r.path, err))
+		return r.failLocked(err)
 	}
-	r.synced = max(r.synced, covered)
+	r.synced, r.newDirs = max(r.synced, covered), ""
+	return nil
+}
+
+// fsync makes f durable and, for a run created here that never synced
+// (dirs is its journal directory), the entries of the run's directory
+// and of the file in it.
+func (r *Run) fsync(f *os.File, dirs string) error {
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("cannot sync %s: %w", r.path, err)
+	}
+	if dirs == "" {
+		return nil
+	}
+	if err := syncDir(r.dir); err != nil {
+		return fmt.Errorf("cannot sync the run's directory %s: %w", r.dir, err)
+	}
+	if err := syncDir(dirs); err != nil {
+		return fmt.Errorf("cannot sync the journal directory %s: %w", dirs, err)
+	}
 	return nil
 }
 
@@ -566,6 +728,11 @@ func (r *Run) Sync() error {
 // or Restore in progress. It is safe for concurrent use; the other
 // methods that write, and Checkpoint and Restore, fail after it.
 func (r *Run) Close() error {
+	// Record fails from here on; a drain goroutine finishes first.
+	r.qMu.Lock()
+	r.qClosed = true
+	r.qMu.Unlock()
+	r.drainers.Wait()
 	r.cpMu.Lock()
 	defer r.cpMu.Unlock()
 	r.syncMu.Lock()
@@ -575,6 +742,7 @@ func (r *Run) Close() error {
 	if r.closed {
 		return nil
 	}
+	r.writeQueuedLocked()
 	r.closed = true
 	var errs []error
 	if r.err == nil && r.synced < r.appended {
@@ -582,10 +750,10 @@ func (r *Run) Close() error {
 			r.failLocked(fmt.Errorf("cannot write %s: %w", r.path, err))
 		} else {
 			r.fsyncs++
-			if err := r.f.Sync(); err != nil {
-				r.failLocked(fmt.Errorf("cannot sync %s: %w", r.path, err))
+			if err := r.fsync(r.f, r.newDirs); err != nil {
+				r.failLocked(err)
 			} else {
-				r.flushed, r.synced = r.appended, r.appended
+				r.flushed, r.synced, r.newDirs = r.appended, r.appended, ""
 			}
 		}
 	}
@@ -600,17 +768,11 @@ func (r *Run) Close() error {
 func (r *Run) closeFiles() error {
 	var errs []error
 	if r.f != nil {
+		funlock(r.f) // closing releases it anyway
 		if err := r.f.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("cannot close %s: %w", r.path, err))
 		}
 		r.f = nil
-	}
-	if r.lock != nil {
-		funlock(r.lock) // closing releases it anyway
-		if err := r.lock.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("cannot close the lock of run %s: %w", r.id, err))
-		}
-		r.lock = nil
 	}
 	return errors.Join(errs...)
 }

@@ -145,12 +145,15 @@ func TestRoundTrip(t *testing.T) {
 	sameEffect(t, "script", r.Lookup(script.ID), script)
 	sameEffect(t, "include", r.Lookup(include.ID), include)
 	sameEffect(t, "odd file name", r.Lookup(odd.ID), odd)
-	sameEffect(t, "custom id", r.Lookup(custom.ID), custom)
+	// An effect without a label reads back with its kind's default one.
+	customRead := *custom
+	customRead.Label = "ask()"
+	sameEffect(t, "custom id", r.Lookup(custom.ID), &customRead)
 	if r.Lookup("agent@review.star:1:1#0") != nil {
 		t.Error("Lookup of an unknown id returned an effect")
 	}
 	all := r.Effects()
-	want := []*eval.Effect{first, script, include, odd, custom, again}
+	want := []*eval.Effect{first, script, include, odd, &customRead, again}
 	if len(all) != len(want) {
 		t.Fatalf("Effects() has %d records, want %d", len(all), len(want))
 	}
@@ -182,7 +185,7 @@ func TestRoundTrip(t *testing.T) {
 	if !strings.Contains(lines[0], `"t":"meta"`) || !strings.Contains(lines[1], `"t":"state"`) {
 		t.Errorf("the first records are not meta and state:\n%s\n%s", lines[0], lines[1])
 	}
-	if strings.Contains(lines[2], `"file"`) || !strings.Contains(lines[2], `"kind":""`) {
+	if strings.Contains(lines[2], `"file"`) || strings.Contains(lines[2], `"kind"`) {
 		t.Errorf("an agent effect was written with its redundant kind or position: %s", lines[2])
 	}
 	if !strings.Contains(lines[5], `"file":"me@host.star"`) || !strings.Contains(lines[6], `"kind":"ask"`) {
@@ -239,7 +242,6 @@ func TestPermissions(t *testing.T) {
 		{dir, 0o700, true},
 		{filepath.Join(dir, r.ID()), 0o700, true},
 		{logPath(dir, r.ID()), 0o600, false},
-		{filepath.Join(dir, r.ID(), lockName), 0o600, false},
 	} {
 		fi, err := os.Stat(c.path)
 		if err != nil {
@@ -255,7 +257,7 @@ func TestTornTail(t *testing.T) {
 	e1 := agentEffect(1, `{"text":"one"}`)
 	e2 := agentEffect(2, `{"text":"two"}`)
 	e3 := agentEffect(3, `{"text":"three"}`)
-	line2, err := appendEffect(nil, e2, time.Now())
+	line2, err := appendEffect(nil, e2, time.Now().UnixMilli())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,19 +488,22 @@ func TestSyncOnlyWhenDirty(t *testing.T) {
 			t.Fatalf("%s: %d fsyncs, want %d", what, got, want)
 		}
 	}
-	step("Sync after Create", 0)
-	step("Sync again", 0)
+	if got := fsyncs(); got != 0 {
+		t.Fatalf("Create fsynced %d times, want 0 (the first Sync makes the run durable)", got)
+	}
+	step("Sync after Create", 1)
+	step("Sync again", 1)
 	mustRecord(t, r, agentEffect(1, `{}`))
-	step("Sync after Record", 1)
-	step("Sync with nothing new", 1)
+	step("Sync after Record", 2)
+	step("Sync with nothing new", 2)
 	r.Lookup(agentEffect(1, `{}`).ID)
-	step("Sync after Lookup", 1)
+	step("Sync after Lookup", 2)
 	mustRecord(t, r, agentEffect(2, `{}`), agentEffect(3, `{}`))
-	step("Sync after two Records", 2)
+	step("Sync after two Records", 3)
 	if err := r.SetState(StateRecord{State: Succeeded}); err != nil {
 		t.Fatal(err)
 	}
-	step("Sync after SetState", 3)
+	step("Sync after SetState", 4)
 
 	// Concurrent Syncs share fsyncs and never lose a record.
 	var wg sync.WaitGroup
@@ -515,7 +520,7 @@ func TestSyncOnlyWhenDirty(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := fsyncs() - 3; n < 1 || n > 160 {
+	if n := fsyncs() - 4; n < 1 || n > 160 {
 		t.Errorf("%d fsyncs for 160 records", n)
 	}
 	r.mu.RLock()
@@ -599,7 +604,7 @@ func TestSplitID(t *testing.T) {
 func TestEffectSize(t *testing.T) {
 	result := `{"text":"LGTM: two nits in review.go"}`
 	e := agentEffect(2, result)
-	line, err := appendEffect(nil, e, time.Now())
+	line, err := appendEffect(nil, e, time.Now().UnixMilli())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -616,5 +621,77 @@ func TestEffectSize(t *testing.T) {
 	mustClose(t, r)
 	if grew := len(readLog(t, dir, r.ID())) - before; grew != len(line) {
 		t.Errorf("Record wrote %d bytes, want %d", grew, len(line))
+	}
+}
+
+// TestRecordTimes checks the effect records' times: a batch written in
+// one millisecond carries one "at", a record in a later millisecond its
+// own, and List reads the last time back.
+func TestRecordTimes(t *testing.T) {
+	dir := t.TempDir()
+	r := mustCreate(t, dir)
+	const n = 3*drainBatch + 5 // several batches for the drain goroutine
+	for i := range n {
+		mustRecord(t, r, agentEffect(i, `{"text":"x"}`))
+	}
+	if err := r.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Millisecond)
+	before := time.Now().Truncate(time.Millisecond)
+	mustRecord(t, r, agentEffect(n, `{"text":"last"}`))
+	mustClose(t, r)
+	after := time.Now()
+
+	lines := strings.Split(strings.TrimSuffix(string(readLog(t, dir, r.ID())), "\n"), "\n")
+	effects := lines[2:]
+	if len(effects) != n+1 {
+		t.Fatalf("%d effect lines, want %d", len(effects), n+1)
+	}
+	timed := 0
+	for _, l := range effects[:n] {
+		if strings.Contains(l, `"at":`) {
+			timed++
+		} else if !strings.Contains(l, `{"t":"effect","e":`) {
+			t.Errorf("an effect line of neither form: %s", l)
+		}
+	}
+	// Each batch is timed once, and a batch may span a millisecond.
+	if timed < 1 || timed > n/drainBatch+2 {
+		t.Errorf("%d of %d effects written in a burst carry their time", timed, n)
+	}
+	if !strings.Contains(effects[n], `"at":`) {
+		t.Errorf("the effect recorded 3 ms after the others has no time of its own: %s", effects[n])
+	}
+	runs, err := List(dir)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("List: %v, %v", runs, err)
+	}
+	if last := runs[0].LastAt; last.Before(before) || last.After(after) {
+		t.Errorf("LastAt %v, want the last record's time, in [%v, %v]", last, before, after)
+	}
+	// The untimed records read back whole.
+	r = mustOpen(t, dir, r.ID())
+	defer r.Close()
+	if got := len(r.Effects()); got != n+1 {
+		t.Errorf("Open read %d effects, want %d", got, n+1)
+	}
+}
+
+// TestRecordRefusals checks that Record refuses a result with a raw
+// newline at once, and that after Close it fails.
+func TestRecordRefusals(t *testing.T) {
+	r := mustCreate(t, t.TempDir())
+	bad := agentEffect(1, "{\"text\":\n\"x\"}")
+	if err := r.Record(bad); err == nil || !strings.Contains(err.Error(), "newline") {
+		t.Errorf("Record of a result with a newline: %v", err)
+	}
+	mustRecord(t, r, agentEffect(2, `{}`))
+	if got := r.Len(); got != 1 {
+		t.Errorf("Len() = %d, want 1 (the refused record is not kept)", got)
+	}
+	mustClose(t, r)
+	if err := r.Record(agentEffect(3, `{}`)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Record after Close: %v, want ErrClosed", err)
 	}
 }

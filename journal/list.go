@@ -118,7 +118,9 @@ func readSummary(runDir, id string) Summary {
 		if at, ok := peekEffect(payload); ok && haveMeta {
 			s.Effects++
 			last = append(last[:0], payload...)
-			s.LastAt = time.UnixMilli(at)
+			if at > 0 {
+				s.LastAt = time.UnixMilli(at)
+			}
 			return nil
 		}
 		rec, err := decodeRecord(payload)
@@ -138,7 +140,9 @@ func readSummary(runDir, id string) Summary {
 		case typeEffect:
 			s.Effects++
 			last = append(last[:0], payload...)
-			s.LastAt = rec.at
+			if !rec.at.IsZero() {
+				s.LastAt = rec.at
+			}
 		case typeState:
 			state = rec.state
 			s.LastAt = rec.state.At
@@ -167,7 +171,7 @@ func readSummary(runDir, id string) Summary {
 // probe reports whether a process holds the run in runDir, by taking and
 // releasing a shared lock.
 func probe(runDir string) (held bool, err error) {
-	f, err := os.Open(filepath.Join(runDir, lockName))
+	f, err := os.Open(filepath.Join(runDir, logName))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
@@ -234,7 +238,7 @@ func pruneRun(dir, id string) (removed bool, err error) {
 	if s := readSummary(runDir, id); s.ReadErr != nil || (s.State != Succeeded && s.State != Failed) {
 		return false, nil
 	}
-	lock, err := os.OpenFile(filepath.Join(runDir, lockName), os.O_RDWR|os.O_CREATE, filePerm)
+	lock, err := os.Open(filepath.Join(runDir, logName))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil // removed meanwhile
