@@ -29,6 +29,9 @@ func (cc *ComponentContext) Ask(question, id string, schema *Schema, pos Positio
 	if question == "" {
 		return nil, newError(pos, "ask() needs a non-empty question")
 	}
+	if cc.static {
+		return nil, cc.staticErr("ask()", pos)
+	}
 	cc.wg.Add(1)
 	defer cc.wg.Done()
 	d := cc.d
@@ -175,7 +178,7 @@ func jsonTypeName(v any) string {
 // digest on resume: a changed value is a *DivergenceError. Without a
 // journal it does nothing.
 func (cc *ComponentContext) Read(r Read) error {
-	if cc.d.journal == nil {
+	if cc.d == nil || cc.d.journal == nil {
 		return nil
 	}
 	return cc.d.read(cc.scope().path, r)

@@ -27,6 +27,8 @@ type ComponentContext struct {
 	// spans are the open application spans (with_trace_span), innermost
 	// last; nested work started inside one is traced beneath it.
 	spans []string
+	// static is set for the context of Expand: every effect fails.
+	static bool
 }
 
 // scope returns the scope for nested work started now: beneath the
@@ -52,6 +54,9 @@ func (cc *ComponentContext) TraceSpan(name string, pos Position, fn func() error
 	if name == "" {
 		return newError(pos, "with_trace_span() needs a non-empty span name")
 	}
+	if cc.static {
+		return cc.staticErr("with_trace_span()", pos)
+	}
 	sp := cc.d.trace.startSpan(cc.scope().span, "application", name, pos, nil, nil)
 	if sp != nil {
 		cc.mu.Lock()
@@ -73,7 +78,12 @@ func (cc *ComponentContext) TraceSpan(name string, pos Position, fn func() error
 func (cc *ComponentContext) Context() context.Context { return cc.ctx }
 
 // RunID returns the evaluation's run identity.
-func (cc *ComponentContext) RunID() string { return cc.d.runID }
+func (cc *ComponentContext) RunID() string {
+	if cc.d == nil {
+		return ""
+	}
+	return cc.d.runID
+}
 
 // Name returns the component's name.
 func (cc *ComponentContext) Name() string { return cc.node.Name }
@@ -87,6 +97,9 @@ func (cc *ComponentContext) Active() bool { return cc.active.Load() }
 func (cc *ComponentContext) Evaluate(value any) (string, error) {
 	if !cc.active.Load() {
 		return "", &EvaluationError{Msg: errDetached.Error(), Pos: cc.node.Position}
+	}
+	if cc.static {
+		return "", cc.staticErr("evaluate()", Position{})
 	}
 	cc.wg.Add(1)
 	defer cc.wg.Done()
@@ -102,6 +115,9 @@ func (cc *ComponentContext) EvaluateStructured(value any, schema *Schema, pos Po
 	if !cc.active.Load() {
 		return nil, &EvaluationError{Msg: errDetached.Error(), Pos: cc.node.Position}
 	}
+	if cc.static {
+		return nil, cc.staticErr("evaluate(schema=...)", pos)
+	}
 	cc.wg.Add(1)
 	defer cc.wg.Done()
 	return cc.d.evaluateStructured(cc.ctx, value, cc.scope(), schema, pos)
@@ -113,6 +129,9 @@ func (cc *ComponentContext) EvaluateStructured(value any, schema *Schema, pos Po
 func (cc *ComponentContext) EvaluateAllStructured(values []any, schema *Schema, pos Position) ([]any, error) {
 	if !cc.active.Load() {
 		return nil, &EvaluationError{Msg: errDetached.Error(), Pos: cc.node.Position}
+	}
+	if cc.static {
+		return nil, cc.staticErr("evaluate_all(schema=...)", pos)
 	}
 	cc.wg.Add(1)
 	defer cc.wg.Done()
@@ -139,6 +158,9 @@ func (cc *ComponentContext) EvaluateAllStructured(values []any, schema *Schema, 
 func (cc *ComponentContext) EvaluateAll(values []any, pos Position) ([]string, error) {
 	if !cc.active.Load() {
 		return nil, &EvaluationError{Msg: errDetached.Error(), Pos: cc.node.Position}
+	}
+	if cc.static {
+		return nil, cc.staticErr("evaluate_all()", pos)
 	}
 	cc.wg.Add(1)
 	defer cc.wg.Done()

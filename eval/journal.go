@@ -515,9 +515,9 @@ func (r *Runtime) verify(ctx context.Context, value any, eo EvaluateOptions) err
 // dryKey marks the context of Resume's dry replay (see DryRun).
 type dryKey struct{}
 
-// DryRun reports whether ctx belongs to the dry replay of
-// ResumeOptions.Verify, whose output is dropped: bindings use it to keep
-// print() quiet there. It is safe for concurrent use.
+// DryRun reports whether ctx belongs to a pass whose output is dropped:
+// the dry replay of ResumeOptions.Verify, or an Expand. Bindings use it
+// to keep print() quiet there. It is safe for concurrent use.
 func DryRun(ctx context.Context) bool {
 	v, _ := ctx.Value(dryKey{}).(bool)
 	return v

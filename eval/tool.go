@@ -256,6 +256,9 @@ func (cc *ComponentContext) CallTool(t *Tool, input any) (any, error) {
 	if !cc.active.Load() {
 		return nil, &EvaluationError{Msg: "Tools can only be called while an AML component is active", Pos: t.pos}
 	}
+	if cc.static {
+		return nil, cc.staticErr("calling tool "+t.name, t.pos)
+	}
 	cc.wg.Add(1)
 	defer cc.wg.Done()
 	sc := cc.scope()

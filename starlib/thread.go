@@ -91,8 +91,18 @@ func fromStarlark(ctx context.Context, err error, fallback eval.Position) error 
 		to *eval.ToolOutputError
 		de *eval.DivergenceError
 	)
-	var se *starlark.EvalError
+	var (
+		se *starlark.EvalError
+		st *eval.StaticError
+	)
 	switch {
+	case errors.As(err, &st):
+		// eval.Expand: name the Starlark call that needs a run.
+		c := *st
+		if errors.As(err, &se) {
+			c.Pos = starlarkPos(se, st.Pos)
+		}
+		return &c
 	case errors.As(err, &pe):
 		return pe
 	case errors.As(err, &de):

@@ -525,6 +525,21 @@ func (w *Workflow) SourceRoot() string {
 	return filepath.Dir(abs)
 }
 
+// Files returns the workflow's files: the entry file, then the modules
+// it loaded (not @std ones), sorted. It is safe for concurrent use.
+func (w *Workflow) Files() []string {
+	w.env.mu.Lock()
+	var mods []string
+	for k := range w.env.modules {
+		if !strings.HasPrefix(k, "@") {
+			mods = append(mods, k)
+		}
+	}
+	w.env.mu.Unlock()
+	sort.Strings(mods)
+	return append([]string{w.File}, mods...)
+}
+
 // SourceDigest returns the hex SHA-256 of the workflow's sources: the
 // entry file and every module it loaded (paths and contents, read again
 // now), so a journaled run can tell whether the program changed since it

@@ -4,6 +4,7 @@
 //	aml test [PATH...]     run golden-file tests of workflows
 //	aml doc [NAME]         reference for the predeclared builtins
 //	aml check PATH...      check workflow files without running them
+//	aml graph FILE         draw the tree a workflow builds (Mermaid, DOT, SVG, PNG, HTML)
 //	aml fmt [-w] PATH...   format workflow files
 //	aml lsp                the language server (stdio)
 //	aml workspace prune    remove what killed aml processes left behind
@@ -51,6 +52,8 @@ Commands:
   test [PATH...]     run golden-file tests (*_test.star, .star with .golden)
   doc [NAME]         show the reference of every builtin, or of one
   check PATH...      check workflow files without running them
+  graph FILE [-o OUT]
+                     draw the tree a workflow builds (.mmd, .dot, .svg, .png, .html)
   fmt [-w|-d|-l] PATH...
                      format workflow files
   lsp                the language server for editors (stdio)
@@ -87,6 +90,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdDoc(args[1:], stdout, stderr)
 	case "check":
 		return cmdCheck(args[1:], stdout, stderr)
+	case "graph":
+		return cmdGraph(args[1:], stdout, stderr)
 	case "fmt":
 		return cmdFmt(args[1:], stdout, stderr)
 	case "lsp":
@@ -130,6 +135,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		return cmdDoc([]string{"-h"}, stdout, stdout)
 	case "check":
 		return cmdCheck([]string{"-h"}, stdout, stdout)
+	case "graph":
+		return cmdGraph([]string{"-h"}, stdout, stdout)
 	case "fmt":
 		return cmdFmt([]string{"-h"}, stdout, stdout)
 	case "lsp":
