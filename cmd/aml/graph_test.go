@@ -6,6 +6,7 @@ import (
 	"image/png"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -138,4 +139,25 @@ func mermaidLabels(mmd string) []string {
 		}
 	}
 	return out
+}
+
+// TestGraphDOTWithGraphviz renders every golden DOT picture with the real
+// Graphviz: it must accept each one without an error or a warning.
+func TestGraphDOTWithGraphviz(t *testing.T) {
+	dot, err := exec.LookPath("dot")
+	if err != nil {
+		t.Skip("Graphviz's dot not found: install it with `apt-get install graphviz` to check the DOT pictures")
+	}
+	files, err := filepath.Glob(filepath.Join("testdata", "graph", "*.dot"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden DOT pictures: %v", err)
+	}
+	for _, f := range files {
+		var stderr bytes.Buffer
+		cmd := exec.Command(dot, "-Tsvg", "-o", os.DevNull, f)
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil || stderr.Len() > 0 {
+			t.Errorf("dot -Tsvg %s: %v\n%s", f, err, stderr.String())
+		}
+	}
 }
