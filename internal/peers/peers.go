@@ -32,3 +32,15 @@ func Bin(t testing.TB, name, pkg string) string {
 	}
 	return p
 }
+
+// File returns the path of a file inside an installed npm package (rel
+// is relative to node_modules, as "mermaid/dist/mermaid.min.js"), or
+// skips t with the install command for pkg when it is missing.
+func File(t testing.TB, rel, pkg string) string {
+	t.Helper()
+	p := filepath.Join(Dir(), "node_modules", filepath.FromSlash(rel))
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("%s is not installed in %s: run `npm install --prefix %s %s` (.ci/run does this), or set AML_PEERS_DIR", rel, Dir(), Dir(), pkg)
+	}
+	return p
+}
