@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/mattn/go-runewidth"
 	"golang.org/x/term"
@@ -17,16 +18,53 @@ import (
 
 // The live view is a status block that "aml run" keeps at the bottom of an
 // interactive stderr while a workflow runs: a header with the run's
-// elapsed time and agent counts, then one line per running agent.
+// elapsed time and agent counts, then the run's span tree, one line per
+// node, each with its status mark, label, source position and elapsed
+// time (live while it runs, final once it ended):
 //
-//	aml run 12.4s · 2 running · 3 finished · 0 failed
-//	⠹ reviewer  anthropic  claude-sonnet  review.star:14:9  8.1s
-//	⠹ agent     openai                    review.star:22:5  0.6s
+//	aml run 9.3s · 1 running · 2 queued · 2 done · 1 failed
+//	⠸ Review                                          review.star:3:1   9.3s
+//	├─ ✓ planner  anthropic  claude-sonnet            review.star:5:10  3.1s
+//	└─ ⠸ workspace  local  ws-1                       review.star:6:5   6.2s
+//	   └─ ⠸ sandbox  docker  read-write               review.star:7:9   6.1s
+//	      ├─ ⠸ parallel                               review.star:8:13  6.0s
+//	      │  ├─ ⠸ security  anthropic  claude-sonnet  review.star:14:9  6.0s
+//	      │  │  └─ ⠸ tool search                      tools.star:30:1   0.4s
+//	      │  ├─ ✗ style     openai     gpt-5          review.star:14:9  1.2s
+//	      │  ├─ · tests     anthropic  claude-sonnet  review.star:14:9  6.0s
+//	      │  ├─ · docs      openai     gpt-5          review.star:14:9  6.0s
+//	      │  └─ ✓ lint      anthropic  claude-sonnet  review.star:14:9  2.5s
+//	      └─ ✓ script  sandbox                        review.star:9:9   0.5s
+//
+// The marks are a spinner for running nodes, "·" for queued ones (agents
+// waiting for a scheduler slot, max_concurrent_agents), "✓" for done and
+// "✗" for failed ones. Nodes are components, parallel fan-outs (their
+// children are the branches), with_trace_span spans, sandboxes,
+// workspaces, agents (name, provider, model), scripts and tools; an
+// agent's sessions and turns, System and file spans fold into the node
+// above them.
+//
+// The block never has more lines than the terminal has rows (minus the
+// line the cursor rests on) nor lines wider than the terminal (counting
+// wide runes as two columns). When the tree does not fit, lines go first
+// to running nodes (whose ancestors are running too), then failed ones,
+// then queued ones, then done ones (the latest first), the shallower
+// before the deeper; the siblings left out are counted on a summary line
+// ("… 9,996 more: 4 queued, 2 failed, 9,990 done"), which for done ones
+// alone is drawn only when a line is left for it. A finished node is one
+// line: its subtree is collapsed, except that a failed node keeps its
+// failed children, so that the cause stays in view. On a narrow terminal
+// the label gives way first, then the source (cut from the left, keeping
+// line and column); the header and summaries fall back to marks
+// ("aml run 1m40s  ⠋ 4  · 4  ✓ 9,990  ✗ 2").
+//
+// Status marks are coloured, guides, summaries and done lines dimmed,
+// unless NO_COLOR is set to a non-empty value or TERM names a terminal
+// without colours (see liveColor); without colours the view writes no
+// SGR sequence at all, only the cursor movement of the redraw.
 //
 // It is a trace sink: HandleTrace only updates its state, and a ticker
-// goroutine redraws the block in place at most every liveInterval. The
-// block never has more lines than the terminal has rows (minus the line
-// the cursor rests on) nor lines wider than the terminal.
+// goroutine redraws the block in place at most every liveInterval.
 //
 // Anything else written to the same terminal while the block is shown
 // (log lines, print()) must go through Suspend, Pause/Resume or the writer
@@ -34,14 +72,14 @@ import (
 // the new output. Stop erases the block for good; call it before printing
 // the run's result.
 //
-// Wiring in cmdRun, only when stderr is a terminal and none of --trace,
-// --quiet and --json is given; logger (and any logger derived from it)
-// must write through lv.Writer so log lines do not interleave with the
-// block. A nil *liveView is valid and inert, so the disabled case needs
-// no checks:
+// Wiring in cmdRun, only when wantLiveView(stderr) and none of --trace,
+// --capture-content, --quiet and --json is given; logger (and any logger
+// derived from it) must write through lv.Writer so log lines do not
+// interleave with the block. A nil *liveView is valid and inert, so the
+// disabled case needs no checks:
 //
 //	var lv *liveView
-//	if isTerminal(os.Stderr) && !f.trace && !f.quiet && !f.json {
+//	if fd, ok := stderr.(*os.File); ok && wantLiveView(fd, os.Getenv) && !f.trace && !f.quiet && !f.json {
 //		lv = newLiveView(stderr, liveOptions{})
 //		logger.SetOutput(lv.Writer(stderr)) // before logger.WithPrefix
 //		opts.Trace = append(opts.Trace, lv)
@@ -50,7 +88,9 @@ import (
 //	defer lv.Stop()
 //
 // and lv.Stop() again (it is idempotent) once the run's outcome is known,
-// before the result or the error is printed.
+// before the result or the error is printed. On a terminal with
+// TERM=dumb, or when stderr is not a terminal, there is no view: only
+// the plain log lines are written.
 //
 // Wrapping the logger's writer hides the terminal from its color
 // detection; keep colors with
@@ -66,11 +106,34 @@ const (
 	liveDefaultRows = 24
 )
 
+// liveKeepDone is how many done children of one node the view keeps to
+// draw (the most recent); older ones are only counted. It bounds the
+// memory of long runs: a node keeps its open and failed children, up to
+// twice liveKeepDone done ones, and a done node keeps none.
+const liveKeepDone = 256
+
+// liveMinSource and liveMinLabel bound how far the source and label
+// columns shrink on a narrow terminal before the source column is
+// dropped.
+const (
+	liveMinSource = 12
+	liveMinLabel  = 16
+)
+
 // ANSI control sequences used to redraw in place.
 const (
 	ansiClearLine = "\x1b[2K" // erase the whole current line
 	ansiUp1       = "\x1b[1A" // cursor up one line
 	ansiClearDown = "\x1b[J"  // erase from the cursor to the end of the screen
+)
+
+// SGR sequences used when colours are on.
+const (
+	sgrReset = "\x1b[0m"
+	sgrDim   = "\x1b[2m"
+	sgrRed   = "\x1b[31m"
+	sgrGreen = "\x1b[32m"
+	sgrCyan  = "\x1b[36m"
 )
 
 // liveSpinner holds the spinner frames; the frame advances every
@@ -89,22 +152,71 @@ type liveOptions struct {
 	// Interval is the redraw period; zero or anything below liveInterval
 	// means liveInterval.
 	Interval time.Duration
+	// Getenv reads NO_COLOR and TERM to decide on colours (liveColor);
+	// nil means os.Getenv.
+	Getenv func(string) string
 }
 
-// liveKey identifies an agent span across runs.
+// liveState is a node's status; the values index per-status counts.
+type liveState uint8
+
+const (
+	liveRunning liveState = iota
+	liveQueued
+	liveDone
+	liveFailed
+	liveStates
+)
+
+var liveStateNames = [liveStates]string{"running", "queued", "done", "failed"}
+
+func (s liveState) open() bool { return s == liveRunning || s == liveQueued }
+
+// liveKey identifies a span across runs.
 type liveKey struct{ run, span string }
 
-// liveAgent is one running agent.
-type liveAgent struct {
-	key      liveKey
-	name     string
-	provider string
-	model    string
+// liveNode is one node of the tree.
+type liveNode struct {
+	parent   *liveNode
+	children []*liveNode // in start order, less the done ones dropped
+	label    string      // name and details, sanitized (not for agents)
+	// fields are an agent's name, provider and model, sanitized; they
+	// are aligned with those of its siblings when drawn.
+	fields   [3]string
 	source   string
-	started  time.Time
-	// waiting is set until the agent's session starts, that is while it
-	// waits for a scheduler slot (max_concurrent_agents).
-	waiting bool
+	started  time.Time // for an agent, when its session started
+	ended    time.Time
+	depth    int // 0 for the top-level nodes, -1 for the root
+	state    liveState
+	agent    bool
+	counts   [liveStates]int // children by state, dropped ones included
+	keptDone int             // done children still in children
+
+	// Scratch of the frame being laid out.
+	sel   bool
+	extra bool              // draws its optional summary
+	shown [liveStates]int32 // selected children by state
+}
+
+func (n *liveNode) total() int {
+	return n.counts[liveRunning] + n.counts[liveQueued] + n.counts[liveDone] + n.counts[liveFailed]
+}
+
+func (n *liveNode) shownTotal() int {
+	return sumShown(n.shown)
+}
+
+func sumShown(s [liveStates]int32) int {
+	return int(s[liveRunning] + s[liveQueued] + s[liveDone] + s[liveFailed])
+}
+
+// liveRow is one line of the tree below the header: a node, or (node
+// nil) the summary of the children of parent left out.
+type liveRow struct {
+	depth  int
+	node   *liveNode
+	parent *liveNode
+	guides string
 }
 
 // liveView is the live status block. It implements eval.TraceSink and is
@@ -115,18 +227,29 @@ type liveView struct {
 	now      func() time.Time
 	size     func() (int, int)
 	interval time.Duration
+	color    bool
 
-	mu       sync.Mutex
-	started  time.Time
-	agents   []*liveAgent // running agents in start order
-	finished int
-	failed   int
-	drawn    int // lines of the block currently on the terminal
-	last     string
-	paused   int
-	running  bool // the ticker goroutine was started
-	stopped  bool
-	broken   bool // a write failed: draw nothing more
+	mu      sync.Mutex
+	started time.Time
+	root    *liveNode
+	nodes   map[liveKey]*liveNode // open nodes
+	folded  map[liveKey]*liveNode // open spans drawn as the node above them
+	agents  [liveStates]int       // agents by state
+	drawn   int                   // lines of the block currently on the terminal
+	last    string
+	paused  int
+	running bool // the ticker goroutine was started
+	stopped bool
+	broken  bool // a write failed: draw nothing more
+
+	// Scratch of frameLocked, kept between frames.
+	selected []*liveNode
+	cands    [liveStates][]*liveNode
+	sorted   []*liveNode
+	byDepth  []int
+	chain    []*liveNode
+	rows     []liveRow
+	more     []bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -142,6 +265,9 @@ func newLiveView(w io.Writer, opts liveOptions) *liveView {
 		now:      opts.Now,
 		size:     opts.Size,
 		interval: opts.Interval,
+		root:     &liveNode{depth: -1},
+		nodes:    map[liveKey]*liveNode{},
+		folded:   map[liveKey]*liveNode{},
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -151,6 +277,11 @@ func newLiveView(w io.Writer, opts liveOptions) *liveView {
 	if lv.interval < liveInterval {
 		lv.interval = liveInterval
 	}
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	lv.color = liveColor(getenv)
 	if lv.size == nil {
 		lv.size = func() (int, int) { return liveDefaultCols, liveDefaultRows }
 		if f, ok := w.(interface{ Fd() uintptr }); ok {
@@ -181,78 +312,206 @@ func wantLiveView(f *os.File, getenv func(string) string) bool {
 	return isTerminal(f) && getenv("TERM") != "dumb"
 }
 
-// HandleTrace implements eval.TraceSink. It records agent span starts and
-// ends; it never writes to the terminal.
+// liveColor reports whether the view may colour what it draws: NO_COLOR
+// (https://no-color.org) is unset or empty, and TERM names a terminal
+// with colours, that is it is set and is neither "dumb" nor a VT-family
+// ("vt100", "vt220", ...) nor a monochrome ("*-m", "*-mono") entry.
+func liveColor(getenv func(string) string) bool {
+	if getenv("NO_COLOR") != "" {
+		return false
+	}
+	t := getenv("TERM")
+	switch {
+	case t == "", t == "dumb", strings.HasPrefix(t, "vt"), strings.HasSuffix(t, "-m"), strings.HasSuffix(t, "-mono"):
+		return false
+	}
+	return true
+}
+
+// HandleTrace implements eval.TraceSink. It records span starts and ends
+// in the tree; it never writes to the terminal.
 func (lv *liveView) HandleTrace(e eval.Event) error {
-	if lv == nil || e.Kind != "agent" {
-		return nil
-	}
-	if e.Name == "agent.session" && e.Type == eval.SpanStart {
-		// The session starts once the agent holds a scheduler slot.
-		parent := liveKey{e.RunID, e.ParentSpanID}
-		lv.mu.Lock()
-		defer lv.mu.Unlock()
-		for _, a := range lv.agents {
-			if a.key == parent {
-				a.waiting = false
-				a.started = lv.now()
-				if e.Timestamp > 0 {
-					a.started = time.UnixMilli(e.Timestamp)
-				}
-			}
-		}
-		return nil
-	}
-	if e.Name != "Agent" {
+	if lv == nil || e.Type != eval.SpanStart && e.Type != eval.SpanEnd {
 		return nil
 	}
 	key := liveKey{e.RunID, e.SpanID}
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
-	switch e.Type {
-	case eval.SpanStart:
-		a := &liveAgent{
-			key:      key,
-			name:     attrString(e.Attributes, "agent.name"),
-			provider: attrString(e.Attributes, "provider"),
-			model:    attrString(e.Attributes, "model"),
-			source:   attrString(e.Attributes, "aml.source"),
-			started:  lv.now(),
-			waiting:  true,
-		}
-		if e.Timestamp > 0 {
-			a.started = time.UnixMilli(e.Timestamp)
-		}
-		if a.name == "" {
-			a.name = "agent"
-		}
-		lv.agents = append(lv.agents, a)
-	case eval.SpanEnd:
-		for i, a := range lv.agents {
-			if a.key == key {
-				lv.agents = append(lv.agents[:i], lv.agents[i+1:]...)
-				break
-			}
-		}
-		if e.Status == eval.StatusError {
-			lv.failed++
-		} else {
-			lv.finished++
-		}
+	if e.Type == eval.SpanStart {
+		lv.startLocked(key, e)
+	} else {
+		lv.endLocked(key, e)
 	}
 	return nil
 }
 
-// attrString returns attribute k when it is a string, with control
-// characters replaced so that it cannot move the cursor.
+// stamp is the event's time, or now for an event without one.
+func (lv *liveView) stamp(e eval.Event) time.Time {
+	if e.Timestamp > 0 {
+		return time.UnixMilli(e.Timestamp)
+	}
+	return lv.now()
+}
+
+func (lv *liveView) startLocked(key liveKey, e eval.Event) {
+	if lv.nodes[key] != nil || lv.folded[key] != nil {
+		return
+	}
+	pkey := liveKey{e.RunID, e.ParentSpanID}
+	parent := lv.nodes[pkey]
+	if parent == nil {
+		parent = lv.folded[pkey]
+	}
+	if parent == nil {
+		parent = lv.root
+	}
+	at := lv.stamp(e)
+	switch {
+	case e.Kind == "evaluation":
+		lv.folded[key] = lv.root
+		return
+	case e.Kind == "system", e.Kind == "file":
+		lv.folded[key] = parent
+		return
+	case e.Kind == "agent" && e.Name != "Agent":
+		// agent.session, agent.turn, agent.cleanup. The session starts
+		// once the agent holds a scheduler slot.
+		if e.Name == "agent.session" && parent.agent && parent.state == liveQueued {
+			parent.started = at
+			lv.setState(parent, liveRunning)
+		}
+		lv.folded[key] = parent
+		return
+	}
+	n := &liveNode{parent: parent, started: at, depth: parent.depth + 1, state: liveRunning, source: attrString(e.Attributes, "aml.source")}
+	a := e.Attributes
+	switch e.Kind {
+	case "agent":
+		n.agent = true
+		n.state = liveQueued
+		name := attrString(a, "agent.name")
+		if name == "" {
+			name = "agent"
+		}
+		n.fields = [3]string{name, attrString(a, "provider"), attrString(a, "model")}
+	case "component":
+		n.label = sanitize(e.Name)
+		if e.Name == "Parallel" {
+			n.label = "parallel"
+		}
+	case "sandbox":
+		n.label = joinLabel("sandbox", attrString(a, "provider"), attrString(a, "access"))
+	case "workspace":
+		n.label = joinLabel("workspace", attrString(a, "provider"), attrString(a, "workspace.id"))
+	case "script":
+		n.label = joinLabel("script", attrString(a, "environment"))
+	case "tool":
+		n.label = "tool " + sanitize(e.Name)
+	default:
+		// with_trace_span names (kind "application") and kinds this view
+		// does not know.
+		n.label = sanitize(e.Name)
+		if n.label == "" {
+			n.label = sanitize(e.Kind)
+		}
+	}
+	parent.children = append(parent.children, n)
+	parent.counts[n.state]++
+	if n.agent {
+		lv.agents[n.state]++
+	}
+	lv.nodes[key] = n
+}
+
+func (lv *liveView) endLocked(key liveKey, e eval.Event) {
+	n := lv.nodes[key]
+	if n == nil {
+		delete(lv.folded, key)
+		return
+	}
+	delete(lv.nodes, key)
+	n.ended = lv.stamp(e)
+	s := liveDone
+	if e.Status == eval.StatusError {
+		s = liveFailed
+	}
+	lv.setState(n, s)
+	// Collapse: a done node keeps no children, a failed one its failed
+	// ones; open children (a parent that ended first) stay.
+	kept := n.children[:0]
+	for _, c := range n.children {
+		if c.state.open() || s == liveFailed && c.state == liveFailed {
+			kept = append(kept, c)
+		}
+	}
+	clear(n.children[len(kept):])
+	n.children = kept
+	n.keptDone = 0
+	if p := n.parent; s == liveDone {
+		p.keptDone++
+		if p.keptDone >= 2*liveKeepDone {
+			dropDone(p)
+		}
+	}
+}
+
+// dropDone removes all but the liveKeepDone most recent done children of
+// p; they stay counted.
+func dropDone(p *liveNode) {
+	skip := p.keptDone - liveKeepDone
+	kept := p.children[:0]
+	for _, c := range p.children {
+		if c.state == liveDone && skip > 0 {
+			skip--
+			continue
+		}
+		kept = append(kept, c)
+	}
+	clear(p.children[len(kept):])
+	p.children = kept
+	p.keptDone = liveKeepDone
+}
+
+// setState moves n to state s, keeping the counts right.
+func (lv *liveView) setState(n *liveNode, s liveState) {
+	n.parent.counts[n.state]--
+	n.parent.counts[s]++
+	if n.agent {
+		lv.agents[n.state]--
+		lv.agents[s]++
+	}
+	n.state = s
+}
+
+// attrString returns attribute k when it is a string, sanitized.
 func attrString(m map[string]any, k string) string {
 	s, _ := m[k].(string)
+	return sanitize(s)
+}
+
+// sanitize replaces control characters so that s cannot move the cursor.
+func sanitize(s string) string {
 	return strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return ' '
 		}
 		return r
 	}, s)
+}
+
+// joinLabel joins the non-empty parts with two spaces.
+func joinLabel(parts ...string) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if p == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("  ")
+		}
+		b.WriteString(p)
+	}
+	return b.String()
 }
 
 // Start resets the run clock and starts the ticker that redraws the
@@ -398,6 +657,7 @@ func (lv *liveView) redrawLocked() {
 		return
 	}
 	var b strings.Builder
+	b.Grow(len(frame) + len(lines)*8 + 16)
 	if lv.drawn > 0 {
 		b.WriteString("\r\x1b[")
 		b.WriteString(strconv.Itoa(lv.drawn))
@@ -434,10 +694,9 @@ func (lv *liveView) write(s string) {
 }
 
 // frameLocked returns the block's lines for a terminal of cols x rows at
-// time now: the header, the running agents in start order and, when they
-// do not all fit, a "+N more" line. The block has at most rows-1 lines
-// (the cursor rests on the line below it) and every line is narrower than
-// cols, so that it never wraps.
+// time now: the header, then the tree as selectLocked chose it. The
+// block has at most rows-1 lines (the cursor rests on the line below it)
+// and every line is narrower than cols, so that it never wraps.
 func (lv *liveView) frameLocked(now time.Time, cols, rows int) []string {
 	if cols <= 0 {
 		cols = liveDefaultCols
@@ -449,91 +708,565 @@ func (lv *liveView) frameLocked(now time.Time, cols, rows int) []string {
 	if maxLines < 1 {
 		return nil
 	}
-	width := cols - 1
-	if width < 1 {
-		width = 1
-	}
+	width := max(cols-1, 1)
 	run := now.Sub(lv.started)
-	waiting := 0
-	for _, a := range lv.agents {
-		if a.waiting {
-			waiting++
-		}
-	}
-	header := "aml run " + formatElapsed(run) +
-		" · " + strconv.Itoa(len(lv.agents)-waiting) + " running" +
-		" · " + strconv.Itoa(lv.finished) + " finished" +
-		" · " + strconv.Itoa(lv.failed) + " failed"
-	if waiting > 0 {
-		header += " · " + strconv.Itoa(waiting) + " waiting"
-	}
-	lines := []string{fitWidth(header, width)}
+	spinner := liveSpinner[int(run/liveInterval)%len(liveSpinner)]
+	lines := make([]string, 1, maxLines)
+	lines[0] = lv.header(run, spinner, width)
 
-	shown := lv.agents
-	more := 0
-	if 1+len(shown) > maxLines {
-		n := maxLines - 2 // header and "+N more"
-		if n < 0 {
-			n = 0
-		}
-		more = len(shown) - n
-		shown = shown[:n]
+	rowsOut := lv.selectLocked(maxLines - 1)
+	if len(rowsOut) == 0 {
+		return lines
 	}
-	frame := liveSpinner[int(run/liveInterval)%len(liveSpinner)]
-	var wName, wProv, wModel int
-	for _, a := range shown {
-		wName = max(wName, runewidth.StringWidth(a.name))
-		wProv = max(wProv, runewidth.StringWidth(a.provider))
-		wModel = max(wModel, runewidth.StringWidth(a.model))
+
+	// Columns: guides, mark and label; source; elapsed, right-aligned.
+	// They shrink, the source first, to fit width. The marks take one
+	// column, or two where East Asian ambiguous runes are wide.
+	const gap = 2
+	markW := max(textWidth(spinner), textWidth("·"), textWidth("✓"), textWidth("✗"))
+	var labelW, srcW, elapsedW int
+	elapsed := make([]string, len(rowsOut))
+	labels := lv.labels(rowsOut)
+	for i, r := range rowsOut {
+		if r.node == nil {
+			continue
+		}
+		elapsed[i] = formatElapsed(r.node.elapsed(now))
+		labelW = max(labelW, textWidth(r.guides)+markW+1+textWidth(labels[i]))
+		srcW = max(srcW, textWidth(r.node.source))
+		elapsedW = max(elapsedW, len(elapsed[i]))
 	}
-	for _, a := range shown {
-		var b strings.Builder
-		if a.waiting {
-			b.WriteString("·")
-		} else {
-			b.WriteString(frame)
+	avail := width - gap - elapsedW
+	srcCol := srcW
+	if srcCol > 0 {
+		if labelW+gap+srcCol > avail {
+			srcCol = max(avail-gap-labelW, min(srcW, liveMinSource))
 		}
-		b.WriteString(" ")
-		b.WriteString(runewidth.FillRight(a.name, wName))
-		if wProv > 0 {
-			b.WriteString("  ")
-			b.WriteString(runewidth.FillRight(a.provider, wProv))
+		if avail-gap-srcCol < min(labelW, liveMinLabel) {
+			srcCol = 0
 		}
-		if wModel > 0 {
-			b.WriteString("  ")
-			b.WriteString(runewidth.FillRight(a.model, wModel))
-		}
-		prefix := b.String()
-		suffix := "  " + formatElapsed(now.Sub(a.started))
-		src := ""
-		if a.source != "" {
-			src = "  " + a.source
-			// Shorten the source from the left first, so that the
-			// elapsed time stays visible.
-			room := width - runewidth.StringWidth(prefix) - runewidth.StringWidth(suffix)
-			if runewidth.StringWidth(src) > room {
-				keep := room - 2 - runewidth.StringWidth("…")
-				if keep >= 1 {
-					src = "  " + runewidth.TruncateLeft(a.source, runewidth.StringWidth(a.source)-keep, "…")
-				} else {
-					src = ""
-				}
+	}
+	labelCol := avail
+	if srcCol > 0 {
+		labelCol -= gap + srcCol
+	}
+	labelCol = min(labelCol, labelW)
+
+	var b strings.Builder
+	for i, r := range rowsOut {
+		b.Reset()
+		gw := textWidth(r.guides)
+		if r.node == nil {
+			if width-gw < 2 {
+				lines = append(lines, fitWidth(r.guides+lv.summary(r.parent, spinner, width), width))
+				continue
 			}
+			lv.paint(&b, sgrDim, r.guides)
+			lv.paint(&b, sgrDim, lv.summary(r.parent, spinner, width-gw))
+			lines = append(lines, b.String())
+			continue
 		}
-		lines = append(lines, fitWidth(prefix+src+suffix, width))
-	}
-	if more > 0 && len(lines) < maxLines {
-		lines = append(lines, fitWidth("+"+strconv.Itoa(more)+" more", width))
+		n := r.node
+		m := mark(n.state, spinner)
+		room := labelCol - gw - markW - 1
+		if room < 1 {
+			// Too narrow for the columns: one truncated plain line.
+			lines = append(lines, fitWidth(r.guides+m+" "+labels[i]+"  "+elapsed[i], width))
+			continue
+		}
+		rest := strings.Repeat(" ", markW-textWidth(m)+1) + padRight(fitWidth(labels[i], room), room)
+		if srcCol > 0 {
+			rest += "  " + padRight(fitLeft(n.source, srcCol), srcCol)
+		}
+		rest += "  " + strings.Repeat(" ", elapsedW-len(elapsed[i])) + elapsed[i]
+		lv.paint(&b, sgrDim, r.guides)
+		switch n.state {
+		case liveRunning:
+			lv.paint(&b, sgrCyan, m)
+			b.WriteString(rest)
+		case liveQueued:
+			lv.paint(&b, sgrDim, m)
+			b.WriteString(rest)
+		case liveDone:
+			lv.paint(&b, sgrGreen, m)
+			lv.paint(&b, sgrDim, rest)
+		case liveFailed:
+			lv.paint(&b, sgrRed, m)
+			b.WriteString(rest)
+		}
+		lines = append(lines, b.String())
 	}
 	return lines
 }
 
-// fitWidth truncates s to at most width columns.
+// header is the first line: the run's elapsed time and its agents by
+// state, "aml run 12.4s · 2 running · 1 queued · 3 done · 0 failed", or
+// when that does not fit width, "aml run 12.4s  ⠹ 2  · 1  ✓ 3  ✗ 0".
+func (lv *liveView) header(run time.Duration, spinner string, width int) string {
+	a := lv.agents
+	h := "aml run " + formatElapsed(run) + " · " + formatCount(a[liveRunning]) + " running"
+	if a[liveQueued] > 0 {
+		h += " · " + formatCount(a[liveQueued]) + " queued"
+	}
+	h += " · " + formatCount(a[liveDone]) + " done · " + formatCount(a[liveFailed]) + " failed"
+	if textWidth(h) <= width {
+		return h
+	}
+	h = "aml run " + formatElapsed(run) + "  " + spinner + " " + formatCount(a[liveRunning])
+	if a[liveQueued] > 0 {
+		h += "  · " + formatCount(a[liveQueued])
+	}
+	h += "  ✓ " + formatCount(a[liveDone]) + "  ✗ " + formatCount(a[liveFailed])
+	return fitWidth(h, width)
+}
+
+// labels returns the label of each node row: an agent's fields are
+// aligned with those of the agents drawn beside it (the same parent).
+func (lv *liveView) labels(rows []liveRow) []string {
+	type group struct {
+		parent *liveNode
+		w      [3]int
+	}
+	var groups []group
+	find := func(p *liveNode) *group {
+		for i := range groups {
+			if groups[i].parent == p {
+				return &groups[i]
+			}
+		}
+		groups = append(groups, group{parent: p})
+		return &groups[len(groups)-1]
+	}
+	for _, r := range rows {
+		if r.node == nil || !r.node.agent {
+			continue
+		}
+		g := find(r.node.parent)
+		for k, f := range r.node.fields {
+			g.w[k] = max(g.w[k], textWidth(f))
+		}
+	}
+	out := make([]string, len(rows))
+	var b strings.Builder
+	for i, r := range rows {
+		switch {
+		case r.node == nil:
+		case !r.node.agent:
+			out[i] = r.node.label
+		default:
+			g := find(r.node.parent)
+			b.Reset()
+			for k, f := range r.node.fields {
+				if g.w[k] == 0 {
+					continue
+				}
+				if k > 0 {
+					b.WriteString("  ")
+				}
+				b.WriteString(padRight(f, g.w[k]))
+			}
+			out[i] = strings.TrimRight(b.String(), " ")
+		}
+	}
+	return out
+}
+
+// mark is the status mark of a node in state s.
+func mark(s liveState, spinner string) string {
+	switch s {
+	case liveRunning:
+		return spinner
+	case liveQueued:
+		return "·"
+	case liveDone:
+		return "✓"
+	}
+	return "✗"
+}
+
+// paint writes s to b, wrapped in the SGR sequence sgr when colours are
+// on.
+func (lv *liveView) paint(b *strings.Builder, sgr, s string) {
+	if s == "" {
+		return
+	}
+	if !lv.color {
+		b.WriteString(s)
+		return
+	}
+	b.WriteString(sgr)
+	b.WriteString(s)
+	b.WriteString(sgrReset)
+}
+
+// elapsed is how long n has run: until now while it is open, until it
+// ended otherwise.
+func (n *liveNode) elapsed(now time.Time) time.Duration {
+	if n.state.open() {
+		return now.Sub(n.started)
+	}
+	return n.ended.Sub(n.started)
+}
+
+// liveSummaryOrder is the order of the counts on a summary line: done
+// ones last, as they are usually the most numerous and the least telling.
+var liveSummaryOrder = [liveStates]liveState{liveRunning, liveQueued, liveFailed, liveDone}
+
+// summary is the text of the line that stands for the children of p left
+// out, "… 9,996 more: 4 queued, 2 failed, 9,990 done", or when that is
+// wider than width, "… 9,996 more: · 4  ✗ 2  ✓ 9,990".
+func (lv *liveView) summary(p *liveNode, spinner string, width int) string {
+	head := "… " + formatCount(p.total()-p.shownTotal()) + " more:"
+	var long, short strings.Builder
+	long.WriteString(head)
+	short.WriteString(head)
+	first := true
+	for _, s := range liveSummaryOrder {
+		k := p.counts[s] - int(p.shown[s])
+		if k <= 0 {
+			continue
+		}
+		if !first {
+			long.WriteString(",")
+			short.WriteString(" ")
+		}
+		first = false
+		long.WriteString(" " + formatCount(k) + " " + liveStateNames[s])
+		short.WriteString(" " + mark(s, spinner) + " " + formatCount(k))
+	}
+	if textWidth(long.String()) <= width {
+		return long.String()
+	}
+	return fitWidth(short.String(), width)
+}
+
+// selectLocked chooses the tree's rows for a budget of lines and returns
+// them in drawing order with their guides. Candidates are the top-level
+// nodes, the children of open nodes and the failed children of failed
+// nodes; they are taken running first, then failed, queued and done,
+// each class by depth and, within a depth, in tree order (done ones
+// latest first). A candidate comes with its ancestors not taken yet; it
+// is skipped when the lines it costs do not fit. A node that shows some
+// of its children and leaves out an open or failed one costs a summary
+// line for those left out; other summaries (see summaryKind) are
+// optional: drawn, while lines remain, before the done candidates are
+// placed and again after.
+func (lv *liveView) selectLocked(budget int) []liveRow {
+	root := lv.root
+	for _, n := range lv.selected {
+		n.sel, n.extra = false, false
+		n.shown = [liveStates]int32{}
+	}
+	lv.selected = lv.selected[:0]
+	root.extra = false
+	root.shown = [liveStates]int32{}
+	used := 0
+	if lv.summaryKind(root, root.shown) == summaryNeeded {
+		used = 1
+	}
+	if used > budget || root.total() == 0 {
+		return nil
+	}
+	for s := range lv.cands {
+		clear(lv.cands[s]) // hold no node past its frame
+		lv.cands[s] = lv.cands[s][:0]
+	}
+	clear(lv.sorted)
+	lv.collect(root)
+	place := func(s liveState) {
+		for _, n := range lv.byDepthOrder(lv.cands[s], s == liveDone) {
+			if d, ok := lv.cost(n); ok && used+d <= budget {
+				lv.take(n)
+				used += d
+			}
+		}
+	}
+	extras := func() {
+		for _, n := range append(lv.selected, root) {
+			if used >= budget {
+				break
+			}
+			if !n.extra && lv.summaryKind(n, n.shown) == summaryOptional {
+				n.extra = true
+				used++
+			}
+		}
+	}
+	place(liveRunning)
+	place(liveFailed)
+	place(liveQueued)
+	extras()
+	place(liveDone)
+	extras()
+	lv.rows = lv.appendRows(lv.rows[:0], root)
+	lv.setGuides(lv.rows)
+	return lv.rows
+}
+
+// collect appends the candidates below p to lv.cands, in tree order.
+func (lv *liveView) collect(p *liveNode) {
+	for _, c := range p.children {
+		if p != lv.root && p.state == liveFailed && c.state != liveFailed {
+			continue
+		}
+		lv.cands[c.state] = append(lv.cands[c.state], c)
+		if c.state.open() || c.state == liveFailed {
+			lv.collect(c)
+		}
+	}
+}
+
+// byDepthOrder returns list stably sorted by depth (a counting sort),
+// reversed within a depth when latestFirst.
+func (lv *liveView) byDepthOrder(list []*liveNode, latestFirst bool) []*liveNode {
+	if len(list) == 0 {
+		return nil
+	}
+	maxDepth := 0
+	for _, n := range list {
+		maxDepth = max(maxDepth, n.depth)
+	}
+	if cap(lv.byDepth) < maxDepth+2 {
+		lv.byDepth = make([]int, maxDepth+2)
+	}
+	start := lv.byDepth[:maxDepth+2]
+	clear(start)
+	for _, n := range list {
+		start[n.depth+1]++
+	}
+	for d := 1; d < len(start); d++ {
+		start[d] += start[d-1]
+	}
+	if cap(lv.sorted) < len(list) {
+		lv.sorted = make([]*liveNode, len(list))
+	}
+	out := lv.sorted[:len(list)]
+	if latestFirst {
+		// Fill each depth from its end, walking the list forwards.
+		for _, n := range list {
+			start[n.depth+1]--
+			out[start[n.depth+1]] = n
+		}
+	} else {
+		for _, n := range list {
+			out[start[n.depth]] = n
+			start[n.depth]++
+		}
+	}
+	return out
+}
+
+// Kinds of summary line a node needs.
+const (
+	summaryNone     = iota
+	summaryOptional // drawn only when a line is left for it
+	summaryNeeded
+)
+
+// summaryKind tells the summary line c needs when shown of its children
+// (by state) are drawn: none when it leaves none out; needed when it
+// shows some and leaves out an open or failed one, optional when it
+// leaves out only done ones. A node showing none of its children stands
+// for its subtree: it needs no summary, though an open one leaving out
+// open or failed children may have one. The root, showing none, needs
+// one for any child left out.
+func (lv *liveView) summaryKind(c *liveNode, shown [liveStates]int32) int {
+	drawn := sumShown(shown)
+	if c.total()-drawn <= 0 {
+		return summaryNone
+	}
+	left := c.counts[liveRunning] + c.counts[liveQueued] + c.counts[liveFailed] -
+		int(shown[liveRunning]+shown[liveQueued]+shown[liveFailed])
+	switch {
+	case c == lv.root && drawn == 0:
+		return summaryNeeded
+	case drawn == 0 && c.state.open() && left > 0:
+		return summaryOptional
+	case drawn == 0:
+		return summaryNone
+	case left > 0:
+		return summaryNeeded
+	}
+	return summaryOptional
+}
+
+// cost returns how many lines taking n adds: n and its ancestors not
+// taken yet, and the needed summary lines that appear or disappear. It
+// reports false when n is taken already.
+func (lv *liveView) cost(n *liveNode) (int, bool) {
+	if n.sel {
+		return 0, false
+	}
+	chain := lv.chain[:0]
+	top := n
+	for top != lv.root && !top.sel {
+		chain = append(chain, top)
+		top = top.parent
+	}
+	lv.chain = chain
+	d := len(chain)
+	for i, c := range chain {
+		var shown [liveStates]int32
+		if i > 0 {
+			shown[chain[i-1].state] = 1
+		}
+		if lv.summaryKind(c, shown) == summaryNeeded {
+			d++
+		}
+	}
+	after := top.shown
+	after[chain[len(chain)-1].state]++
+	if lv.hasSummary(top, top.shown) {
+		d--
+	}
+	if lv.hasSummary(top, after) || lv.grants(n, top, after) {
+		d++
+	}
+	return d, true
+}
+
+// grants reports whether taking the done node n gives top, the taken
+// node or the root it hangs from, its optional summary: done nodes are
+// drawn only beside the count of their siblings left out.
+func (lv *liveView) grants(n, top *liveNode, after [liveStates]int32) bool {
+	return n.state == liveDone && !top.extra && lv.summaryKind(top, after) == summaryOptional
+}
+
+// hasSummary reports whether c, with shown of its children drawn, draws
+// a summary line: a needed one, or an optional one it was given.
+func (lv *liveView) hasSummary(c *liveNode, shown [liveStates]int32) bool {
+	k := lv.summaryKind(c, shown)
+	return k == summaryNeeded || k == summaryOptional && c.extra
+}
+
+// take selects n and the ancestors cost found not taken yet, and gives
+// the node they hang from its optional summary when cost counted it.
+func (lv *liveView) take(n *liveNode) {
+	c := n
+	for ; c != lv.root && !c.sel; c = c.parent {
+		c.sel = true
+		c.parent.shown[c.state]++
+		lv.selected = append(lv.selected, c)
+	}
+	if lv.grants(n, c, c.shown) {
+		c.extra = true
+	}
+}
+
+// appendRows appends the rows of the taken children of p, depth first,
+// and the summary of the others.
+func (lv *liveView) appendRows(rows []liveRow, p *liveNode) []liveRow {
+	left := p.shownTotal()
+	for _, c := range p.children {
+		if left == 0 {
+			break
+		}
+		if !c.sel {
+			continue
+		}
+		left--
+		rows = append(rows, liveRow{depth: c.depth, node: c})
+		rows = lv.appendRows(rows, c)
+	}
+	if lv.hasSummary(p, p.shown) {
+		rows = append(rows, liveRow{depth: p.depth + 1, parent: p})
+	}
+	return rows
+}
+
+// setGuides sets the tree guides of rows ("├─ ", "│  ", "└─ "), walking
+// them backwards: a row is the last of its siblings when no later row of
+// its depth comes before one shallower.
+func (lv *liveView) setGuides(rows []liveRow) {
+	more := lv.more[:0]
+	var b strings.Builder
+	for i := len(rows) - 1; i >= 0; i-- {
+		d := rows[i].depth
+		for len(more) <= d {
+			more = append(more, false)
+		}
+		if d > 0 {
+			b.Reset()
+			for k := 1; k < d; k++ {
+				if more[k] {
+					b.WriteString("│  ")
+				} else {
+					b.WriteString("   ")
+				}
+			}
+			if more[d] {
+				b.WriteString("├─ ")
+			} else {
+				b.WriteString("└─ ")
+			}
+			rows[i].guides = b.String()
+		}
+		more[d] = true
+		clear(more[d+1:])
+	}
+	lv.more = more
+}
+
+// textWidth is the number of columns s takes, runewidth.StringWidth
+// with a fast path for ASCII (s holds no control characters).
+func textWidth(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return runewidth.StringWidth(s)
+		}
+	}
+	return len(s)
+}
+
+// padRight pads s with spaces to w columns.
+func padRight(s string, w int) string {
+	if n := textWidth(s); n < w {
+		return s + strings.Repeat(" ", w-n)
+	}
+	return s
+}
+
+// fitWidth truncates s to at most width columns, ending it with "…".
 func fitWidth(s string, width int) string {
-	if runewidth.StringWidth(s) <= width {
+	if textWidth(s) <= width {
 		return s
 	}
-	return runewidth.Truncate(s, width, "…")
+	tail := "…"
+	if textWidth(tail) > width {
+		tail = ""
+	}
+	return runewidth.Truncate(s, width, tail)
+}
+
+// fitLeft truncates s to at most width columns from the left, starting
+// it with "…", so that the end of a source position (line and column)
+// stays.
+func fitLeft(s string, width int) string {
+	w := textWidth(s)
+	if w <= width {
+		return s
+	}
+	head := "…"
+	if textWidth(head) > width {
+		head = ""
+	}
+	return runewidth.TruncateLeft(s, w-width+textWidth(head), head)
+}
+
+// formatCount renders n with thousands separators: "9,996".
+func formatCount(n int) string {
+	s := strconv.Itoa(n)
+	if n < 1000 {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // formatElapsed renders a live duration: "4.2s" below a minute, "3m07s"

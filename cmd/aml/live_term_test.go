@@ -3,7 +3,9 @@ package main
 import (
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -84,5 +86,113 @@ def main():
 	}
 	if strings.Contains(out, "\x1b") {
 		t.Errorf("escape sequences on a TERM=dumb terminal: %q", out)
+	}
+}
+
+// TestLiveViewNoColor runs aml run on a pseudo-terminal with
+// TERM=xterm-256color: the live view draws the run's tree (a script
+// that runs long enough for a few frames), with coloured status marks
+// unless NO_COLOR is set to a non-empty value, in which case nothing on
+// the terminal carries an SGR sequence, only the redraw's cursor
+// movement.
+func TestLiveViewNoColor(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skipf("skipping: no sh on this machine (%v)", err)
+	}
+	wf := filepath.Join(t.TempDir(), "slow.star")
+	src := `
+def main():
+    return script("sleep 0.6; echo done", shell = "sh")
+`
+	if err := os.WriteFile(wf, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, noColor := range []string{"1", ""} {
+		t.Run("NO_COLOR="+noColor, func(t *testing.T) {
+			ptmx, tty, err := pty.Open()
+			if err != nil {
+				t.Skipf("skipping: cannot open a pseudo-terminal on this machine (%v)", err)
+			}
+			defer ptmx.Close()
+			if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 80}); err != nil {
+				t.Fatalf("Setsize: %v", err)
+			}
+			t.Setenv("TERM", "xterm-256color")
+			t.Setenv("NO_COLOR", noColor)
+			t.Setenv("COLORTERM", "")
+			t.Setenv("CLICOLOR_FORCE", "")
+			var received syncBuffer
+			read := make(chan struct{})
+			go func() {
+				defer close(read)
+				_, _ = io.Copy(&received, ptmx)
+			}()
+			var stdout strings.Builder
+			code := Main([]string{"run", wf}, nil, &stdout, tty)
+			tty.Close()
+			select {
+			case <-read:
+			case <-time.After(30 * time.Second):
+				t.Fatal("timed out reading the pseudo-terminal")
+			}
+			if code != exitOK || stdout.String() != "done\n" {
+				t.Fatalf("exit %d, stdout %q", code, stdout.String())
+			}
+			out := received.String()
+			plain := sgrRE.ReplaceAllString(out, "")
+			for _, want := range []string{"starting run", "script  host", "\x1b[2K", "\x1b[1A"} {
+				if !strings.Contains(plain, want) {
+					t.Errorf("terminal output lacks %q: %q", want, out)
+				}
+			}
+			colored := regexp.MustCompile(regexp.QuoteMeta(sgrCyan) + "[" + strings.Join(liveSpinner, "") + "]" + regexp.QuoteMeta(sgrReset))
+			if noColor != "" {
+				if sgrRE.MatchString(out) {
+					t.Errorf("SGR sequences with NO_COLOR=%s: %q", noColor, out)
+				}
+			} else if !colored.MatchString(out) {
+				t.Errorf("no coloured spinner without NO_COLOR: %q", out)
+			}
+		})
+	}
+}
+
+// TestLiveViewNotTerminal: with stderr a pipe, aml run draws no live
+// view and writes no escape sequence, even on TERM=xterm-256color with
+// colours allowed; the plain lifecycle lines remain.
+func TestLiveViewNotTerminal(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skipf("skipping: no sh on this machine (%v)", err)
+	}
+	wf := filepath.Join(t.TempDir(), "slow.star")
+	if err := os.WriteFile(wf, []byte("def main():\n    return script(\"sleep 0.3; echo done\", shell = \"sh\")\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TERM", "xterm-256color")
+	t.Setenv("NO_COLOR", "")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	var received syncBuffer
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		_, _ = io.Copy(&received, pr)
+	}()
+	var stdout strings.Builder
+	code := Main([]string{"run", wf}, nil, &stdout, pw)
+	pw.Close()
+	<-read
+	if code != exitOK || stdout.String() != "done\n" {
+		t.Fatalf("exit %d, stdout %q", code, stdout.String())
+	}
+	out := received.String()
+	if !strings.Contains(out, "starting run") || !strings.Contains(out, "finished run") {
+		t.Errorf("no lifecycle lines: %q", out)
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("escape sequences on a pipe: %q", out)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,7 +82,7 @@ func sessionStart(a eval.Event) eval.Event {
 		Name: "agent.session", Timestamp: a.Timestamp, Attributes: map[string]any{}}
 }
 
-// TestLiveWaitingAgents checks an agent is shown as waiting until its
+// TestLiveWaitingAgents checks an agent is shown as queued until its
 // session starts (it waits for a max_concurrent_agents slot).
 func TestLiveWaitingAgents(t *testing.T) {
 	lv, _, clock := newTestView(80, 24)
@@ -90,30 +91,77 @@ func TestLiveWaitingAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.Set(2 * time.Second)
-	lines := lv.frameLocked(clock.Now(), 80, 24)
-	if len(lines) != 2 || !strings.Contains(lines[0], "0 running") || !strings.Contains(lines[0], "1 waiting") || !strings.HasPrefix(lines[1], "· queued") {
-		t.Fatalf("waiting frame %q", lines)
-	}
+	wantLines(t, frameOf(t, lv, clock.Now(), 80, 24), []string{
+		"aml run 2.0s · 0 running · 1 queued · 0 done · 0 failed",
+		"· queued  p  wf.star:1:1  2.0s",
+	})
 	s := sessionStart(a)
 	s.Timestamp = liveT0.Add(2 * time.Second).UnixMilli()
 	if err := lv.HandleTrace(s); err != nil {
 		t.Fatal(err)
 	}
 	clock.Set(3 * time.Second)
-	lines = lv.frameLocked(clock.Now(), 80, 24)
-	if !strings.Contains(lines[0], "1 running") || strings.Contains(lines[0], "waiting") || !strings.HasSuffix(lines[1], "1.0s") {
-		t.Fatalf("running frame %q (elapsed counts from the session start)", lines)
-	}
+	// The elapsed time counts from the session start.
+	wantLines(t, frameOf(t, lv, clock.Now(), 80, 24), []string{
+		"aml run 3.0s · 1 running · 0 done · 0 failed",
+		"⠋ queued  p  wf.star:1:1  1.0s",
+	})
 }
 
 // newTestView returns a view on a buffer with a fake clock at liveT0, a
-// fixed terminal size and an interval so long that the ticker never fires:
-// frames are drawn only by draw, Suspend and Resume.
+// fixed terminal size, colours on (TERM=xterm-256color, no NO_COLOR) and
+// an interval so long that the ticker never fires: frames are drawn only
+// by draw, Suspend and Resume.
 func newTestView(cols, rows int) (*liveView, *bytes.Buffer, *fakeClock) {
+	return newTestViewEnv(cols, rows, testEnv("xterm-256color", ""))
+}
+
+func newTestViewEnv(cols, rows int, getenv func(string) string) (*liveView, *bytes.Buffer, *fakeClock) {
 	var buf bytes.Buffer
 	clk := &fakeClock{t: liveT0}
-	lv := newLiveView(&buf, liveOptions{Now: clk.Now, Size: func() (int, int) { return cols, rows }, Interval: time.Hour})
+	lv := newLiveView(&buf, liveOptions{Now: clk.Now, Size: func() (int, int) { return cols, rows }, Interval: time.Hour, Getenv: getenv})
 	return lv, &buf, clk
+}
+
+// testEnv is an environment with only TERM and NO_COLOR.
+func testEnv(term, noColor string) func(string) string {
+	return func(k string) string {
+		switch k {
+		case "TERM":
+			return term
+		case "NO_COLOR":
+			return noColor
+		}
+		return ""
+	}
+}
+
+// sgrRE matches an SGR (colour) sequence.
+var sgrRE = regexp.MustCompile("\x1b\\[[0-9;]*m")
+
+// frameOf renders the frame at now on a cols x rows terminal without
+// drawing it and returns its lines without SGR sequences. It fails t when
+// the frame breaks the bounds: more than rows-1 lines, a line cols
+// columns wide or wider, or an escape sequence other than SGR.
+func frameOf(t testing.TB, lv *liveView, now time.Time, cols, rows int) []string {
+	t.Helper()
+	lv.mu.Lock()
+	raw := lv.frameLocked(now, cols, rows)
+	lv.mu.Unlock()
+	if len(raw) > max(rows-1, 0) {
+		t.Fatalf("%dx%d: frame of %d lines:\n%s", cols, rows, len(raw), strings.Join(raw, "\n"))
+	}
+	out := make([]string, len(raw))
+	for i, l := range raw {
+		out[i] = sgrRE.ReplaceAllString(l, "")
+		if strings.ContainsAny(out[i], "\x1b\r\n") {
+			t.Fatalf("%dx%d: line %q holds a control character", cols, rows, l)
+		}
+		if w := runewidth.StringWidth(out[i]); w > max(cols-1, 1) {
+			t.Fatalf("%dx%d: line %q is %d columns wide", cols, rows, out[i], w)
+		}
+	}
+	return out
 }
 
 // draw renders one frame as the ticker would.
@@ -126,11 +174,13 @@ func draw(lv *liveView) {
 // vscreen is a minimal terminal emulator for the sequences the view uses:
 // printable runes (one cell each), "\r", "\n" (down only, as with output
 // post-processing off; "\r\n" from a pty works too), CSI n A (up), CSI 2 K
-// (erase line) and CSI J (erase below). Anything else is an error.
+// (erase line), CSI J (erase below) and SGR (CSI ... m, counted and
+// otherwise ignored). Anything else is an error.
 type vscreen struct {
 	lines    [][]rune
 	row, col int
 	maxRow   int
+	sgr      int
 }
 
 func (s *vscreen) feed(out string) error {
@@ -183,6 +233,8 @@ func (s *vscreen) feed(out string) error {
 					}
 					s.lines = s.lines[:s.row+1]
 				}
+			case 'm':
+				s.sgr++
 			default:
 				return fmt.Errorf("unexpected CSI %s%c", param, final)
 			}
@@ -249,15 +301,21 @@ func TestLiveFrameTwoAgents(t *testing.T) {
 	)
 	clk.Set(4250 * time.Millisecond)
 	draw(lv)
+	// The run span is the root; the session folds into its agent, so the
+	// tool called in it is the agent's child. Agents beside each other
+	// align their name, provider and model.
 	frame1 := []string{
-		"aml run 4.2s · 2 running · 0 finished · 0 failed",
+		"aml run 4.2s · 2 running · 0 done · 0 failed",
 		"⠹ reviewer  anthropic  claude-sonnet  wf.star:12:5  4.2s",
+		"└─ ⠹ tool search                                    4.2s",
 		"⠹ agent     openai                    wf.star:20:3  2.7s",
+		"⠹ Review                                            4.2s",
 	}
 	wantLines(t, screenOf(t, buf.String()), frame1)
 
 	// The first agent finishes, a third starts and fails: finished agents
-	// leave the block and the counts follow.
+	// stay with their final elapsed time, their subtree collapsed, and the
+	// counts follow.
 	feed(t, lv,
 		agentEnd("3", eval.StatusOK, 5*time.Second),
 		agentStart("11", "fixer", "anthropic", "claude-haiku", "wf.star:30:1", 5*time.Second),
@@ -268,15 +326,18 @@ func TestLiveFrameTwoAgents(t *testing.T) {
 	clk.Set(75 * time.Second)
 	draw(lv)
 	wantLines(t, screenOf(t, buf.String()), []string{
-		"aml run 1m15s · 1 running · 1 finished · 1 failed",
-		"⠋ agent  openai  wf.star:20:3  1m13s",
+		"aml run 1m15s · 1 running · 1 done · 1 failed",
+		"✓ reviewer  anthropic  claude-sonnet  wf.star:12:5   5.0s",
+		"⠋ agent     openai                    wf.star:20:3  1m13s",
+		"⠋ Review                                            1m15s",
+		"✗ fixer     anthropic  claude-haiku   wf.star:30:1   1.0s",
 	})
 
 	// Stop erases the block: cursor up and clear, once per line drawn.
 	before := buf.Len()
 	lv.Stop()
 	erase := buf.String()[before:]
-	if want := "\r" + strings.Repeat("\x1b[1A\x1b[2K", 2); erase != want {
+	if want := "\r" + strings.Repeat("\x1b[1A\x1b[2K", 5); erase != want {
 		t.Fatalf("Stop wrote %q, want %q", erase, want)
 	}
 	if !strings.HasSuffix(buf.String(), "\x1b[1A\x1b[2K") {
@@ -301,7 +362,8 @@ func TestLiveRedrawInPlace(t *testing.T) {
 	lv.Start()
 	defer lv.Stop()
 	buf.WriteString("earlier output\n")
-	feed(t, lv, agentStart("2", "a", "p", "", "", 0), agentStart("3", "b", "p", "", "", 0))
+	feed(t, lv, spanStartEv("5", "1", "component", "Pair", 0),
+		under(agentStart("2", "a", "p", "", "", 0), "5"), under(agentStart("3", "b", "p", "", "", 0), "5"))
 	for i := 1; i <= 5; i++ {
 		clk.Set(time.Duration(i) * 100 * time.Millisecond)
 		draw(lv)
@@ -309,9 +371,10 @@ func TestLiveRedrawInPlace(t *testing.T) {
 	got := screenOf(t, buf.String())
 	wantLines(t, got, []string{
 		"earlier output",
-		"aml run 0.5s · 2 running · 0 finished · 0 failed",
-		"⠴ a  p  0.5s",
-		"⠴ b  p  0.5s",
+		"aml run 0.5s · 2 running · 0 done · 0 failed",
+		"⠴ Pair     0.5s",
+		"├─ ⠴ a  p  0.5s",
+		"└─ ⠴ b  p  0.5s",
 	})
 	// A frame equal to the one on screen is not written again.
 	n := buf.Len()
@@ -319,12 +382,15 @@ func TestLiveRedrawInPlace(t *testing.T) {
 	if buf.Len() != n {
 		t.Fatalf("identical frame redrawn: %q", buf.String()[n:])
 	}
-	// A shorter frame clears the leftover lines.
-	feed(t, lv, agentEnd("2", eval.StatusOK, 0), agentEnd("3", eval.StatusOK, 0))
+	// A shorter frame clears the leftover lines: the finished component
+	// collapses to one line.
+	feed(t, lv, agentEnd("2", eval.StatusOK, 300*time.Millisecond), agentEnd("3", eval.StatusOK, 400*time.Millisecond),
+		spanEndEv("5", "1", "component", "Pair", eval.StatusOK, 400*time.Millisecond))
 	draw(lv)
 	wantLines(t, screenOf(t, buf.String()), []string{
 		"earlier output",
-		"aml run 0.5s · 0 running · 2 finished · 0 failed",
+		"aml run 0.5s · 0 running · 2 done · 0 failed",
+		"✓ Pair  0.4s",
 	})
 	lv.Stop()
 	wantLines(t, screenOf(t, buf.String()), []string{"earlier output"})
@@ -353,11 +419,11 @@ func TestLiveTruncateHeight(t *testing.T) {
 	draw(lv)
 	// Six rows: five lines of block plus the row the cursor rests on.
 	wantLines(t, screenOf(t, buf.String()), []string{
-		"aml run 1.0s · 10 running · 0 finished · 0 failed",
+		"aml run 1.0s · 10 running · 0 done · 0 failed",
 		"⠋ agent0  p  1.0s",
 		"⠋ agent1  p  1.0s",
 		"⠋ agent2  p  1.0s",
-		"+7 more",
+		"… 7 more: 7 running",
 	})
 
 	var s vscreen
@@ -372,63 +438,57 @@ func TestLiveTruncateHeight(t *testing.T) {
 		rows int
 		want []string
 	}{
-		{3, []string{"aml run 1.0s · 10 running · 0 finished · 0 failed", "+10 more"}},
-		{2, []string{"aml run 1.0s · 10 running · 0 finished · 0 failed"}},
+		{4, []string{"aml run 1.0s · 10 running · 0 done · 0 failed", "⠋ agent0  p  1.0s", "… 9 more: 9 running"}},
+		{3, []string{"aml run 1.0s · 10 running · 0 done · 0 failed", "… 10 more: 10 running"}},
+		{2, []string{"aml run 1.0s · 10 running · 0 done · 0 failed"}},
 		{1, nil},
 	} {
-		lv.mu.Lock()
-		got := lv.frameLocked(clk.Now(), 60, tc.rows)
-		lv.mu.Unlock()
-		wantLines(t, got, tc.want)
+		wantLines(t, frameOf(t, lv, clk.Now(), 60, tc.rows), tc.want)
 	}
 }
 
 func TestLiveTruncateWidth(t *testing.T) {
+	// A long label is cut first, keeping the source and the elapsed time.
 	lv, _, clk := newTestView(40, 24)
 	feed(t, lv,
 		agentStart("2", "a-very-long-agent-name-that-does-not-fit-at-all", "anthropic", "claude", "wf.star:1:1", 0),
 	)
 	clk.Set(2 * time.Second)
-	lv.mu.Lock()
-	got := lv.frameLocked(clk.Now(), 40, 24)
-	lv.mu.Unlock()
-	for _, l := range got {
-		if w := runewidth.StringWidth(l); w > 39 {
-			t.Errorf("line %q is %d columns wide, want at most 39", l, w)
-		}
-	}
-	if got[1] != "⠋ a-very-long-agent-name-that-does-not…" {
-		t.Errorf("long line = %q", got[1])
+	got := frameOf(t, lv, clk.Now(), 40, 24)
+	if want := "⠋ a-very-long-agent…  wf.star:1:1  2.0s"; got[1] != want {
+		t.Errorf("long line = %q, want %q", got[1], want)
 	}
 
-	// A long source is shortened from the left so that the elapsed time
-	// stays visible.
+	// A long source is shortened from the left so that its line and
+	// column stay visible.
 	lv2, _, clk2 := newTestView(50, 24)
 	feed(t, lv2, agentStart("2", "writer", "openai", "", "/home/someone/projects/deep/tree/workflow.star:42:7", 0))
 	clk2.Set(3 * time.Second)
-	lv2.mu.Lock()
-	got = lv2.frameLocked(clk2.Now(), 50, 24)
-	lv2.mu.Unlock()
+	got = frameOf(t, lv2, clk2.Now(), 50, 24)
 	if want := "⠋ writer  openai  …/tree/workflow.star:42:7  3.0s"; got[1] != want {
 		t.Errorf("long source line = %q, want %q", got[1], want)
 	}
-	if w := runewidth.StringWidth(got[1]); w > 49 {
-		t.Errorf("line is %d columns wide", w)
+	// Narrower still, the source keeps liveMinSource columns; narrower
+	// than that, the source column goes before the label is cut.
+	if got, want := frameOf(t, lv2, clk2.Now(), 37, 24)[1], "⠋ writer  openai  …w.star:42:7  3.0s"; got != want {
+		t.Errorf("narrow line = %q, want %q", got, want)
+	}
+	if got, want := frameOf(t, lv2, clk2.Now(), 36, 24)[1], "⠋ writer  openai  3.0s"; got != want {
+		t.Errorf("narrower line = %q, want %q", got, want)
+	}
+	if got, want := frameOf(t, lv2, clk2.Now(), 14, 24)[1], "⠋ writ…  3.0s"; got != want {
+		t.Errorf("narrowest line = %q, want %q", got, want)
 	}
 
-	// Wide runes count two columns; control characters are neutralised.
+	// Wide runes count two columns; control characters are neutralised
+	// (frameOf fails on any escape sequence but SGR).
 	lv3, _, _ := newTestView(20, 24)
-	feed(t, lv3, agentStart("2", "評価者評価者評価者評価者", "p\x1b[2J", "", "", 0))
-	lv3.mu.Lock()
-	got = lv3.frameLocked(liveT0, 20, 24)
-	lv3.mu.Unlock()
-	for _, l := range got {
-		if w := runewidth.StringWidth(l); w > 19 {
-			t.Errorf("line %q is %d columns wide, want at most 19", l, w)
-		}
-		if strings.ContainsRune(l, 0x1b) {
-			t.Errorf("line %q contains ESC", l)
-		}
+	feed(t, lv3, agentStart("2", "評価者評価者評価者評価者", "p\x1b[2J", "", "wf.star:1:1", 0))
+	for _, cols := range []int{20, 21, 40, 80} {
+		frameOf(t, lv3, liveT0, cols, 24)
+	}
+	if got, want := frameOf(t, lv3, liveT0, 80, 24)[1], "⠋ 評価者評価者評価者評価者  p [2J  wf.star:1:1  0.0s"; got != want {
+		t.Errorf("wide line = %q, want %q", got, want)
 	}
 }
 
@@ -458,7 +518,7 @@ func TestLiveSuspendAndWriter(t *testing.T) {
 	clk.Set(time.Second)
 	draw(lv)
 	block := []string{
-		"aml run 1.0s · 1 running · 0 finished · 0 failed",
+		"aml run 1.0s · 1 running · 0 done · 0 failed",
 		"⠋ a  p  m  wf.star:1:1  1.0s",
 	}
 	wantLines(t, screenOf(t, buf.String()), block)
@@ -698,7 +758,7 @@ func TestLivePTY(t *testing.T) {
 	// The real ticker draws; the fake clock decides what: a frame at 1 s,
 	// then one at 2 s drawn over it (a frame at 0 s may come first).
 	clk := &fakeClock{t: liveT0}
-	lv := newLiveView(tty, liveOptions{Now: clk.Now})
+	lv := newLiveView(tty, liveOptions{Now: clk.Now, Getenv: testEnv("xterm-256color", "")})
 	if cols, rows := lv.size(); cols != 80 || rows != 10 {
 		t.Errorf("size from the tty = %dx%d, want 80x10", cols, rows)
 	}
@@ -722,20 +782,24 @@ func TestLivePTY(t *testing.T) {
 		t.Fatal("timed out reading the pseudo-terminal")
 	}
 	out := received.String()
+	plain := sgrRE.ReplaceAllString(out, "")
 	for _, want := range []string{
 		"aml run ",
-		"aml run 1.0s · 13 running · 0 finished · 0 failed",
-		"aml run 2.0s · 13 running · 0 finished · 0 failed",
+		"aml run 1.0s · 13 running · 0 done · 0 failed",
+		"aml run 2.0s · 13 running · 0 done · 0 failed",
 		"\r\x1b[9A", // a frame is drawn over the previous one
 		"reviewer  anthropic  claude-sonnet  wf.star:12:5",
 		"agent     openai",
-		"+6 more", // 10 rows: header, 7 agents, "+6 more", cursor row
+		"… 6 more: 6 running", // 10 rows: header, 7 agents, the summary, cursor row
 		"\x1b[2K",
 		"\x1b[1A\x1b[2K",
 	} {
-		if !strings.Contains(out, want) {
+		if !strings.Contains(plain, want) {
 			t.Errorf("terminal output lacks %q:\n%q", want, out)
 		}
+	}
+	if !strings.Contains(out, sgrCyan+"⠋"+sgrReset) {
+		t.Errorf("no coloured spinner on the terminal: %q", out)
 	}
 	if !strings.HasSuffix(out, "\x1b[1A\x1b[2K") {
 		t.Errorf("terminal output does not end with the erase sequence: %q", out)
