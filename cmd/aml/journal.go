@@ -278,6 +278,7 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.captureContent, "capture-content", false, "include sensitive content in traces; implies --trace")
 	fs.BoolVar(&f.json, "json", false, "print a JSON envelope {runId, durationMs, success, result, error}")
 	fs.BoolVar(&f.quiet, "quiet", false, "do not log run lifecycle lines to stderr")
+	fs.StringVar(&f.report, "report", "", "write the report of the resumed run (one self-contained HTML page) to this file when it ends")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: aml resume RUN --journal DIR [--answer ID=VALUE]... [--answers FILE.json] [--rerun-changed] [flags]
 
@@ -313,7 +314,7 @@ Flags:
 	}
 	// The run resumes in the directory it ran in: paths given here are
 	// made absolute first.
-	for _, p := range []*string{&f.journal, &answersFile, &f.traceFile} {
+	for _, p := range []*string{&f.journal, &answersFile, &f.traceFile, &f.report} {
 		if *p != "" {
 			abs, err := filepath.Abs(*p)
 			if err != nil {

@@ -5,6 +5,7 @@
 //	aml doc [NAME]         reference for the predeclared builtins
 //	aml check PATH...      check workflow files without running them
 //	aml graph FILE         draw the tree a workflow builds (Mermaid, DOT, SVG, PNG, HTML)
+//	aml report TRACE       the HTML run report of a trace file
 //	aml fmt [-w] PATH...   format workflow files
 //	aml lsp                the language server (stdio)
 //	aml workspace prune    remove what killed aml processes left behind
@@ -54,6 +55,8 @@ Commands:
   check PATH...      check workflow files without running them
   graph FILE [-o OUT]
                      draw the tree a workflow builds (.mmd, .dot, .svg, .png, .html)
+  report TRACE.jsonl [-o run.html]
+                     the HTML run report of a trace file (aml run --report writes one too)
   fmt [-w|-d|-l] PATH...
                      format workflow files
   lsp                the language server for editors (stdio)
@@ -92,6 +95,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdCheck(args[1:], stdout, stderr)
 	case "graph":
 		return cmdGraph(args[1:], stdout, stderr)
+	case "report":
+		return cmdReport(args[1:], stdout, stderr)
 	case "fmt":
 		return cmdFmt(args[1:], stdout, stderr)
 	case "lsp":
@@ -137,6 +142,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		return cmdCheck([]string{"-h"}, stdout, stdout)
 	case "graph":
 		return cmdGraph([]string{"-h"}, stdout, stdout)
+	case "report":
+		return cmdReport([]string{"-h"}, stdout, stdout)
 	case "fmt":
 		return cmdFmt([]string{"-h"}, stdout, stdout)
 	case "lsp":

@@ -24,6 +24,7 @@ import (
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/observe"
 	"github.com/aml-go/aml/observe/otlp"
+	"github.com/aml-go/aml/report"
 	"github.com/aml-go/aml/starlib"
 )
 
@@ -71,6 +72,9 @@ type runFlags struct {
 	maxSteps       limitFlag
 	// journal is --journal DIR: the run is durable (see journal.go).
 	journal string
+	// report is --report FILE: the run report is written there at the
+	// end (see report.go).
+	report string
 }
 
 func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
@@ -91,6 +95,7 @@ func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.Var(&f.maxTurns, "max-turns-per-agent", "limit of turns per agent (default 16; 0 disables)")
 	fs.Var(&f.maxSteps, "max-steps", "limit of Starlark computation steps of the evaluation (default 0: none)")
 	fs.StringVar(&f.journal, "journal", "", "record the run in this journal directory, so that aml resume can continue it after a crash or a question")
+	fs.StringVar(&f.report, "report", "", "write the run report (one self-contained HTML page: the tree, a timeline, errors, totals) to this file when the run ends")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: aml run FILE [flags]\n\nEvaluates FILE's entry (main, or --entry NAME) and prints the result on stdout.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -313,6 +318,20 @@ func (r *runner) options(wf *starlib.Workflow) (eval.Options, error) {
 		}
 		r.closers = append(r.closers, func() { tf.Close() })
 		opts.Trace = append(opts.Trace, observe.NewJSONLinesTracer(tf, f.captureContent))
+	}
+	if f.report != "" {
+		c := report.NewCollector(report.Options{Title: filepath.Base(r.file), CaptureContent: f.captureContent})
+		opts.Trace = append(opts.Trace, c)
+		path := f.report
+		r.closers = append(r.closers, func() {
+			if err := writeReport(c, path); err != nil {
+				r.logger.Error(err.Error())
+				return
+			}
+			if !f.quiet {
+				r.logger.Info("wrote the run report", "file", path)
+			}
+		})
 	}
 	if f.otlpEndpoint != "" || os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
 		exp, err := otlp.New(context.Background(), otlp.Options{Endpoint: f.otlpEndpoint, CaptureContent: f.captureContent,
