@@ -143,3 +143,30 @@ mermaid.initialize({startOnLoad: false, securityLevel: "strict"});
 	t.Logf("Mermaid rendered %d pictures", len(files))
 	p.Check(t, fmt.Sprintf("file://%s", file))
 }
+
+// TestFirefoxHTML opens the HTML picture in headless Firefox, offline:
+// it renders every node without an error or a request.
+func TestFirefoxHTML(t *testing.T) {
+	f := browsertest.NewFirefox(t)
+	g := sampleGraph(t)
+	var page bytes.Buffer
+	if err := WriteHTML(&page, g, HTMLOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "graph.html")
+	if err := os.WriteFile(file, page.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.Open(t, file)
+	var nodes int
+	g.Root.Walk(func(n *Node) {
+		if n.Kind != KindSequence {
+			nodes++
+		}
+	})
+	if got := browsertest.FirefoxEval[int](t, f, `document.querySelectorAll("g.node").length`); got != nodes {
+		t.Errorf("%d node groups drawn, want %d", got, nodes)
+	}
+	f.Screenshot(t, "graph-html-firefox.png")
+	f.Check(t, (&url.URL{Scheme: "file", Path: file}).String())
+}

@@ -214,3 +214,27 @@ func BenchmarkBrowserOpen10k(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/open")
 }
+
+// TestFirefoxSmallRun opens the small run's report in headless Firefox,
+// offline: it renders without an error or a request, with every span bar,
+// the failed ones shown failed, and the Errors section.
+func TestFirefoxSmallRun(t *testing.T) {
+	f := browsertest.NewFirefox(t)
+	file := writeReport(t, smallRun(t, true), "flow.star")
+	took := f.Open(t, file)
+	t.Logf("rendered in Firefox in %v", took)
+	if n := browsertest.FirefoxEval[int](t, f, `document.querySelectorAll("[data-span]").length`); n != smallSpans {
+		t.Errorf("%d span bars, want %d", n, smallSpans)
+	}
+	if n := browsertest.FirefoxEval[int](t, f, `document.querySelectorAll('.bar[data-status="error"]').length`); n != 5 {
+		t.Errorf("%d failed bars, want 5", n)
+	}
+	errText := browsertest.FirefoxEval[string](t, f, `document.querySelector("#errors").innerText`)
+	for _, want := range []string{failMessage, "flow.star:5:3", `agent "bad"`} {
+		if !strings.Contains(errText, want) {
+			t.Errorf("the Errors section does not show %q:\n%s", want, errText)
+		}
+	}
+	f.Screenshot(t, "report-small-firefox.png")
+	f.Check(t, (&url.URL{Scheme: "file", Path: file}).String())
+}

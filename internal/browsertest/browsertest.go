@@ -233,19 +233,26 @@ func Eval[T any](t testing.TB, p *Page, expr string) T {
 // directory, and logs its path.
 func (p *Page) Screenshot(t testing.TB, name string) {
 	t.Helper()
+	png, err := chromedp.Run(p.Ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	saveArtifact(t, name, png)
+}
+
+// saveArtifact writes a test artifact named name to $AML_TEST_ARTIFACTS
+// (made when missing), else to a temporary directory, and logs its path.
+func saveArtifact(t testing.TB, name string, data []byte) {
+	t.Helper()
 	dir := os.Getenv("AML_TEST_ARTIFACTS")
 	if dir == "" {
 		dir = t.TempDir()
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	png, err := chromedp.Run(p.Ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
 	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, png, 0o644); err != nil {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("screenshot: %s", path)
+	t.Logf("artifact: %s", path)
 }
