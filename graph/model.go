@@ -259,6 +259,12 @@ func (b *builder) node(v any) *Node {
 		return n
 	case *eval.Provide:
 		n := b.newNode(KindProvide, "provide", v.Position)
+		if v.Key != nil && v.Key.Name() != "" {
+			n.Label = "provide " + v.Key.Name()
+		}
+		if s, ok := scalar(v.Value); ok {
+			n.Details = append(n.Details, "value: "+preview(s))
+		}
 		n.Children = b.items(v.Children)
 		return n
 	case *eval.Script:
