@@ -173,8 +173,8 @@ var (
 
 // Create starts a new run in dir: it makes dir (0700) if it is missing,
 // the run's directory DIR/<id> (0700, id from eval.NewRunID) with its
-// lock and journal.log files (0600), takes the run's lock, and writes the
-// metadata record and a Running state record. The first Sync (or Close)
+// journal.log (0600), takes the run's lock (an flock on journal.log), and
+// writes the metadata record and a Running state record. The first Sync (or Close)
 // makes them durable with the new directory entries: a new run costs no
 // fsync until something outside the process depends on it. The returned
 // Run holds the run until Close. Create may be called concurrently.
@@ -205,7 +205,17 @@ func create(dir, id string, meta Meta) (_ *Run, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot create the run's journal: %w", err)
 	}
-	if held, err := flock(r.f, false); err != nil || held {
+	// The file is new, so another holder can only be a List or Prune
+	// probing it for a moment: wait for it, briefly.
+	for try := 0; ; try++ {
+		held, err := flock(r.f, false)
+		if err == nil && !held {
+			break
+		}
+		if err == nil && try < 100 {
+			time.Sleep(time.Millisecond)
+			continue
+		}
 		if err == nil {
 			err = ErrLocked
 		}
