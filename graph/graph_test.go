@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/xml"
 	"flag"
+	"fmt"
 	"image/png"
 	"io"
 	"os"
@@ -341,4 +342,23 @@ func BenchmarkSVG10k(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestWideParallel checks that a wide fan-out is cut: its first
+// branches, a box counting the rest, and its last branch.
+func TestWideParallel(t *testing.T) {
+	branches := make([]any, 100)
+	for i := range branches {
+		branches[i] = &eval.Agent{Name: fmt.Sprint("w", i), Position: pos(int32(i + 1)), Children: []any{"p"}}
+	}
+	g := Build(&eval.Parallel{Branches: branches, Position: pos(1)}, Options{})
+	var labels []string
+	for _, c := range g.Root.Children {
+		labels = append(labels, c.Label)
+	}
+	want := `agent "w0"|agent "w1"|agent "w2"|… 96 more branches|agent "w99"`
+	if got := strings.Join(labels, "|"); g.Root.Label != "parallel (100 branches)" || got != want {
+		t.Errorf("%s: %s, want %s", g.Root.Label, got, want)
+	}
+	CheckSVG(t, render(t, g, "svg"), g)
 }

@@ -24,6 +24,15 @@ const (
 	KindInclude   = "include"   // include() outside an agent
 	KindText      = "text"      // literal text the output contains
 	KindProvide   = "provide"   // provide(): a frame around its children
+	KindMore      = "more"      // branches left out of a wide parallel()
+)
+
+// Wide fan-outs are cut: a parallel() with more than maxBranches
+// branches shows its first shownBranches, a box counting the ones left
+// out, and its last one.
+const (
+	maxBranches   = 8
+	shownBranches = 3
 )
 
 // Node is one box of the picture. Frames (sandbox, workspace, provide,
@@ -210,6 +219,12 @@ func (b *builder) node(v any) *Node {
 		n.Label = fmt.Sprintf("parallel (%d branches)", len(n.Children))
 		if len(n.Children) == 1 {
 			n.Label = "parallel (1 branch)"
+		}
+		if k := len(n.Children); k > maxBranches {
+			more := b.newNode(KindMore, fmt.Sprintf("… %d more branches", k-shownBranches-1), v.Position)
+			more.Details = []string{fmt.Sprintf("branches %d to %d", shownBranches+1, k-1)}
+			last := n.Children[k-1]
+			n.Children = append(n.Children[:shownBranches:shownBranches], more, last)
 		}
 		return n
 	case *eval.Component:

@@ -35,6 +35,8 @@ func styleOf(s shape) style {
 		return style{fill: "#fffbea", stroke: "#b8860b"}
 	case n.Kind == KindProvide:
 		return style{fill: "#ffffff", stroke: "#9a9a9a", dashed: true}
+	case n.Kind == KindMore:
+		return style{fill: "#ffffff", stroke: "#b0b0b0", dashed: true}
 	}
 	return style{fill: "#f3f3f3", stroke: "#9a9a9a"}
 }

@@ -131,6 +131,7 @@ func WriteMermaid(w io.Writer, g *Graph) error {
 		{"file", "fill:#f3f3f3,stroke:#9a9a9a"},
 		{"include", "fill:#f3f3f3,stroke:#9a9a9a"},
 		{"text", "fill:#f3f3f3,stroke:#9a9a9a"},
+		{"more", "fill:#ffffff,stroke:#b0b0b0,stroke-dasharray:5 3"},
 	} {
 		fmt.Fprintf(bw, "  classDef %s %s\n", d.name, d.def)
 	}
