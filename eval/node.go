@@ -147,6 +147,11 @@ type Component struct {
 	// (so it may call Evaluate) but does not count toward max_depth.
 	Entry    bool
 	Position Position
+	// Args, when set, describes the arguments of the call that made the
+	// node, one per argument ("value" or "name=value", values shortened),
+	// for pictures and diagnostics; it must not run anything. Nil means
+	// unknown.
+	Args func() []string
 
 	// active counts the evaluations of this node in progress (read and
 	// written atomically); it lets cycle detection skip the common case.

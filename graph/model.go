@@ -231,6 +231,11 @@ func (b *builder) node(v any) *Node {
 		n := b.newNode(KindComponent, "component "+v.Name, v.Position)
 		n.Lazy = true
 		n.Details = []string{"runs when reached: its tree is built then"}
+		if v.Args != nil {
+			if args := v.Args(); len(args) > 0 {
+				n.Details = append(n.Details, "called with: "+preview(strings.Join(args, ", ")))
+			}
+		}
 		if b.opts.Describe != nil {
 			n.Details = append(n.Details, b.opts.Describe(v)...)
 		}

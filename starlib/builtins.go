@@ -606,5 +606,52 @@ func (v *ComponentValue) CallInternal(thread *starlark.Thread, args starlark.Tup
 		kv.Freeze()
 	}
 	pos := callerPos(thread)
-	return nodeValue(&eval.Component{Name: v.name, Position: pos, Fn: e.componentBody(v.fn, args, kwargs, v.name, pos)}), nil
+	return nodeValue(&eval.Component{Name: v.name, Position: pos, Fn: e.componentBody(v.fn, args, kwargs, v.name, pos),
+		Args: func() []string { return describeArgs(v.fn, args, kwargs) }}), nil
+}
+
+// argRunes is the longest an argument's description gets.
+const argRunes = 40
+
+// describeArgs describes a call of fn for eval.Component.Args: each
+// argument as name=value (positional ones named after fn's parameters
+// when fn is a Starlark function), the value as Starlark prints it,
+// shortened to argRunes; a node is named by its type.
+func describeArgs(fn starlark.Callable, args starlark.Tuple, kwargs []starlark.Tuple) []string {
+	f, _ := fn.(*starlark.Function)
+	out := make([]string, 0, len(args)+len(kwargs))
+	short := func(v starlark.Value) string {
+		s := v.String()
+		if _, ok := v.(starlark.String); !ok {
+			if _, ok := v.(*NodeValue); ok {
+				s = v.Type()
+			}
+		}
+		if r := []rune(s); len(r) > argRunes {
+			s = string(r[:argRunes-1]) + "…"
+		}
+		return s
+	}
+	positional := 0
+	if f != nil {
+		positional = f.NumParams() - f.NumKwonlyParams()
+		if f.HasVarargs() {
+			positional--
+		}
+		if f.HasKwargs() {
+			positional--
+		}
+	}
+	for i, a := range args {
+		if i < positional {
+			name, _ := f.Param(i)
+			out = append(out, name+"="+short(a))
+			continue
+		}
+		out = append(out, short(a))
+	}
+	for _, kv := range kwargs {
+		out = append(out, string(kv[0].(starlark.String))+"="+short(kv[1]))
+	}
+	return out
 }

@@ -237,7 +237,7 @@ func describeComponent(c *eval.Component, files []string) []string {
 			}
 		}
 	}
-	if len(params) > 0 {
+	if len(params) > 0 && c.Args == nil {
 		lines = append(lines, "parameters: "+strings.Join(params, ", "))
 	}
 	counts := map[string]int{}
