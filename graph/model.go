@@ -159,37 +159,18 @@ func (b *builder) items(value any) []*Node {
 			textRun = nil
 		}
 	}
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case nil, bool:
-		case []any:
-			for _, c := range v {
-				walk(c)
+	flatten(value, func(v any) {
+		if s, ok := scalar(v); ok {
+			if strings.TrimSpace(s) != "" {
+				textRun = append(textRun, s)
 			}
-		case *eval.Fragment:
-			for _, c := range v.Children {
-				walk(c)
-			}
-		case *eval.Block:
-			// A block is text with separation: its nodes are steps.
-			for _, c := range v.Children {
-				walk(c)
-			}
-		default:
-			if s, ok := scalar(v); ok {
-				if strings.TrimSpace(s) != "" {
-					textRun = append(textRun, s)
-				}
-				return
-			}
-			flush()
-			if n := b.node(v); n != nil {
-				out = append(out, n)
-			}
+			return
 		}
-	}
-	walk(value)
+		flush()
+		if n := b.node(v); n != nil {
+			out = append(out, n)
+		}
+	})
 	flush()
 	return out
 }
@@ -339,30 +320,13 @@ func (b *builder) agent(a *eval.Agent) *Node {
 	var walk func(v any, into *strings.Builder)
 	walk = func(v any, into *strings.Builder) {
 		switch v := v.(type) {
-		case nil, bool:
-		case []any:
-			for _, c := range v {
-				walk(c, into)
-			}
-		case *eval.Fragment:
-			for _, c := range v.Children {
-				walk(c, into)
-			}
-		case *eval.Block:
-			for _, c := range v.Children {
-				walk(c, into)
-			}
 		case *eval.System:
 			var s strings.Builder
-			for _, c := range v.Children {
-				walk(c, &s)
-			}
+			flatten(v.Children, func(c any) { walk(c, &s) })
 			system = append(system, s.String())
 		case *eval.FollowUp:
 			var s strings.Builder
-			for _, c := range v.Children {
-				walk(c, &s)
-			}
+			flatten(v.Children, func(c any) { walk(c, &s) })
 			followUps = append(followUps, s.String())
 		case *eval.ToolGrant:
 			if v.Tool != nil {
@@ -386,9 +350,7 @@ func (b *builder) agent(a *eval.Agent) *Node {
 			}
 		}
 	}
-	for _, c := range a.Children {
-		walk(c, &prompt)
-	}
+	flatten(a.Children, func(c any) { walk(c, &prompt) })
 	if p := strings.TrimSpace(prompt.String()); p != "" {
 		n.Details = append(n.Details, "prompt: "+preview(p))
 	}
@@ -455,31 +417,31 @@ func schemaSummary(s *eval.Schema) string {
 // textOf is the literal text in children (nodes left out).
 func textOf(children []any) string {
 	var b strings.Builder
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case []any:
-			for _, c := range v {
-				walk(c)
-			}
-		case *eval.Fragment:
-			for _, c := range v.Children {
-				walk(c)
-			}
-		case *eval.Block:
-			for _, c := range v.Children {
-				walk(c)
-			}
-		default:
-			if s, ok := scalar(v); ok {
-				b.WriteString(s)
-			}
+	flatten(children, func(v any) {
+		if s, ok := scalar(v); ok {
+			b.WriteString(s)
 		}
-	}
-	for _, c := range children {
-		walk(c)
-	}
+	})
 	return b.String()
+}
+
+// flatten calls fn for each value in v in order, descending into lists,
+// fragments and blocks (a block is text with separation, so its nodes
+// are steps like any other) and leaving out None and booleans.
+func flatten(v any, fn func(any)) {
+	switch v := v.(type) {
+	case nil, bool:
+	case []any:
+		for _, c := range v {
+			flatten(c, fn)
+		}
+	case *eval.Fragment:
+		flatten(v.Children, fn)
+	case *eval.Block:
+		flatten(v.Children, fn)
+	default:
+		fn(v)
+	}
 }
 
 // scalar is the text of a scalar renderable.
