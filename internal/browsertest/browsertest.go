@@ -49,11 +49,17 @@ type Page struct {
 	// Ctx is the tab's chromedp context, for chromedp.Run and Do.
 	Ctx context.Context
 
+	recorder
+	// onProblem, when set, is called (with mu held) for a new problem.
+	onProblem func()
+}
+
+// recorder keeps what a page requested and the errors it reported, for
+// both browsers.
+type recorder struct {
 	mu       sync.Mutex
 	requests []string
 	problems []string
-	// onProblem, when set, is called (with mu held) for a new problem.
-	onProblem func()
 }
 
 func (p *Page) problem(s string) {
@@ -196,24 +202,24 @@ func (p *Page) Open(t testing.TB, file string) time.Duration {
 }
 
 // Errors are the errors the page reported so far.
-func (p *Page) Errors() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.problems...)
+func (r *recorder) Errors() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.problems...)
 }
 
 // Check fails the test for any error the page reported and any request
-// other than self (a URL).
-func (p *Page) Check(t testing.TB, self string) {
+// other than self (a URL) or an about: page.
+func (r *recorder) Check(t testing.TB, self string) {
 	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, problem := range p.problems {
-		t.Errorf("the page reported an error: %s", problem)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.problems {
+		t.Errorf("the page reported an error: %s", p)
 	}
-	for _, r := range p.requests {
-		if r != self {
-			t.Errorf("the page requested %s", r)
+	for _, u := range r.requests {
+		if u != self && !strings.HasPrefix(u, "about:") {
+			t.Errorf("the page requested %s", u)
 		}
 	}
 }

@@ -11,8 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,11 +27,9 @@ type Firefox struct {
 	ctx     context.Context
 	context string // the tab's browsing context
 
-	mu       sync.Mutex
+	recorder // mu also guards next and pending
 	next     int
 	pending  map[int]chan bidiReply
-	requests []string
-	problems []string
 }
 
 type bidiReply struct {
@@ -299,29 +295,6 @@ func (f *Firefox) Open(t testing.TB, file string) time.Duration {
 	took := time.Since(start)
 	f.Check(t, u)
 	return took
-}
-
-// Errors are the errors the page logged so far.
-func (f *Firefox) Errors() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.problems...)
-}
-
-// Check fails the test for any error the page logged and any request
-// other than self (a URL).
-func (f *Firefox) Check(t testing.TB, self string) {
-	t.Helper()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, p := range f.problems {
-		t.Errorf("the page reported an error: %s", p)
-	}
-	for _, r := range f.requests {
-		if r != self && !strings.HasPrefix(r, "about:") {
-			t.Errorf("the page requested %s", r)
-		}
-	}
 }
 
 // Screenshot saves a PNG of the tab as a test artifact (see
