@@ -6,29 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/deterministic"
 )
-
-// recorder is a trace sink that keeps every event; with capture it asks
-// for content too.
-type recorder struct {
-	capture bool
-	mu      sync.Mutex
-	events  []eval.Event
-}
-
-func (r *recorder) HandleTrace(e eval.Event) error {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-	return nil
-}
-
-func (r *recorder) CaptureContent() bool { return r.capture }
 
 // sessionProvider is a deterministic eval.SessionProvider: every turn
 // answers its own text and reports token usage, so the evaluator traces
@@ -103,14 +86,14 @@ const smallSpans = 12
 // events and the run's error.
 func evaluate(t testing.TB, tree any, capture bool, sinks ...eval.TraceSink) ([]eval.Event, error) {
 	t.Helper()
-	rec := &recorder{capture: capture}
+	rec := &tracetest.Recorder{Content: capture}
 	limits := eval.Limits{MaxAgentCalls: eval.Unlimited, MaxDepth: eval.Unlimited}
 	rt, err := eval.New(eval.Options{AgentProvider: echoOrFail(t), Limits: &limits, Trace: append([]eval.TraceSink{rec}, sinks...)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = rt.Evaluate(context.Background(), tree, eval.EvaluateOptions{RunID: "run-1"})
-	return rec.events, err
+	return rec.Events(), err
 }
 
 // smallRun evaluates smallTree, which fails.
