@@ -54,11 +54,6 @@ type box struct {
 
 func textWidth(s string) float64 { return float64(runewidth.StringWidth(s)) * charWidth }
 
-// lines are a node's title and details, as drawn.
-func nodeLines(n *Node) (title string, details []string) {
-	return n.Label, n.Details
-}
-
 // layout lays g out.
 func layout(g *Graph) *picture {
 	p := &picture{}
@@ -82,7 +77,7 @@ func measure(n *Node) box {
 }
 
 func leafSize(n *Node) (w, h float64) {
-	title, details := nodeLines(n)
+	title, details := n.Label, n.Details
 	w = textWidth(title)
 	for _, d := range details {
 		w = max(w, textWidth(d))
@@ -171,7 +166,7 @@ func measureParallel(n *Node) box {
 }
 
 func measureFrame(n *Node) box {
-	title, details := nodeLines(n)
+	title, details := n.Label, n.Details
 	headW := textWidth(title)
 	for _, d := range details {
 		headW = max(headW, textWidth(d))

@@ -157,7 +157,7 @@ func (c *canvas) node(s shape, regular, bold font.Face) {
 		c.fillRoundRect(s.x, s.y, s.w, s.h, rad, stroke)
 		c.fillRoundRect(s.x+sw, s.y+sw, s.w-2*sw, s.h-2*sw, rad-sw, fillCol)
 	}
-	title, details := nodeLines(s.node)
+	title, details := s.node.Label, s.node.Details
 	y := s.y + padY + titleSize - 1
 	c.text(bold, s.x+padX, y, title, hexColor("#1a1a1a"))
 	for _, d := range details {

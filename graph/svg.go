@@ -139,7 +139,7 @@ func writeNodeSVG(b *bytes.Buffer, s shape) {
 	}
 	fmt.Fprintf(b, `<rect x="%s" y="%s" width="%s" height="%s" rx="%s" fill="%s" stroke="%s" stroke-width="1.2"%s/>`,
 		num(s.x), num(s.y), num(s.w), num(s.h), rx, st.fill, st.stroke, dash)
-	title, details := nodeLines(n)
+	title, details := n.Label, n.Details
 	y := s.y + padY + titleSize - 1
 	fmt.Fprintf(b, `<text x="%s" y="%s" font-weight="bold" fill="#1a1a1a">%s</text>`, num(s.x+padX), num(y), esc(title))
 	for _, d := range details {

@@ -146,7 +146,7 @@ func WriteMermaid(w io.Writer, g *Graph) error {
 
 // mermaidLabel is n's title (bold) and details, one per line.
 func mermaidLabel(n *Node) string {
-	title, details := nodeLines(n)
+	title, details := n.Label, n.Details
 	parts := []string{"<b>" + mermaidText(title) + "</b>"}
 	for _, d := range details {
 		parts = append(parts, mermaidText(d))
@@ -242,7 +242,7 @@ func dashed(st style) string {
 
 // dotLabel is n's title and details, left-aligned lines.
 func dotLabel(n *Node) string {
-	title, details := nodeLines(n)
+	title, details := n.Label, n.Details
 	var b strings.Builder
 	b.WriteByte('"')
 	b.WriteString(dotEscape(title))
