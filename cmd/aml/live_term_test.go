@@ -99,14 +99,17 @@ func TestLiveViewNoColor(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skipf("skipping: no sh on this machine (%v)", err)
 	}
-	wf := filepath.Join(t.TempDir(), "slow.star")
+	dir := t.TempDir()
+	wf := filepath.Join(dir, "slow.star")
+	// The script runs until the test has seen the live view draw it.
 	src := `
 def main():
-    return script("sleep 0.6; echo done", shell = "sh")
+    return script("while [ ! -f drawn ]; do sleep 0.02; done; rm drawn; echo done", shell = "sh")
 `
 	if err := os.WriteFile(wf, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	t.Chdir(dir)
 	for _, noColor := range []string{"1", ""} {
 		t.Run("NO_COLOR="+noColor, func(t *testing.T) {
 			ptmx, tty, err := pty.Open()
@@ -126,6 +129,14 @@ def main():
 			go func() {
 				defer close(read)
 				_, _ = io.Copy(&received, ptmx)
+			}()
+			// Once the script's line is on the terminal, let it end.
+			go func() {
+				deadline := time.Now().Add(30 * time.Second)
+				for !strings.Contains(sgrRE.ReplaceAllString(received.String(), ""), "script  host") && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				os.WriteFile(filepath.Join(dir, "drawn"), nil, 0o644)
 			}()
 			var stdout strings.Builder
 			code := Main([]string{"run", wf}, nil, &stdout, tty)
