@@ -76,6 +76,7 @@
 //	ContentCapturer    TraceSink: receives content attributes (prompts, results, errors)
 //	Checkpointer       Journal: keeps copies of a workspace's files (needed for workspace() in journaled runs)
 //	Cassette           Journal: a recording replayed offline (agents and answers only)
+//	Sized              Journal: how many records it holds (a new run then looks nothing up)
 //
 // # Durable runs
 //
@@ -89,6 +90,13 @@
 // answer ends the evaluation with a *SuspendedError. journal.go documents
 // the identities, what a Journal backend must guarantee and what a
 // workflow must not do for replays to be exact.
+//
+// # Pictures
+//
+// Expand runs a component's body to get the tree it builds without
+// running anything else (every effect fails with a *StaticError): aml
+// graph draws a workflow's entry that way. Component.Args describes the
+// arguments of the call that made a component.
 //
 // # Errors
 //
