@@ -206,6 +206,26 @@ func TestLint(t *testing.T) {
 	}
 }
 
+// TestSourceNotWritten: neither the analysis nor the formatter writes to
+// the source slice, not even to its spare capacity, since an editor's
+// document text is read by several requests at once.
+func TestSourceNotWritten(t *testing.T) {
+	text := "def a( ):\n  return 1\n"
+	buf := make([]byte, len(text), len(text)+8)
+	copy(buf, text)
+	spare := buf[len(buf):cap(buf)]
+	for i := range spare {
+		spare[i] = '#'
+	}
+	analysis.Analyze("f.star", buf, nil)
+	if _, err := analysis.Format("f.star", buf); err != nil {
+		t.Fatal(err)
+	}
+	if string(buf) != text || strings.Trim(string(spare), "#") != "" {
+		t.Fatalf("the source was written: %q, spare capacity %q", buf, spare)
+	}
+}
+
 // TestUnusedVariables: what is assigned and never read is reported once,
 // at its first assignment; parameters, "_" locals, loop variables and
 // variables read by a nested function are not; private top-level

@@ -44,7 +44,7 @@ func (a *analyzer) lint(path string, src []byte) {
 	a.unusedVariables(a.file.Syntax)
 	var findings []*warn.Finding
 	if err := guard(func() error {
-		f, err := build.ParseDefault(path, src)
+		f, err := parseBuild(path, src)
 		if err != nil {
 			return err
 		}
@@ -91,7 +91,7 @@ func Format(path string, src []byte) (out []byte, err error) {
 		return nil, fmt.Errorf("%s is not UTF-8 text: invalid byte at offset %d", path, i)
 	}
 	err = guard(func() error {
-		f, err := build.ParseDefault(path, src)
+		f, err := parseBuild(path, src)
 		if err != nil {
 			return err
 		}
@@ -99,6 +99,14 @@ func Format(path string, src []byte) (out []byte, err error) {
 		return nil
 	})
 	return out, err
+}
+
+// parseBuild parses src with buildtools. buildtools appends a newline to
+// the slice it is given, which would write into src's spare capacity: a
+// document's text is shared by the requests that read it, so the slice is
+// capped at its length and the append copies instead.
+func parseBuild(path string, src []byte) (*build.File, error) {
+	return build.ParseDefault(path, src[:len(src):len(src)])
 }
 
 // guard runs fn, turning a panic of buildtools (which has a few on odd
