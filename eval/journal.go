@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/aml-go/aml/internal/jsontext"
 	"github.com/cespare/xxhash/v2"
 )
 
@@ -271,14 +272,14 @@ func (e *Effect) MarshalJSON() ([]byte, error) {
 // hand rather than through reflection.
 func (e *Effect) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = appendJSONString(dst, e.ID)
+	dst = jsontext.AppendString(dst, e.ID)
 	if e.Kind != "" {
 		dst = append(dst, `,"kind":`...)
-		dst = appendJSONString(dst, e.Kind)
+		dst = jsontext.AppendString(dst, e.Kind)
 	}
 	if e.Pos.File != "" {
 		dst = append(dst, `,"file":`...)
-		dst = appendJSONString(dst, e.Pos.File)
+		dst = jsontext.AppendString(dst, e.Pos.File)
 	}
 	if e.Pos.Line != 0 {
 		dst = append(dst, `,"line":`...)
@@ -290,11 +291,11 @@ func (e *Effect) AppendJSON(dst []byte) []byte {
 	}
 	if e.Label != "" {
 		dst = append(dst, `,"label":`...)
-		dst = appendJSONString(dst, e.Label)
+		dst = jsontext.AppendString(dst, e.Label)
 	}
 	if e.Request != "" {
 		dst = append(dst, `,"req":`...)
-		dst = appendJSONString(dst, e.Request)
+		dst = jsontext.AppendString(dst, e.Request)
 	}
 	if len(e.Result) > 0 {
 		dst = append(dst, `,"result":`...)
@@ -302,7 +303,7 @@ func (e *Effect) AppendJSON(dst []byte) []byte {
 	}
 	if e.Checkpoint != "" {
 		dst = append(dst, `,"cp":`...)
-		dst = appendJSONString(dst, e.Checkpoint)
+		dst = jsontext.AppendString(dst, e.Checkpoint)
 	}
 	return append(dst, '}')
 }
@@ -968,7 +969,7 @@ func (d *domain) recordAgent(ctx context.Context, ws *wsState, e *Effect, resp *
 		}
 	} else {
 		b = append(b, `"text":`...)
-		b = appendJSONString(b, resp.Text)
+		b = jsontext.AppendString(b, resp.Text)
 	}
 	if len(turns) > 0 {
 		b = append(b, `,"turns":[`...)
@@ -979,13 +980,13 @@ func (d *domain) recordAgent(ctx context.Context, ws *wsState, e *Effect, resp *
 			b = append(b, `{"index":`...)
 			b = strconv.AppendInt(b, int64(t.Index), 10)
 			b = append(b, `,"kind":`...)
-			b = appendJSONString(b, t.Kind)
+			b = jsontext.AppendString(b, t.Kind)
 			for _, f := range [...]struct{ k, v string }{{"sessionId", t.SessionID}, {"stopReason", t.StopReason}, {"usage", t.Usage}} {
 				if f.v != "" {
 					b = append(b, ',', '"')
 					b = append(b, f.k...)
 					b = append(b, '"', ':')
-					b = appendJSONString(b, f.v)
+					b = jsontext.AppendString(b, f.v)
 				}
 			}
 			b = append(b, '}')
