@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -52,21 +50,13 @@ type checkDiagnostic struct {
 }
 
 func cmdCheck(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("check", checkUsage, stderr)
 	asJSON := fs.Bool("json", false, "print one JSON array of diagnostics")
 	entry := fs.String("entry", "main", "entry function whose returned trees get the placement check")
 	noLint := fs.Bool("no-lint", false, "leave out the lint warnings")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, checkUsage)
-		fs.PrintDefaults()
-	}
-	paths, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	paths, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
 	}
 	if len(paths) == 0 {
 		fmt.Fprint(stderr, checkUsage)
@@ -124,21 +114,13 @@ Flags:
 `
 
 func cmdFmt(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fmt", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("fmt", fmtUsage, stderr)
 	write := fs.Bool("w", false, "write the result to the file instead of stdout")
 	showDiff := fs.Bool("d", false, "print a diff instead of the formatted source")
 	list := fs.Bool("l", false, "list the files whose formatting differs")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, fmtUsage)
-		fs.PrintDefaults()
-	}
-	paths, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	paths, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
 	}
 	if len(paths) == 0 {
 		fmt.Fprint(stderr, fmtUsage)
@@ -149,7 +131,7 @@ func cmdFmt(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aml fmt: %v\n", err)
 		return exitUsage
 	}
-	code := exitOK
+	code = exitOK
 	for _, file := range files {
 		src, err := os.ReadFile(file)
 		if err != nil {

@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -42,31 +40,23 @@ Flags:
 
 // cmdGraph is "aml graph".
 func cmdGraph(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("graph", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("graph", graphUsage, stderr)
 	entry := fs.String("entry", "", "global to draw (default main)")
 	fs.StringVar(entry, "e", "", "shorthand for --entry")
 	out := fs.String("o", "", "write the picture to this file; its extension (.mmd, .dot, .svg, .png, .html) picks the format")
 	envFile := fs.String("runtime-env-file", "", "environment file applied after the .env files, as for aml run")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, graphUsage)
-		fs.PrintDefaults()
-	}
-	rest, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	rest, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
 	}
 	if len(rest) != 1 {
-		fmt.Fprint(stderr, graphUsage)
-		fs.PrintDefaults()
+		fs.Usage()
 		return exitUsage
 	}
 	file := rest[0]
 	format := "mmd"
 	if *out != "" {
+		var err error
 		if format, err = graph.FormatOf(*out); err != nil {
 			fmt.Fprintf(stderr, "aml graph: %v\n", err)
 			return exitUsage

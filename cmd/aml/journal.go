@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -259,28 +258,7 @@ func resumeAnswers(pending []eval.Question, flags answerFlags, file string) (map
 	return out, nil
 }
 
-func cmdResume(args []string, stdout, stderr io.Writer) int {
-	var (
-		f            runFlags
-		answers      answerFlags
-		answersFile  string
-		rerunChanged bool
-	)
-	fs := flag.NewFlagSet("resume", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.journal, "journal", "", "the journal directory the run was recorded in (required)")
-	fs.Var(&answers, "answer", "answer a pending question: ID=VALUE (repeatable; VALUE is JSON unless the answer is text)")
-	fs.StringVar(&answersFile, "answers", "", "answer pending questions from a JSON object file {ID: answer}")
-	fs.BoolVar(&rerunChanged, "rerun-changed", false, "run an effect whose request changed since it was recorded, and everything after it, live instead of failing")
-	fs.BoolVar(&f.trace, "trace", false, "write metadata-only trace events to stderr")
-	fs.StringVar(&f.traceFile, "trace-file", "", "also write trace events as JSON lines to this file")
-	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to this collector")
-	fs.BoolVar(&f.captureContent, "capture-content", false, "include sensitive content in traces; implies --trace")
-	fs.BoolVar(&f.json, "json", false, "print a JSON envelope {runId, durationMs, success, result, error}")
-	fs.BoolVar(&f.quiet, "quiet", false, "do not log run lifecycle lines to stderr")
-	fs.StringVar(&f.report, "report", "", "write the report of the resumed run (one self-contained HTML page) to this file when it ends")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: aml resume RUN --journal DIR [--answer ID=VALUE]... [--answers FILE.json] [--rerun-changed] [flags]
+const resumeUsage = `usage: aml resume RUN --journal DIR [--answer ID=VALUE]... [--answers FILE.json] [--rerun-changed] [flags]
 
 Continues the journaled run RUN: the workflow recorded in the journal runs again from
 the start, every recorded effect (agent sessions, scripts, tool calls, answers) is served
@@ -293,15 +271,37 @@ Exit codes: 0 success, 1 failure, 2 usage error (a finished run, a run being res
 elsewhere, an invalid answer), 4 the run waits for answers again.
 
 Flags:
-`)
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+`
+
+const runsUsage = `usage: aml runs --journal DIR             list the journaled runs
+       aml runs show RUN --journal DIR    print a run's recorded effects as a tree
+       aml runs prune --journal DIR       remove the runs that finished (succeeded or failed)
+
+Flags:
+`
+
+func cmdResume(args []string, stdout, stderr io.Writer) int {
+	var (
+		f            runFlags
+		answers      answerFlags
+		answersFile  string
+		rerunChanged bool
+	)
+	fs := newFlagSet("resume", resumeUsage, stderr)
+	fs.StringVar(&f.journal, "journal", "", "the journal directory the run was recorded in (required)")
+	fs.Var(&answers, "answer", "answer a pending question: ID=VALUE (repeatable; VALUE is JSON unless the answer is text)")
+	fs.StringVar(&answersFile, "answers", "", "answer pending questions from a JSON object file {ID: answer}")
+	fs.BoolVar(&rerunChanged, "rerun-changed", false, "run an effect whose request changed since it was recorded, and everything after it, live instead of failing")
+	fs.BoolVar(&f.trace, "trace", false, "write metadata-only trace events to stderr")
+	fs.StringVar(&f.traceFile, "trace-file", "", "also write trace events as JSON lines to this file")
+	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to this collector")
+	fs.BoolVar(&f.captureContent, "capture-content", false, "include sensitive content in traces; implies --trace")
+	fs.BoolVar(&f.json, "json", false, "print a JSON envelope {runId, durationMs, success, result, error}")
+	fs.BoolVar(&f.quiet, "quiet", false, "do not log run lifecycle lines to stderr")
+	fs.StringVar(&f.report, "report", "", "write the report of the resumed run (one self-contained HTML page) to this file when it ends")
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
 	}
 	if len(pos) != 1 || f.journal == "" {
 		fmt.Fprintln(stderr, "aml resume: want one run id and --journal DIR")
@@ -386,24 +386,11 @@ Flags:
 
 func cmdRuns(args []string, stdout, stderr io.Writer) int {
 	var dir string
-	fs := flag.NewFlagSet("runs", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("runs", runsUsage, stderr)
 	fs.StringVar(&dir, "journal", "", "the journal directory (required)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: aml runs --journal DIR             list the journaled runs
-       aml runs show RUN --journal DIR    print a run's recorded effects as a tree
-       aml runs prune --journal DIR       remove the runs that finished (succeeded or failed)
-
-Flags:
-`)
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
 	}
 	if dir == "" {
 		fmt.Fprintln(stderr, "aml runs: --journal DIR is required")

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -32,24 +30,15 @@ Flags:
 
 // cmdReport is "aml report".
 func cmdReport(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("report", reportUsage, stderr)
 	out := fs.String("o", "", "write the report to this file (default: the trace's path with .html)")
 	title := fs.String("title", "", "the report's title (default: the trace file's name)")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, reportUsage)
-		fs.PrintDefaults()
-	}
-	rest, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	rest, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
 	}
 	if len(rest) != 1 {
-		fmt.Fprint(stderr, reportUsage)
-		fs.PrintDefaults()
+		fs.Usage()
 		return exitUsage
 	}
 	trace := rest[0]

@@ -77,9 +77,10 @@ type runFlags struct {
 	report string
 }
 
+const runUsage = "usage: aml run FILE [flags]\n\nEvaluates FILE's entry (main, or --entry NAME) and prints the result on stdout.\n\nFlags:\n"
+
 func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("run", runUsage, stderr)
 	fs.StringVar(&f.entry, "entry", "", "global to evaluate (default main)")
 	fs.StringVar(&f.entry, "e", "", "shorthand for --entry")
 	fs.StringVar(&f.envFile, "runtime-env-file", "", "environment file applied after the .env files (overrides everything)")
@@ -96,42 +97,15 @@ func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.Var(&f.maxSteps, "max-steps", "limit of Starlark computation steps of the evaluation (default 0: none)")
 	fs.StringVar(&f.journal, "journal", "", "record the run in this journal directory, so that aml resume can continue it after a crash or a question")
 	fs.StringVar(&f.report, "report", "", "write the run report (one self-contained HTML page: the tree, a timeline, errors, totals) to this file when the run ends")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: aml run FILE [flags]\n\nEvaluates FILE's entry (main, or --entry NAME) and prints the result on stdout.\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
 	return fs
-}
-
-// parseInterleaved parses flags that may come before or after positional
-// arguments.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
 	var f runFlags
 	fs := newRunFlagSet(&f, stderr)
-	pos, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
 	}
 	if len(pos) != 1 {
 		fmt.Fprintf(stderr, "aml run: want exactly one workflow file, got %d arguments\n", len(pos))

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -44,21 +42,14 @@ func cmdSandbox(args []string, stdout, stderr io.Writer) int {
 }
 
 func cmdSandboxPrune(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("sandbox prune", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("sandbox prune", sandboxUsage, stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of lines")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, sandboxUsage)
-		fs.PrintDefaults()
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "aml sandbox prune: unexpected argument %q\n", fs.Arg(0))
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "aml sandbox prune: unexpected argument %q\n", pos[0])
 		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -52,20 +51,12 @@ Flags:
 `
 
 func cmdTest(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("test", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("test", testUsage, stderr)
 	update := fs.Bool("update", false, "rewrite the golden files with the records of this run")
 	run := fs.String("run", "", "run only the tests whose name matches this regular expression")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, testUsage)
-		fs.PrintDefaults()
-	}
-	paths, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	paths, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
 	}
 
 	ctx, cancel := context.WithCancelCause(context.Background())

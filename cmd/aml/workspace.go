@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -87,22 +85,14 @@ type pruneReport struct {
 }
 
 func cmdWorkspacePrune(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("workspace prune", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("workspace prune", workspaceUsage, stderr)
 	temp := fs.String("temporary-directory", "", "where materializations are made: the temporary_directory= of filesystem_workspace() (default the temporary directory)")
 	olderThan := fs.Duration("older-than", persist.DefaultTemporaryAge, "remove temporary uploads in a store once they are this old (a temporary upload names no owner; its age tells it from one in progress)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of lines")
 	killOrphans := fs.Bool("kill-orphans", false, "also SIGKILL the processes that killed aml processes started and that still run")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, workspaceUsage)
-		fs.PrintDefaults()
-	}
-	stores, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	stores, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
 	}
 	if *olderThan <= 0 {
 		fmt.Fprintf(stderr, "aml workspace prune: --older-than must be positive, got %v\n", *olderThan)

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,23 +32,15 @@ Flags:
 `
 
 func cmdWorkspaceVerify(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("workspace verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("workspace verify", workspaceVerifyUsage, stderr)
 	endpoint := fs.String("endpoint", "", "URL of an S3-compatible service")
 	region := fs.String("region", "", "AWS region (default the configuration's, else us-east-1)")
 	profile := fs.String("profile", "", "shared-configuration profile of the credentials")
 	pathStyle := fs.Bool("force-path-style", false, "path-style addressing (most S3-compatible services need it; implied by --endpoint)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, workspaceVerifyUsage)
-		fs.PrintDefaults()
-	}
-	rest, err := parseInterleaved(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	rest, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
 	}
 	if len(rest) != 1 || !strings.HasPrefix(rest[0], "s3://") {
 		fmt.Fprintf(stderr, "aml workspace verify: want one s3://BUCKET[/PREFIX] argument, got %q\n", rest)
