@@ -3,6 +3,8 @@ package graph
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -406,12 +408,7 @@ func schemaSummary(s *eval.Schema) string {
 	if len(props) == 0 {
 		return t
 	}
-	names := make([]string, 0, len(props))
-	for k := range props {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return t + " {" + strings.Join(names, ", ") + "}"
+	return t + " {" + strings.Join(slices.Sorted(maps.Keys(props)), ", ") + "}"
 }
 
 // textOf is the literal text in children (nodes left out).

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -128,12 +129,7 @@ func (s *spanSet) merge(have []attr, m map[string]any) []attr {
 	if len(m) == 0 {
 		return have
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		v := m[k]
 		if str, ok := v.(string); ok {
 			v = s.intern(str)
