@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/durable"
 	"github.com/aml-go/aml/internal/filekind"
 )
 
@@ -216,7 +217,7 @@ func (r *Run) Checkpoint(ctx context.Context, dir string) (string, error) {
 	if cp.dirty {
 		objDir := filepath.Join(r.dir, objectsName)
 		cp.dirSyncs++
-		if err := syncDir(objDir); err != nil {
+		if err := durable.SyncDir(objDir); err != nil {
 			return "", fmt.Errorf("cannot checkpoint %s: cannot sync %s: %w", dir, objDir, err)
 		}
 		cp.dirty = false
@@ -478,7 +479,7 @@ func (r *Run) readyLocked() error {
 	}
 	if created {
 		cp.dirSyncs++
-		if err := syncDir(r.dir); err != nil {
+		if err := durable.SyncDir(r.dir); err != nil {
 			return fmt.Errorf("cannot sync the run's directory %s: %w", r.dir, err)
 		}
 	}
@@ -722,7 +723,7 @@ func writeAtomic(dir, name string, data []byte) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("cannot write %s: %w", filepath.Join(dir, name), err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		return fmt.Errorf("cannot sync %s: %w", dir, err)
 	}
 	return nil

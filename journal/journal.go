@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/durable"
 )
 
 // logName is the journal file inside a run's directory; the process
@@ -723,10 +724,10 @@ func (r *Run) fsync(f *os.File, dirs string) error {
 	if dirs == "" {
 		return nil
 	}
-	if err := syncDir(r.dir); err != nil {
+	if err := durable.SyncDir(r.dir); err != nil {
 		return fmt.Errorf("cannot sync the run's directory %s: %w", r.dir, err)
 	}
-	if err := syncDir(dirs); err != nil {
+	if err := durable.SyncDir(dirs); err != nil {
 		return fmt.Errorf("cannot sync the journal directory %s: %w", dirs, err)
 	}
 	return nil

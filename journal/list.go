@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/durable"
 )
 
 // Summary describes one run for listings. It is a plain value.
@@ -225,7 +226,7 @@ func Prune(dir string) ([]string, error) {
 		}
 	}
 	if len(removed) > 0 {
-		if err := syncDir(dir); err != nil {
+		if err := durable.SyncDir(dir); err != nil {
 			errs = append(errs, fmt.Errorf("cannot sync %s: %w", dir, err))
 		}
 	}

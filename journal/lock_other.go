@@ -14,6 +14,3 @@ func flock(*os.File, bool) (bool, error) {
 }
 
 func funlock(*os.File) error { return nil }
-
-// syncDir is a no-op where directories cannot be fsynced.
-func syncDir(string) error { return nil }

@@ -66,6 +66,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/durable"
 	"github.com/aml-go/aml/internal/procscope"
 	"github.com/aml-go/aml/providers/option"
 	"github.com/aml-go/aml/providers/workspace/internal/lockfile"
@@ -401,7 +402,7 @@ func (l *lease) Write(ctx context.Context, p string, body io.Reader, opts persis
 		err = l.swap(ctx, tmp, dest, p, opts.Condition.Version())
 	default:
 		if err = os.Rename(tmp, dest); err == nil {
-			err = syncDir(filepath.Dir(dest))
+			err = durable.SyncDir(filepath.Dir(dest))
 		}
 	}
 	if err != nil {
@@ -453,7 +454,7 @@ func (l *lease) link(ctx context.Context, tmp, dest, p string) error {
 			return err
 		}
 	}
-	return syncDir(filepath.Dir(dest))
+	return durable.SyncDir(filepath.Dir(dest))
 }
 
 // swap moves tmp to dest only if dest's content hashes to want, under the
@@ -481,7 +482,7 @@ func (l *lease) swap(ctx context.Context, tmp, dest, p string, want persist.Vers
 	if err := os.Rename(tmp, dest); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(dest))
+	return durable.SyncDir(filepath.Dir(dest))
 }
 
 // indexLock takes the brief compare-and-swap lock, waiting for a holder.
@@ -494,19 +495,6 @@ func (l *lease) indexLock(ctx context.Context) (*lockfile.Lock, error) {
 		return nil, fmt.Errorf("filesystem workspace %q: index lock: %w", l.id, err)
 	}
 	return lk, nil
-}
-
-// syncDir makes a directory's entries durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return err
-	}
-	return nil
 }
 
 // Copy implements persist.Copier with a hard link (falling back to a
@@ -533,7 +521,7 @@ func (l *lease) Copy(ctx context.Context, src, dst string) error {
 	err = os.Link(from, to)
 	switch {
 	case err == nil:
-		return syncDir(filepath.Dir(to))
+		return durable.SyncDir(filepath.Dir(to))
 	case errors.Is(err, fs.ErrExist):
 		return fmt.Errorf("filesystem workspace %q: %s exists: %w", l.id, dst, persist.ErrPreconditionFailed)
 	case errors.Is(err, fs.ErrNotExist):
