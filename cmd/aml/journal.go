@@ -292,12 +292,7 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&answers, "answer", "answer a pending question: ID=VALUE (repeatable; VALUE is JSON unless the answer is text)")
 	fs.StringVar(&answersFile, "answers", "", "answer pending questions from a JSON object file {ID: answer}")
 	fs.BoolVar(&rerunChanged, "rerun-changed", false, "run an effect whose request changed since it was recorded, and everything after it, live instead of failing")
-	fs.BoolVar(&f.trace, "trace", false, "write metadata-only trace events to stderr")
-	fs.StringVar(&f.traceFile, "trace-file", "", "also write trace events as JSON lines to this file")
-	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to this collector")
-	fs.BoolVar(&f.captureContent, "capture-content", false, "include sensitive content in traces; implies --trace")
-	fs.BoolVar(&f.json, "json", false, "print a JSON envelope {runId, durationMs, success, result, error}")
-	fs.BoolVar(&f.quiet, "quiet", false, "do not log run lifecycle lines to stderr")
+	f.outputFlags(fs)
 	fs.StringVar(&f.report, "report", "", "write the report of the resumed run (one self-contained HTML page) to this file when it ends")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {

@@ -84,12 +84,7 @@ func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.entry, "entry", "", "global to evaluate (default main)")
 	fs.StringVar(&f.entry, "e", "", "shorthand for --entry")
 	fs.StringVar(&f.envFile, "runtime-env-file", "", "environment file applied after the .env files (overrides everything)")
-	fs.BoolVar(&f.trace, "trace", false, "write metadata-only trace events to stderr")
-	fs.StringVar(&f.traceFile, "trace-file", "", "also write trace events as JSON lines to this file")
-	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to this collector (default: OTEL_EXPORTER_OTLP_ENDPOINT when set)")
-	fs.BoolVar(&f.captureContent, "capture-content", false, "include sensitive content (prompts, results, errors) in traces; implies --trace")
-	fs.BoolVar(&f.json, "json", false, "print a JSON envelope {runId, durationMs, success, result, error}")
-	fs.BoolVar(&f.quiet, "quiet", false, "do not log run lifecycle lines to stderr")
+	f.outputFlags(fs)
 	fs.Var(&f.maxAgentCalls, "max-agent-calls", "limit of agent sessions (default 32; 0 disables)")
 	fs.Var(&f.maxConcurrent, "max-concurrent-agents", "limit of concurrent agent calls (default 4; 0 disables)")
 	fs.Var(&f.maxDepth, "max-depth", "limit of nested depth (default 16; 0 disables)")
@@ -98,6 +93,17 @@ func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.journal, "journal", "", "record the run in this journal directory, so that aml resume can continue it after a crash or a question")
 	fs.StringVar(&f.report, "report", "", "write the run report (one self-contained HTML page: the tree, a timeline, errors, totals) to this file when the run ends")
 	return fs
+}
+
+// outputFlags adds the flags of what a run prints and traces, shared by
+// aml run and aml resume.
+func (f *runFlags) outputFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&f.trace, "trace", false, "write metadata-only trace events to stderr")
+	fs.StringVar(&f.traceFile, "trace-file", "", "also write trace events as JSON lines to this file")
+	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "export traces over OTLP/HTTP to this collector (default: OTEL_EXPORTER_OTLP_ENDPOINT when set)")
+	fs.BoolVar(&f.captureContent, "capture-content", false, "include sensitive content (prompts, results, errors) in traces; implies --trace")
+	fs.BoolVar(&f.json, "json", false, "print a JSON envelope {runId, durationMs, success, result, error}")
+	fs.BoolVar(&f.quiet, "quiet", false, "do not log run lifecycle lines to stderr")
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) int {
