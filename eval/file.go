@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/aml-go/aml/internal/filekind"
 )
 
 // writeFileNode runs a file() node: it replaces one complete file in the
@@ -72,7 +70,7 @@ func (d *domain) readAppFile(src string) ([]byte, error) {
 		return nil, err
 	}
 	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is a %s, not a regular file", src, filekind.Of(info.Mode()))
+		return nil, fmt.Errorf("%s is a %s, not a regular file", src, fileKind(info))
 	}
 	return os.ReadFile(full)
 }
@@ -98,7 +96,7 @@ func writeConfined(root, p string, data []byte) error {
 		case info.Mode()&os.ModeSymlink != 0:
 			return fmt.Errorf("%s is a symbolic link: file() does not write through links", p)
 		case !info.Mode().IsRegular():
-			return fmt.Errorf("%s is a %s, not a file", p, filekind.Of(info.Mode()))
+			return fmt.Errorf("%s is a %s, not a file", p, fileKind(info))
 		}
 	}
 	dir := path.Dir(p)
@@ -149,7 +147,7 @@ func openConfined(root, p string) (*os.Root, *os.File, os.FileInfo, error) {
 	if !info.Mode().IsRegular() {
 		f.Close()
 		r.Close()
-		return nil, nil, info, fmt.Errorf("%s is a %s, not a regular file", p, filekind.Of(info.Mode()))
+		return nil, nil, info, fmt.Errorf("%s is a %s, not a regular file", p, fileKind(info))
 	}
 	return r, f, info, nil
 }

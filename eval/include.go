@@ -14,8 +14,6 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
-
-	"github.com/aml-go/aml/internal/filekind"
 )
 
 // Include reads one application-owned file (Src, resolved from the
@@ -147,7 +145,7 @@ func (d *domain) includeSourceOf(ctx context.Context, n *Include, res resScope) 
 					return 0, 0, err
 				}
 				if !info.Mode().IsRegular() {
-					return 0, 0, fmt.Errorf("must name a regular file, not a %s", filekind.Of(info.Mode()))
+					return 0, 0, fmt.Errorf("must name a regular file, not a %s", fileKind(info))
 				}
 				return info.Size(), info.ModTime().UnixNano(), nil
 			},
@@ -444,6 +442,24 @@ func countLines(data []byte) int {
 		n++
 	}
 	return n
+}
+
+func fileKind(info os.FileInfo) string {
+	switch m := info.Mode(); {
+	case m.IsRegular():
+		return "regular file"
+	case m.IsDir():
+		return "directory"
+	case m&os.ModeSymlink != 0:
+		return "symbolic link"
+	case m&os.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
 
 // plural formats a count of unit, with thousands separators.

@@ -18,7 +18,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/aml-go/aml/internal/jsontext"
 	"github.com/cespare/xxhash/v2"
 )
 
@@ -272,14 +271,14 @@ func (e *Effect) MarshalJSON() ([]byte, error) {
 // hand rather than through reflection.
 func (e *Effect) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = jsontext.AppendString(dst, e.ID)
+	dst = appendJSONString(dst, e.ID)
 	if e.Kind != "" {
 		dst = append(dst, `,"kind":`...)
-		dst = jsontext.AppendString(dst, e.Kind)
+		dst = appendJSONString(dst, e.Kind)
 	}
 	if e.Pos.File != "" {
 		dst = append(dst, `,"file":`...)
-		dst = jsontext.AppendString(dst, e.Pos.File)
+		dst = appendJSONString(dst, e.Pos.File)
 	}
 	if e.Pos.Line != 0 {
 		dst = append(dst, `,"line":`...)
@@ -291,11 +290,11 @@ func (e *Effect) AppendJSON(dst []byte) []byte {
 	}
 	if e.Label != "" {
 		dst = append(dst, `,"label":`...)
-		dst = jsontext.AppendString(dst, e.Label)
+		dst = appendJSONString(dst, e.Label)
 	}
 	if e.Request != "" {
 		dst = append(dst, `,"req":`...)
-		dst = jsontext.AppendString(dst, e.Request)
+		dst = appendJSONString(dst, e.Request)
 	}
 	if len(e.Result) > 0 {
 		dst = append(dst, `,"result":`...)
@@ -303,7 +302,7 @@ func (e *Effect) AppendJSON(dst []byte) []byte {
 	}
 	if e.Checkpoint != "" {
 		dst = append(dst, `,"cp":`...)
-		dst = jsontext.AppendString(dst, e.Checkpoint)
+		dst = appendJSONString(dst, e.Checkpoint)
 	}
 	return append(dst, '}')
 }
@@ -969,7 +968,7 @@ func (d *domain) recordAgent(ctx context.Context, ws *wsState, e *Effect, resp *
 		}
 	} else {
 		b = append(b, `"text":`...)
-		b = jsontext.AppendString(b, resp.Text)
+		b = appendJSONString(b, resp.Text)
 	}
 	if len(turns) > 0 {
 		b = append(b, `,"turns":[`...)
@@ -980,13 +979,13 @@ func (d *domain) recordAgent(ctx context.Context, ws *wsState, e *Effect, resp *
 			b = append(b, `{"index":`...)
 			b = strconv.AppendInt(b, int64(t.Index), 10)
 			b = append(b, `,"kind":`...)
-			b = jsontext.AppendString(b, t.Kind)
+			b = appendJSONString(b, t.Kind)
 			for _, f := range [...]struct{ k, v string }{{"sessionId", t.SessionID}, {"stopReason", t.StopReason}, {"usage", t.Usage}} {
 				if f.v != "" {
 					b = append(b, ',', '"')
 					b = append(b, f.k...)
 					b = append(b, '"', ':')
-					b = jsontext.AppendString(b, f.v)
+					b = appendJSONString(b, f.v)
 				}
 			}
 			b = append(b, '}')

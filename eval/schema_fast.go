@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"unicode/utf8"
-
-	"github.com/aml-go/aml/internal/jsontext"
 )
 
 // fastSchema is a compiled form of the common subset of JSON Schema
@@ -187,7 +185,7 @@ func compileFast(doc map[string]any) *fastSchema {
 	}
 	for _, name := range f.propNames {
 		f.propReq = append(f.propReq, contains(f.required, name))
-		f.propKeys = append(f.propKeys, append(jsontext.AppendString(nil, name), ':'))
+		f.propKeys = append(f.propKeys, append(appendJSONString(nil, name), ':'))
 	}
 	if len(f.enum) > 0 {
 		f.enumStrings = make(map[string]bool, len(f.enum))
@@ -239,7 +237,7 @@ func (f *fastSchema) encodeValid(b []byte, v any) ([]byte, bool) {
 		if f.pattern != nil && !f.pattern.MatchString(str) {
 			return b, false
 		}
-		return jsontext.AppendString(b, str), true
+		return appendJSONString(b, str), true
 	}
 	x, isObj := v.(map[string]any)
 	if !isObj || len(f.anyOf) > 0 || f.enum != nil || f.hasConst || f.reqOutside > 0 || (f.types != 0 && f.types&fastObject == 0) {
@@ -443,7 +441,7 @@ func appendJSONWith(b []byte, v any, f *fastSchema) ([]byte, bool) {
 					b = append(b, ',')
 				}
 				first = false
-				b = jsontext.AppendString(b, name)
+				b = appendJSONString(b, name)
 				b = append(b, ':')
 				if b, ok = appendJSONWith(b, pv, f.props[name]); !ok {
 					return b, false
@@ -470,7 +468,7 @@ func appendJSONWith(b []byte, v any, f *fastSchema) ([]byte, bool) {
 	case bool:
 		return strconv.AppendBool(b, x), true
 	case string:
-		return jsontext.AppendString(b, x), true
+		return appendJSONString(b, x), true
 	case int64:
 		return strconv.AppendInt(b, x, 10), true
 	case int:
@@ -504,7 +502,7 @@ func appendJSONWith(b []byte, v any, f *fastSchema) ([]byte, bool) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = jsontext.AppendString(b, k)
+			b = appendJSONString(b, k)
 			b = append(b, ':')
 			var ok bool
 			if b, ok = appendJSON(b, x[k]); !ok {
@@ -533,4 +531,59 @@ func appendJSONFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString quotes s like encoding/json with HTML escaping off.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/aml-go/aml/internal/filekind"
 	"gopkg.in/yaml.v3"
 )
 
@@ -76,7 +75,7 @@ func (d *domain) stageSkill(ctx context.Context, n *Skill, plan *agentPlan) (Age
 		return AgentSkill{}, &EvaluationError{Msg: fmt.Sprintf("skill(%q): cannot read the package", n.Src), Pos: n.Position, Err: err}
 	}
 	if !info.IsDir() {
-		return fail("must name a package directory containing SKILL.md, not a %s", filekind.Of(info.Mode()))
+		return fail("must name a package directory containing SKILL.md, not a %s", fileKind(info))
 	}
 	raw, err := os.ReadFile(filepath.Join(src, "SKILL.md"))
 	if err != nil {
@@ -171,7 +170,7 @@ func copyPackage(src string, write func(rel string, data []byte, perm os.FileMod
 			// Owner-executable files (package scripts) stay executable.
 			return write(filepath.ToSlash(rel), data, 0o600|mode.Perm()&0o100)
 		default:
-			return fmt.Errorf("the package contains %s %q: only regular files and directories are allowed", filekind.Of(info.Mode()), rel)
+			return fmt.Errorf("the package contains %s %q: only regular files and directories are allowed", fileKind(info), rel)
 		}
 	})
 }

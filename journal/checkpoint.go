@@ -20,7 +20,6 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/durable"
-	"github.com/aml-go/aml/internal/filekind"
 )
 
 // Workspace checkpoints (eval.Checkpointer). A run's directory holds them
@@ -206,7 +205,7 @@ func (r *Run) Checkpoint(ctx context.Context, dir string) (string, error) {
 			}
 			e.Size, e.SHA256 = s.size, hex.EncodeToString(s.sum[:])
 		default:
-			return fmt.Errorf("%s is a %s: a checkpoint holds only regular files and directories", p, filekind.Of(info.Mode()))
+			return fmt.Errorf("%s is a %s: a checkpoint holds only regular files and directories", p, fileKind(info.Mode()))
 		}
 		m.Entries = append(m.Entries, e)
 		return nil
@@ -757,7 +756,7 @@ func checkpointRoot(dir string) (string, error) {
 		return "", err
 	}
 	if !info.IsDir() {
-		return "", fmt.Errorf("%s is a %s, not a directory", root, filekind.Of(info.Mode()))
+		return "", fmt.Errorf("%s is a %s, not a directory", root, fileKind(info.Mode()))
 	}
 	return root, nil
 }
@@ -794,6 +793,27 @@ func parseSum(s string) (sum [32]byte, ok bool) {
 	}
 	_, err := hex.Decode(sum[:], []byte(s))
 	return sum, err == nil
+}
+
+// fileKind names the type of an entry that is not a regular file.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeCharDevice != 0:
+		return "character device"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m.IsRegular():
+		return "regular file"
+	}
+	return "irregular file"
 }
 
 // statIDs returns the inode number and the change time (unix ns) of
