@@ -200,13 +200,15 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		entry *Effect
 	)
 	if d.journal != nil {
-		// The identity and the fingerprint share one allocation.
+		// The identity, the order and the fingerprint share one
+		// allocation.
 		var buf [192]byte
-		b := path.appendNext(buf[:0], "agent", n.Position)
-		idLen := len(b)
+		b, idLen, seq := path.appendNext(buf[:0], "agent")
+		ordLen := len(b)
 		s := string(appendAgentFingerprint(b, req, authoredSystem, p, schema, plan))
-		entry = &Effect{ID: s[:idLen], Kind: "agent", Pos: n.Position, Label: agentLabel(n), Request: s[idLen:]}
-		if rec, err = d.replay(entry.ID, entry.Kind, n.Position, entry.Label, entry.Request); err != nil {
+		entry = &Effect{ID: s[:idLen], Order: s[idLen:ordLen], Kind: "agent", Pos: d.journal.relPos(n.Position), Label: agentLabel(n), Request: s[ordLen:]}
+		at := slot{id: entry.ID, order: entry.Order, seq: seq, path: path}
+		if rec, err = d.replay(at, entry.Kind, n.Position, entry.Label, entry.Request); err != nil {
 			return dst, err
 		}
 	}
@@ -273,7 +275,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		}
 	}
 	if err == nil && rec == nil && entry != nil {
-		err = d.recordAgent(ctx, plan.ws, entry, resp, schema != nil, turns)
+		err = d.recordAgent(ctx, plan.ws, entry, resp, schema != nil, turns, !inProcess(p))
 	}
 	if err != nil {
 		agentSpan.end(err, nil, nil)

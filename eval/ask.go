@@ -35,6 +35,11 @@ func (cc *ComponentContext) Ask(question, id string, schema *Schema, pos Positio
 	cc.wg.Add(1)
 	defer cc.wg.Done()
 	d := cc.d
+	if id != "" {
+		if err := d.claimQuestion(id, pos); err != nil {
+			return nil, err
+		}
+	}
 	q := Question{ID: id, Text: question, Pos: pos, Source: pos.String()}
 	if schema != nil {
 		q.Schema = schema.Document()
@@ -43,7 +48,8 @@ func (cc *ComponentContext) Ask(question, id string, schema *Schema, pos Positio
 		return d.askLive(cc.ctx, q, schema)
 	}
 	sc := cc.scope()
-	e := &Effect{ID: sc.path.next("ask", pos), Kind: "ask", Pos: pos, Request: fp("question", question)}
+	at := sc.path.next("ask")
+	e := &Effect{ID: at.id, Order: at.order, Kind: "ask", Pos: d.journal.relPos(pos), Request: fp("question", question)}
 	if q.ID == "" {
 		q.ID = e.ID
 	}
@@ -51,7 +57,7 @@ func (cc *ComponentContext) Ask(question, id string, schema *Schema, pos Positio
 	if schema != nil {
 		e.Request = fp("question", question, "schema", schema.JSON())
 	}
-	rec, err := d.replay(e.ID, e.Kind, pos, e.Label, e.Request)
+	rec, err := d.replay(at, e.Kind, pos, e.Label, e.Request)
 	if err != nil {
 		return nil, err
 	}
@@ -88,10 +94,30 @@ func (cc *ComponentContext) Ask(question, id string, schema *Schema, pos Positio
 		return nil, &EvaluationError{Msg: "cannot record " + e.Label + " in the journal", Pos: pos, Err: err}
 	}
 	e.Result = b
-	if err := d.record(e); err != nil {
+	if err := d.record(e, true); err != nil {
 		return nil, err
 	}
 	return answer, nil
+}
+
+// claimQuestion takes question id for the ask() at pos: an answer
+// answers exactly one question, so a second ask() with an id already
+// asked in this evaluation is an error naming both.
+func (d *domain) claimQuestion(id string, pos Position) error {
+	d.qMu.Lock()
+	defer d.qMu.Unlock()
+	if first, ok := d.questions[id]; ok {
+		where := "at " + first.String()
+		if first == pos {
+			where = "at the same place (a loop, or a component called again)"
+		}
+		return newError(pos, fmt.Sprintf("ask(id=%q): the question id %q was already asked %s in this run; an answer answers exactly one question, so give each ask() its own id, for example id = %q + str(i) in a loop", id, id, where, id+"-"))
+	}
+	if d.questions == nil {
+		d.questions = map[string]Position{}
+	}
+	d.questions[id] = pos
+	return nil
 }
 
 // askLive asks through Options.Ask.

@@ -137,17 +137,22 @@ func (cc *ComponentContext) EvaluateAllStructured(values []any, schema *Schema, 
 	defer cc.wg.Done()
 	out := make([]any, len(values))
 	sc := cc.scope()
-	fan := sc.path.child("p", pos)
+	fan := sc.path.child("p")
+	fan.expect(len(values))
 	err := cc.d.fanOut(cc.ctx, len(values), pos, func(i int) error {
 		bsc := sc
 		bsc.path = fan.branch(i)
 		v, err := cc.d.evaluateStructured(cc.ctx, values[i], bsc, schema, pos)
 		out[i] = v
+		if err == nil {
+			bsc.path.finish()
+		}
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	fan.finish()
 	return out, nil
 }
 
@@ -165,7 +170,7 @@ func (cc *ComponentContext) EvaluateAll(values []any, pos Position) ([]string, e
 	cc.wg.Add(1)
 	defer cc.wg.Done()
 	sc := cc.scope()
-	sc.path = sc.path.child("p", pos)
+	sc.path = sc.path.child("p")
 	return cc.d.evaluateAll(cc.ctx, values, sc, pos, false)
 }
 
@@ -175,6 +180,7 @@ func (cc *ComponentContext) EvaluateAll(values []any, pos Position) ([]string, e
 // tree that holds them (the branches of a parallel()).
 func (d *domain) evaluateAll(ctx context.Context, values []any, sc scope, pos Position, checked bool) ([]string, error) {
 	texts := make([]string, len(values))
+	sc.path.expect(len(values))
 	err := d.fanOut(ctx, len(values), pos, func(i int) error {
 		var err error
 		bsc := sc.branch(i)
@@ -183,11 +189,15 @@ func (d *domain) evaluateAll(ctx context.Context, values []any, sc scope, pos Po
 		} else {
 			texts[i], err = d.evaluate(ctx, values[i], bsc)
 		}
+		if err == nil {
+			bsc.path.finish()
+		}
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	sc.path.finish()
 	return texts, nil
 }
 

@@ -490,7 +490,7 @@ func (e *evaluator) component(n *Component, base frame) error {
 	}
 	base.kind = fComponent
 	base.comps = link
-	base.path = base.path.child("c", n.Position)
+	base.path = base.path.child("c")
 	base.span = e.d.trace.startSpan(e.spanParent(), "component", n.Name, n.Position, nil, nil)
 	sc := scope{depth: int(base.depth), span: base.span.ID(), ctx: base.ctx, comps: link, path: base.path, res: base.res}
 	if sc.span == "" {
@@ -535,6 +535,7 @@ func (e *evaluator) pop() error {
 	case fComponent:
 		f.comps.leave()
 		f.span.end(nil, nil, nil)
+		f.path.finish()
 		return nil
 	case fWorkspace:
 		return e.d.leaveWorkspace(e.ctx, f.ws, false)
@@ -621,7 +622,7 @@ func (e *evaluator) unwind(err error) error {
 func (e *evaluator) parallel(n *Parallel, depth int) (string, error) {
 	sp := e.d.trace.startSpan(e.spanParent(), "component", "Parallel", n.Position, nil, nil)
 	branches := flattenBranches(n.Branches)
-	sc := scope{depth: depth, span: sp.ID(), ctx: e.top().ctx, comps: e.top().comps, path: e.top().path.child("p", n.Position), res: e.top().res}
+	sc := scope{depth: depth, span: sp.ID(), ctx: e.top().ctx, comps: e.top().comps, path: e.top().path.child("p"), res: e.top().res}
 	if sc.span == "" {
 		sc.span = e.spanParent()
 	}

@@ -16,7 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -27,13 +27,13 @@ import (
 // recorded effect from it without calling its provider, then continues
 // live at the first effect with no record.
 //
-// An effect is keyed by a stable identity, never by scheduling order: the
-// path of enclosing components and fan-out branches, the authored
-// position of the node, and an occurrence counter within that path. A
-// path is a sequential context (one branch of a parallel(), the body of
-// one component and the value it returns), so its effects happen in an
-// order the program fixes, and parallel() branches replay correctly
-// whichever finished first.
+// An effect is keyed by a stable identity, never by its source position
+// or by scheduling order: the path of enclosing component calls and
+// fan-out branches, the effect's kind and its occurrence in its
+// sequential context (see identity.go's description, repeated in the
+// package documentation). Edits that change no effect keep every
+// identity, and parallel() branches replay correctly whichever finished
+// first.
 //
 // What is recorded (Effect.Kind):
 //
@@ -46,11 +46,21 @@ import (
 //
 // Each record keeps a fingerprint of its request: short digests of the
 // fields that determine the result (an agent's prompt, system, model,
-// tools, schema, provider; a script's command). On replay a record whose
-// fingerprint no longer matches is a divergence: the evaluation fails
-// with a *DivergenceError naming the node and the fields that changed,
-// unless ResumeOptions.RerunChanged is set, in which case that effect and
-// every effect after it run live.
+// tools, schema, provider; a script's command). On resume the program
+// is first replayed dry (nothing runs live) and compared with the
+// journal: a record whose fingerprint no longer matches, an effect
+// inserted between recorded ones and recorded effects the program no
+// longer reaches are changes, each a *DivergenceError naming the node,
+// and the resume fails with them before anything runs live, unless
+// ResumeOptions.RerunChanged is set: then a changed or inserted effect
+// and every effect after it in its sequential context run live, and the
+// rest is served.
+//
+// A record is durable (Journal.Sync) within a short window after an
+// effect that reaches outside the process completed (see
+// EvaluateOptions.CommitWindow), whether or not another effect starts,
+// and before any such effect starts: a crash re-runs only effects in
+// flight and those that completed within the last window.
 //
 // What a workflow must not do for replay to be exact: decide anything
 // from values that are not effects (the clock, random numbers, files read
@@ -224,14 +234,43 @@ type Cassette interface {
 	Cassette() bool
 }
 
+// Lister is the optional Journal capability that lists the records a
+// journal holds, in the order they were appended. A resumed evaluation
+// reads them once when it starts: with them it tells an effect the
+// program inserted between recorded ones from the first effect the
+// recorded run never reached, and finds recorded effects the program no
+// longer reaches. Without it only a changed request is a divergence.
+type Lister interface {
+	// Effects returns every record, superseded ones included, in the
+	// order they were appended. It is safe for concurrent use.
+	Effects() []*Effect
+}
+
+// VoidKind is the Kind of a record that withdraws the record appended
+// before it under the same identity: a resume that accepted a change
+// (RerunChanged) withdraws the records the changed program will not
+// serve again, so that a later resume does not serve them either. A
+// journal keeps it like any record; the evaluator treats an identity
+// whose last record is void as having none.
+const VoidKind = "void"
+
 // Effect is one recorded effect of a journaled run.
 type Effect struct {
 	// ID is the effect's stable identity (see Journal).
 	ID string
-	// Kind is agent, script, tool, ask, include or read.
+	// Kind is agent, script, tool, ask, workspace, sandbox, include,
+	// read, or VoidKind.
 	Kind string
-	// Pos is the authored position of the node.
+	// Pos is the authored position of the node when it was recorded,
+	// its file relative to the workflow's directory
+	// (EvaluateOptions.SourceRoot). It names the node; it is not part of
+	// the identity.
 	Pos Position
+	// Order holds the ordinal in its context of each segment of ID,
+	// dotted ("3.0.1"; a branch's ordinal is its index), so that a
+	// resume knows what the recorded run did after what. Checks
+	// (include, read) have none.
+	Order string
 	// Label names the node in messages, for example agent(name="review").
 	Label string
 	// Request is the fingerprint of the request: "field=digest" pairs of
@@ -256,6 +295,7 @@ type effectJSON struct {
 	Request string          `json:"req,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	CP      string          `json:"cp,omitempty"`
+	Order   string          `json:"o,omitempty"`
 }
 
 // MarshalJSON encodes the effect with its position as file, line and col
@@ -265,7 +305,7 @@ func (e *Effect) MarshalJSON() ([]byte, error) {
 }
 
 // AppendJSON appends the effect's compact JSON object to dst: id, kind,
-// file, line, col, label, req, result and cp, the empty
+// file, line, col, o (the order), label, req, result and cp, the empty
 // ones left out. Result must be valid compact JSON, as the evaluator
 // records it. Journals encode an effect per record, so it is written by
 // hand rather than through reflection.
@@ -287,6 +327,10 @@ func (e *Effect) AppendJSON(dst []byte) []byte {
 	if e.Pos.Col != 0 {
 		dst = append(dst, `,"col":`...)
 		dst = strconv.AppendInt(dst, int64(e.Pos.Col), 10)
+	}
+	if e.Order != "" {
+		dst = append(dst, `,"o":`...)
+		dst = appendJSONString(dst, e.Order)
 	}
 	if e.Label != "" {
 		dst = append(dst, `,"label":`...)
@@ -313,7 +357,7 @@ func (e *Effect) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*e = Effect{ID: j.ID, Kind: j.Kind, Pos: Position{File: j.File, Line: j.Line, Col: j.Col}, Label: j.Label, Request: j.Request, Result: j.Result, Checkpoint: j.CP}
+	*e = Effect{ID: j.ID, Kind: j.Kind, Pos: Position{File: j.File, Line: j.Line, Col: j.Col}, Label: j.Label, Request: j.Request, Result: j.Result, Checkpoint: j.CP, Order: j.Order}
 	return nil
 }
 
@@ -361,33 +405,104 @@ type Read struct {
 	Digest string
 }
 
-// DivergenceError reports a recorded effect whose request no longer
-// matches the program: the script, an included file or a read value
-// changed since the journal recorded the run.
+// ChangeKind says how a resumed program differs from its journal at one
+// place (see DivergenceError).
+type ChangeKind string
+
+// The kinds of change.
+const (
+	// ChangeRequest: an effect whose place matches a record, but whose
+	// request (or kind) changed.
+	ChangeRequest ChangeKind = "changed"
+	// ChangeInserted: an effect with no record, where the recorded run
+	// went on past its place.
+	ChangeInserted ChangeKind = "inserted"
+	// ChangeRemoved: a recorded effect that the program no longer
+	// reaches.
+	ChangeRemoved ChangeKind = "removed"
+)
+
+// DivergenceError reports a place where the resumed program no longer
+// matches its journal: the script, an included file or a read value
+// changed since the journal recorded the run (see ChangeKind).
 type DivergenceError struct {
-	// ID is the effect's identity; Pos and Label name the node.
-	ID    string
+	// ID is the identity of the place.
+	ID string
+	// Kind says what changed; "" reads as ChangeRequest.
+	Kind ChangeKind
+	// Pos and Label name the node: where the program reaches it now, or,
+	// for ChangeRemoved, where it was when it was recorded (Recorded.Pos).
 	Pos   Position
 	Label string
-	// Changed lists the request fields whose digests differ, sorted.
+	// Changed lists the request fields whose digests differ, sorted
+	// (ChangeRequest).
 	Changed []string
+	// Recorded is the record at the place (nil for ChangeInserted).
+	Recorded *Effect
+	// Now, for ChangeRemoved, is the effect the program reaches in the
+	// removed one's place, when there is one: the run recorded it later.
+	Now *Effect
 	// Cassette is set when the journal is a cassette (see Cassette).
 	Cassette bool
 }
 
 func (e *DivergenceError) Error() string {
+	d := e.Describe()
+	if e.Cassette {
+		return d + "; restore the workflow (and its inputs) as they were, or record the cassette again with aml run --journal"
+	}
+	switch e.Kind {
+	case ChangeInserted:
+		return d + "; restore the workflow (and its inputs) as they were, or resume with --rerun-changed (ResumeOptions.RerunChanged) to run it and everything after it in its sequential context live"
+	case ChangeRemoved:
+		return d + "; restore the workflow (and its inputs) as they were, or resume with --rerun-changed (ResumeOptions.RerunChanged) to drop its record and run everything after it in its sequential context live"
+	}
+	return d + "; restore the workflow (and its inputs) as they were, or resume with --rerun-changed (ResumeOptions.RerunChanged) to run this effect and everything after it in its sequential context live"
+}
+
+// Describe says what changed, where, without the advice of Error.
+func (e *DivergenceError) Describe() string {
 	var b strings.Builder
 	if e.Pos.IsValid() {
 		b.WriteString(e.Pos.String())
 		b.WriteString(": ")
 	}
 	b.WriteString(e.Label)
-	b.WriteString(" no longer matches the journal: ")
-	b.WriteString(changedText(e.Changed))
-	if e.Cassette {
-		b.WriteString(" changed since the cassette was recorded; restore the workflow (and its inputs) as they were, or record the cassette again with aml run --journal")
-	} else {
-		b.WriteString(" changed since the run was recorded; restore the workflow (and its inputs) as they were, or resume with --rerun-changed (ResumeOptions.RerunChanged) to run this effect and everything after it live")
+	switch e.Kind {
+	case ChangeInserted:
+		b.WriteString(" was inserted since the run was recorded: the journal has no record of it, but records of what the run did after its place")
+	case ChangeRemoved:
+		b.WriteString(" was removed since the run was recorded: the journal recorded it")
+		if e.Pos.IsValid() {
+			b.WriteString(" here")
+		}
+		b.WriteString(", and the program no longer reaches it")
+		if n := e.Now; n != nil {
+			b.WriteString("; in its place runs ")
+			b.WriteString(n.Label)
+			if n.Pos.IsValid() {
+				b.WriteString(" at ")
+				b.WriteString(n.Pos.String())
+			}
+			b.WriteString(", which the run recorded after it")
+		}
+	default:
+		b.WriteString(" no longer matches the journal: ")
+		b.WriteString(changedText(e.Changed))
+		if e.Cassette {
+			b.WriteString(" changed since the cassette was recorded")
+		} else {
+			b.WriteString(" changed since the run was recorded")
+		}
+		if r := e.Recorded; r != nil && r.Label != "" && r.Label != e.Label {
+			b.WriteString(" (in its place the run recorded ")
+			b.WriteString(r.Label)
+			if r.Pos.IsValid() {
+				b.WriteString(" at ")
+				b.WriteString(r.Pos.String())
+			}
+			b.WriteString(")")
+		}
 	}
 	return b.String()
 }
@@ -444,18 +559,21 @@ type ResumeOptions struct {
 	RunID string
 	// Journal holds the run's recorded effects.
 	Journal Journal
-	// RerunChanged runs a divergent effect and every effect after it live
-	// instead of failing with a *DivergenceError.
+	// RerunChanged accepts the changes the resume finds (see
+	// DivergenceError): a changed or inserted effect and every effect
+	// after it in its sequential context run live, the records of a
+	// removed effect and of what follows it there are withdrawn, and the
+	// rest is served. Without it the resume fails with the changes before
+	// anything runs live.
 	RerunChanged bool
-	// Verify first replays the program without running anything live: an
-	// effect with no record stops its branch there, output (traces,
-	// print()) is dropped, and a divergence anywhere in the recorded part
-	// is reported before anything runs live, also in a parallel() branch
-	// that the live run would reach after a sibling went live. Use it when
-	// the workflow may have changed since the run was recorded (aml resume
-	// does when the workflow's files changed); it costs one more replay.
-	// Resources (workspace(), sandbox()) are acquired in that pass too.
-	Verify bool
+	// OnChange, with RerunChanged, is called with each change accepted:
+	// those the dry replay found, before anything runs live, then any the
+	// live run meets (an effect after a rerun one whose request changed
+	// in turn). It is called from the evaluation's goroutines, one call
+	// at a time per change.
+	OnChange func(*DivergenceError)
+	// CommitWindow is EvaluateOptions.CommitWindow.
+	CommitWindow time.Duration
 	// Answers answer pending questions by id; each answer must already be
 	// valid for its question's schema. They are recorded when the
 	// question is reached.
@@ -473,6 +591,17 @@ type ResumeOptions struct {
 // providers, and the evaluation continues live at the first effect with
 // no record. value must be the tree the recorded run evaluated, built
 // again by the same program.
+//
+// Before anything runs live, Resume replays the program dry: nothing
+// runs (an effect with no record stops its branch there), output (traces,
+// print()) is dropped, and every change is found: a changed request, an
+// effect inserted between recorded ones, a recorded effect no longer
+// reached, also in a parallel() branch that the live run would reach
+// after a sibling went live, and a changed include() or env() value.
+// Unless opts.RerunChanged accepts them, Resume fails with them (a
+// *DivergenceError, or several joined with errors.Join, ordered by
+// position). Resources (workspace(), sandbox()) are acquired in that
+// pass too.
 func (r *Runtime) Resume(ctx context.Context, value any, opts ResumeOptions) (string, error) {
 	if opts.Journal == nil {
 		return "", errors.New("Resume needs the run's journal (ResumeOptions.Journal)")
@@ -480,36 +609,55 @@ func (r *Runtime) Resume(ctx context.Context, value any, opts ResumeOptions) (st
 	if opts.RunID == "" {
 		return "", errors.New("Resume needs the run's id (ResumeOptions.RunID)")
 	}
-	eo := EvaluateOptions{RunID: opts.RunID, Journal: opts.Journal, RerunChanged: opts.RerunChanged, Answers: opts.Answers, Reads: opts.Reads, SourceRoot: opts.SourceRoot}
-	if opts.Verify && !opts.RerunChanged {
-		if err := r.verify(ctx, value, eo); err != nil {
+	eo := EvaluateOptions{RunID: opts.RunID, Journal: opts.Journal, RerunChanged: opts.RerunChanged, Answers: opts.Answers, Reads: opts.Reads, SourceRoot: opts.SourceRoot, CommitWindow: opts.CommitWindow}
+	var changes []*DivergenceError
+	if sz, ok := opts.Journal.(Sized); !ok || sz.Len() > 0 {
+		// A journal with no record has nothing to compare.
+		var err error
+		if changes, err = r.verify(ctx, value, eo); err != nil {
 			return "", err
+		}
+	}
+	if len(changes) > 0 && !opts.RerunChanged {
+		if len(changes) == 1 {
+			return "", changes[0]
+		}
+		errs := make([]error, len(changes))
+		for i, c := range changes {
+			errs[i] = c
+		}
+		return "", errors.Join(errs...)
+	}
+	eo.onChange = opts.OnChange
+	for _, c := range changes {
+		if opts.OnChange != nil {
+			opts.OnChange(c)
+		}
+		eo.reported = append(eo.reported, c.ID)
+		if c.Kind == ChangeRemoved && c.Recorded != nil {
+			eo.withdraw = append(eo.withdraw, c.Recorded)
 		}
 	}
 	return r.Evaluate(ctx, value, eo)
 }
 
-// verify is Resume's dry replay: it reports the first divergence of the
-// recorded part of the program, or nil.
-func (r *Runtime) verify(ctx context.Context, value any, eo EvaluateOptions) error {
+// verify is Resume's dry replay: it returns the changes of the program
+// against its journal, ordered by position (the removed ones by where
+// they were recorded, after the others), or the cancellation.
+func (r *Runtime) verify(ctx context.Context, value any, eo EvaluateOptions) ([]*DivergenceError, error) {
 	dry := *r
 	dry.opts.Trace, dry.opts.OnStart, dry.opts.OnFinish = nil, nil, nil
 	dry.opts.Ask = nil
 	eo.verify = true
+	var found []*DivergenceError
+	eo.findings = &found
 	_, err := dry.Evaluate(context.WithValue(ctx, dryKey{}, true), value, eo)
-	if err == nil {
-		return nil
+	if err != nil && ctx.Err() != nil {
+		return nil, err
 	}
-	if ctx.Err() != nil {
-		return err
-	}
-	var de *DivergenceError
-	if errors.As(err, &de) {
-		return de
-	}
-	// Anything else (an effect with no record, a failure the live run
+	// Any other failure (an effect with no record, a failure the live run
 	// will meet and report in its turn) is left to the live run.
-	return nil
+	return found, nil
 }
 
 // dryKey marks the context of Resume's dry replay (see DryRun).
@@ -539,25 +687,37 @@ type journaling struct {
 	fresh bool
 	// verify is set in Resume's dry replay: nothing runs live.
 	verify bool
-	// live is set once a divergence was accepted (RerunChanged): every
-	// later effect runs live.
-	live atomic.Bool
-	mu   sync.Mutex
+	// ix indexes the journal's records when it lists them (Lister); nil
+	// otherwise, and then nothing is known of insertions and removals.
+	ix *index
+	// commit makes records durable shortly after external effects.
+	commit *committer
+	// onChange is ResumeOptions.OnChange.
+	onChange func(*DivergenceError)
+
+	mu sync.Mutex
 	// pending are the unanswered questions, in the order they were asked.
 	pending []Question
 	asked   map[string]bool
+	// visited, consumed and changes are a dry replay's findings: the
+	// contexts it reached, the records it looked up, the changes.
+	visited  map[string]*effectPath
+	consumed map[string]bool
+	changes  []*DivergenceError
+	// reported are the identities of changes reported to onChange.
+	reported map[string]bool
 	// root is EvaluateOptions.SourceRoot, absolute; files maps a
-	// position's file to its form in identities.
+	// position's file to its form in records.
 	root  string
 	files sync.Map
 }
 
-// source formats pos for an effect identity: its file relative to the
-// source root (so that a workflow named differently, or from another
-// directory, has the same identities), then line and column.
-func (jr *journaling) source(pos Position) string {
+// relPos returns pos with its file relative to the source root, as
+// records keep it: what a run recorded reads the same whatever the
+// workflow file was called on the command line.
+func (jr *journaling) relPos(pos Position) Position {
 	if jr == nil || jr.root == "" || pos.File == "" {
-		return pos.String()
+		return pos
 	}
 	f, ok := jr.files.Load(pos.File)
 	if !ok {
@@ -569,139 +729,23 @@ func (jr *journaling) source(pos Position) string {
 		}
 		f, _ = jr.files.LoadOrStore(pos.File, rel)
 	}
-	return Position{File: f.(string), Line: pos.Line, Col: pos.Col}.String()
-}
-
-// effectPath is one sequential context of a journaled evaluation: the
-// root, a component occurrence or a fan-out branch. Its effects are
-// numbered per kind and position in the order the context reaches them.
-type effectPath struct {
-	id     string // "" for the root
-	jr     *journaling
-	mu     sync.Mutex
-	counts map[effectKey]*occurrences
-	// last is counts[lastKey].
-	last    *occurrences
-	lastKey effectKey
-}
-
-type effectKey struct {
-	kind string
-	pos  Position
-}
-
-// next returns the identity of the next effect of kind at pos in p.
-func (p *effectPath) next(kind string, pos Position) string {
-	if p == nil {
-		return ""
-	}
-	var buf [96]byte
-	return string(p.appendNext(buf[:0], kind, pos))
-}
-
-// appendNext appends the identity of the next effect of kind at pos in p
-// to dst.
-func (p *effectPath) appendNext(dst []byte, kind string, pos Position) []byte {
-	if p == nil {
-		return dst
-	}
-	p.mu.Lock()
-	if p.counts == nil {
-		p.counts = map[effectKey]*occurrences{}
-	}
-	k := effectKey{kind, pos}
-	o := p.last
-	if o == nil || p.lastKey != k {
-		// A loop reaches one position again and again: the last key
-		// saves hashing it.
-		o = p.counts[k]
-		p.last, p.lastKey = o, k
-	}
-	if o == nil {
-		// The identity up to the counter is the same for every
-		// occurrence: built once.
-		prefix := kind + "@" + p.jr.source(pos) + "#"
-		if p.id != "" {
-			prefix = p.id + "/" + prefix
-		}
-		o = &occurrences{prefix: prefix}
-		p.counts[k] = o
-		p.last = o
-	}
-	n := o.n
-	o.n++
-	p.mu.Unlock()
-	dst = append(dst, o.prefix...)
-	return strconv.AppendInt(dst, int64(n), 10)
-}
-
-// occurrences counts the effects of one kind at one position in a path.
-type occurrences struct {
-	prefix string
-	n      int32
-}
-
-// child returns the context of the next occurrence of a component (or a
-// fan-out) of kind at pos inside p.
-func (p *effectPath) child(kind string, pos Position) *effectPath {
-	if p == nil {
-		return nil
-	}
-	return &effectPath{id: p.next(kind, pos), jr: p.jr}
-}
-
-// branch returns sc for branch i of the fan-out whose context is
-// sc.path.
-func (sc scope) branch(i int) scope {
-	sc.path = sc.path.branch(i)
-	return sc
-}
-
-// branch returns the context of branch i of the fan-out context p.
-func (p *effectPath) branch(i int) *effectPath {
-	if p == nil {
-		return nil
-	}
-	return &effectPath{id: p.id + "/" + strconv.Itoa(i), jr: p.jr}
-}
-
-// replay looks up the record of effect id and checks its fingerprint. It
-// returns the record to serve, or nil to run the effect live.
-func (d *domain) replay(id, kind string, pos Position, label string, req string) (*Effect, error) {
-	jr := d.journal
-	if jr.live.Load() || jr.cassette && kind != "agent" && kind != "ask" {
-		return nil, nil
-	}
-	var rec *Effect
-	if !jr.fresh {
-		rec = jr.j.Lookup(id)
-	}
-	if rec == nil {
-		if jr.verify && (kind == "agent" || kind == "script" || kind == "tool" || kind == "ask") {
-			return nil, &EvaluationError{Msg: label + " has no record", Pos: pos, Err: errFrontier}
-		}
-		return nil, nil
-	}
-	if changed := changedFields(rec.Request, req); len(changed) > 0 || rec.Kind != kind {
-		if jr.rerunChanged {
-			jr.live.Store(true)
-			return nil, nil
-		}
-		if rec.Kind != kind {
-			changed = []string{"kind"}
-		}
-		return nil, &DivergenceError{ID: id, Pos: pos, Label: label, Changed: changed, Cassette: jr.cassette}
-	}
-	return rec, nil
+	pos.File = f.(string)
+	return pos
 }
 
 // record appends a live effect's record.
-func (d *domain) record(e *Effect) error {
-	if d.journal.cassette || d.journal.verify {
+// external says the effect reached outside the process: its record is
+// then made durable within the commit window.
+func (d *domain) record(e *Effect, external bool) error {
+	jr := d.journal
+	if jr.cassette || jr.verify {
 		return nil
 	}
-	if err := d.journal.j.Record(e); err != nil {
+	if err := jr.j.Record(e); err != nil {
 		return &EvaluationError{Msg: "cannot record " + e.Label + " in the journal", Pos: e.Pos, Err: err}
+	}
+	if external {
+		jr.commit.soon()
 	}
 	return nil
 }
@@ -953,7 +997,7 @@ func replayedAgent(rec *Effect) (*AgentResponse, error) {
 }
 
 // recordAgent records a live agent result that passed its checks.
-func (d *domain) recordAgent(ctx context.Context, ws *wsState, e *Effect, resp *AgentResponse, structured bool, turns []turnRecord) error {
+func (d *domain) recordAgent(ctx context.Context, ws *wsState, e *Effect, resp *AgentResponse, structured bool, turns []turnRecord, external bool) error {
 	b := make([]byte, 0, len(resp.Text)+32+48*len(turns))
 	b = append(b, '{')
 	if structured {
@@ -993,7 +1037,7 @@ func (d *domain) recordAgent(ctx context.Context, ws *wsState, e *Effect, resp *
 		b = append(b, ']')
 	}
 	e.Result = append(b, '}')
-	return d.recordIn(ctx, ws, e)
+	return d.recordIn(ctx, ws, e, external)
 }
 
 // beforeLive prepares a live external effect: the workspace around it
@@ -1024,8 +1068,9 @@ func (d *domain) replayedFiles(ctx context.Context, ws *wsState, rec *Effect) er
 }
 
 // recordIn records a live effect that ran inside workspace ws (nil for
-// none), with a checkpoint of the workspace's files.
-func (d *domain) recordIn(ctx context.Context, ws *wsState, e *Effect) error {
+// none), with a checkpoint of the workspace's files; external says it
+// reached outside the process (see record).
+func (d *domain) recordIn(ctx context.Context, ws *wsState, e *Effect, external bool) error {
 	if d.journal.cassette || d.journal.verify {
 		return nil // nothing is recorded, so nothing is checkpointed
 	}
@@ -1034,7 +1079,7 @@ func (d *domain) recordIn(ctx context.Context, ws *wsState, e *Effect) error {
 		return &EvaluationError{Msg: "cannot record " + e.Label + " in the journal", Pos: e.Pos, Err: err}
 	}
 	e.Checkpoint = id
-	return d.record(e)
+	return d.record(e, external)
 }
 
 // checkDurable refuses, before anything runs, default providers that a
@@ -1074,12 +1119,13 @@ func (d *domain) read(path *effectPath, r Read) error {
 	var f fingerprint
 	f.add("name", r.Kind+"\x00"+r.Name)
 	f.addDigest("value", r.Digest)
-	e := &Effect{ID: path.next("read", r.Pos), Kind: "read", Pos: r.Pos, Label: label, Request: f.String()}
-	rec, err := d.replay(e.ID, e.Kind, r.Pos, label, e.Request)
+	at := path.checkSlot("read", r.Kind+":"+r.Name)
+	e := &Effect{ID: at.id, Kind: "read", Pos: d.journal.relPos(r.Pos), Label: label, Request: f.String()}
+	rec, err := d.replay(at, e.Kind, r.Pos, label, e.Request)
 	if err != nil || rec != nil {
 		return err
 	}
-	return d.record(e)
+	return d.record(e, false)
 }
 
 // includeEffect records or checks the digest of an include()'s content.
@@ -1089,12 +1135,17 @@ func (d *domain) includeEffect(path *effectPath, n *Include, label, sum string) 
 	}
 	var f fingerprint
 	f.addDigest("content", sum)
-	e := &Effect{ID: path.next("include", n.Position), Kind: "include", Pos: n.Position, Label: label, Request: f.String()}
-	rec, err := d.replay(e.ID, e.Kind, n.Position, label, e.Request)
+	what := n.Path
+	if what == "" {
+		what = "src:" + n.Src
+	}
+	at := path.checkSlot("include", what)
+	e := &Effect{ID: at.id, Kind: "include", Pos: d.journal.relPos(n.Position), Label: label, Request: f.String()}
+	rec, err := d.replay(at, e.Kind, n.Position, label, e.Request)
 	if err != nil || rec != nil {
 		return err
 	}
-	return d.record(e)
+	return d.record(e, false)
 }
 
 // endJournal syncs the journal when the evaluation ends and turns an
@@ -1103,7 +1154,7 @@ func (d *domain) includeEffect(path *effectPath, n *Include, label, sum string) 
 func (d *domain) endJournal(err error) error {
 	var serr error
 	if !d.journal.cassette && !d.journal.verify {
-		serr = d.journal.j.Sync()
+		serr = errors.Join(d.journal.commit.stop(), d.journal.j.Sync())
 	}
 	jr := d.journal
 	jr.mu.Lock()
@@ -1334,9 +1385,10 @@ func (d *domain) workspaceEffect(n *Workspace, p WorkspaceProvider, path *effect
 	if n.ID != "" {
 		label = "workspace(id=" + strconv.Quote(n.ID) + ")"
 	}
-	e := &Effect{ID: path.next("workspace", n.Position), Kind: "workspace", Pos: n.Position, Label: label,
+	at := path.next("workspace")
+	e := &Effect{ID: at.id, Order: at.order, Kind: "workspace", Pos: d.journal.relPos(n.Position), Label: label,
 		Request: fp("id", n.ID, "provider", p.Name())}
-	if rec, err = d.replay(e.ID, e.Kind, n.Position, label, e.Request); err != nil || rec != nil {
+	if rec, err = d.replay(at, e.Kind, n.Position, label, e.Request); err != nil || rec != nil {
 		return nil, rec, err
 	}
 	return e, nil, nil
@@ -1354,17 +1406,18 @@ func (d *domain) recordWorkspace(ctx context.Context, ws *wsState, e *Effect) er
 		return &EvaluationError{Msg: "cannot record " + e.Label + " in the journal", Pos: e.Pos, Err: err}
 	}
 	e.Result = b
-	return d.recordIn(ctx, ws, e)
+	return d.recordIn(ctx, ws, e, true)
 }
 
 // sandboxEffect records an outer sandbox's acquisition (its provider and
 // access), or checks it on resume.
 func (d *domain) sandboxEffect(n *Sandbox, p SandboxProvider, access Access, path *effectPath) error {
-	e := &Effect{ID: path.next("sandbox", n.Position), Kind: "sandbox", Pos: n.Position, Label: "sandbox()",
+	at := path.next("sandbox")
+	e := &Effect{ID: at.id, Order: at.order, Kind: "sandbox", Pos: d.journal.relPos(n.Position), Label: "sandbox()",
 		Request: fp("access", string(access), "provider", p.Name())}
-	rec, err := d.replay(e.ID, e.Kind, n.Position, e.Label, e.Request)
+	rec, err := d.replay(at, e.Kind, n.Position, e.Label, e.Request)
 	if err != nil || rec != nil {
 		return err
 	}
-	return d.record(e)
+	return d.record(e, true)
 }

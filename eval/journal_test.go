@@ -333,8 +333,8 @@ func TestJournalAskSuspendsAndResumes(t *testing.T) {
 			titleID = id
 		}
 	}
-	if !strings.Contains(titleID, "ask@t.star:22:1#0") {
-		t.Fatalf("generated question id %q does not name the ask's position and occurrence", titleID)
+	if titleID != "p#0/1/c#0/ask#0" {
+		t.Fatalf("generated question id %q is not the ask's identity p#0/1/c#0/ask#0", titleID)
 	}
 	if err := eval.CheckAnswer(pub, "yes"); err == nil || !strings.Contains(err.Error(), `question "publish"`) || !strings.Contains(err.Error(), `{"type":"boolean"}`) {
 		t.Fatalf("a wrong-type answer: %v", err)
@@ -610,14 +610,14 @@ func TestResumeVerifyFindsDivergenceBeforeAnythingRuns(t *testing.T) {
 	// The crash came while a2 ran: every other agent is recorded.
 	j := eval.NewMemoryJournal()
 	for _, e := range full.Effects() {
-		if !strings.Contains(e.ID, "t.star:11:1") {
+		if e.Pos != pos(11) {
 			if err := j.Record(e); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	agent.calls.Store(0)
-	_, err = rt.Resume(context.Background(), tree("B2"), eval.ResumeOptions{RunID: "r", Journal: j, Verify: true})
+	_, err = rt.Resume(context.Background(), tree("B2"), eval.ResumeOptions{RunID: "r", Journal: j})
 	var de *eval.DivergenceError
 	if !errors.As(err, &de) || de.Pos != pos(21) {
 		t.Fatalf("verify: %v, want the divergence of b2 at t.star:21:1", err)
@@ -626,7 +626,7 @@ func TestResumeVerifyFindsDivergenceBeforeAnythingRuns(t *testing.T) {
 		t.Fatalf("a verified resume ran %d agents live before reporting the divergence", n)
 	}
 	// Unchanged, the verified resume runs a2 live and nothing else.
-	got, err := rt.Resume(context.Background(), tree("b2"), eval.ResumeOptions{RunID: "r", Journal: j, Verify: true})
+	got, err := rt.Resume(context.Background(), tree("b2"), eval.ResumeOptions{RunID: "r", Journal: j})
 	if err != nil || got != "<a1><a2><b1><b2>" || agent.calls.Load() != 1 {
 		t.Fatalf("verified resume = %q, %v, %d live", got, err, agent.calls.Load())
 	}
@@ -724,8 +724,8 @@ func TestJournalIncludeChangedIsADivergence(t *testing.T) {
 	}
 }
 
-// lookupCounter counts the Lookups made of the journal it wraps; it does
-// not implement eval.Sized.
+// lookupCounter counts the Lookups made of the journal it wraps; it
+// implements neither eval.Sized nor eval.Lister.
 type lookupCounter struct {
 	m       *eval.MemoryJournal
 	lookups atomic.Int64
@@ -738,51 +738,73 @@ func (c *lookupCounter) Lookup(id string) *eval.Effect {
 
 func (c *lookupCounter) Record(e *eval.Effect) error { return c.m.Record(e) }
 func (c *lookupCounter) Sync() error                 { return c.m.Sync() }
-func (c *lookupCounter) Effects() []*eval.Effect     { return c.m.Effects() }
 
-// sizedCounter is a lookupCounter that implements eval.Sized.
-type sizedCounter struct{ *lookupCounter }
+// listCounter is a lookupCounter that implements eval.Lister and counts
+// the listings.
+type listCounter struct {
+	*lookupCounter
+	lists atomic.Int64
+}
+
+func (c *listCounter) Effects() []*eval.Effect {
+	c.lists.Add(1)
+	return c.m.Effects()
+}
+
+// sizedCounter is a listCounter that implements eval.Sized.
+type sizedCounter struct{ *listCounter }
 
 func (c sizedCounter) Len() int { return c.m.Len() }
 
-// TestJournalFreshRunLooksNothingUp checks the eval.Sized contract: an
-// evaluation whose journal holds no record makes no Lookup, one whose
-// journal cannot say makes one per effect, and both record the same.
+// TestJournalFreshRunLooksNothingUp checks the eval.Sized and
+// eval.Lister contracts: an evaluation whose journal holds no record
+// reads nothing of it, one whose journal lists its records reads them
+// once, one whose journal can do neither looks up each effect, and all
+// record the same.
 func TestJournalFreshRunLooksNothingUp(t *testing.T) {
 	var tools, scripts atomic.Int64
 	tool := upperTool(t, &tools)
 	agent := &countingAgent{}
 	rt := durableRuntime(t, agent, &scripts)
 
-	unsized := &lookupCounter{m: eval.NewMemoryJournal()}
-	want, err := rt.Evaluate(context.Background(), durableTree(t, tool), eval.EvaluateOptions{Journal: unsized})
+	plain := &lookupCounter{m: eval.NewMemoryJournal()}
+	want, err := rt.Evaluate(context.Background(), durableTree(t, tool), eval.EvaluateOptions{Journal: plain})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := int64(len(unsized.Effects()))
-	if got := unsized.lookups.Load(); got != n {
-		t.Errorf("a journal that is not Sized had %d lookups for %d effects, want one each", got, n)
+	n := int64(len(plain.m.Effects()))
+	if got := plain.lookups.Load(); got != n {
+		t.Errorf("a journal that is neither Sized nor a Lister had %d lookups for %d effects, want one each", got, n)
 	}
 
-	sized := sizedCounter{&lookupCounter{m: eval.NewMemoryJournal()}}
+	listed := &listCounter{lookupCounter: &lookupCounter{m: eval.NewMemoryJournal()}}
+	if _, err := rt.Evaluate(context.Background(), durableTree(t, tool), eval.EvaluateOptions{Journal: listed}); err != nil {
+		t.Fatal(err)
+	}
+	if l, e := listed.lookups.Load(), listed.lists.Load(); l != 0 || e != 1 {
+		t.Errorf("a Lister journal had %d lookups and %d listings, want none and one", l, e)
+	}
+
+	sized := sizedCounter{&listCounter{lookupCounter: &lookupCounter{m: eval.NewMemoryJournal()}}}
 	got, err := rt.Evaluate(context.Background(), durableTree(t, tool), eval.EvaluateOptions{Journal: sized})
 	if err != nil || got != want {
 		t.Fatalf("evaluation with a Sized journal = %q, %v; want %q", got, err, want)
 	}
-	if l := sized.lookups.Load(); l != 0 {
-		t.Errorf("a fresh Sized journal had %d lookups, want none", l)
+	if l, e := sized.lookups.Load(), sized.lists.Load(); l != 0 || e != 0 {
+		t.Errorf("a fresh Sized journal had %d lookups and %d listings, want none", l, e)
 	}
-	if m := int64(len(sized.Effects())); m != n {
+	if m := int64(len(sized.m.Effects())); m != n {
 		t.Errorf("a fresh Sized journal recorded %d effects, want %d", m, n)
 	}
 
-	// Once it holds records, it is looked up, and serves them.
+	// Once it holds records, a resume lists them (once for the dry
+	// replay, once for the live one) and serves them.
 	agent.calls.Store(0)
 	again, err := rt.Resume(context.Background(), durableTree(t, tool), eval.ResumeOptions{RunID: "r", Journal: sized})
 	if err != nil || again != want {
 		t.Fatalf("resume = %q, %v; want %q", again, err, want)
 	}
-	if l := sized.lookups.Load(); l < n || agent.calls.Load() != 0 {
-		t.Errorf("resume made %d lookups and %d live agent calls; want %d or more and none", l, agent.calls.Load(), n)
+	if e := sized.lists.Load(); e != 2 || agent.calls.Load() != 0 {
+		t.Errorf("resume made %d listings and %d live agent calls; want 2 and none", e, agent.calls.Load())
 	}
 }

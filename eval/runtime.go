@@ -225,8 +225,26 @@ type EvaluateOptions struct {
 	// digests are recorded, and checked against the recorded ones before
 	// anything runs.
 	Reads []Read
-	// verify is ResumeOptions.Verify's dry replay.
-	verify bool
+	// CommitWindow bounds how long the record of a completed effect that
+	// reached outside the process (an agent session that is not
+	// InProcess, a script, a tool call from component code, an answer, a
+	// workspace or sandbox acquisition) waits before a Journal.Sync makes
+	// it durable, whether or not another effect starts: records completed
+	// within one window share one Sync. 0 is DefaultCommitWindow (10 ms);
+	// a negative window syncs as soon as a goroutine can. Records are
+	// also synced before every such effect starts and when the
+	// evaluation ends.
+	CommitWindow time.Duration
+	// verify is Resume's dry replay; findings receives its changes.
+	verify   bool
+	findings *[]*DivergenceError
+	// onChange, reported and withdraw carry what Resume's dry replay
+	// found into the live evaluation: the callback, the identities of
+	// the changes already reported, and the records of removed effects
+	// to withdraw.
+	onChange func(*DivergenceError)
+	reported []string
+	withdraw []*Effect
 	// SourceRoot, with a Journal, is the directory the files of effect
 	// identities are named relative to (the workflow's directory), so
 	// that the identities do not depend on how the workflow file was
@@ -260,20 +278,33 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	d.trace = newTracer(runID, r.opts.Trace, r.opts.OnTraceError)
 	var rootPath *effectPath
 	if o.Journal != nil {
-		d.journal = &journaling{j: o.Journal, rerunChanged: o.RerunChanged, answers: o.Answers}
+		jr := &journaling{j: o.Journal, rerunChanged: o.RerunChanged, answers: o.Answers, verify: o.verify, onChange: o.onChange}
+		d.journal = jr
 		if c, ok := o.Journal.(Cassette); ok && c.Cassette() {
-			d.journal.cassette = true
+			jr.cassette = true
 		}
-		d.journal.verify = o.verify
 		if sz, ok := o.Journal.(Sized); ok && sz.Len() == 0 {
-			d.journal.fresh = true
+			jr.fresh = true
+		}
+		if l, ok := o.Journal.(Lister); ok && !jr.fresh && !jr.cassette {
+			jr.ix = buildIndex(l.Effects())
+		}
+		if len(o.reported) > 0 {
+			jr.reported = map[string]bool{}
+			for _, id := range o.reported {
+				jr.reported[id] = true
+			}
+		}
+		if !jr.cassette && !jr.verify {
+			jr.commit = newCommitter(o.Journal, o.CommitWindow)
 		}
 		if o.SourceRoot != "" {
 			if abs, err := filepath.Abs(o.SourceRoot); err == nil {
-				d.journal.root = abs
+				jr.root = abs
 			}
 		}
-		rootPath = &effectPath{jr: d.journal}
+		rootPath = &effectPath{jr: jr}
+		jr.visit(rootPath)
 	}
 
 	var (
@@ -285,18 +316,27 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	}
 	if err == nil && d.journal != nil {
 		if err = d.checkDurable(); err == nil {
+			err = d.withdrawRemoved(o.withdraw)
+		}
+		if err == nil {
 			err = d.checkReads(rootPath, o.Reads)
 		}
 	}
 	if err == nil {
 		root := d.trace.startSpan("", "evaluation", "run", Position{}, nil, nil)
 		text, err = d.evaluate(ctx, value, scope{span: root.ID(), path: rootPath})
+		if err == nil {
+			rootPath.finish()
+		}
 		if herr := d.releaseHost(ctx); herr != nil {
 			err = errors.Join(err, herr)
 		}
 		root.end(err, nil, nil)
 	}
 	if d.journal != nil {
+		if o.findings != nil {
+			*o.findings = d.journal.findings()
+		}
 		err = d.endJournal(err)
 	}
 	d.trace.close()
@@ -340,6 +380,10 @@ type domain struct {
 	journal *journaling
 	// workspaceUsed enforces one workspace() per evaluation.
 	workspaceUsed atomic.Bool
+	// questions maps the ids ask() was given to where: an id names one
+	// question per evaluation.
+	qMu       sync.Mutex
+	questions map[string]Position
 
 	// host is the evaluation's lease of Options.Host, acquired by the
 	// first host script.

@@ -47,8 +47,9 @@ func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res re
 			f.add("cwd", n.Cwd)
 		}
 		f.add("environment", env)
-		entry = &Effect{ID: path.next("script", n.Position), Kind: "script", Pos: n.Position, Label: "script()", Request: f.String()}
-		if rec, err = d.replay(entry.ID, entry.Kind, n.Position, entry.Label, entry.Request); err != nil {
+		at := path.next("script")
+		entry = &Effect{ID: at.id, Order: at.order, Kind: "script", Pos: d.journal.relPos(n.Position), Label: "script()", Request: f.String()}
+		if rec, err = d.replay(at, entry.Kind, n.Position, entry.Label, entry.Request); err != nil {
 			return "", err
 		}
 	}
@@ -101,7 +102,7 @@ func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res re
 		b, err := json.Marshal(scriptResult{Stdout: string(r.Stdout)})
 		if err == nil {
 			entry.Result = b
-			err = d.recordIn(ctx, res.ws, entry)
+			err = d.recordIn(ctx, res.ws, entry, true)
 		}
 		if err != nil {
 			sp.end(err, nil, nil)

@@ -270,8 +270,9 @@ func (cc *ComponentContext) CallTool(t *Tool, input any) (any, error) {
 	if err != nil {
 		return nil, &ToolInputError{Tool: t.name, Msg: "it is not JSON data", Err: err}
 	}
-	e := &Effect{ID: sc.path.next("tool", t.pos), Kind: "tool", Pos: t.pos, Label: label, Request: fp("input", canon, "tool", t.name)}
-	rec, err := cc.d.replay(e.ID, e.Kind, t.pos, label, e.Request)
+	at := sc.path.next("tool")
+	e := &Effect{ID: at.id, Order: at.order, Kind: "tool", Pos: cc.d.journal.relPos(t.pos), Label: label, Request: fp("input", canon, "tool", t.name)}
+	rec, err := cc.d.replay(at, e.Kind, t.pos, label, e.Request)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +298,7 @@ func (cc *ComponentContext) CallTool(t *Tool, input any) (any, error) {
 		return nil, &EvaluationError{Msg: "cannot record " + label + " in the journal", Pos: t.pos, Err: err}
 	}
 	e.Result = b
-	if err := cc.d.recordIn(cc.ctx, sc.res.ws, e); err != nil {
+	if err := cc.d.recordIn(cc.ctx, sc.res.ws, e, true); err != nil {
 		return nil, err
 	}
 	return out, nil

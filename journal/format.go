@@ -16,7 +16,9 @@ import (
 )
 
 // formatVersion is the "v" of the meta records this package writes.
-const formatVersion = 1
+// Version 1 keyed effects by their source positions; its runs cannot be
+// resumed by this version (ErrFormat).
+const formatVersion = 2
 
 // Record types (the payloads' "t").
 const (
@@ -153,6 +155,8 @@ type recordJSON struct {
 	State     State           `json:"state,omitempty"`
 	Error     string          `json:"error,omitempty"`
 	Questions []eval.Question `json:"questions,omitempty"`
+	Result    *string         `json:"result,omitempty"`
+	Owner     string          `json:"owner,omitempty"`
 }
 
 // decoded is one decoded record.
@@ -192,6 +196,9 @@ func decodeRecord(payload []byte) (decoded, error) {
 		if j.V > formatVersion {
 			return decoded{}, badf("the journal has format version %d; this program reads version %d", j.V, formatVersion)
 		}
+		if j.V < formatVersion {
+			return decoded{}, fmt.Errorf("%w: the run was recorded by an earlier aml (journal format %d, which keyed effects by their source positions); this aml reads format %d: finish the run with the aml that recorded it, or start it again with aml run", ErrFormat, j.V, formatVersion)
+		}
 		m := Meta{Workflow: j.Workflow, WorkflowDigest: j.Digest, Entry: j.Entry, Options: j.Options}
 		if j.Started != nil {
 			m.Started = *j.Started
@@ -212,7 +219,11 @@ func decodeRecord(payload []byte) (decoded, error) {
 		default:
 			return decoded{}, badf("the state record has an unknown state %q", j.State)
 		}
-		return decoded{t: typeState, state: StateRecord{State: j.State, At: time.UnixMilli(j.At), Error: j.Error, Questions: j.Questions}}, nil
+		st := StateRecord{State: j.State, At: time.UnixMilli(j.At), Error: j.Error, Questions: j.Questions, Owner: j.Owner}
+		if j.Result != nil {
+			st.Result = *j.Result
+		}
+		return decoded{t: typeState, state: st}, nil
 	}
 	return decoded{}, badf("unknown record type %q", j.T)
 }
@@ -273,11 +284,11 @@ func decodeEffect(b []byte) (*eval.Effect, error) {
 		return nil, badf("the effect has no id")
 	}
 	if e.Kind == "" {
-		kind, pos, ok := splitID(e.ID)
+		kind, ok := kindOfID(e.ID)
 		if !ok {
 			return nil, badf("the effect %s has no kind", e.ID)
 		}
-		e.Kind, e.Pos = kind, pos
+		e.Kind = kind
 	}
 	if e.Label == "" {
 		e.Label = defaultLabel(e.Kind)
@@ -297,8 +308,8 @@ func defaultLabel(kind string) string { return kind + "()" }
 // position) and the default label are not written out.
 func appendEffect(dst []byte, e *eval.Effect, atMs int64) ([]byte, error) {
 	c := *e
-	if kind, pos, ok := splitID(e.ID); ok && kind == e.Kind && pos == e.Pos {
-		c.Kind, c.Pos = "", eval.Position{}
+	if kind, ok := kindOfID(e.ID); ok && kind == e.Kind {
+		c.Kind = ""
 	}
 	if e.Label == defaultLabel(e.Kind) {
 		c.Label = ""
@@ -339,7 +350,11 @@ func appendMeta(dst []byte, m Meta) ([]byte, error) {
 
 // appendState appends the framed state record.
 func appendState(dst []byte, st StateRecord) ([]byte, error) {
-	payload, err := json.Marshal(recordJSON{T: typeState, At: st.At.UnixMilli(), State: st.State, Error: st.Error, Questions: st.Questions})
+	j := recordJSON{T: typeState, At: st.At.UnixMilli(), State: st.State, Error: st.Error, Questions: st.Questions, Owner: st.Owner}
+	if st.State == Succeeded {
+		j.Result = &st.Result
+	}
+	payload, err := json.Marshal(j)
 	if err != nil {
 		return dst, fmt.Errorf("cannot encode the %s state: %w", st.State, err)
 	}
@@ -354,49 +369,20 @@ func frameChecked(dst, payload []byte) ([]byte, error) {
 	return appendFrame(dst, payload), nil
 }
 
-// splitID reads an effect's kind and position back from its id, as eval
-// builds it: [path/]kind@file:line:col#n. The parse is deterministic and
-// appendEffect only relies on it when it gives back the effect's own
-// kind and position, so an id it misreads (a file name with '@', say)
-// only costs the bytes of writing them out.
-func splitID(id string) (kind string, pos eval.Position, ok bool) {
-	h := strings.LastIndexByte(id, '#')
-	if h < 0 || !digits(id[h+1:]) {
-		return "", pos, false
+// kindOfID reads an effect's kind back from its id, as eval builds it:
+// [path/]kind#n, or [path/]kind:what#n for a check. appendEffect only
+// relies on it when it gives back the effect's own kind.
+func kindOfID(id string) (kind string, ok bool) {
+	last := id[strings.LastIndexByte(id, '/')+1:]
+	h := strings.LastIndexByte(last, '#')
+	if h <= 0 || !digits(last[h+1:]) {
+		return "", false
 	}
-	head := id[:h]
-	if rest, ok := strings.CutSuffix(head, "@"+eval.Position{}.String()); ok {
-		// A node built without a position (by Go code).
-		kind = rest[strings.LastIndexByte(rest, '/')+1:]
-		return kind, pos, kind != ""
+	kind = last[:h]
+	if k, _, found := strings.Cut(kind, ":"); found {
+		kind = k
 	}
-	c := strings.LastIndexByte(head, ':')
-	if c < 0 {
-		return "", pos, false
-	}
-	col, err := strconv.ParseInt(head[c+1:], 10, 32)
-	if err != nil || col <= 0 || !digits(head[c+1:]) {
-		return "", pos, false
-	}
-	head = head[:c]
-	c = strings.LastIndexByte(head, ':')
-	if c < 0 {
-		return "", pos, false
-	}
-	line, err := strconv.ParseInt(head[c+1:], 10, 32)
-	if err != nil || line <= 0 || !digits(head[c+1:]) {
-		return "", pos, false
-	}
-	head = head[:c]
-	a := strings.LastIndexByte(head, '@')
-	if a < 0 {
-		return "", pos, false
-	}
-	kind = head[strings.LastIndexByte(head[:a], '/')+1 : a]
-	if kind == "" {
-		return "", pos, false
-	}
-	return kind, eval.Position{File: head[a+1:], Line: int32(line), Col: int32(col)}, true
+	return kind, kind != ""
 }
 
 func digits(s string) bool {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +36,10 @@ var (
 	// when a record that is not the file's last line is damaged, which a
 	// crash does not do, or when the run has no metadata.
 	ErrCorrupt = errors.New("corrupt journal")
+	// ErrFormat is wrapped by the error of Open (and Summary.ReadErr,
+	// ReadEffects) for a run recorded in a format this version does not
+	// resume.
+	ErrFormat = errors.New("unsupported journal format")
 	// ErrClosed is wrapped by the errors of a Run's methods that write
 	// after Close.
 	ErrClosed = fmt.Errorf("the run's journal is closed: %w", fs.ErrClosed)
@@ -55,6 +60,11 @@ type Meta struct {
 	// Started is when the run started; Create sets it to the current
 	// time when it is zero. It is stored with nanosecond precision.
 	Started time.Time
+	// Owner, given to Create, is the owner marker of the process that
+	// creates the run: Create writes it as the Owner of the run's first
+	// state record (see StateRecord.Owner), not in the metadata, and Meta
+	// reads back without it.
+	Owner string
 }
 
 // State is a run's state, as its last state record says.
@@ -87,6 +97,13 @@ type StateRecord struct {
 	Error string
 	// Questions are the questions the run waits for (Suspended).
 	Questions []eval.Question
+	// Result is the run's result (Succeeded): what it printed, so that
+	// a run killed between finishing and printing loses nothing.
+	Result string
+	// Owner is the owner marker (the AML_OWNER value) of the process
+	// that runs the run (Running): a later resume ends what that process
+	// left running if it died.
+	Owner string
 }
 
 // Torn describes a damaged last line of a journal: a record whose write
@@ -123,6 +140,7 @@ type Run struct {
 	syncMu sync.Mutex
 
 	mu       sync.RWMutex
+	owners   []string // the Owner of every Running state record
 	f        *os.File
 	w        *bufio.Writer
 	buf      []byte // scratch for framing records
@@ -222,7 +240,12 @@ func create(dir, id string, meta Meta) (_ *Run, err error) {
 		}
 		return nil, fmt.Errorf("cannot lock %s: %w", r.path, err)
 	}
-	r.state = StateRecord{State: Running, At: meta.Started}
+	r.state = StateRecord{State: Running, At: meta.Started, Owner: meta.Owner}
+	if meta.Owner != "" {
+		r.owners = []string{meta.Owner}
+	}
+	meta.Owner = ""
+	r.meta.Owner = ""
 	b, err := appendMeta(nil, meta)
 	if err != nil {
 		return nil, err
@@ -336,6 +359,9 @@ func (r *Run) load() error {
 			}
 		case typeState:
 			r.state, haveState = rec.state, true
+			if o := rec.state.Owner; o != "" && !slices.Contains(r.owners, o) {
+				r.owners = append(r.owners, o)
+			}
 		}
 		return nil
 	})
@@ -389,6 +415,15 @@ func (r *Run) LastState() StateRecord {
 	st := r.state
 	st.Questions = append([]eval.Question(nil), st.Questions...)
 	return st
+}
+
+// Owners returns the owner markers of the processes that ran or resumed
+// the run (the Owner of its Running state records), oldest first. It is
+// safe for concurrent use.
+func (r *Run) Owners() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.owners)
 }
 
 // Questions returns the questions the run waits for: those of its last
@@ -579,6 +614,9 @@ func (r *Run) SetState(st StateRecord) error {
 	err := r.appendLocked(func(b []byte) ([]byte, error) { return appendState(b, st) })
 	if err == nil {
 		r.state, r.lastAt = st, st.At.UnixMilli()
+		if st.Owner != "" && !slices.Contains(r.owners, st.Owner) {
+			r.owners = append(r.owners, st.Owner)
+		}
 	}
 	r.mu.Unlock()
 	if err != nil {

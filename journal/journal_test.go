@@ -33,7 +33,8 @@ func testMeta() Meta {
 // fingerprints and a small structured result.
 func agentEffect(n int, result string) *eval.Effect {
 	return &eval.Effect{
-		ID:    fmt.Sprintf("c@review.star:12:3#0/agent@review.star:14:5#%d", n),
+		ID:    fmt.Sprintf("c#0/agent#%d", n),
+		Order: fmt.Sprintf("0.%d", n),
 		Kind:  "agent",
 		Pos:   eval.Position{File: "review.star", Line: 14, Col: 5},
 		Label: `agent(name="reviewer")`,
@@ -123,10 +124,11 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("a new run's state is %q, want running", r.State())
 	}
 	first := agentEffect(0, `{"text":"first"}`)
-	script := &eval.Effect{ID: "script@review.star:20:1#0", Kind: "script", Pos: eval.Position{File: "review.star", Line: 20, Col: 1}, Label: "script()", Request: "command=" + eval.Fingerprint("ls") + ";environment=" + eval.Fingerprint(""), Result: json.RawMessage(`"a\nb\n"`)}
-	include := &eval.Effect{ID: "include@lib/x.star:2:1#0", Kind: "include", Pos: eval.Position{File: "lib/x.star", Line: 2, Col: 1}, Label: "include(\"lib/y.star\")", Request: "content=" + eval.Fingerprint("x")}
-	// Neither can be abbreviated: a file with '@', an id of another form.
-	odd := &eval.Effect{ID: "tool@me@host.star:3:4#1", Kind: "tool", Pos: eval.Position{File: "me@host.star", Line: 3, Col: 4}, Label: "tool(t)", Result: json.RawMessage(`{"output":"<ok>"}`)}
+	script := &eval.Effect{ID: "script#0", Order: "1", Kind: "script", Pos: eval.Position{File: "review.star", Line: 20, Col: 1}, Label: "script()", Request: "command=" + eval.Fingerprint("ls") + ";environment=" + eval.Fingerprint(""), Result: json.RawMessage(`"a\nb\n"`)}
+	include := &eval.Effect{ID: `include:lib%2Fy.star#0`, Kind: "include", Pos: eval.Position{File: "lib/x.star", Line: 2, Col: 1}, Label: "include(\"lib/y.star\")", Request: "content=" + eval.Fingerprint("x")}
+	// Neither can be abbreviated: a kind other than its id's, an id of
+	// another form.
+	odd := &eval.Effect{ID: "agent#1", Kind: "tool", Pos: eval.Position{File: "me@host.star", Line: 3, Col: 4}, Label: "tool(t)", Result: json.RawMessage(`{"output":"<ok>"}`)}
 	custom := &eval.Effect{ID: "question-1", Kind: "ask", Pos: eval.Position{File: "review.star", Line: 9, Col: 2}, Result: json.RawMessage(`"yes"`)}
 	again := agentEffect(0, `{"text":"second"}`)
 	mustRecord(t, r, first, script, include, odd, custom, again)
@@ -151,7 +153,7 @@ func TestRoundTrip(t *testing.T) {
 	customRead := *custom
 	customRead.Label = "ask()"
 	sameEffect(t, "custom id", r.Lookup(custom.ID), &customRead)
-	if r.Lookup("agent@review.star:1:1#0") != nil {
+	if r.Lookup("agent#7") != nil {
 		t.Error("Lookup of an unknown id returned an effect")
 	}
 	all := r.Effects()
@@ -173,8 +175,8 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("State() = %q, Torn() = %v; want running and no torn tail", r.State(), r.Torn())
 	}
 
-	// The file: one framed record per line, kind and position left out
-	// only where the id gives them back.
+	// The file: one framed record per line, the kind left out only where
+	// the id gives it back.
 	lines := strings.Split(strings.TrimSuffix(string(readLog(t, dir, id)), "\n"), "\n")
 	if len(lines) != 2+len(want) {
 		t.Fatalf("journal.log has %d lines, want %d", len(lines), 2+len(want))
@@ -187,11 +189,14 @@ func TestRoundTrip(t *testing.T) {
 	if !strings.Contains(lines[0], `"t":"meta"`) || !strings.Contains(lines[1], `"t":"state"`) {
 		t.Errorf("the first records are not meta and state:\n%s\n%s", lines[0], lines[1])
 	}
-	if strings.Contains(lines[2], `"file"`) || strings.Contains(lines[2], `"kind"`) {
-		t.Errorf("an agent effect was written with its redundant kind or position: %s", lines[2])
+	if strings.Contains(lines[2], `"kind"`) || !strings.Contains(lines[2], `"file":"review.star","line":14,"col":5`) || !strings.Contains(lines[2], `"o":"0.0"`) {
+		t.Errorf("an agent effect was written with its redundant kind or without its position and order: %s", lines[2])
 	}
-	if !strings.Contains(lines[5], `"file":"me@host.star"`) || !strings.Contains(lines[6], `"kind":"ask"`) {
-		t.Errorf("effects whose ids do not give their kind and position lost them:\n%s\n%s", lines[5], lines[6])
+	if strings.Contains(lines[4], `"kind"`) {
+		t.Errorf("a check was written with its redundant kind: %s", lines[4])
+	}
+	if !strings.Contains(lines[5], `"kind":"tool"`) || !strings.Contains(lines[6], `"kind":"ask"`) {
+		t.Errorf("effects whose ids do not give their kind lost it:\n%s\n%s", lines[5], lines[6])
 	}
 }
 
@@ -575,28 +580,26 @@ func TestConcurrent(t *testing.T) {
 	}
 }
 
-func TestSplitID(t *testing.T) {
+func TestKindOfID(t *testing.T) {
 	for _, c := range []struct {
 		id   string
 		kind string
-		pos  eval.Position
 		ok   bool
 	}{
-		{"agent@review.star:14:5#2", "agent", eval.Position{File: "review.star", Line: 14, Col: 5}, true},
-		{"c@review.star:12:3#0/agent@lib/x.star:14:5#12", "agent", eval.Position{File: "lib/x.star", Line: 14, Col: 5}, true},
-		{"c@a.star:1:1#0/3/script@a.star:2:7#0", "script", eval.Position{File: "a.star", Line: 2, Col: 7}, true},
-		{"agent@a:b.star:1:2#0", "agent", eval.Position{File: "a:b.star", Line: 1, Col: 2}, true},
-		{"agent@review.star:14#0", "", eval.Position{}, false},
-		{"agent@review.star:14:5", "", eval.Position{}, false},
-		{"agent@review.star:14:5#x", "", eval.Position{}, false},
-		{"@review.star:14:5#0", "", eval.Position{}, false},
-		{"agent@review.star:0:5#0", "", eval.Position{}, false},
-		{"agent@review.star:+1:5#0", "", eval.Position{}, false},
-		{"question-1", "", eval.Position{}, false},
+		{"agent#2", "agent", true},
+		{"c#0/agent#12", "agent", true},
+		{"c#0/p#1/3/script#0", "script", true},
+		{"include:docs%2Fa.md#0", "include", true},
+		{"c#2/read:env:HOME#1", "read", true},
+		{"agent#x", "", false},
+		{"agent", "", false},
+		{"#0", "", false},
+		{"c#0/p#0/3", "", false},
+		{"question-1", "", false},
 	} {
-		kind, pos, ok := splitID(c.id)
-		if kind != c.kind || pos != c.pos || ok != c.ok {
-			t.Errorf("splitID(%q) = %q, %+v, %v; want %q, %+v, %v", c.id, kind, pos, ok, c.kind, c.pos, c.ok)
+		kind, ok := kindOfID(c.id)
+		if kind != c.kind || ok != c.ok {
+			t.Errorf("kindOfID(%q) = %q, %v; want %q, %v", c.id, kind, ok, c.kind, c.ok)
 		}
 	}
 }

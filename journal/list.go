@@ -36,6 +36,8 @@ type Summary struct {
 	Questions []eval.Question
 	// Error is a Failed run's error message.
 	Error string
+	// Result is a Succeeded run's result.
+	Result string
 	// ReadErr is why the journal could not be read in full (ErrCorrupt,
 	// say); the other fields hold what was read before it. Prune never
 	// removes such a run.
@@ -154,7 +156,7 @@ func readSummary(runDir, id string) Summary {
 		err = fmt.Errorf("%w: %s has no complete metadata and state records: the run's creation was interrupted", ErrCorrupt, path)
 	}
 	s.ReadErr = err
-	s.State, s.Error = state.State, state.Error
+	s.State, s.Error, s.Result = state.State, state.Error, state.Result
 	if state.State == Suspended {
 		s.Questions = state.Questions
 	}

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/procscope"
 	"github.com/aml-go/aml/journal"
 	"github.com/aml-go/aml/starlib"
 )
@@ -86,7 +88,7 @@ func (r *runner) runJournaled(rt *eval.Runtime, wf *starlib.Workflow, entry any)
 		r.logger.Error(err.Error())
 		return exitUsage
 	}
-	run, err := journal.Create(r.f.journal, journal.Meta{Workflow: abs, WorkflowDigest: digest, Entry: r.f.entry, Options: flags, Started: time.Now()})
+	run, err := journal.Create(r.f.journal, journal.Meta{Workflow: abs, WorkflowDigest: digest, Entry: r.f.entry, Options: flags, Started: time.Now(), Owner: procscope.Marker()})
 	if err != nil {
 		r.logger.Error(fmt.Sprintf("--journal: %v", err))
 		return exitUsage
@@ -109,6 +111,8 @@ func (r *runner) recordOutcome(run *journal.Run) func(outcome) outcome {
 			st.State, st.Questions = journal.Suspended, se.Questions
 		case res.err != nil:
 			st.State, st.Error = journal.Failed, res.err.Error()
+		default:
+			st.Result = res.text
 		}
 		if err := run.SetState(st); err != nil {
 			res.err = errors.Join(res.err, fmt.Errorf("recording the run's end in the journal: %w", err))
@@ -223,6 +227,10 @@ func resumeAnswers(pending []eval.Question, flags answerFlags, file string) (map
 		return fmt.Errorf("--answer %s: the run waits for no question with that id; it waits for: %s", id, strings.Join(ids, ", "))
 	}
 	out := map[string]any{}
+	given := map[string]string{} // id -> where it was given
+	twice := func(id, where string) error {
+		return fmt.Errorf("question %q is answered twice (%s and %s); an answer answers exactly one question: give it once", id, given[id], where)
+	}
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -241,6 +249,7 @@ func resumeAnswers(pending []eval.Question, flags answerFlags, file string) (map
 				return nil, err
 			}
 			out[id] = v
+			given[id] = "in --answers " + file
 		}
 	}
 	for _, a := range flags {
@@ -249,6 +258,10 @@ func resumeAnswers(pending []eval.Question, flags answerFlags, file string) (map
 		if !ok {
 			return nil, unknown(id)
 		}
+		if _, dup := given[id]; dup {
+			return nil, twice(id, "--answer "+a)
+		}
+		given[id] = "--answer " + a
 		v, err := parseAnswer(q, raw)
 		if err != nil {
 			return nil, err
@@ -273,9 +286,9 @@ elsewhere, an invalid answer), 4 the run waits for answers again.
 Flags:
 `
 
-const runsUsage = `usage: aml runs --journal DIR             list the journaled runs
-       aml runs show RUN --journal DIR    print a run's recorded effects as a tree
-       aml runs prune --journal DIR       remove the runs that finished (succeeded or failed)
+const runsUsage = `usage: aml runs --journal DIR                   list the journaled runs
+       aml runs show RUN --journal DIR [--json] print a run's state, result and recorded effects (as a tree)
+       aml runs prune --journal DIR             remove the runs that finished (succeeded or failed)
 
 Flags:
 `
@@ -363,26 +376,72 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	if rt == nil {
 		return code
 	}
-	// A workflow that changed since the run was recorded is replayed dry
-	// first, so that a divergence anywhere is reported before anything
-	// runs live.
-	changed := wf.SourceDigest() != meta.WorkflowDigest
-	if changed {
-		r.logger.Warnf("%s (or a module it loads) changed since run %s was recorded: replaying it first to find divergences", meta.Workflow, run.ID())
+	if wf.SourceDigest() != meta.WorkflowDigest {
+		r.logger.Warnf("%s (or a module it loads) changed since run %s was recorded; effects whose requests did not change are served from the journal, and every change is named before anything runs", meta.Workflow, run.ID())
 	}
-	if err := run.SetState(journal.StateRecord{State: journal.Running, At: time.Now()}); err != nil {
+	// What the killed run left running is ended before its effects run
+	// again: an in-flight script's descendants would otherwise race the
+	// one that replaces them.
+	if n, err := endLeftovers(run.Owners()); err != nil {
+		return fail("%v", err)
+	} else if n > 0 {
+		r.logger.Warnf("ended %d process(es) that the interrupted run of %s left running", n, run.ID())
+	}
+	if err := run.SetState(journal.StateRecord{State: journal.Running, At: time.Now(), Owner: procscope.Marker()}); err != nil {
 		return fail("%v", err)
 	}
 	r.logger.Printf("resuming run %s from %s (%d recorded effects)", run.ID(), f.journal, len(run.Effects()))
+	onChange := func(de *eval.DivergenceError) {
+		r.logger.Warnf("--rerun-changed: %s; it runs live", de.Describe())
+	}
 	return r.run(run.ID(), func(ctx context.Context) (string, error) {
-		return rt.Resume(ctx, entry, eval.ResumeOptions{RunID: run.ID(), Journal: run, RerunChanged: rerunChanged, Verify: changed, Answers: given, Reads: wf.Reads(), SourceRoot: wf.SourceRoot()})
+		return rt.Resume(ctx, entry, eval.ResumeOptions{RunID: run.ID(), Journal: run, RerunChanged: rerunChanged, OnChange: onChange, Answers: given, Reads: wf.Reads(), SourceRoot: wf.SourceRoot()})
 	}, r.recordOutcome(run))
 }
 
+// leftoverWait bounds how long a resume waits for the processes it ended
+// to be gone.
+const leftoverWait = 10 * time.Second
+
+// endLeftovers ends the processes that the dead aml processes named by
+// owners (owner markers of a run's earlier runs and resumes) left
+// running, waits until they are gone, and returns how many it ended.
+// Owners that are alive, of another machine, or unknown are left alone.
+func endLeftovers(owners []string) (int, error) {
+	if !procscope.Supported() {
+		return 0, nil
+	}
+	ended := map[int]bool{}
+	deadline := time.Now().Add(leftoverWait)
+	for _, o := range owners {
+		if !procscope.MarkerGone(o) {
+			continue
+		}
+		for {
+			pids := procscope.Kill(procscope.OwnerVar, o)
+			if len(pids) == 0 {
+				break
+			}
+			for _, p := range pids {
+				ended[p] = true
+			}
+			if time.Now().After(deadline) {
+				return len(ended), fmt.Errorf("processes %v that an earlier run left are still running %s after SIGKILL; end them and resume again", pids, leftoverWait)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return len(ended), nil
+}
+
 func cmdRuns(args []string, stdout, stderr io.Writer) int {
-	var dir string
+	var (
+		dir    string
+		asJSON bool
+	)
 	fs := newFlagSet("runs", runsUsage, stderr)
 	fs.StringVar(&dir, "journal", "", "the journal directory (required)")
+	fs.BoolVar(&asJSON, "json", false, "aml runs show: print the run (state, error, questions, result, effects) as one JSON object")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -396,7 +455,7 @@ func cmdRuns(args []string, stdout, stderr io.Writer) int {
 	case len(pos) == 0:
 		return listRuns(dir, stdout, stderr)
 	case pos[0] == "show" && len(pos) == 2:
-		return showRun(dir, pos[1], stdout, stderr)
+		return showRun(dir, pos[1], asJSON, stdout, stderr)
 	case pos[0] == "prune" && len(pos) == 1:
 		removed, err := journal.Prune(dir)
 		if err != nil {
@@ -447,9 +506,35 @@ func listRuns(dir string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// showRun prints a run's effects as the tree of their identities: each
-// component occurrence, fan-out and branch is a level.
-func showRun(dir, id string, stdout, stderr io.Writer) int {
+// shownRun is the --json form of aml runs show.
+type shownRun struct {
+	ID        string          `json:"id"`
+	State     journal.State   `json:"state"`
+	Workflow  string          `json:"workflow"`
+	Started   time.Time       `json:"started"`
+	Error     string          `json:"error,omitempty"`
+	Questions []eval.Question `json:"questions,omitempty"`
+	Result    *string         `json:"result,omitempty"`
+	Effects   []shownEffect   `json:"effects"`
+}
+
+// shownEffect is one identity's last record in aml runs show --json.
+type shownEffect struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"`
+	Label  string `json:"label"`
+	Source string `json:"source,omitempty"`
+	Bytes  int    `json:"resultBytes,omitempty"`
+	// Withdrawn says why a resume withdrew the record: "changed" (the
+	// context ran live from an earlier change) or "removed" (the program
+	// no longer reaches it).
+	Withdrawn string `json:"withdrawn,omitempty"`
+}
+
+// showRun prints a run's state, its result (when it succeeded) and its
+// effects as the tree of their identities: each component call, fan-out
+// and branch is a level.
+func showRun(dir, id string, asJSON bool, stdout, stderr io.Writer) int {
 	runs, err := journal.List(dir)
 	if err != nil {
 		fmt.Fprintf(stderr, "aml runs show: %v\n", err)
@@ -470,6 +555,30 @@ func showRun(dir, id string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aml runs show: %v\n", err)
 		return exitFailure
 	}
+	last := lastRecords(effects)
+	if asJSON {
+		out := shownRun{ID: sum.ID, State: sum.State, Workflow: sum.Workflow, Started: sum.Started, Error: sum.Error, Questions: sum.Questions, Effects: []shownEffect{}}
+		if sum.State == journal.Succeeded {
+			out.Result = &sum.Result
+		}
+		for _, e := range last {
+			se := shownEffect{ID: e.ID, Kind: e.Kind, Label: e.Label, Bytes: len(e.Result), Withdrawn: withdrawnWhy(e)}
+			if se.Withdrawn != "" {
+				se.Kind, se.Bytes = "", 0
+			}
+			if e.Pos.IsValid() {
+				se.Source = e.Pos.String()
+			}
+			out.Effects = append(out.Effects, se)
+		}
+		b, err := json.MarshalIndent(out, "", "  ")
+		if err != nil {
+			fmt.Fprintf(stderr, "aml runs show: %v\n", err)
+			return exitFailure
+		}
+		fmt.Fprintln(stdout, string(b))
+		return exitOK
+	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	fmt.Fprintf(w, "run %s  %s  %s\n", sum.ID, sum.State, sum.Workflow)
@@ -479,8 +588,49 @@ func showRun(dir, id string, stdout, stderr io.Writer) int {
 	for _, q := range sum.Questions {
 		fmt.Fprintf(w, "waiting: %s (asked at %s): %s\n", q.ID, q.Source, q.Text)
 	}
-	printEffectTree(w, effects)
+	if sum.State == journal.Succeeded {
+		fmt.Fprintf(w, "result: %s\n", indentResult(sum.Result))
+	}
+	printEffectTree(w, last)
 	return exitOK
+}
+
+// indentResult prints a result on the line of "result:", its later
+// lines indented beneath.
+func indentResult(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return strings.ReplaceAll(s, "\n", "\n        ")
+}
+
+// lastRecords returns the last record of every identity, in the order
+// the identities were first recorded.
+func lastRecords(effects []*eval.Effect) []*eval.Effect {
+	at := map[string]int{}
+	var out []*eval.Effect
+	for _, e := range effects {
+		if i, ok := at[e.ID]; ok {
+			out[i] = e
+			continue
+		}
+		at[e.ID] = len(out)
+		out = append(out, e)
+	}
+	return out
+}
+
+// withdrawnWhy is why a resume withdrew e's identity ("changed" or
+// "removed"), or "" when e is an effect.
+func withdrawnWhy(e *eval.Effect) string {
+	if e.Kind != eval.VoidKind {
+		return ""
+	}
+	var v struct {
+		Void string `json:"void"`
+	}
+	if json.Unmarshal(e.Result, &v) != nil || v.Void == "" {
+		return "changed"
+	}
+	return v.Void
 }
 
 func firstLine(s string) string {
@@ -511,15 +661,23 @@ func (n *effectNode) child(seg string) *effectNode {
 	return c
 }
 
-// printEffectTree prints the last record of every effect, nested by the
-// segments of its identity, siblings in the order they were recorded
-// (fan-out branches by index).
-func printEffectTree(w io.Writer, effects []*eval.Effect) {
+// printEffectTree prints records (the last of each identity), nested by
+// the segments of their identities, siblings in the order their
+// contexts reached them (fan-out branches by index).
+func printEffectTree(w io.Writer, records []*eval.Effect) {
 	root := &effectNode{}
-	for _, e := range effects {
+	ords := map[*effectNode]int32{}
+	for _, e := range records {
 		n := root
-		for _, seg := range strings.Split(e.ID, "/") {
+		segs := strings.Split(e.ID, "/")
+		ord := orderOf(e.Order)
+		for k, seg := range segs {
 			n = n.child(seg)
+			if k < len(ord) {
+				if _, ok := ords[n]; !ok {
+					ords[n] = ord[k]
+				}
+			}
 		}
 		n.effect = e
 	}
@@ -527,9 +685,11 @@ func printEffectTree(w io.Writer, effects []*eval.Effect) {
 	walk = func(n *effectNode, depth int) {
 		order := append([]string(nil), n.order...)
 		sort.SliceStable(order, func(i, j int) bool {
-			a, b := order[i], order[j]
-			if isIndex(a) && isIndex(b) {
-				return len(a) < len(b) || len(a) == len(b) && a < b
+			a, b := n.children[order[i]], n.children[order[j]]
+			oa, okA := ords[a]
+			ob, okB := ords[b]
+			if okA && okB {
+				return oa < ob
 			}
 			return false
 		})
@@ -538,7 +698,12 @@ func printEffectTree(w io.Writer, effects []*eval.Effect) {
 			indent := strings.Repeat("  ", depth)
 			switch {
 			case c.effect != nil:
-				fmt.Fprintf(w, "%s%s  %s%s\n", indent, c.effect.Label, c.effect.Pos, resultSize(c.effect))
+				e := c.effect
+				note := resultSize(e)
+				if why := withdrawnWhy(e); why != "" {
+					note = "  (withdrawn: " + why + ")"
+				}
+				fmt.Fprintf(w, "%s%s  %s%s\n", indent, e.Label, e.Pos, note)
 			case isIndex(seg):
 				fmt.Fprintf(w, "%sbranch %s\n", indent, seg)
 			default:
@@ -548,6 +713,19 @@ func printEffectTree(w io.Writer, effects []*eval.Effect) {
 		}
 	}
 	walk(root, 0)
+}
+
+// orderOf parses an Effect.Order.
+func orderOf(s string) []int32 {
+	var out []int32
+	for _, p := range strings.Split(s, ".") {
+		n, err := strconv.ParseInt(p, 10, 32)
+		if err != nil {
+			return nil
+		}
+		out = append(out, int32(n))
+	}
+	return out
 }
 
 func isIndex(s string) bool {
@@ -562,18 +740,18 @@ func isIndex(s string) bool {
 	return true
 }
 
-// segLabel names a path segment: c@pos#n is a component occurrence,
-// p@pos#n a fan-out.
+// segLabel names a path segment: c#n is a component call, p#n a
+// fan-out (both counted from 0 in their context).
 func segLabel(seg string) string {
-	kind, rest, ok := strings.Cut(seg, "@")
+	kind, n, ok := strings.Cut(seg, "#")
 	if !ok {
 		return seg
 	}
 	switch kind {
 	case "c":
-		return "component at " + rest
+		return "component call " + n
 	case "p":
-		return "parallel at " + rest
+		return "fan-out " + n
 	}
 	return seg
 }
