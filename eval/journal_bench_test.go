@@ -7,6 +7,7 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	filejournal "github.com/aml-go/aml/journal"
+	"github.com/aml-go/aml/providers/sandbox/local"
 )
 
 // BenchmarkSeq10kJournal is BenchmarkSeq10k/deterministic with every
@@ -105,6 +106,51 @@ func BenchmarkSlowAgentsJournal(b *testing.B) {
 	tree := siblingAgents(20)
 	ctx := context.Background()
 	rt := benchRuntime(b, slowAgent{100 * time.Millisecond}, noLimits)
+	b.Run("none", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := rt.Evaluate(ctx, tree); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("file", func(b *testing.B) {
+		dir := b.TempDir()
+		for b.Loop() {
+			run, err := filejournal.Create(dir, filejournal.Meta{Workflow: "bench.star"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := rt.Evaluate(ctx, tree, eval.EvaluateOptions{RunID: run.ID(), Journal: run}); err != nil {
+				b.Fatal(err)
+			}
+			if err := run.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkParallelScriptsJournal runs 200 host scripts of 10 ms each as
+// one parallel(), without a journal and with the file journal: every
+// script's record is made durable by the group commit (records that
+// complete within one window share one fsync) instead of one fsync each.
+func BenchmarkParallelScriptsJournal(b *testing.B) {
+	const n = 200
+	branches := make([]any, n)
+	for i := range branches {
+		branches[i] = &eval.Script{Command: "sleep", Args: []string{"0.01"}, Position: eval.Position{File: "bench.star", Line: int32(i + 1), Col: 1}}
+	}
+	tree := &eval.Parallel{Branches: branches}
+	host, err := local.New(local.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	limits := noLimits
+	rt, err := eval.New(eval.Options{Host: host, Cwd: b.TempDir(), Limits: &limits})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
 	b.Run("none", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := rt.Evaluate(ctx, tree); err != nil {
