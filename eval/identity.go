@@ -256,12 +256,20 @@ type index struct {
 	// level of the records inside it (fan-out contexts are left out:
 	// their branches are not ordered).
 	after map[string]int32
+	// at maps a context and an ordinal to the effect recorded there.
+	at map[atKey]*Effect
+}
+
+// atKey names an element of a context by its ordinal.
+type atKey struct {
+	ctx string
+	seq int32
 }
 
 // buildIndex indexes effects, later records of an identity superseding
 // earlier ones, withdrawn ones (VoidKind) left out.
 func buildIndex(effects []*Effect) *index {
-	ix := &index{byID: make(map[string]*Effect, len(effects)), after: map[string]int32{}}
+	ix := &index{byID: make(map[string]*Effect, len(effects)), after: map[string]int32{}, at: map[atKey]*Effect{}}
 	for _, e := range effects {
 		if e.Kind == VoidKind {
 			delete(ix.byID, e.ID)
@@ -292,6 +300,9 @@ func (ix *index) note(e *Effect) {
 				ix.after[ctx] = ord[k]
 			}
 		}
+		if k == len(segs)-1 {
+			ix.at[atKey{ctx, ord[k]}] = e
+		}
 		if k == 0 {
 			ctx = seg
 		} else {
@@ -315,6 +326,21 @@ func (jr *journaling) recordedAfter(p *effectPath, seq int32) bool {
 	}
 	m, ok := jr.ix.after[p.id]
 	return ok && m > seq
+}
+
+// recordedAt returns the record of the effect at ordinal seq of context
+// p, or nil.
+func (jr *journaling) recordedAt(p *effectPath, seq int32) *Effect {
+	if jr.ix == nil || p.fanOut || seq < 0 {
+		return nil
+	}
+	jr.mu.Lock()
+	defer jr.mu.Unlock()
+	e := jr.ix.at[atKey{p.id, seq}]
+	if e == nil || jr.ix.byID[e.ID] != e {
+		return nil // withdrawn since
+	}
+	return e
 }
 
 // lookup returns the record of identity id, or nil.
@@ -394,6 +420,15 @@ func (d *domain) replay(s slot, kind string, pos Position, label string, req str
 	if rec == nil {
 		if !checkKind(kind) && (p.passed || jr.recordedAfter(p, s.seq)) {
 			return d.diverge(s, &DivergenceError{ID: s.id, Kind: ChangeInserted, Pos: pos, Label: label})
+		}
+		if !checkKind(kind) {
+			if other := jr.recordedAt(p, s.seq); other != nil {
+				// The run's last record in this context is another
+				// effect at this ordinal: the program no longer reaches
+				// it here.
+				jr.consume(other.ID)
+				return d.diverge(s, &DivergenceError{ID: other.ID, Kind: ChangeRemoved, Pos: other.Pos, Label: other.Label, Recorded: other, Now: &Effect{Pos: pos, Label: label}})
+			}
 		}
 		if jr.verify && !checkKind(kind) && kind != "workspace" && kind != "sandbox" {
 			return nil, &EvaluationError{Msg: label + " has no record", Pos: pos, Err: errFrontier}

@@ -440,7 +440,8 @@ type DivergenceError struct {
 	// Recorded is the record at the place (nil for ChangeInserted).
 	Recorded *Effect
 	// Now, for ChangeRemoved, is the effect the program reaches in the
-	// removed one's place, when there is one: the run recorded it later.
+	// removed one's place, when there is one; its ID is set when the run
+	// recorded it later.
 	Now *Effect
 	// Cassette is set when the journal is a cassette (see Cassette).
 	Cassette bool
@@ -484,7 +485,9 @@ func (e *DivergenceError) Describe() string {
 				b.WriteString(" at ")
 				b.WriteString(n.Pos.String())
 			}
-			b.WriteString(", which the run recorded after it")
+			if n.ID != "" {
+				b.WriteString(", which the run recorded after it")
+			}
 		}
 	default:
 		b.WriteString(" no longer matches the journal: ")
@@ -619,14 +622,7 @@ func (r *Runtime) Resume(ctx context.Context, value any, opts ResumeOptions) (st
 		}
 	}
 	if len(changes) > 0 && !opts.RerunChanged {
-		if len(changes) == 1 {
-			return "", changes[0]
-		}
-		errs := make([]error, len(changes))
-		for i, c := range changes {
-			errs[i] = c
-		}
-		return "", errors.Join(errs...)
+		return "", joinChanges(changes)
 	}
 	eo.onChange = opts.OnChange
 	for _, c := range changes {
@@ -639,6 +635,40 @@ func (r *Runtime) Resume(ctx context.Context, value any, opts ResumeOptions) (st
 		}
 	}
 	return r.Evaluate(ctx, value, eo)
+}
+
+// joinChanges is the error of a resume that found changes: the one
+// change, or every change joined (errors.Join), a change found at
+// several places of the run with the same message (a component called
+// twice) once, saying how many.
+func joinChanges(changes []*DivergenceError) error {
+	if len(changes) == 1 {
+		return changes[0]
+	}
+	var (
+		errs  []error
+		first = map[string]int{}
+		times []int
+	)
+	for _, c := range changes {
+		msg := c.Error()
+		if i, ok := first[msg]; ok {
+			times[i]++
+			continue
+		}
+		first[msg] = len(errs)
+		errs = append(errs, c)
+		times = append(times, 1)
+	}
+	for i, n := range times {
+		if n > 1 {
+			errs[i] = fmt.Errorf("%w (found at %d places of the run)", errs[i], n)
+		}
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
 }
 
 // verify is Resume's dry replay: it returns the changes of the program

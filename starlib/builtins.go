@@ -289,7 +289,7 @@ Only available while a component body runs. In a run with --journal the run susp
 	Params: []Param{
 		{Name: "question", Type: "str", Positional: true, Doc: "The question."},
 		{Name: "schema", Type: "dict | None", Default: "None", Positional: true, Doc: "JSON Schema of the answer (for example schema.boolean()); None asks for free text."},
-		{Name: "id", Type: "str | None", Default: "None", Doc: "Stable name of the question for --answer; None uses its position and occurrence."},
+		{Name: "id", Type: "str | None", Default: "None", Doc: "Stable name of the question for --answer; an id names one question per run (asking it again is an error). None uses the question's place in the run (its effect identity)."},
 	},
 	Returns: "str, or the answer as Starlark values when schema is given",
 	Example: `reviewer = ask("Who should review the release notes?")`,
@@ -304,7 +304,7 @@ var approveBuiltin = &Builtin{
 	Doc:   `Asks a person a yes/no question and returns True or False: ask(question, schema.boolean(), id=id).`,
 	Params: []Param{
 		{Name: "question", Type: "str", Positional: true, Doc: "The question."},
-		{Name: "id", Type: "str | None", Default: "None", Doc: "Stable name of the question for --answer; None uses its position and occurrence."},
+		{Name: "id", Type: "str | None", Default: "None", Doc: "Stable name of the question for --answer; an id names one question per run (asking it again is an error). None uses the question's place in the run (its effect identity)."},
 	},
 	Returns: "bool",
 	Example: `if not approve("Publish the release notes?", id = "publish"):

@@ -391,8 +391,24 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	r.logger.Printf("resuming run %s from %s (%d recorded effects)", run.ID(), f.journal, len(run.Effects()))
+	var (
+		changeMu sync.Mutex
+		changes  = map[string]bool{}
+	)
 	onChange := func(de *eval.DivergenceError) {
-		r.logger.Warnf("--rerun-changed: %s; it runs live", de.Describe())
+		d := de.Describe()
+		changeMu.Lock()
+		seen := changes[d]
+		changes[d] = true
+		changeMu.Unlock()
+		if seen {
+			return // the same change in another place of the run
+		}
+		what := "it runs live, with everything after it in its sequential context"
+		if de.Kind == eval.ChangeRemoved {
+			what = "its record is dropped, and everything after it in its sequential context runs live"
+		}
+		r.logger.Warnf("--rerun-changed: %s; %s", d, what)
 	}
 	return r.run(run.ID(), func(ctx context.Context) (string, error) {
 		return rt.Resume(ctx, entry, eval.ResumeOptions{RunID: run.ID(), Journal: run, RerunChanged: rerunChanged, OnChange: onChange, Answers: given, Reads: wf.Reads(), SourceRoot: wf.SourceRoot()})
