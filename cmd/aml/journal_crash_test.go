@@ -23,27 +23,31 @@ import (
 	"github.com/aml-go/aml/providers/workspace/filesystem"
 )
 
-// crashWorkflow has 29 effects: three parallel branches, each a component
-// whose evaluate() loop alternates a script (which writes a file into the
-// workspace and reads its branch's files back) and an agent given the
-// script's output, then one script over every file, all in a filesystem
-// workspace through a local sandbox. Each script logs its start and end
-// in EFFECT_LOG, outside the workspace, and prints its step name first.
-// The steps overwrite rather than append: a step in flight at a crash runs
-// again, and in parallel() branches the checkpoint a sibling took may
-// already hold its partial writes (see the README on durable runs).
+// crashWorkflow has 31 effects, all of them reaching outside the
+// process: three parallel branches, each a component whose evaluate()
+// loop alternates a host script (which writes a file into the workspace
+// and reads its branch's files back) and a session of the fake ACP
+// agent given the script's output, then one script over every file, all
+// in a filesystem workspace through a local sandbox. Branches a and b
+// are fast; c pauses in each script, so the fast branches finish while
+// it runs. Each script, and each agent's wrapper, logs its start and end
+// (with the time in nanoseconds) in EFFECT_LOG, outside the workspace.
+// The steps overwrite rather than append: a step in flight at a crash
+// runs again, and in parallel() branches the checkpoint a sibling took
+// may already hold its partial writes (see the README on durable runs).
 const crashWorkflow = `store = filesystem_workspace(directory = env("STORE"))
 log = env("EFFECT_LOG")
-echo = deterministic_agent(respond = lambda req: "ok(" + req.prompt + ")", supports_sandbox = True)
+fake = env("FAKE_AGENT")
 
-def step(name, n):
+def step(name, n, pause):
     out = []
     for i in range(n):
         x = "%s%d" % (name, i)
         s = evaluate(script(
-            "echo start %s >> %s; sleep 0.0%d; echo %s > %s-%d.txt; echo %s:$(cat %s-*.txt | wc -l); echo end %s >> %s" % (x, log, 1 + i % 3, x, name, i, x, name, x, log),
+            "echo start %s $(date +%%s%%N) >> %s; sleep %s; echo %s > %s-%d.txt; echo %s:$(cat %s-*.txt | wc -l); echo end %s $(date +%%s%%N) >> %s" % (x, log, pause, x, name, i, x, name, x, log),
             shell = "sh"))
-        out.append(evaluate(agent("%s saw %s" % (x, s.strip()), provider = echo)))
+        a = acp_agent(command = fake, env = {"STEP": "agent-" + x, "EFFECT_LOG": log}, name = "fake")
+        out.append(evaluate(agent("%s saw %s\necho" % (x, s.strip()), provider = a)).strip())
     return " ".join(out) + "\n"
 
 branch = component(step)
@@ -51,20 +55,38 @@ branch = component(step)
 def main():
     return workspace(
         sandbox(
-            parallel(branch("a", 5), branch("b", 5), branch("c", 4)),
-            script("echo start z >> " + log + "; echo z:$(ls | wc -l):$(cat *.txt | wc -l); echo end z >> " + log, shell = "sh"),
+            parallel(branch("a", 6, "0.01"), branch("b", 6, "0.02"), branch("c", 2, "0.6")),
+            script("echo start z $(date +%s%N) >> " + log + "; echo z:$(ls | wc -l):$(cat *.txt | wc -l); echo end z $(date +%s%N) >> " + log, shell = "sh"),
             provider = local_sandbox(), access = "read-write"),
         id = "crash", provider = store, save = True)
 `
 
+// crashAgent wraps the fake ACP agent: it logs the session's start and
+// end, named by its STEP, with the time in nanoseconds.
+const crashAgent = `#!/bin/sh
+echo "start $STEP $(date +%s%N)" >> "$EFFECT_LOG"
+"$FAKE" "$@"
+rc=$?
+echo "end $STEP $(date +%s%N)" >> "$EFFECT_LOG"
+exit $rc
+`
+
 var runLine = regexp.MustCompile(`run ([0-9a-f-]{36}) is journaled`)
+
+// lateMargin is how long after the commit window a completed effect's
+// record may still become durable in the crash test: the time from the
+// step's own end to its record (the process's exit, a workspace
+// checkpoint) and the fsync, on a loaded machine.
+const lateMargin = 250 * time.Millisecond
 
 // TestJournalCrashResume is the crash-resume property: aml run --journal
 // is SIGKILLed at random points (a real process, a real signal), and
 // aml resume continues each killed run. Every resumed run prints what an
-// uninterrupted run prints and leaves the same saved workspace, and no
-// step runs live twice, except steps in flight at the kill: started by
-// the killed run but not recorded in its journal.
+// uninterrupted run prints and leaves the same saved workspace; no
+// recorded step runs live again; and a step (script or agent session)
+// that had finished more than the commit window (plus lateMargin)
+// before the kill never runs again: only steps in flight at the kill, or
+// finished just before it, do.
 func TestJournalCrashResume(t *testing.T) {
 	trials := 100
 	if testing.Short() {
@@ -75,6 +97,14 @@ func TestJournalCrashResume(t *testing.T) {
 	// minutes (the evaluator's journaling is race-tested in process).
 	bin := buildAMLRace(t, false)
 	dir := t.TempDir()
+	fake := filepath.Join(dir, "fake-acp-agent")
+	if out, err := exec.Command("go", "build", "-o", fake, "github.com/aml-go/aml/internal/cmd/fake-acp-agent").CombinedOutput(); err != nil {
+		t.Fatalf("building the fake ACP agent: %v\n%s", err, out)
+	}
+	wrapper := filepath.Join(dir, "agent.sh")
+	if err := os.WriteFile(wrapper, []byte(strings.Replace(crashAgent, `"$FAKE"`, fake, 1)), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	wf := filepath.Join(dir, "crash.star")
 	if err := os.WriteFile(wf, []byte(crashWorkflow), 0o644); err != nil {
 		t.Fatal(err)
@@ -87,7 +117,7 @@ func TestJournalCrashResume(t *testing.T) {
 	run := func(store, log string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "STORE="+store, "EFFECT_LOG="+log, "AML_ENV=test")
+		cmd.Env = append(os.Environ(), "STORE="+store, "EFFECT_LOG="+log, "FAKE_AGENT="+wrapper, "AML_ENV=test")
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		return cmd, &stdout, &stderr
@@ -134,13 +164,15 @@ func TestJournalCrashResume(t *testing.T) {
 	}
 	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
 	full := times[1]
-	if n := strings.Count(want.stdout, "ok("); n != 14 || !strings.Contains(want.stdout, "z:14:14") || !strings.Contains(want.stdout, "ok(a4 saw a4:5)") {
+	const steps = 2*(6+6+2) + 1
+	if n := strings.Count(want.stdout, " saw "); n != 14 || !strings.Contains(want.stdout, "z:14:14") || !strings.Contains(want.stdout, "a5 saw a5:6") {
 		t.Fatalf("the uninterrupted run printed %q", want.stdout)
 	}
 	t.Logf("an uninterrupted run takes %s", full)
 
 	rng := rand.New(rand.NewPCG(14, 1))
-	var killed, beforeJournal, finished, inFlight int
+	var killed, beforeJournal, finished, inFlight, late int
+	var latest time.Duration // the longest a re-run step had been finished at the kill
 	for trial := range trials {
 		store := filepath.Join(dir, "store", strconv.Itoa(trial))
 		log := filepath.Join(dir, "log"+strconv.Itoa(trial))
@@ -150,6 +182,7 @@ func TestJournalCrashResume(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Duration(rng.Int64N(int64(full))))
+		killedAt := time.Now()
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		werr := cmd.Wait()
 		m := runLine.FindStringSubmatch(stderr.String())
@@ -170,28 +203,12 @@ func TestJournalCrashResume(t *testing.T) {
 		}
 		killed++
 		recorded := recordedSteps(t, jdir, id)
-		// The steps a killed aml started may still run for a moment, and
-		// the workspace is not taken over while a dead owner's processes
-		// run: resume again once they are gone (the refused attempt runs
-		// nothing).
-		var stdout *bytes.Buffer
-		for attempt := 0; ; attempt++ {
-			var (
-				cmd  *exec.Cmd
-				rerr *bytes.Buffer
-			)
-			// What the log gets from here on is the resume's (a refused
-			// attempt runs nothing; the killed run's steps started before).
-			appendLine(t, log, resumeMark)
-			cmd, stdout, rerr = run(store, log, "resume", id, "--journal", jdir, "--quiet")
-			err := cmd.Run()
-			if err == nil {
-				break
-			}
-			if !strings.Contains(rerr.String(), "processes it started are still running") || attempt == 200 {
-				t.Fatalf("trial %d: resume: %v\n%s", trial, err, rerr)
-			}
-			time.Sleep(50 * time.Millisecond)
+		// What the log gets from here on is the resume's; the resume ends
+		// what the killed run left running before anything runs.
+		appendLine(t, log, resumeMark)
+		cmd, stdout, rerr := run(store, log, "resume", id, "--journal", jdir, "--quiet")
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("trial %d: resume: %v\n%s", trial, err, rerr)
 		}
 		killedLog, resumedLog := readLogs(t, log)
 		if stdout.String() != want.stdout {
@@ -200,32 +217,41 @@ func TestJournalCrashResume(t *testing.T) {
 		if got := saved(store); !equalFiles(got, want.files) {
 			t.Fatalf("trial %d: the resumed run saved\n%v\nwant\n%v", trial, got, want.files)
 		}
-		for step, n := range resumedLog {
+		for step, n := range resumedLog.starts {
 			if n > 1 {
 				t.Fatalf("trial %d: step %s ran %d times in the resumed run", trial, step, n)
 			}
 			if recorded[step] {
 				t.Fatalf("trial %d: step %s was recorded before the kill and ran live again", trial, step)
 			}
-			if killedLog[step] > 0 {
-				inFlight++ // started by the killed run, not recorded: it runs again
+			if killedLog.starts[step] == 0 {
+				continue
+			}
+			inFlight++ // started by the killed run, not recorded: it runs again
+			if end, ok := killedLog.ends[step]; ok && end.Before(killedAt) {
+				ago := killedAt.Sub(end)
+				latest = max(latest, ago)
+				if ago > eval.DefaultCommitWindow+lateMargin {
+					late++
+					t.Errorf("trial %d: step %s had finished %s before the kill, yet ran again: a finished step's record must be durable within the commit window (%s)", trial, step, ago, eval.DefaultCommitWindow)
+				}
 			}
 		}
-		for step, n := range killedLog {
+		for step, n := range killedLog.starts {
 			if n > 1 {
 				t.Fatalf("trial %d: step %s ran %d times in the killed run", trial, step, n)
 			}
 		}
 		for step := range recorded {
-			if killedLog[step] == 0 {
+			if killedLog.starts[step] == 0 {
 				t.Fatalf("trial %d: step %s is recorded but the killed run never started it", trial, step)
 			}
 		}
-		if len(killedLog)+len(resumedLog)-countBoth(killedLog, resumedLog) != 15 {
-			t.Fatalf("trial %d: %d steps ran in all, want 15 (killed %v, resumed %v)", trial, len(killedLog)+len(resumedLog)-countBoth(killedLog, resumedLog), killedLog, resumedLog)
+		if n := len(killedLog.starts) + len(resumedLog.starts) - countBoth(killedLog.starts, resumedLog.starts); n != steps {
+			t.Fatalf("trial %d: %d steps ran in all, want %d (killed %v, resumed %v)", trial, n, steps, killedLog.starts, resumedLog.starts)
 		}
 	}
-	t.Logf("%d trials: %d killed and resumed, %d killed before the journal existed, %d finished before the kill; %d steps were in flight at a kill and ran again", trials, killed, beforeJournal, finished, inFlight)
+	t.Logf("%d trials: %d killed and resumed, %d killed before the journal existed, %d finished before the kill; %d steps were in flight at a kill (or finished within the window) and ran again, the longest finished %s before the kill; %d finished earlier and ran again (must be 0)", trials, killed, beforeJournal, finished, inFlight, latest, late)
 	if killed < trials/2 {
 		t.Fatalf("only %d of %d kills landed inside a run", killed, trials)
 	}
@@ -247,8 +273,9 @@ func runState(t *testing.T, jdir, id string) journal.State {
 	return ""
 }
 
-// recordedSteps returns the steps whose script results the journal of
-// run id holds.
+// recordedSteps returns the steps whose results the journal of run id
+// holds: scripts by the step name their output starts with, agent
+// sessions as agent-STEP by the prompt they echo.
 func recordedSteps(t *testing.T, jdir, id string) map[string]bool {
 	t.Helper()
 	effects, err := journal.ReadEffects(jdir, id)
@@ -257,15 +284,22 @@ func recordedSteps(t *testing.T, jdir, id string) map[string]bool {
 	}
 	out := map[string]bool{}
 	for _, e := range effects {
-		if e.Kind != "script" {
-			continue
+		switch e.Kind {
+		case "script":
+			var r struct{ Stdout string }
+			if err := json.Unmarshal(e.Result, &r); err != nil {
+				t.Fatal(err)
+			}
+			step, _, _ := strings.Cut(strings.TrimSpace(r.Stdout), ":")
+			out[step] = true
+		case "agent":
+			var r struct{ Text string }
+			if err := json.Unmarshal(e.Result, &r); err != nil {
+				t.Fatal(err)
+			}
+			step, _, _ := strings.Cut(strings.TrimSpace(r.Text), " ")
+			out["agent-"+step] = true
 		}
-		var r struct{ Stdout string }
-		if err := json.Unmarshal(e.Result, &r); err != nil {
-			t.Fatal(err)
-		}
-		step, _, _ := strings.Cut(strings.TrimSpace(r.Stdout), ":")
-		out[step] = true
 	}
 	return out
 }
@@ -273,9 +307,15 @@ func recordedSteps(t *testing.T, jdir, id string) map[string]bool {
 // resumeMark separates a trial's killed run from its resume in the log.
 const resumeMark = "== resume"
 
-// readLogs counts the "start STEP" lines of an effect log before and
-// after its last resumeMark.
-func readLogs(t *testing.T, path string) (killed, resumed map[string]int) {
+// stepLog is what an effect log says of one run: how many times each
+// step started, and when each ended.
+type stepLog struct {
+	starts map[string]int
+	ends   map[string]time.Time
+}
+
+// readLogs reads an effect log before and after its last resumeMark.
+func readLogs(t *testing.T, path string) (killed, resumed stepLog) {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
@@ -286,17 +326,29 @@ func readLogs(t *testing.T, path string) (killed, resumed map[string]int) {
 	if i < 0 {
 		t.Fatalf("%s has no resume mark", path)
 	}
-	return countStarts(text[:i]), countStarts(text[i:])
+	return parseSteps(text[:i]), parseSteps(text[i:])
 }
 
-func countStarts(text string) map[string]int {
-	out := map[string]int{}
+// parseSteps reads "start STEP NS" and "end STEP NS" lines.
+func parseSteps(text string) stepLog {
+	l := stepLog{starts: map[string]int{}, ends: map[string]time.Time{}}
 	for _, line := range strings.Split(text, "\n") {
-		if step, ok := strings.CutPrefix(line, "start "); ok {
-			out[step]++
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "start":
+			l.starts[f[1]]++
+		case "end":
+			if len(f) == 3 {
+				if ns, err := strconv.ParseInt(f[2], 10, 64); err == nil {
+					l.ends[f[1]] = time.Unix(0, ns)
+				}
+			}
 		}
 	}
-	return out
+	return l
 }
 
 func appendLine(t *testing.T, path, line string) {
