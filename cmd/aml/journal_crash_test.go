@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -391,4 +392,86 @@ func equalFiles(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// leftoverWorkflow's script starts a writer that leaves its process
+// group (setsid) and so outlives a SIGKILLed aml, then waits. Run again
+// (the file "started" exists), it reports whether the first writer is
+// still alive (a zombie no init reaped is gone), and ends at once.
+const leftoverWorkflow = `def _main():
+    return evaluate(script("""
+if [ -f started ]; then
+    state=$(awk '{print $3}' "/proc/$(cat writer.pid)/stat" 2>/dev/null)
+    if [ -n "$state" ] && [ "$state" != Z ]; then echo "the old writer still runs"; else echo "the old writer is gone"; fi
+    exit 0
+fi
+setsid sh -c 'echo $$ > writer.pid; while true; do echo old >> writer.log; sleep 0.05; done' &
+while [ ! -s writer.pid ]; do sleep 0.01; done
+touch started
+sleep 60
+""", shell = "sh"))
+
+main = component(_main)
+`
+
+// TestResumeEndsWhatTheKilledRunLeft kills aml while its script's
+// setsid writer runs, and resumes: the resume ends the writer before
+// the script runs again, and says so.
+func TestResumeEndsWhatTheKilledRunLeft(t *testing.T) {
+	bin := buildAMLRace(t, false)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "leftover.star"), []byte(leftoverWorkflow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--journal", "j", "leftover.star")
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the script never started its writer:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	pidText, err := os.ReadFile(filepath.Join(dir, "writer.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || strings.Contains(string(st), ") Z ") {
+		t.Fatalf("the writer %d did not outlive the killed aml, so the test proves nothing: %v %s", pid, err, st)
+	}
+	m := runLine.FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no run id in:\n%s", stderr.String())
+	}
+	resume := exec.Command(bin, "resume", m[1], "--journal", "j")
+	resume.Dir = dir
+	var out, rerr bytes.Buffer
+	resume.Stdout, resume.Stderr = &out, &rerr
+	if err := resume.Run(); err != nil {
+		t.Fatalf("resume: %v\n%s", err, rerr.String())
+	}
+	if got := strings.TrimSpace(out.String()); got != "the old writer is gone" {
+		t.Fatalf("the re-run script said %q, want the old writer gone before it ran\n%s", got, rerr.String())
+	}
+	// The writer, its sleep, and what else the script's process group
+	// left: at least one.
+	if !regexp.MustCompile(`ended [1-9][0-9]* process\(es\) that the interrupted run of ` + m[1] + ` left running`).MatchString(rerr.String()) {
+		t.Fatalf("the resume did not say what it ended:\n%s", rerr.String())
+	}
 }
