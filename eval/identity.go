@@ -248,10 +248,15 @@ func parseOrder(s string) []int32 {
 }
 
 // index is what a resumed evaluation knows of its journal's records (see
-// Lister): the last record of each identity, and for each context the
-// greatest ordinal at its level of a record inside it.
+// Lister): the last record of each identity, and, built the first time
+// they are needed (a resume that serves every effect in order never
+// needs them), each context's greatest ordinal at its level of a record
+// inside it and the effect recorded at each ordinal. It is safe for
+// concurrent use once built.
 type index struct {
 	byID map[string]*Effect
+
+	once sync.Once
 	// after maps a context's identity to the greatest ordinal at its
 	// level of the records inside it (fan-out contexts are left out:
 	// their branches are not ordered).
@@ -269,7 +274,7 @@ type atKey struct {
 // buildIndex indexes effects, later records of an identity superseding
 // earlier ones, withdrawn ones (VoidKind) left out.
 func buildIndex(effects []*Effect) *index {
-	ix := &index{byID: make(map[string]*Effect, len(effects)), after: map[string]int32{}, at: map[atKey]*Effect{}}
+	ix := &index{byID: make(map[string]*Effect, len(effects))}
 	for _, e := range effects {
 		if e.Kind == VoidKind {
 			delete(ix.byID, e.ID)
@@ -277,37 +282,56 @@ func buildIndex(effects []*Effect) *index {
 		}
 		ix.byID[e.ID] = e
 	}
-	for _, e := range ix.byID {
-		ix.note(e)
-	}
 	return ix
 }
 
-// note adds e's ordinals to after.
+// orders builds after and at from the records byID held when the index
+// was built. The caller holds the journaling's lock.
+func (ix *index) orders() {
+	ix.once.Do(func() {
+		ix.after, ix.at = map[string]int32{}, map[atKey]*Effect{}
+		for _, e := range ix.byID {
+			ix.note(e)
+		}
+	})
+}
+
+// note adds e's ordinals to after and at. Context identities are
+// prefixes of e.ID, so nothing is allocated but map entries.
 func (ix *index) note(e *Effect) {
 	if checkKind(e.Kind) {
 		return
 	}
-	ord := parseOrder(e.Order)
-	segs := strings.Split(e.ID, "/")
-	if len(ord) != len(segs) {
+	id, ord := e.ID, e.Order
+	if ord == "" || strings.Count(id, "/") != strings.Count(ord, ".") {
 		return
 	}
-	ctx := ""
-	for k, seg := range segs {
+	segStart := 0 // where the segment being read starts in id
+	for {
+		field, rest, more := strings.Cut(ord, ".")
+		n, err := strconv.ParseInt(field, 10, 32)
+		if err != nil || n < 0 {
+			return
+		}
+		ctx := ""
+		if segStart > 0 {
+			ctx = id[:segStart-1]
+		}
 		if !isFanOutSeg(ctx) {
-			if m, ok := ix.after[ctx]; !ok || ord[k] > m {
-				ix.after[ctx] = ord[k]
+			if m, ok := ix.after[ctx]; !ok || int32(n) > m {
+				ix.after[ctx] = int32(n)
 			}
 		}
-		if k == len(segs)-1 {
-			ix.at[atKey{ctx, ord[k]}] = e
+		if !more {
+			ix.at[atKey{ctx, int32(n)}] = e
+			return
 		}
-		if k == 0 {
-			ctx = seg
-		} else {
-			ctx += "/" + seg
+		slash := strings.IndexByte(id[segStart:], '/')
+		if slash < 0 {
+			return
 		}
+		segStart += slash + 1
+		ord = rest
 	}
 }
 
@@ -324,6 +348,9 @@ func (jr *journaling) recordedAfter(p *effectPath, seq int32) bool {
 	if jr == nil || jr.ix == nil || p.fanOut || seq < 0 {
 		return false
 	}
+	jr.mu.Lock()
+	defer jr.mu.Unlock()
+	jr.ix.orders()
 	m, ok := jr.ix.after[p.id]
 	return ok && m > seq
 }
@@ -336,6 +363,7 @@ func (jr *journaling) recordedAt(p *effectPath, seq int32) *Effect {
 	}
 	jr.mu.Lock()
 	defer jr.mu.Unlock()
+	jr.ix.orders()
 	e := jr.ix.at[atKey{p.id, seq}]
 	if e == nil || jr.ix.byID[e.ID] != e {
 		return nil // withdrawn since

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -1014,6 +1015,9 @@ func appendAgentFingerprint(dst []byte, req *AgentRequest, system string, p Agen
 
 // replayedAgent turns a recorded agent result back into a response.
 func replayedAgent(rec *Effect) (*AgentResponse, error) {
+	if text, ok := plainText(rec.Result); ok {
+		return &AgentResponse{Text: text}, nil
+	}
 	var r agentResult
 	if err := decodeJSON(rec.Result, &r); err != nil {
 		return nil, &EvaluationError{Msg: "the journal's record of " + rec.Label + " cannot be read", Pos: rec.Pos, Err: err}
@@ -1024,6 +1028,26 @@ func replayedAgent(rec *Effect) (*AgentResponse, error) {
 		resp.SessionID, resp.StopReason, resp.Usage = t.SessionID, t.StopReason, t.Usage
 	}
 	return resp, nil
+}
+
+// plainText reads the result {"text":"..."} whose text needs no
+// unescaping, as most recorded texts are, without a JSON decoder; ok is
+// false for anything else.
+func plainText(b []byte) (string, bool) {
+	const prefix, suffix = `{"text":"`, `"}`
+	if len(b) < len(prefix)+len(suffix) || string(b[:len(prefix)]) != prefix || string(b[len(b)-len(suffix):]) != suffix {
+		return "", false
+	}
+	body := b[len(prefix) : len(b)-len(suffix)]
+	for _, c := range body {
+		if c == '\\' || c == '"' || c < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(body) {
+		return "", false
+	}
+	return string(body), true
 }
 
 // recordAgent records a live agent result that passed its checks.
