@@ -70,26 +70,50 @@
 //	SandboxCompatible  AgentProvider: may run inside a sandbox() (SupportsSandbox)
 //	NativeSkills       AgentProvider: discovers staged skills itself
 //	ObjectToolInputs   AgentProvider: needs object input schemas for granted tools
-//	InProcess          AgentProvider: touches nothing outside the process (no journal sync before it)
+//	InProcess          AgentProvider: touches nothing outside the process (no journal sync before or after it)
 //	StatelessSandbox   SandboxProvider: keeps no files of its own (allowed in journaled runs)
 //	InPlaceWorkspace   WorkspaceProvider: edits the user's directory (refused in journaled runs)
 //	ContentCapturer    TraceSink: receives content attributes (prompts, results, errors)
 //	Checkpointer       Journal: keeps copies of a workspace's files (needed for workspace() in journaled runs)
 //	Cassette           Journal: a recording replayed offline (agents and answers only)
 //	Sized              Journal: how many records it holds (a new run then looks nothing up)
+//	Lister             Journal: lists its records (a resume then names inserted and removed effects)
 //
 // # Durable runs
 //
 // With EvaluateOptions.Journal every effect (agent sessions, scripts,
-// tool calls from component code, answers to ComponentContext.Ask, and
-// the digests of include() content and application reads) is recorded
-// under a stable identity before its result is used; Runtime.Resume
+// tool calls from component code, answers to ComponentContext.Ask,
+// workspace and sandbox acquisitions, and the digests of include()
+// content and application reads) is recorded under a stable identity
+// before its result is used, and a completed effect that reached outside
+// the process is durable within EvaluateOptions.CommitWindow (10 ms by
+// default) whether or not another effect starts. Runtime.Resume
 // evaluates the same tree against the journal, serves what is recorded
-// and continues live at the first effect without a record. A recorded
-// request that changed is a *DivergenceError; a question without an
-// answer ends the evaluation with a *SuspendedError. journal.go documents
-// the identities, what a Journal backend must guarantee and what a
-// workflow must not do for replays to be exact.
+// and continues live at the first effect without a record.
+//
+// An identity is the path of enclosing component calls and fan-out
+// branches, each by its occurrence in its sequential context (c#0, p#1,
+// then the branch's index), the effect's kind and its occurrence among
+// the effects of that kind in its context: "c#0/p#0/2/agent#1" is the
+// second agent() of branch 2 of the first fan-out of the first component
+// call. Source positions are not part of it, so comments, blank lines,
+// docstrings, moved or renamed helpers, load()s and top-level code that
+// runs no effect, and renamed variables and functions keep every
+// identity. Each record also keeps its order in its context
+// (Effect.Order) and where its node was (Effect.Pos). include() and
+// env() reads are checks keyed by what they read.
+//
+// Before anything runs live, Resume replays the program dry and names
+// every change as a *DivergenceError (ChangeKind): a recorded effect
+// whose request changed, an effect inserted between recorded ones, a
+// recorded effect the program no longer reaches, a changed include()
+// or env() value. Without ResumeOptions.RerunChanged the resume fails
+// with them; with it, a change and what follows it in its sequential
+// context run live, the records they replace are withdrawn (VoidKind),
+// and the rest is served. An ask() id names one question per
+// evaluation; a question without an answer ends the evaluation with a
+// *SuspendedError. journal.go documents what a Journal backend must
+// guarantee and what a workflow must not do for replays to be exact.
 //
 // # Pictures
 //

@@ -68,12 +68,15 @@ import (
 // by Go code of an extension), or make nested evaluations of one
 // component from several goroutines at once (use EvaluateAll).
 
-// Journal is the durable record of one run's effects. The evaluator calls
-// Lookup before it runs an effect, Record after the effect succeeded and
-// before its result is used, and Sync before it starts an effect outside
-// the process (a provider session, a script, a tool call) and when the
-// evaluation ends, so a crash never loses a record that a later external
-// effect depended on.
+// Journal is the durable record of one run's effects. The evaluator
+// looks records up before it runs an effect (through Lookup, or once
+// through Lister), calls Record after the effect succeeded and before
+// its result is used, and Sync before it starts an effect outside the
+// process (a provider session, a script, a tool call), within the
+// commit window after recording one (EvaluateOptions.CommitWindow, from
+// another goroutine), and when the evaluation ends: a crash never loses
+// a record that a later external effect depended on, nor one that
+// completed more than a window before it.
 //
 // A backend must guarantee, for the run it holds:
 //   - Lookup returns the last record appended under an id, including

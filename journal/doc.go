@@ -29,28 +29,39 @@
 // digits; payload is a JSON object on one line (JSON strings escape
 // newlines, and the writer refuses a payload with a raw newline). Its "t" field names the record type:
 //
-//	{"t":"meta","v":1,"workflow":"review.star","digest":"<sha256 hex>","entry":"main","options":{...},"started":"<RFC 3339>"}
-//	{"t":"state","at":<unix ms>,"state":"running"}
+//	{"t":"meta","v":2,"workflow":"review.star","digest":"<sha256 hex>","entry":"main","options":{...},"started":"<RFC 3339>"}
+//	{"t":"state","at":<unix ms>,"state":"running","owner":"aml-<pid>-<machine>-<uuid>"}
 //	{"t":"effect","at":<unix ms>,"e":<eval.Effect JSON>}
 //	{"t":"state","at":<unix ms>,"state":"suspended","questions":[<eval.Question JSON>...]}
 //	{"t":"state","at":<unix ms>,"state":"failed","error":"..."}
+//	{"t":"state","at":<unix ms>,"state":"succeeded","result":"..."}
 //
 // The first record is the run's metadata (Meta; "v" is the format
-// version, 1) and the second the first state, running. After them come
+// version, 2) and the second the first state, running. After them come
 // effect and state records in the order they were appended. A later
-// effect record under an id supersedes an earlier one; the last state
-// record is the run's state.
+// effect record under an id supersedes an earlier one (an effect of
+// kind "void", eval.VoidKind, withdraws it); the last state record is
+// the run's state. A running state names, as "owner", the owner marker
+// of the process that ran or resumed the run (Run.Owners), so that a
+// resume can end what a killed one left running; a succeeded state
+// holds the run's result, so that a run killed between finishing and
+// printing loses nothing (aml runs show prints it).
+//
+// Version 1 keyed effects by their source positions; this version opens
+// and lists such runs but refuses to resume them (ErrFormat): their
+// identities cannot be matched.
 //
 // An effect's "e" is what eval.Effect.MarshalJSON encodes, with these
-// savings: when the effect's kind and position can be read back from its
-// id (eval builds ids as path/kind@file:line:col#n), "kind", "file",
-// "line" and "col" are left out; a label that is the kind's default
-// ("agent()" for an agent) is left out; and an effect record appended in
-// the same millisecond as the record before it has no "at"
-// ({"t":"effect","e":...}). They are restored when the record is read.
-// A result is kept byte for byte as the evaluator encoded it (compact
-// JSON). A typical agent effect takes under 300 bytes besides its result
-// (see BenchmarkEffectSize).
+// savings: when the effect's kind can be read back from its id (eval
+// builds ids as path/kind#n, or path/kind:what#n for a check), "kind" is
+// left out; a label that is the kind's default ("agent()" for an agent)
+// is left out; and an effect record appended in the same millisecond as
+// the record before it has no "at" ({"t":"effect","e":...}). They are
+// restored when the record is read. The position ("file", "line", "col",
+// the file relative to the workflow's directory) and the order ("o")
+// are always written. A result is kept byte for byte as the evaluator
+// encoded it (compact JSON). A typical agent effect takes under 300
+// bytes besides its result (see BenchmarkEffectSize).
 //
 // # Guarantees
 //

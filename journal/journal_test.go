@@ -706,3 +706,73 @@ func TestRecordRefusals(t *testing.T) {
 		t.Errorf("Record after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestFormatOneIsRefused checks that a run recorded by the format that
+// keyed effects by source positions is refused by Open, with ErrFormat
+// and a message saying what to do, and listed with that error.
+func TestFormatOneIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	id := "01234567-89ab-7def-8123-456789abcdef"
+	if err := os.MkdirAll(filepath.Join(dir, id), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var b []byte
+	b = appendFrame(b, []byte(`{"t":"meta","v":1,"workflow":"review.star","started":"2026-01-02T03:04:05Z"}`))
+	b = appendFrame(b, []byte(`{"t":"state","at":1767323045000,"state":"running"}`))
+	b = appendFrame(b, []byte(`{"t":"effect","at":1767323045001,"e":{"id":"agent@review.star:3:5#0","result":{"text":"x"}}}`))
+	if err := os.WriteFile(logPath(dir, id), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(dir, id)
+	if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "recorded by an earlier aml (journal format 1") || !strings.Contains(err.Error(), "start it again with aml run") {
+		t.Fatalf("Open of a format 1 run: %v", err)
+	}
+	runs, err := List(dir)
+	if err != nil || len(runs) != 1 || !errors.Is(runs[0].ReadErr, ErrFormat) {
+		t.Fatalf("List of a format 1 run: %+v, %v", runs, err)
+	}
+}
+
+// TestResultAndOwners checks that the final result and the owners of a
+// run's processes are recorded and read back.
+func TestResultAndOwners(t *testing.T) {
+	dir := t.TempDir()
+	meta := testMeta()
+	meta.Owner = "aml-1-aa-first"
+	r, err := Create(dir, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := r.ID()
+	if m := r.Meta(); m.Owner != "" {
+		t.Errorf("Meta().Owner = %q, want it left out of the metadata", m.Owner)
+	}
+	if err := r.SetState(StateRecord{State: Running, Owner: "aml-2-aa-second"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetState(StateRecord{State: Succeeded, Result: "line one\nline two"}); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, r)
+	r = mustOpen(t, dir, id)
+	defer r.Close()
+	if got := r.Owners(); strings.Join(got, ",") != "aml-1-aa-first,aml-2-aa-second" {
+		t.Errorf("Owners() = %v", got)
+	}
+	if st := r.LastState(); st.State != Succeeded || st.Result != "line one\nline two" {
+		t.Errorf("LastState() = %+v", st)
+	}
+	runs, err := List(dir)
+	if err != nil || len(runs) != 1 || runs[0].Result != "line one\nline two" {
+		t.Fatalf("List: %+v, %v", runs, err)
+	}
+	// An empty result is a result too.
+	r2 := mustCreate(t, dir)
+	if err := r2.SetState(StateRecord{State: Succeeded}); err != nil {
+		t.Fatal(err)
+	}
+	mustClose(t, r2)
+	if !strings.Contains(string(readLog(t, dir, r2.ID())), `"state":"succeeded","result":""`) {
+		t.Errorf("an empty result is not recorded:\n%s", readLog(t, dir, r2.ID()))
+	}
+}
