@@ -276,9 +276,13 @@ const resumeUsage = `usage: aml resume RUN --journal DIR [--answer ID=VALUE]... 
 Continues the journaled run RUN: the workflow recorded in the journal runs again from
 the start, every recorded effect (agent sessions, scripts, tool calls, answers) is served
 from the journal without running it, and the run continues live at the first effect with
-no record. The workflow file, entry and limits are the recorded ones. A recorded effect
-whose request changed since (prompt, model, command, an env() value, an included file)
-stops the resume before it runs anything, unless --rerun-changed is given.
+no record. The workflow file, entry and limits are the recorded ones. Processes the
+interrupted run left running are ended first. Edits that change no effect (comments,
+helpers, renames) change nothing; before anything runs, the program is replayed dry and
+every change is named: a recorded effect whose request changed (prompt, model, command,
+an env() value, an included file), an effect inserted between recorded ones, a recorded
+effect no longer reached. Each stops the resume, unless --rerun-changed is given: then a
+change and what follows it in its sequential context run live, and the rest is served.
 
 Exit codes: 0 success, 1 failure, 2 usage error (a finished run, a run being resumed
 elsewhere, an invalid answer), 4 the run waits for answers again.
@@ -304,7 +308,7 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.journal, "journal", "", "the journal directory the run was recorded in (required)")
 	fs.Var(&answers, "answer", "answer a pending question: ID=VALUE (repeatable; VALUE is JSON unless the answer is text)")
 	fs.StringVar(&answersFile, "answers", "", "answer pending questions from a JSON object file {ID: answer}")
-	fs.BoolVar(&rerunChanged, "rerun-changed", false, "run an effect whose request changed since it was recorded, and everything after it, live instead of failing")
+	fs.BoolVar(&rerunChanged, "rerun-changed", false, "accept the changes found: run a changed or inserted effect, and everything after it in its sequential context, live instead of failing")
 	f.outputFlags(fs)
 	fs.StringVar(&f.report, "report", "", "write the report of the resumed run (one self-contained HTML page) to this file when it ends")
 	pos, code, ok := parseArgs(fs, args)
