@@ -603,7 +603,7 @@ func showRun(dir, id string, asJSON bool, stdout, stderr io.Writer) int {
 	defer w.Flush()
 	fmt.Fprintf(w, "run %s  %s  %s\n", sum.ID, sum.State, sum.Workflow)
 	if sum.Error != "" {
-		fmt.Fprintf(w, "error: %s\n", firstLine(sum.Error))
+		fmt.Fprintf(w, "error: %s\n", errorLines(sum.Error))
 	}
 	for _, q := range sum.Questions {
 		fmt.Fprintf(w, "waiting: %s (asked at %s): %s\n", q.ID, q.Source, q.Text)
@@ -653,11 +653,17 @@ func withdrawnWhy(e *eval.Effect) string {
 	return v.Void
 }
 
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i] + " …"
+// errorLines returns a recorded error's first lines (a resume's changes
+// are one per line), later lines indented beneath "error:", and how
+// many more there are.
+func errorLines(s string) string {
+	const most = 20
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	more := len(lines) - most
+	if more > 0 {
+		lines = append(lines[:most], fmt.Sprintf("… %d more line(s): aml runs show --json prints them all", more))
 	}
-	return s
+	return strings.Join(lines, "\n       ")
 }
 
 // effectNode is one level of the effect tree.
