@@ -111,7 +111,7 @@ type evaluator struct {
 // statically visible part of value is validated first, so authoring
 // mistakes fail before any provider runs.
 func (d *domain) evaluate(ctx context.Context, value any, sc scope) (string, error) {
-	if err := d.check(value, place{}, sc.depth, Position{}); err != nil {
+	if err := d.check(value, scopePlace(sc.res), sc.depth, Position{}); err != nil {
 		return "", err
 	}
 	return d.evaluateUnchecked(ctx, value, sc)
@@ -128,7 +128,7 @@ func (d *domain) evaluateUnchecked(ctx context.Context, value any, sc scope) (st
 // agent() and no other text, and returns that agent's validated
 // structured result.
 func (d *domain) evaluateStructured(ctx context.Context, value any, sc scope, schema *Schema, pos Position) (any, error) {
-	if err := d.check(value, place{}, sc.depth, pos); err != nil {
+	if err := d.check(value, scopePlace(sc.res), sc.depth, pos); err != nil {
 		return nil, err
 	}
 	if err := scanStructured(value, pos); err != nil {
@@ -154,7 +154,7 @@ func (e *evaluator) run(value any) (text string, err error) {
 	// Registered first, so it runs after unwind below is done with the stack.
 	defer func() { putStack(stk); e.st = nil }()
 	stk.root[0] = value
-	e.push(frame{kind: fRoot, items: stk.root[:], depth: int32(e.sc.depth), sink: 0, out: -1, agent: -1, parentSpan: e.sc.span, ctx: e.sc.ctx, comps: e.sc.comps, path: e.sc.path, res: e.sc.res})
+	e.push(frame{kind: fRoot, items: stk.root[:], depth: int32(e.sc.depth), sink: 0, out: -1, agent: -1, parentSpan: e.sc.span, ctx: e.sc.ctx, comps: e.sc.comps, path: e.sc.path, res: e.sc.res, pl: scopePlace(e.sc.res)})
 	defer func() {
 		if r := recover(); r != nil {
 			var pos Position

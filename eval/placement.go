@@ -66,6 +66,23 @@ func behindError(n Node, b boundary) error {
 	return newError(n.Pos(), fmt.Sprintf("%s inside %s does not reach the agent() around the %s: agent-plan nodes must be direct children of their agent() (lists, fragment(), block(), provide() and components are transparent; %s); move the %s out of the %s into the agent()%s", name, behind, behind, why, name, behind, fix))
 }
 
+// scopePlace is the placement context of a value evaluated inside the
+// resource scopes res: a component's evaluate() runs inside the
+// workspace() and sandbox() around the component, so file() and
+// include(path=) may appear there, and a second workspace() or a
+// widening sandbox() may not.
+func scopePlace(res resScope) place {
+	var pl place
+	if res.ws != nil {
+		pl.workspace = true
+	}
+	if res.sb != nil {
+		pl.sandbox = true
+		pl.sandboxRO = res.sb.access == ReadOnly
+	}
+	return pl
+}
+
 // childPlace returns the placement context of n's children, or an error
 // if n may not appear in pl.
 func childPlace(n Node, pl place) (place, error) {
