@@ -19,6 +19,16 @@
 // An existing DIR is used as it is; its permissions are not changed.
 // objects/ and checkpoints/ are made by the run's first Checkpoint.
 //
+// A journal.log is a regular file in its run's directory. One that is
+// not (a named pipe, a device, a socket, a directory, or a symbolic link
+// to anything) is refused before anything reads it, with an error that
+// names it and wraps ErrNotRegular: it is opened without blocking and
+// without following a link (O_NONBLOCK, O_NOFOLLOW) and fstatted first,
+// so that a planted FIFO cannot make a command wait forever, nor a link
+// to /dev/zero make it read without end. Open and ReadEffects fail; List
+// lists such a run with only its id and the error (Summary.ReadErr);
+// Prune keeps it and reports it in its error.
+//
 // # Records
 //
 // journal.log is a sequence of lines, one record per line:

@@ -268,7 +268,8 @@ whose request changed since (prompt, model, command, an env() value, an included
 stops the resume before it runs anything, unless --rerun-changed is given.
 
 Exit codes: 0 success, 1 failure, 2 usage error (a finished run, a run being resumed
-elsewhere, an invalid answer), 4 the run waits for answers again.
+elsewhere, a run whose journal cannot be read or whose journal.log is not a regular
+file, an invalid answer), 4 the run waits for answers again.
 
 Flags:
 `
@@ -276,6 +277,14 @@ Flags:
 const runsUsage = `usage: aml runs --journal DIR             list the journaled runs
        aml runs show RUN --journal DIR    print a run's recorded effects as a tree
        aml runs prune --journal DIR       remove the runs that finished (succeeded or failed)
+
+A run that cannot be read is listed as unreadable, with the reason on stderr; one whose
+journal.log is not a regular file (a named pipe, a device, a symbolic link) is never
+read, shown or removed.
+
+Exit codes: 0 success, 1 failure (no journal at DIR, a run that cannot be shown, a run
+prune could not remove or kept because its journal.log is not a regular file),
+2 usage error.
 
 Flags:
 `
@@ -398,15 +407,19 @@ func cmdRuns(args []string, stdout, stderr io.Writer) int {
 	case pos[0] == "show" && len(pos) == 2:
 		return showRun(dir, pos[1], stdout, stderr)
 	case pos[0] == "prune" && len(pos) == 1:
+		// A run it keeps for a reason (a journal.log that is not a
+		// regular file) is reported after what it removed.
 		removed, err := journal.Prune(dir)
-		if err != nil {
-			fmt.Fprintf(stderr, "aml runs prune: %v\n", err)
-			return exitFailure
-		}
 		for _, id := range removed {
 			fmt.Fprintf(stdout, "removed %s\n", id)
 		}
+		if err != nil {
+			fmt.Fprintf(stderr, "aml runs prune: %v\n", err)
+		}
 		fmt.Fprintf(stderr, "aml runs prune: removed %d finished run(s)\n", len(removed))
+		if err != nil {
+			return exitFailure
+		}
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "aml runs: unknown arguments %q\n", strings.Join(pos, " "))
@@ -426,6 +439,7 @@ func listRuns(dir string, stdout, stderr io.Writer) int {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTATE\tWORKFLOW\tSTARTED\tEFFECTS\tLAST EFFECT")
+	var unread []error
 	for _, s := range runs {
 		last := "-"
 		if e := s.LastEffect; e != nil {
@@ -441,9 +455,26 @@ func listRuns(dir string, stdout, stderr io.Writer) int {
 		if len(s.Questions) > 0 {
 			state += fmt.Sprintf(" (%d question(s))", len(s.Questions))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, state, s.Workflow, s.Started.Local().Format("2006-01-02 15:04:05"), s.Effects, last)
+		workflow, started := s.Workflow, "-"
+		if s.ReadErr != nil {
+			// Why is printed below the table.
+			unread = append(unread, s.ReadErr)
+			if state == "" {
+				state = "unreadable"
+			}
+		}
+		if workflow == "" {
+			workflow = "-"
+		}
+		if !s.Started.IsZero() {
+			started = s.Started.Local().Format("2006-01-02 15:04:05")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, state, workflow, started, s.Effects, last)
 	}
 	tw.Flush()
+	for _, err := range unread {
+		fmt.Fprintf(stderr, "aml runs: %v\n", err)
+	}
 	return exitOK
 }
 
