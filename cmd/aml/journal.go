@@ -95,11 +95,11 @@ func (r *runner) runJournaled(rt *eval.Runtime, wf *starlib.Workflow, entry any)
 	r.logger.Printf("run %s is journaled in %s; after a crash, continue it with: aml resume %s --journal %s", run.ID(), r.f.journal, run.ID(), r.f.journal)
 	return r.run(run.ID(), func(ctx context.Context) (string, error) {
 		return rt.Evaluate(ctx, entry, eval.EvaluateOptions{RunID: run.ID(), Journal: run, Reads: wf.Reads(), SourceRoot: wf.SourceRoot()})
-	}, r.recordOutcome(run))
+	}, redactOutcome(wf, r.recordOutcome(run)))
 }
 
 // recordOutcome returns the hook that writes a run's end state to its
-// journal.
+// journal; the error it records was redacted (redactOutcome).
 func (r *runner) recordOutcome(run *journal.Run) func(outcome) outcome {
 	return func(res outcome) outcome {
 		st := journal.StateRecord{State: journal.Succeeded, At: time.Now()}
@@ -385,7 +385,7 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	r.logger.Printf("resuming run %s from %s (%d recorded effects)", run.ID(), f.journal, len(run.Effects()))
 	return r.run(run.ID(), func(ctx context.Context) (string, error) {
 		return rt.Resume(ctx, entry, eval.ResumeOptions{RunID: run.ID(), Journal: run, RerunChanged: rerunChanged, Verify: changed, Answers: given, Reads: wf.Reads(), SourceRoot: wf.SourceRoot()})
-	}, r.recordOutcome(run))
+	}, redactOutcome(wf, r.recordOutcome(run)))
 }
 
 func cmdRuns(args []string, stdout, stderr io.Writer) int {

@@ -22,6 +22,7 @@ import (
 	"github.com/joho/godotenv"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/redact"
 	"github.com/aml-go/aml/observe"
 	"github.com/aml-go/aml/observe/otlp"
 	"github.com/aml-go/aml/report"
@@ -135,7 +136,26 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	runID := eval.NewRunID()
 	return r.run(runID, func(ctx context.Context) (string, error) {
 		return rt.Evaluate(ctx, entry, eval.EvaluateOptions{RunID: runID})
-	}, nil)
+	}, redactOutcome(wf, nil))
+}
+
+// redactOutcome returns the hook that replaces the workflow's secrets
+// (Workflow.Secrets: the values env() returned and the credentials
+// given to providers) in a run's error by "[redacted]", with the rule
+// ACP agents' errors follow, before anything records or prints it; then
+// it calls next, when not nil. A failing script's stderr, which the
+// error quotes, thus reaches neither the journal nor the terminal with
+// a secret in it.
+func redactOutcome(wf *starlib.Workflow, next func(outcome) outcome) func(outcome) outcome {
+	return func(res outcome) outcome {
+		if res.err != nil {
+			res.err = redact.New(wf.Secrets()...).Error(res.err)
+		}
+		if next != nil {
+			res = next(res)
+		}
+		return res
+	}
 }
 
 // prepare applies the .env files, loads the workflow, resolves its entry
@@ -457,6 +477,8 @@ func backtrace(err error) string {
 		return ee.Backtrace
 	}
 	switch u := err.(type) {
+	case *redact.Error:
+		return u.Redact(backtrace(u.Unwrap()))
 	case interface{ Unwrap() error }:
 		return backtrace(u.Unwrap())
 	case interface{ Unwrap() []error }:
