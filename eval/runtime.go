@@ -227,6 +227,8 @@ type EvaluateOptions struct {
 	Reads []Read
 	// verify is ResumeOptions.Verify's dry replay.
 	verify bool
+	// uncheckedReads is ResumeOptions.UncheckedReads.
+	uncheckedReads bool
 	// SourceRoot, with a Journal, is the directory the files of effect
 	// identities are named relative to (the workflow's directory), so
 	// that the identities do not depend on how the workflow file was
@@ -264,7 +266,7 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 		if c, ok := o.Journal.(Cassette); ok && c.Cassette() {
 			d.journal.cassette = true
 		}
-		d.journal.verify = o.verify
+		d.journal.verify, d.journal.uncheckedReads = o.verify, o.uncheckedReads
 		if sz, ok := o.Journal.(Sized); ok && sz.Len() == 0 {
 			d.journal.fresh = true
 		}
