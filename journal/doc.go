@@ -150,4 +150,19 @@
 // therefore private to their owner (0700 directories, 0600 files), and
 // should be treated like the agents' output itself: pruned (Prune) or
 // removed when no longer needed, not shared.
+//
+// # Keys
+//
+// The values a run reads from its environment (env()) are recorded as
+// digests, so that a resume notices a changed value without the journal
+// holding it. A plain hash of a short value is reversed by trying every
+// value, so the digests are keyed (HMAC-SHA256) with a key that is kept
+// outside the journal directory: LoadKey reads it, and makes it on first
+// use, at KeyPath (aml/journal.key in os.UserConfigDir, or the file
+// $AML_JOURNAL_KEY_FILE names), 32 random bytes in a 0600 file. A run
+// records the key's id (KeyID, never the key) with its options; a
+// journal copied to a machine without that key can still be resumed,
+// but its env() values cannot be checked there. This package only keeps
+// the key; the digests are made where the values are read
+// (starlib.LoadOptions.EnvDigestKey).
 package journal
