@@ -41,6 +41,35 @@ type recordedFlags struct {
 	MaxDepth      *int   `json:"maxDepth,omitempty"`
 	MaxTurns      *int   `json:"maxTurnsPerAgent,omitempty"`
 	MaxSteps      *int   `json:"maxSteps,omitempty"`
+	// JournalKey is the id (journal.KeyID) of the key the digests of the
+	// run's env() values were made with; "" for a run recorded before
+	// digests were keyed, whose digests are plain SHA-256.
+	JournalKey string `json:"journalKey,omitempty"`
+}
+
+// journalKey returns this machine's journal key (journal.KeyPath),
+// made on first use, with its path.
+func journalKey() (key []byte, path string, created bool, err error) {
+	if path, err = journal.KeyPath(); err != nil {
+		return nil, "", false, err
+	}
+	key, created, err = journal.LoadKey(path)
+	return key, path, created, err
+}
+
+// uncheckedReads says why the env() values of run id, recorded with the
+// key whose id is recorded, cannot be checked with key (made just now
+// when created, at path), or "" when they can.
+func uncheckedReads(id, recorded string, key []byte, path string, created bool) string {
+	local := journal.KeyID(key)
+	if local == recorded {
+		return ""
+	}
+	has := fmt.Sprintf("this machine has journal key %s (%s)", local, path)
+	if created {
+		has = fmt.Sprintf("this machine had no journal key (a new one, %s, was made at %s)", local, path)
+	}
+	return fmt.Sprintf("env() values cannot be checked against run %s: it was recorded with journal key %s, and %s; the env() values the run recorded are used as they were, so a changed value goes unnoticed. To have them checked, copy the key file of the machine that recorded the run to %s (or point %s at a copy of it) and resume again", id, recorded, has, path, journal.KeyFileEnv)
 }
 
 func recordFlags(f *runFlags) recordedFlags {
@@ -81,6 +110,7 @@ func (r *runner) runJournaled(rt *eval.Runtime, wf *starlib.Workflow, entry any)
 	digest := wf.SourceDigest()
 	rf := recordFlags(r.f)
 	rf.File = r.file
+	rf.JournalKey = journal.KeyID(r.envKey)
 	flags, err := json.Marshal(rf)
 	if err != nil {
 		r.logger.Error(err.Error())
@@ -267,6 +297,11 @@ no record. The workflow file, entry and limits are the recorded ones. A recorded
 whose request changed since (prompt, model, command, an env() value, an included file)
 stops the resume before it runs anything, unless --rerun-changed is given.
 
+env() values are checked against the run's digests of them, which are keyed with the
+journal key of the machine that recorded the run (the file AML_JOURNAL_KEY_FILE names,
+else aml/journal.key in the user's config directory). Where that key is missing, a
+warning says so and the run resumes without checking them.
+
 Exit codes: 0 success, 1 failure, 2 usage error (a finished run, a run being resumed
 elsewhere, a run whose journal cannot be read or whose journal.log is not a regular
 file, an invalid answer), 4 the run waits for answers again.
@@ -354,6 +389,19 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	rf.apply(&f)
+	// The digests of env() values are checked only with the key they
+	// were made with; a run recorded before keys has plain digests.
+	var (
+		envKey    []byte
+		unchecked string
+	)
+	if rf.JournalKey != "" {
+		key, path, created, err := journalKey()
+		if err != nil {
+			return fail("%v", err)
+		}
+		envKey, unchecked = key, uncheckedReads(run.ID(), rf.JournalKey, key, path, created)
+	}
 	file := meta.Workflow
 	if rf.Cwd != "" && rf.File != "" {
 		if err := os.Chdir(rf.Cwd); err != nil {
@@ -364,7 +412,11 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	if _, err := os.Stat(file); err != nil {
 		return fail("the run's workflow %s cannot be read: %v", meta.Workflow, err)
 	}
+	if unchecked != "" {
+		fmt.Fprintf(stderr, "aml resume: %s\n", unchecked)
+	}
 	r := newRunner(&f, file, stdout, stderr)
+	r.envKey = envKey
 	defer r.close()
 	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(r.sigs)
@@ -384,7 +436,7 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	}
 	r.logger.Printf("resuming run %s from %s (%d recorded effects)", run.ID(), f.journal, len(run.Effects()))
 	return r.run(run.ID(), func(ctx context.Context) (string, error) {
-		return rt.Resume(ctx, entry, eval.ResumeOptions{RunID: run.ID(), Journal: run, RerunChanged: rerunChanged, Verify: changed, Answers: given, Reads: wf.Reads(), SourceRoot: wf.SourceRoot()})
+		return rt.Resume(ctx, entry, eval.ResumeOptions{RunID: run.ID(), Journal: run, RerunChanged: rerunChanged, Verify: changed, Answers: given, Reads: wf.Reads(), SourceRoot: wf.SourceRoot(), UncheckedReads: unchecked != ""})
 	}, redactOutcome(wf, r.recordOutcome(run)))
 }
 

@@ -74,6 +74,8 @@ func TestJournalCrashResume(t *testing.T) {
 	// crashes, and a hundred kills of a race-instrumented binary take
 	// minutes (the evaluator's journaling is race-tested in process).
 	bin := buildAMLRace(t, false)
+	// The journal key, out of the user's config directory.
+	t.Setenv("AML_JOURNAL_KEY_FILE", filepath.Join(t.TempDir(), "journal.key"))
 	dir := t.TempDir()
 	wf := filepath.Join(dir, "crash.star")
 	if err := os.WriteFile(wf, []byte(crashWorkflow), 0o644); err != nil {

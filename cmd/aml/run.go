@@ -126,6 +126,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// handler instead of killing the process.
 	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(r.sigs)
+	if f.journal != "" {
+		// Only a journaled run records digests of env() values, and
+		// needs the key (made here on first use).
+		key, _, _, err := journalKey()
+		if err != nil {
+			r.logger.Error(fmt.Sprintf("--journal: %v", err))
+			return exitUsage
+		}
+		r.envKey = key
+	}
 	wf, entry, rt, code := r.prepare()
 	if rt == nil {
 		return code
@@ -169,7 +179,7 @@ func (r *runner) prepare() (*starlib.Workflow, any, *eval.Runtime, int) {
 		return nil, nil, nil, exitUsage
 	}
 	printer := r.logger.WithPrefix("print")
-	wf, err := r.load(starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions()})
+	wf, err := r.load(starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions(), EnvDigestKey: r.envKey})
 	if code, stopped := r.stoppedDuringLoad(); stopped {
 		return nil, nil, nil, code
 	}
@@ -206,6 +216,9 @@ type runner struct {
 	// a signal that arrived during the load.
 	sigs    chan os.Signal
 	loadSig os.Signal
+	// envKey keys the digests of env() values (journaled runs and
+	// resumes; see journalKey), nil for none.
+	envKey []byte
 }
 
 // load loads the workflow file under a context that the first signal
