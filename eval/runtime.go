@@ -245,6 +245,8 @@ type EvaluateOptions struct {
 	onChange func(*DivergenceError)
 	reported []string
 	withdraw []*Effect
+	// uncheckedReads is ResumeOptions.UncheckedReads.
+	uncheckedReads bool
 	// SourceRoot, with a Journal, is the directory the files of effect
 	// identities are named relative to (the workflow's directory), so
 	// that the identities do not depend on how the workflow file was
@@ -278,7 +280,7 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	d.trace = newTracer(runID, r.opts.Trace, r.opts.OnTraceError)
 	var rootPath *effectPath
 	if o.Journal != nil {
-		jr := &journaling{j: o.Journal, rerunChanged: o.RerunChanged, answers: o.Answers, verify: o.verify, onChange: o.onChange}
+		jr := &journaling{j: o.Journal, rerunChanged: o.RerunChanged, answers: o.Answers, verify: o.verify, onChange: o.onChange, uncheckedReads: o.uncheckedReads}
 		d.journal = jr
 		if c, ok := o.Journal.(Cassette); ok && c.Cassette() {
 			jr.cassette = true

@@ -19,6 +19,16 @@
 // An existing DIR is used as it is; its permissions are not changed.
 // objects/ and checkpoints/ are made by the run's first Checkpoint.
 //
+// A journal.log is a regular file in its run's directory. One that is
+// not (a named pipe, a device, a socket, a directory, or a symbolic link
+// to anything) is refused before anything reads it, with an error that
+// names it and wraps ErrNotRegular: it is opened without blocking and
+// without following a link (O_NONBLOCK, O_NOFOLLOW) and fstatted first,
+// so that a planted FIFO cannot make a command wait forever, nor a link
+// to /dev/zero make it read without end. Open and ReadEffects fail; List
+// lists such a run with only its id and the error (Summary.ReadErr);
+// Prune keeps it and reports it in its error.
+//
 // # Records
 //
 // journal.log is a sequence of lines, one record per line:
@@ -151,4 +161,19 @@
 // therefore private to their owner (0700 directories, 0600 files), and
 // should be treated like the agents' output itself: pruned (Prune) or
 // removed when no longer needed, not shared.
+//
+// # Keys
+//
+// The values a run reads from its environment (env()) are recorded as
+// digests, so that a resume notices a changed value without the journal
+// holding it. A plain hash of a short value is reversed by trying every
+// value, so the digests are keyed (HMAC-SHA256) with a key that is kept
+// outside the journal directory: LoadKey reads it, and makes it on first
+// use, at KeyPath (aml/journal.key in os.UserConfigDir, or the file
+// $AML_JOURNAL_KEY_FILE names), 32 random bytes in a 0600 file. A run
+// records the key's id (KeyID, never the key) with its options; a
+// journal copied to a machine without that key can still be resumed,
+// but its env() values cannot be checked there. This package only keeps
+// the key; the digests are made where the values are read
+// (starlib.LoadOptions.EnvDigestKey).
 package journal

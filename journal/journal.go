@@ -271,7 +271,9 @@ func create(dir, id string, meta Meta) (_ *Run, err error) {
 // it) and reads all its records, checking each one's checksum. A torn
 // last line is ignored (see Run.Torn); a damaged record before the last
 // line fails with an error wrapping ErrCorrupt that names the file and
-// line. A missing run fails with an error wrapping fs.ErrNotExist. The
+// line. A missing run fails with an error wrapping fs.ErrNotExist, and
+// a journal.log that is not a regular file (or is a symbolic link) one
+// wrapping ErrNotRegular, before anything reads it. The
 // returned Run holds the run until Close. Open may be called
 // concurrently.
 func Open(dir, runID string) (*Run, error) {
@@ -280,7 +282,7 @@ func Open(dir, runID string) (*Run, error) {
 	}
 	runDir := filepath.Join(dir, runID)
 	path := filepath.Join(runDir, logName)
-	if _, err := os.Stat(path); err != nil {
+	if _, err := os.Lstat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, noRun(dir, runID)
 		}
@@ -299,7 +301,7 @@ func Open(dir, runID string) (*Run, error) {
 func (r *Run) open(dir string) error {
 	runID, path := r.id, r.path
 	var err error
-	if r.f, err = os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0); err != nil {
+	if r.f, err = openLog(path, os.O_RDWR|os.O_APPEND); err != nil {
 		if errors.Is(err, fs.ErrNotExist) { // pruned meanwhile
 			return noRun(dir, runID)
 		}

@@ -54,7 +54,9 @@ const pruningPrefix = ".pruning-"
 // progress; to tell Running from Interrupted it briefly takes a shared
 // lock on each run whose lock is free, so an Open of that run at the
 // same instant may fail with ErrLocked. A missing dir is an error
-// wrapping fs.ErrNotExist. List may be called concurrently, also with
+// wrapping fs.ErrNotExist. A run whose journal.log is not a regular
+// file (or is a symbolic link) is listed with only its ID and a ReadErr
+// wrapping ErrNotRegular; it is neither read nor probed. List may be called concurrently, also with
 // Runs of the same directory.
 func List(dir string) ([]Summary, error) {
 	ids, err := runIDs(dir)
@@ -67,6 +69,10 @@ func List(dir string) ([]Summary, error) {
 		s := readSummary(runDir, id)
 		if s.ReadErr != nil && errors.Is(s.ReadErr, fs.ErrNotExist) {
 			continue // pruned meanwhile
+		}
+		if errors.Is(s.ReadErr, ErrNotRegular) {
+			out = append(out, s) // no run: nothing holds it
+			continue
 		}
 		held, err := probe(runDir)
 		switch {
@@ -106,7 +112,7 @@ func runIDs(dir string) ([]string, error) {
 func readSummary(runDir, id string) Summary {
 	s := Summary{ID: id}
 	path := filepath.Join(runDir, logName)
-	f, err := os.Open(path)
+	f, err := openLog(path, os.O_RDONLY)
 	if err != nil {
 		s.ReadErr = fmt.Errorf("cannot read run %s: %w", id, err)
 		return s
@@ -174,7 +180,7 @@ func readSummary(runDir, id string) Summary {
 // probe reports whether a process holds the run in runDir, by taking and
 // releasing a shared lock.
 func probe(runDir string) (held bool, err error) {
-	f, err := os.Open(filepath.Join(runDir, logName))
+	f, err := openLog(filepath.Join(runDir, logName), os.O_RDONLY)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil
@@ -196,7 +202,10 @@ func probe(runDir string) (held bool, err error) {
 // or Failed), and returns their ids, sorted. It takes each run's lock
 // before it removes it and checks its state again under the lock, so it
 // never removes a run that a process holds (or one that was resumed
-// since it was listed); runs that cannot be read in full are kept. It
+// since it was listed); runs that cannot be read in full are kept. A
+// run whose journal.log is not a regular file is kept too, unread, and
+// reported in the returned error (wrapping ErrNotRegular): nothing a
+// crash leaves looks like that, so it is left for a person to look at. It
 // also finishes removals that an earlier Prune left half done. Errors
 // removing some runs are joined; the ids returned are the runs that were
 // removed. Prune may be called concurrently.
@@ -238,10 +247,14 @@ func Prune(dir string) ([]string, error) {
 // pruneRun removes the run id if it is finished and free.
 func pruneRun(dir, id string) (removed bool, err error) {
 	runDir := filepath.Join(dir, id)
-	if s := readSummary(runDir, id); s.ReadErr != nil || (s.State != Succeeded && s.State != Failed) {
+	s := readSummary(runDir, id)
+	if errors.Is(s.ReadErr, ErrNotRegular) {
+		return false, s.ReadErr
+	}
+	if s.ReadErr != nil || (s.State != Succeeded && s.State != Failed) {
 		return false, nil
 	}
-	lock, err := os.Open(filepath.Join(runDir, logName))
+	lock, err := openLog(filepath.Join(runDir, logName), os.O_RDONLY)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return false, nil // removed meanwhile
@@ -276,12 +289,14 @@ func pruneRun(dir, id string) (removed bool, err error) {
 // ReadEffects returns the effect records of run id in dir, in file order
 // (superseded ones included), without taking the run's lock: a run that
 // is running may be read while it runs. A torn last record is skipped.
+// A journal.log that is not a regular file (or is a symbolic link) is
+// refused, unread, with an error wrapping ErrNotRegular.
 func ReadEffects(dir, id string) ([]*eval.Effect, error) {
 	if err := checkID(id); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, id, logName)
-	f, err := os.Open(path)
+	f, err := openLog(path, os.O_RDONLY)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, noRun(dir, id)

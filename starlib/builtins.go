@@ -545,7 +545,10 @@ The CLI reads .env, .env.local, .env.<mode> and .env.<mode>.local beside the wor
 		)
 		if e != nil {
 			v, set = e.lookupEnv(name)
-			r := eval.Read{Kind: "env", Name: name, Pos: c.pos, Digest: envDigest(v, set)}
+			if set {
+				e.addSecret(v)
+			}
+			r := eval.Read{Kind: "env", Name: name, Pos: c.pos, Digest: envDigest(e.opts.EnvDigestKey, v, set)}
 			if cc := componentOf(c.thread); cc != nil {
 				if err := cc.Read(r); err != nil {
 					return nil, err

@@ -254,6 +254,13 @@ func (b *Builtin) unpack(thread *starlark.Thread, args starlark.Tuple, kwargs []
 	if first != nil {
 		return nil, first
 	}
+	if e := envOf(thread); e != nil {
+		for pi, p := range b.Params {
+			if s, ok := c.vals[pi].(starlark.String); ok && p.Secret {
+				e.addSecret(string(s)) // for Workflow.Secrets
+			}
+		}
+	}
 	return c, nil
 }
 

@@ -2,7 +2,9 @@ package starlib
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -53,6 +55,15 @@ type LoadOptions struct {
 	// persistent workspace of starlib/fsstar) and an embedder's own Go
 	// builtins. A name already predeclared is a load error.
 	Extensions []*Extension
+	// EnvDigestKey keys the digests of env() values that a journaled
+	// evaluation records (see Workflow.Reads): HMAC-SHA256 under the key,
+	// truncated and encoded as eval.Fingerprint is, so that a copy of the
+	// journal does not give a short value away to a brute-force search.
+	// Nil digests with SHA-256 alone (eval.Fingerprint). A resumed run
+	// checks its reads only when loaded with the key the run was recorded
+	// with (see eval.ResumeOptions.UncheckedReads). The CLI keeps its key
+	// outside the journal (journal.LoadKey).
+	EnvDigestKey []byte
 }
 
 // Config is what the entry file set with configure(). Nil pointers and
@@ -120,6 +131,9 @@ type env struct {
 	// reads are the env() values read while the workflow loaded, as
 	// digests (see Workflow.Reads).
 	reads []eval.Read
+	// secrets are the values env() returned and the credential
+	// arguments given (see Workflow.Secrets).
+	secrets map[string]bool
 }
 
 type module struct {
@@ -493,6 +507,45 @@ func (w *Workflow) Reads() []eval.Read {
 	return append([]eval.Read(nil), w.env.reads...)
 }
 
+// Secrets returns the values that must not be written where the
+// workflow's results go (a journal's recorded error, a printed error):
+// every value env() returned so far, while the workflow loaded and in
+// component code of its evaluations, and every argument given to a
+// parameter marked Secret in the catalog (the api_key of an ACP
+// profile). Defaults and empty values are left out. The values are
+// distinct, longest first (then in byte order), ready for redaction
+// (the CLI replaces those of 4 bytes or more with "[redacted]"). An
+// evaluation still running may add to them. It is safe for concurrent
+// use.
+func (w *Workflow) Secrets() []string {
+	w.env.mu.Lock()
+	out := make([]string, 0, len(w.env.secrets))
+	for v := range w.env.secrets {
+		out = append(out, v)
+	}
+	w.env.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if len(out[i]) != len(out[j]) {
+			return len(out[i]) > len(out[j])
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
+
+// addSecret records v for Workflow.Secrets.
+func (e *env) addSecret(v string) {
+	if v == "" {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.secrets == nil {
+		e.secrets = map[string]bool{}
+	}
+	e.secrets[v] = true
+}
+
 // Resume evaluates entry ("" for main) again against the run recorded in
 // ro.Journal (see eval.Runtime.Resume), with the configuration applied
 // as Evaluate does and the workflow's load-time reads checked.
@@ -584,13 +637,25 @@ func (w *Workflow) SourceDigest() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// envDigest is the recorded digest of an env() value: never the value.
-func envDigest(v string, set bool) string {
+// envDigest is the recorded digest of an env() value, never the value:
+// HMAC-SHA256 under key (LoadOptions.EnvDigestKey) truncated to
+// eval.Fingerprint's length and encoding, or eval.Fingerprint with no
+// key.
+func envDigest(key []byte, v string, set bool) string {
+	marker := "=" + v
 	if !set {
-		return eval.Fingerprint("\x00unset")
+		marker = "\x00unset"
 	}
-	return eval.Fingerprint("=" + v)
+	if key == nil {
+		return eval.Fingerprint(marker)
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(marker))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:fingerprintBytes])
 }
+
+// fingerprintBytes is how much of a SHA-256 eval.Fingerprint keeps.
+const fingerprintBytes = 9
 
 // Run loads the workflow at path and evaluates its entry ("" for main).
 func Run(ctx context.Context, path, entry string, lo LoadOptions, opts eval.Options) (string, error) {

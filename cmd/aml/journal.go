@@ -43,6 +43,35 @@ type recordedFlags struct {
 	MaxDepth      *int   `json:"maxDepth,omitempty"`
 	MaxTurns      *int   `json:"maxTurnsPerAgent,omitempty"`
 	MaxSteps      *int   `json:"maxSteps,omitempty"`
+	// JournalKey is the id (journal.KeyID) of the key the digests of the
+	// run's env() values were made with; "" for a run recorded before
+	// digests were keyed, whose digests are plain SHA-256.
+	JournalKey string `json:"journalKey,omitempty"`
+}
+
+// journalKey returns this machine's journal key (journal.KeyPath),
+// made on first use, with its path.
+func journalKey() (key []byte, path string, created bool, err error) {
+	if path, err = journal.KeyPath(); err != nil {
+		return nil, "", false, err
+	}
+	key, created, err = journal.LoadKey(path)
+	return key, path, created, err
+}
+
+// uncheckedReads says why the env() values of run id, recorded with the
+// key whose id is recorded, cannot be checked with key (made just now
+// when created, at path), or "" when they can.
+func uncheckedReads(id, recorded string, key []byte, path string, created bool) string {
+	local := journal.KeyID(key)
+	if local == recorded {
+		return ""
+	}
+	has := fmt.Sprintf("this machine has journal key %s (%s)", local, path)
+	if created {
+		has = fmt.Sprintf("this machine had no journal key (a new one, %s, was made at %s)", local, path)
+	}
+	return fmt.Sprintf("env() values cannot be checked against run %s: it was recorded with journal key %s, and %s; the env() values the run recorded are used as they were, so a changed value goes unnoticed. To have them checked, copy the key file of the machine that recorded the run to %s (or point %s at a copy of it) and resume again", id, recorded, has, path, journal.KeyFileEnv)
 }
 
 func recordFlags(f *runFlags) recordedFlags {
@@ -83,6 +112,7 @@ func (r *runner) runJournaled(rt *eval.Runtime, wf *starlib.Workflow, entry any)
 	digest := wf.SourceDigest()
 	rf := recordFlags(r.f)
 	rf.File = r.file
+	rf.JournalKey = journal.KeyID(r.envKey)
 	flags, err := json.Marshal(rf)
 	if err != nil {
 		r.logger.Error(err.Error())
@@ -97,11 +127,11 @@ func (r *runner) runJournaled(rt *eval.Runtime, wf *starlib.Workflow, entry any)
 	r.logger.Printf("run %s is journaled in %s; after a crash, continue it with: aml resume %s --journal %s", run.ID(), r.f.journal, run.ID(), r.f.journal)
 	return r.run(run.ID(), func(ctx context.Context) (string, error) {
 		return rt.Evaluate(ctx, entry, eval.EvaluateOptions{RunID: run.ID(), Journal: run, Reads: wf.Reads(), SourceRoot: wf.SourceRoot()})
-	}, r.recordOutcome(run))
+	}, redactOutcome(wf, r.recordOutcome(run)))
 }
 
 // recordOutcome returns the hook that writes a run's end state to its
-// journal.
+// journal; the error it records was redacted (redactOutcome).
 func (r *runner) recordOutcome(run *journal.Run) func(outcome) outcome {
 	return func(res outcome) outcome {
 		st := journal.StateRecord{State: journal.Succeeded, At: time.Now()}
@@ -284,8 +314,14 @@ an env() value, an included file), an effect inserted between recorded ones, a r
 effect no longer reached. Each stops the resume, unless --rerun-changed is given: then a
 change and what follows it in its sequential context run live, and the rest is served.
 
+env() values are checked against the run's digests of them, which are keyed with the
+journal key of the machine that recorded the run (the file AML_JOURNAL_KEY_FILE names,
+else aml/journal.key in the user's config directory). Where that key is missing, a
+warning says so and the run resumes without checking them.
+
 Exit codes: 0 success, 1 failure, 2 usage error (a finished run, a run being resumed
-elsewhere, an invalid answer), 4 the run waits for answers again.
+elsewhere, a run whose journal cannot be read or whose journal.log is not a regular
+file, an invalid answer), 4 the run waits for answers again.
 
 Flags:
 `
@@ -293,6 +329,14 @@ Flags:
 const runsUsage = `usage: aml runs --journal DIR                   list the journaled runs
        aml runs show RUN --journal DIR [--json] print a run's state, result and recorded effects (as a tree)
        aml runs prune --journal DIR             remove the runs that finished (succeeded or failed)
+
+A run that cannot be read is listed as unreadable, with the reason on stderr; one whose
+journal.log is not a regular file (a named pipe, a device, a symbolic link) is never
+read, shown or removed.
+
+Exit codes: 0 success, 1 failure (no journal at DIR, a run that cannot be shown, a run
+prune could not remove or kept because its journal.log is not a regular file),
+2 usage error.
 
 Flags:
 `
@@ -362,6 +406,19 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	rf.apply(&f)
+	// The digests of env() values are checked only with the key they
+	// were made with; a run recorded before keys has plain digests.
+	var (
+		envKey    []byte
+		unchecked string
+	)
+	if rf.JournalKey != "" {
+		key, path, created, err := journalKey()
+		if err != nil {
+			return fail("%v", err)
+		}
+		envKey, unchecked = key, uncheckedReads(run.ID(), rf.JournalKey, key, path, created)
+	}
 	file := meta.Workflow
 	if rf.Cwd != "" && rf.File != "" {
 		if err := os.Chdir(rf.Cwd); err != nil {
@@ -372,7 +429,11 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	if _, err := os.Stat(file); err != nil {
 		return fail("the run's workflow %s cannot be read: %v", meta.Workflow, err)
 	}
+	if unchecked != "" {
+		fmt.Fprintf(stderr, "aml resume: %s\n", unchecked)
+	}
 	r := newRunner(&f, file, stdout, stderr)
+	r.envKey = envKey
 	defer r.close()
 	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(r.sigs)
@@ -415,8 +476,8 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 		r.logger.Warnf("--rerun-changed: %s; %s", d, what)
 	}
 	return r.run(run.ID(), func(ctx context.Context) (string, error) {
-		return rt.Resume(ctx, entry, eval.ResumeOptions{RunID: run.ID(), Journal: run, RerunChanged: rerunChanged, OnChange: onChange, Answers: given, Reads: wf.Reads(), SourceRoot: wf.SourceRoot()})
-	}, r.recordOutcome(run))
+		return rt.Resume(ctx, entry, eval.ResumeOptions{RunID: run.ID(), Journal: run, RerunChanged: rerunChanged, OnChange: onChange, Answers: given, Reads: wf.Reads(), SourceRoot: wf.SourceRoot(), UncheckedReads: unchecked != ""})
+	}, redactOutcome(wf, r.recordOutcome(run)))
 }
 
 // leftoverWait bounds how long a resume waits for the processes it ended
@@ -477,15 +538,19 @@ func cmdRuns(args []string, stdout, stderr io.Writer) int {
 	case pos[0] == "show" && len(pos) == 2:
 		return showRun(dir, pos[1], asJSON, stdout, stderr)
 	case pos[0] == "prune" && len(pos) == 1:
+		// A run it keeps for a reason (a journal.log that is not a
+		// regular file) is reported after what it removed.
 		removed, err := journal.Prune(dir)
-		if err != nil {
-			fmt.Fprintf(stderr, "aml runs prune: %v\n", err)
-			return exitFailure
-		}
 		for _, id := range removed {
 			fmt.Fprintf(stdout, "removed %s\n", id)
 		}
+		if err != nil {
+			fmt.Fprintf(stderr, "aml runs prune: %v\n", err)
+		}
 		fmt.Fprintf(stderr, "aml runs prune: removed %d finished run(s)\n", len(removed))
+		if err != nil {
+			return exitFailure
+		}
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "aml runs: unknown arguments %q\n", strings.Join(pos, " "))
@@ -505,6 +570,7 @@ func listRuns(dir string, stdout, stderr io.Writer) int {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTATE\tWORKFLOW\tSTARTED\tEFFECTS\tLAST EFFECT")
+	var unread []error
 	for _, s := range runs {
 		last := "-"
 		if e := s.LastEffect; e != nil {
@@ -520,9 +586,26 @@ func listRuns(dir string, stdout, stderr io.Writer) int {
 		if len(s.Questions) > 0 {
 			state += fmt.Sprintf(" (%d question(s))", len(s.Questions))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, state, s.Workflow, s.Started.Local().Format("2006-01-02 15:04:05"), s.Effects, last)
+		workflow, started := s.Workflow, "-"
+		if s.ReadErr != nil {
+			// Why is printed below the table.
+			unread = append(unread, s.ReadErr)
+			if state == "" {
+				state = "unreadable"
+			}
+		}
+		if workflow == "" {
+			workflow = "-"
+		}
+		if !s.Started.IsZero() {
+			started = s.Started.Local().Format("2006-01-02 15:04:05")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.ID, state, workflow, started, s.Effects, last)
 	}
 	tw.Flush()
+	for _, err := range unread {
+		fmt.Fprintf(stderr, "aml runs: %v\n", err)
+	}
 	return exitOK
 }
 

@@ -97,6 +97,8 @@ func TestJournalCrashResume(t *testing.T) {
 	// crashes, and a hundred kills of a race-instrumented binary take
 	// minutes (the evaluator's journaling is race-tested in process).
 	bin := buildAMLRace(t, false)
+	// The journal key, out of the user's config directory.
+	t.Setenv("AML_JOURNAL_KEY_FILE", filepath.Join(t.TempDir(), "journal.key"))
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "fake-acp-agent")
 	if out, err := exec.Command("go", "build", "-o", fake, "github.com/aml-go/aml/internal/cmd/fake-acp-agent").CombinedOutput(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -41,6 +42,9 @@ func TestScript(t *testing.T) {
 			if os.Getenv("GORACE") == "" {
 				env.Setenv("GORACE", "atexit_sleep_ms=10")
 			}
+			// Journaled runs make the journal key in the user's config
+			// directory: keep it in the script's own directory.
+			env.Setenv("AML_JOURNAL_KEY_FILE", filepath.Join(env.WorkDir, ".config", "aml", "journal.key"))
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){

@@ -16,6 +16,8 @@ import (
 // resume --answer publishes without drafting again.
 func TestReleaseExample(t *testing.T) {
 	bin := buildAMLRace(t, false)
+	// The journal key, out of the user's config directory.
+	t.Setenv("AML_JOURNAL_KEY_FILE", filepath.Join(t.TempDir(), "journal.key"))
 	wf, err := filepath.Abs("../../examples/release.star")
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/joho/godotenv"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/redact"
 	"github.com/aml-go/aml/observe"
 	"github.com/aml-go/aml/observe/otlp"
 	"github.com/aml-go/aml/report"
@@ -125,6 +126,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// handler instead of killing the process.
 	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(r.sigs)
+	if f.journal != "" {
+		// Only a journaled run records digests of env() values, and
+		// needs the key (made here on first use).
+		key, _, _, err := journalKey()
+		if err != nil {
+			r.logger.Error(fmt.Sprintf("--journal: %v", err))
+			return exitUsage
+		}
+		r.envKey = key
+	}
 	wf, entry, rt, code := r.prepare()
 	if rt == nil {
 		return code
@@ -135,7 +146,26 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	runID := eval.NewRunID()
 	return r.run(runID, func(ctx context.Context) (string, error) {
 		return rt.Evaluate(ctx, entry, eval.EvaluateOptions{RunID: runID})
-	}, nil)
+	}, redactOutcome(wf, nil))
+}
+
+// redactOutcome returns the hook that replaces the workflow's secrets
+// (Workflow.Secrets: the values env() returned and the credentials
+// given to providers) in a run's error by "[redacted]", with the rule
+// ACP agents' errors follow, before anything records or prints it; then
+// it calls next, when not nil. A failing script's stderr, which the
+// error quotes, thus reaches neither the journal nor the terminal with
+// a secret in it.
+func redactOutcome(wf *starlib.Workflow, next func(outcome) outcome) func(outcome) outcome {
+	return func(res outcome) outcome {
+		if res.err != nil {
+			res.err = redact.New(wf.Secrets()...).Error(res.err)
+		}
+		if next != nil {
+			res = next(res)
+		}
+		return res
+	}
 }
 
 // prepare applies the .env files, loads the workflow, resolves its entry
@@ -149,7 +179,7 @@ func (r *runner) prepare() (*starlib.Workflow, any, *eval.Runtime, int) {
 		return nil, nil, nil, exitUsage
 	}
 	printer := r.logger.WithPrefix("print")
-	wf, err := r.load(starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions()})
+	wf, err := r.load(starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions(), EnvDigestKey: r.envKey})
 	if code, stopped := r.stoppedDuringLoad(); stopped {
 		return nil, nil, nil, code
 	}
@@ -186,6 +216,9 @@ type runner struct {
 	// a signal that arrived during the load.
 	sigs    chan os.Signal
 	loadSig os.Signal
+	// envKey keys the digests of env() values (journaled runs and
+	// resumes; see journalKey), nil for none.
+	envKey []byte
 }
 
 // load loads the workflow file under a context that the first signal
@@ -457,6 +490,8 @@ func backtrace(err error) string {
 		return ee.Backtrace
 	}
 	switch u := err.(type) {
+	case *redact.Error:
+		return u.Redact(backtrace(u.Unwrap()))
 	case interface{ Unwrap() error }:
 		return backtrace(u.Unwrap())
 	case interface{ Unwrap() []error }:
