@@ -104,30 +104,8 @@ func (a slowAgent) Run(ctx context.Context, req *eval.AgentRequest, _ *eval.Agen
 // before every session): the journal's share of a realistic run.
 func BenchmarkSlowAgentsJournal(b *testing.B) {
 	tree := siblingAgents(20)
-	ctx := context.Background()
 	rt := benchRuntime(b, slowAgent{100 * time.Millisecond}, noLimits)
-	b.Run("none", func(b *testing.B) {
-		for b.Loop() {
-			if _, err := rt.Evaluate(ctx, tree); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("file", func(b *testing.B) {
-		dir := b.TempDir()
-		for b.Loop() {
-			run, err := filejournal.Create(dir, filejournal.Meta{Workflow: "bench.star"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := rt.Evaluate(ctx, tree, eval.EvaluateOptions{RunID: run.ID(), Journal: run}); err != nil {
-				b.Fatal(err)
-			}
-			if err := run.Close(); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	benchNoneAndFile(b, rt, tree)
 }
 
 // BenchmarkParallelScriptsJournal runs 200 host scripts of 10 ms each as
@@ -150,6 +128,12 @@ func BenchmarkParallelScriptsJournal(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	benchNoneAndFile(b, rt, tree)
+}
+
+// benchNoneAndFile times tree without a journal ("none") and in a new
+// file journal run per iteration ("file").
+func benchNoneAndFile(b *testing.B, rt *eval.Runtime, tree any) {
 	ctx := context.Background()
 	b.Run("none", func(b *testing.B) {
 		for b.Loop() {
