@@ -189,6 +189,21 @@ func (s *Storage) Workspaces(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+var _ persist.Locator = (*Storage)(nil)
+
+// Location implements persist.Locator: the file of object path of
+// workspace id.
+func (s *Storage) Location(id, path string) string {
+	dir, err := s.WorkspaceDirectory(id)
+	if err != nil {
+		return filepath.Join(s.root, path)
+	}
+	return filepath.Join(dir, filepath.FromSlash(path))
+}
+
+// Store implements persist.Locator: the store's directory.
+func (s *Storage) Store() string { return s.root }
+
 // WorkspaceDirectory is the directory holding a workspace's objects.
 func (s *Storage) WorkspaceDirectory(id string) (string, error) {
 	seg, err := persist.EncodeSegment(id)
@@ -539,6 +554,28 @@ func (l *lease) Copy(ctx context.Context, src, dst string) error {
 // List implements persist.StorageLease; temporary files of writes and
 // adapter metadata are not objects.
 func (l *lease) List(ctx context.Context, prefix string) ([]string, error) {
+	infos, err := l.list(ctx, prefix, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(infos))
+	for i, o := range infos {
+		out[i] = o.Path
+	}
+	return out, nil
+}
+
+var _ persist.InfoLister = (*lease)(nil)
+
+// ListInfo implements persist.InfoLister: List with each file's size and
+// modification time.
+func (l *lease) ListInfo(ctx context.Context, prefix string) ([]persist.ObjectInfo, error) {
+	return l.list(ctx, prefix, true)
+}
+
+// list walks the objects under prefix, with their sizes and times when
+// stat is set.
+func (l *lease) list(ctx context.Context, prefix string, stat bool) ([]persist.ObjectInfo, error) {
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
@@ -549,7 +586,7 @@ func (l *lease) List(ctx context.Context, prefix string) ([]string, error) {
 	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
 		start = filepath.Join(l.dir, filepath.FromSlash(prefix[:i]))
 	}
-	var out []string
+	var out []persist.ObjectInfo
 	err := filepath.WalkDir(start, func(file string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
@@ -568,13 +605,24 @@ func (l *lease) List(ctx context.Context, prefix string) ([]string, error) {
 		if strings.HasPrefix(rel, ".") || tmpPattern.MatchString(rel) || !strings.HasPrefix(rel, prefix) {
 			return nil
 		}
-		out = append(out, rel)
+		o := persist.ObjectInfo{Path: rel}
+		if stat {
+			info, err := d.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			o.Size, o.ModTime = info.Size(), info.ModTime()
+		}
+		out = append(out, o)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b persist.ObjectInfo) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
 }
 

@@ -5,8 +5,11 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path"
@@ -21,18 +24,43 @@ const archiveCompression = gzip.BestSpeed
 // writeArchive writes the snapshot in dir (entries es) as a tar.gz file:
 // a root entry "./", then "./<path>" entries (directories with a trailing
 // slash) in snapshot order, with permission bits and modification times and
-// no owner information.
-func writeArchive(ctx context.Context, dir string, es []entry, file string) (err error) {
+// no owner information. It returns the file's SHA-256 (hex) and size,
+// which the index pins.
+func writeArchive(ctx context.Context, dir string, es []entry, file string) (sum string, size int64, err error) {
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return err
+		return "", 0, err
 	}
 	defer func() {
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 	}()
-	bw := bufio.NewWriterSize(f, 256<<10)
+	h := &countingHash{h: sha256.New()}
+	bw := bufio.NewWriterSize(io.MultiWriter(f, h), 256<<10)
+	err = writeTar(ctx, dir, es, bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.h.Sum(nil)), h.n, nil
+}
+
+// countingHash hashes and counts what is written to it.
+type countingHash struct {
+	h hash.Hash
+	n int64
+}
+
+func (c *countingHash) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return c.h.Write(p)
+}
+
+// writeTar writes the gzip-compressed tar stream of writeArchive to bw.
+func writeTar(ctx context.Context, dir string, es []entry, bw io.Writer) error {
 	gz, err := gzip.NewWriterLevel(bw, archiveCompression)
 	if err != nil {
 		return err
@@ -82,10 +110,7 @@ func writeArchive(ctx context.Context, dir string, es []entry, file string) (err
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	if err := gz.Close(); err != nil {
-		return err
-	}
-	return bw.Flush()
+	return gz.Close()
 }
 
 // storageReadError marks errors of the storage body, so that they are not

@@ -9,7 +9,7 @@
 // Inside a workspace's namespace (see EncodeSegment for the adapters'
 // id-to-segment mapping):
 //
-//	workspace.json                 the index: {version:1, current, revisions:[{id, format, path, createdAt}]}
+//	workspace.json                 the index: {version:2, current, revisions:[{id, format, path, createdAt, sha256, size}]}
 //	revisions/<id>.tar.gz          an archive revision
 //	revisions/<id>/manifest.json   a folder revision's manifest: {version:1, entries:[{path, type, size, mode, mtime?, sha256?}]}
 //	revisions/<id>/files/<path>    a folder revision's file contents
@@ -17,7 +17,12 @@
 //
 // The index lists retained revisions newest first, at most the save's
 // retention; current is one of them. It is at most MaxIndexBytes and is
-// validated strictly (ParseIndex). Revision ids are random UUIDs. Archives
+// validated strictly (ParseIndex). Each revision is pinned: sha256 and
+// size are those of its archive, or of its folder manifest (whose
+// entries pin each file), and a load refuses content that does not match
+// them, naming the object (a swapped, truncated or damaged revision).
+// Version 1 indexes, which had no pins, are read; their revisions stay
+// unpinned until retention drops them. Revision ids are random UUIDs. Archives
 // are gzip-compressed tar files with a root entry "./" followed by
 // "./<path>" entries (directories and regular files only). Manifests are at
 // most MaxManifestBytes.
@@ -27,7 +32,13 @@
 // Acquire takes the storage lease (and its lock) first, then creates
 // <TemporaryDirectory>/aml-workspace-*/workspace and restores the selected
 // revision in its recorded format: Load nil gives an empty directory, as
-// does "current" while no index exists; a named revision must be listed.
+// does "current" while no index exists and no published revision is
+// stored; a named revision must be listed. The index is read even with
+// Load nil. A missing index while published revisions are stored (ones
+// no pending marker announces), or an index that does not parse, is an
+// *IndexError naming where the index is, what is stored and the fix
+// (aml workspace check and recover): nothing is loaded, and nothing is
+// deleted.
 // With Load.Include or Load.Exclude the revision is restored into a
 // sibling "restored" directory and the selection is moved into
 // "workspace". Restores validate everything they read: entry types (only
@@ -87,7 +98,20 @@
 // save or a prune that was killed), stale markers, and the adapter's
 // temporary uploads older than Options.TemporaryAge (TempSweeper). The
 // Sweeper interface does the same on demand, for one workspace or for all
-// of a storage that implements Lister (aml workspace prune).
+// of a storage that implements Lister (aml workspace prune). Nothing is
+// deleted on a guess: only a successfully read, valid index proves a
+// revision unreferenced, so without one no revision and no marker is
+// removed.
+//
+// # Checking and recovering
+//
+// Check verifies a store as restic's check does (the index, every
+// revision it names, their pins, every folder file's size, and with
+// ReadData every object's digest); Recover rebuilds a lost or damaged
+// index from the sound published revisions stored, newest (by the
+// store's modification times) current. The optional Locator (Storage)
+// and InfoLister (StorageLease) capabilities let both, and the errors,
+// name objects and read sizes and times from one listing.
 //
 // # Folder reuse
 //

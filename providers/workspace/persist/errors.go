@@ -3,6 +3,7 @@ package persist
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrCorrupt is matched (errors.Is) by every *CorruptError.
@@ -71,4 +72,52 @@ func corrupt(workspaceID, path string, format string, args ...any) error {
 // limitf builds an error wrapping ErrLimitExceeded.
 func limitf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrLimitExceeded, fmt.Sprintf(format, args...))
+}
+
+// IndexError reports a workspace whose index is missing while the store
+// holds published revisions, or that cannot be read: nothing was loaded
+// and nothing was deleted. errors.Is(err, ErrCorrupt) holds.
+type IndexError struct {
+	// WorkspaceID is the workspace.
+	WorkspaceID string
+	// Location is where the index is (an s3:// URL, a path).
+	Location string
+	// Store is the store as the aml workspace commands take it.
+	Store string
+	// Missing is set when the index does not exist; else Err (a
+	// *CorruptError) says why it cannot be read.
+	Missing bool
+	Err     error
+	// Revisions are the ids of the revisions found (Missing).
+	Revisions []string
+}
+
+func (e *IndexError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "workspace %q: ", e.WorkspaceID)
+	if e.Missing {
+		fmt.Fprintf(&b, "its index %s is missing, but the store holds %d published revision(s) (%s)", e.Location, len(e.Revisions), strings.Join(e.Revisions, ", "))
+	} else {
+		cause := e.Err
+		var ce *CorruptError
+		if errors.As(cause, &ce) && ce.Err != nil {
+			cause = ce.Err
+		}
+		fmt.Fprintf(&b, "its index %s cannot be read: %v", e.Location, cause)
+	}
+	fmt.Fprintf(&b, "; nothing was loaded and nothing was deleted: check the store with `aml workspace check %s %s`, then rebuild the index from the revisions with `aml workspace recover %s %s` (or put back a copy of workspace.json)", e.Store, shellQuote(e.WorkspaceID), e.Store, shellQuote(e.WorkspaceID))
+	return b.String()
+}
+
+func (e *IndexError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrCorrupt) hold.
+func (e *IndexError) Is(target error) bool { return target == ErrCorrupt }
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n\"'\\$`#&;|<>()*?[]{}~!") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -144,6 +144,10 @@ func readManifest(ctx context.Context, sl StorageLease, rev *Revision, lim limit
 	case err != nil:
 		return nil, err
 	}
+	sum := sha256.Sum256(data)
+	if err := checkPin(rev, hex.EncodeToString(sum[:]), int64(len(data))); err != nil {
+		return nil, &CorruptError{WorkspaceID: workspaceID, Path: mp, Err: err}
+	}
 	es, err := parseManifest(data, lim)
 	if err != nil {
 		if errors.Is(err, ErrLimitExceeded) {
@@ -289,6 +293,8 @@ func uploadFolder(ctx context.Context, sl StorageLease, rev *Revision, dir strin
 	if _, err := sl.Write(ctx, mp, bytes.NewReader(data), WriteOptions{Condition: Absent, ContentLength: int64(len(data)), ContentType: "application/json"}); err != nil {
 		return fmt.Errorf("upload %s: %w", mp, err)
 	}
+	sum := sha256.Sum256(data)
+	rev.SHA256, rev.Size = hex.EncodeToString(sum[:]), int64(len(data))
 	up.add(mp)
 	return hook(StepArtifactObject)
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -44,11 +45,13 @@ type MemoryStorage struct {
 	locks   map[string]*memoryLease
 	fault   func(op, workspaceID, path string) error
 	written int64
+	// times are the objects' write times, by workspace id and path.
+	times map[[2]string]time.Time
 }
 
 // NewMemoryStorage returns an empty MemoryStorage.
 func NewMemoryStorage() *MemoryStorage {
-	return &MemoryStorage{spaces: map[string]map[string][]byte{}, locks: map[string]*memoryLease{}}
+	return &MemoryStorage{spaces: map[string]map[string][]byte{}, locks: map[string]*memoryLease{}, times: map[[2]string]time.Time{}}
 }
 
 // Name implements Storage: MemoryStorageName.
@@ -76,6 +79,7 @@ func (m *MemoryStorage) PutObject(workspaceID, path string, data []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.space(workspaceID)[path] = bytes.Clone(data)
+	m.times[[2]string{workspaceID, path}] = time.Now()
 }
 
 // DeleteObject removes an object (to simulate a missing artifact).
@@ -234,6 +238,7 @@ func (l *memoryLease) Write(ctx context.Context, path string, body io.Reader, op
 		}
 	}
 	space[path] = data
+	l.m.times[[2]string{l.id, path}] = time.Now()
 	l.m.written += int64(len(data))
 	return memoryVersion(data), nil
 }
@@ -260,7 +265,27 @@ func (l *memoryLease) Copy(ctx context.Context, src, dst string) error {
 		return fmt.Errorf("memory storage: %s exists: %w", dst, ErrPreconditionFailed)
 	}
 	space[dst] = data
+	l.m.times[[2]string{l.id, dst}] = time.Now()
 	return nil
+}
+
+var _ InfoLister = (*memoryLease)(nil)
+
+// ListInfo implements InfoLister.
+func (l *memoryLease) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	paths, err := l.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	out := make([]ObjectInfo, 0, len(paths))
+	for _, p := range paths {
+		if data, ok := l.m.spaces[l.id][p]; ok {
+			out = append(out, ObjectInfo{Path: p, Size: int64(len(data)), ModTime: l.m.times[[2]string{l.id, p}]})
+		}
+	}
+	return out, nil
 }
 
 // List implements StorageLease.

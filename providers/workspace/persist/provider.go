@@ -3,9 +3,12 @@ package persist
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -93,7 +96,7 @@ func (p *provider) Acquire(ctx context.Context, req *eval.WorkspaceAcquireReques
 	// temporary uploads.
 	_, _ = p.SweepMaterializations(req.ID)
 	if req.Lock {
-		_, _ = sweepStore(ctx, sl, req.ID, p.opts.TemporaryAge)
+		_, _ = sweepStore(ctx, p, sl, req.ID, p.opts.TemporaryAge)
 	}
 	l := &lease{
 		p:           p,
@@ -157,7 +160,24 @@ func (l *lease) materialize(ctx context.Context, load *eval.WorkspaceLoad) error
 	}
 	index, version, err := readIndex(ctx, l.sl, l.workspaceID)
 	if err != nil {
+		var ce *CorruptError
+		if errors.As(err, &ce) && ce.Path == IndexPath {
+			return &IndexError{WorkspaceID: l.workspaceID, Location: location(l.p.storage, l.workspaceID, IndexPath), Store: storeName(l.p.storage), Err: ce}
+		}
 		return err
+	}
+	if index == nil {
+		// No index: a new workspace, or one whose index was lost. Revisions
+		// that no save in progress (or killed) announced were published:
+		// starting empty would hide them, and a later save would replace
+		// them.
+		published, err := unannounced(ctx, l.sl)
+		if err != nil {
+			return fmt.Errorf("workspace %q: listing its revisions: %w", l.workspaceID, err)
+		}
+		if len(published) > 0 {
+			return &IndexError{WorkspaceID: l.workspaceID, Location: location(l.p.storage, l.workspaceID, IndexPath), Store: storeName(l.p.storage), Missing: true, Revisions: published}
+		}
 	}
 	l.index, l.version = index, version
 	if load == nil {
@@ -221,13 +241,46 @@ func (l *lease) restore(ctx context.Context, rev *Revision, dir string) ([]entry
 	}
 	body, _, err := l.sl.Read(ctx, rev.Path)
 	if errors.Is(err, ErrNotExist) {
-		return nil, corrupt(l.workspaceID, rev.Path, "archive revision %s is missing", rev.ID)
+		return nil, corrupt(l.workspaceID, rev.Path, "archive revision %s is missing (%s)", rev.ID, location(l.p.storage, l.workspaceID, rev.Path))
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer body.Close()
-	return extractArchive(ctx, body, dir, lim, l.p.opts.MaxArchiveBytes, l.workspaceID, rev.Path)
+	h := &countingHash{h: sha256.New()}
+	es, err := extractArchive(ctx, io.TeeReader(body, h), dir, lim, l.p.opts.MaxArchiveBytes, l.workspaceID, rev.Path)
+	if err != nil || !rev.Pinned() {
+		return es, err
+	}
+	// What follows the tar stream (gzip's trailer, or bytes appended to
+	// a swapped object) counts too.
+	if _, err := io.Copy(io.Discard, &boundedReader{ctx: ctx, r: io.TeeReader(body, h), max: l.p.opts.MaxArchiveBytes - h.n + 1, what: "workspace archive"}); err != nil {
+		return nil, readerError(l.workspaceID, rev.Path, err)
+	}
+	if err := checkPin(rev, hex.EncodeToString(h.h.Sum(nil)), h.n); err != nil {
+		return nil, &CorruptError{WorkspaceID: l.workspaceID, Path: rev.Path, Err: fmt.Errorf("%w (%s)", err, location(l.p.storage, l.workspaceID, rev.Path))}
+	}
+	return es, nil
+}
+
+// checkPin compares an object's digest and size with what the index pins
+// for rev.
+func checkPin(rev *Revision, sum string, size int64) error {
+	if !rev.Pinned() {
+		return nil
+	}
+	if sum != rev.SHA256 || size != rev.Size {
+		return fmt.Errorf("revision %s does not match the index: its %s is %d bytes with SHA-256 %s, the index pins %d bytes with SHA-256 %s: the object was replaced, truncated or damaged since it was published", rev.ID, rev.PinnedPath(), size, shortSum(sum), rev.Size, shortSum(rev.SHA256))
+	}
+	return nil
+}
+
+// shortSum shortens a hex digest for messages.
+func shortSum(s string) string {
+	if len(s) > 16 {
+		return s[:16] + "…"
+	}
+	return s
 }
 
 // readIndex reads workspace.json: (nil, "", nil) when absent.
@@ -346,7 +399,7 @@ func (l *lease) Save(ctx context.Context, req eval.WorkspaceSaveRequest) error {
 
 	// 3. Build the new index.
 	rev.CreatedAt = formatCreatedAt(time.Now())
-	next := &Index{Version: 1, Current: rev.ID, Revisions: []Revision{rev}}
+	next := &Index{Version: IndexVersion, Current: rev.ID, Revisions: []Revision{rev}}
 	var previous []Revision
 	if l.index != nil {
 		previous = l.index.Revisions
@@ -482,9 +535,11 @@ func (l *lease) reuseFor(ctx context.Context) map[string]string {
 func (l *lease) uploadArchive(ctx context.Context, rev *Revision, snap string, es []entry, up *uploaded) error {
 	file := snap + ".tar.gz"
 	defer os.Remove(file)
-	if err := writeArchive(ctx, snap, es, file); err != nil {
+	sum, size, err := writeArchive(ctx, snap, es, file)
+	if err != nil {
 		return fmt.Errorf("create archive: %w", err)
 	}
+	rev.SHA256, rev.Size = sum, size
 	f, err := os.Open(file)
 	if err != nil {
 		return err

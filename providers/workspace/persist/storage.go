@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aml-go/aml/eval"
@@ -70,6 +71,55 @@ type StorageLease interface {
 	// Release relinquishes writer authority (reporting a lock found lost)
 	// and any other resource. It is idempotent.
 	Release(ctx context.Context) error
+}
+
+// Locator is an optional Storage capability that says where things are,
+// for messages that must name them: errors about a missing or damaged
+// index, and what aml workspace check reports.
+type Locator interface {
+	// Location returns where object path of workspace id is kept: an
+	// s3:// URL, a file path.
+	Location(id, path string) string
+	// Store returns the store as the aml workspace commands take it: a
+	// directory, or s3://BUCKET/PREFIX.
+	Store() string
+}
+
+// location names object path of workspace id in s: its Location when s
+// is a Locator.
+func location(s Storage, id, path string) string {
+	if l, ok := s.(Locator); ok {
+		return l.Location(id, path)
+	}
+	return fmt.Sprintf("%s of %s workspace %q", path, s.Name(), id)
+}
+
+// storeName is s as the aml workspace commands take it, or its name.
+func storeName(s Storage) string {
+	if l, ok := s.(Locator); ok {
+		return l.Store()
+	}
+	return s.Name()
+}
+
+// ObjectInfo describes one stored object.
+type ObjectInfo struct {
+	// Path is the object's path in the workspace's namespace.
+	Path string
+	// Size is its length in bytes.
+	Size int64
+	// ModTime is when it was last written, by the store's clock.
+	ModTime time.Time
+}
+
+// InfoLister is an optional StorageLease capability: List with each
+// object's size and modification time, as the store keeps them (an S3
+// listing carries both). aml workspace check uses it to find truncated
+// objects without reading them, and aml workspace recover to order the
+// revisions it finds.
+type InfoLister interface {
+	// ListInfo is List with each object's ObjectInfo, sorted by path.
+	ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error)
 }
 
 // Copier is an optional StorageLease capability: copy an existing object

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -129,7 +130,7 @@ func (p *provider) Sweep(ctx context.Context, id string) (Sweep, error) {
 			errs = append(errs, err)
 			continue
 		}
-		st, err := sweepStore(ctx, sl, id, p.opts.TemporaryAge)
+		st, err := sweepStore(ctx, p, sl, id, p.opts.TemporaryAge)
 		for i, r := range st.Removed {
 			st.Removed[i] = id + ": " + r
 		}
@@ -201,6 +202,46 @@ func treeSize(dir string) int64 {
 	return n
 }
 
+// revisionOf returns the revision id an object path under revisions/
+// belongs to.
+func revisionOf(object string) string {
+	rest := strings.TrimPrefix(object, "revisions/")
+	revID, _, _ := strings.Cut(rest, "/")
+	return strings.TrimSuffix(revID, ".tar.gz")
+}
+
+// unannounced returns, sorted, the ids of the revisions in the store that
+// no pending marker announces: revisions that were published (a save
+// deletes its marker only after publication).
+func unannounced(ctx context.Context, sl StorageLease) ([]string, error) {
+	revObjects, err := sl.List(ctx, "revisions/")
+	if err != nil {
+		return nil, err
+	}
+	if len(revObjects) == 0 {
+		return nil, nil
+	}
+	markers, err := sl.List(ctx, "pending/")
+	if err != nil {
+		return nil, err
+	}
+	announced := map[string]bool{}
+	for _, m := range markers {
+		announced[strings.TrimSuffix(strings.TrimPrefix(m, "pending/"), ".json")] = true
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, o := range revObjects {
+		id := revisionOf(o)
+		if id != "" && !announced[id] && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
 // pendingPath is the marker of an unpublished revision.
 func pendingPath(id string) string { return "pending/" + id + ".json" }
 
@@ -240,11 +281,26 @@ type TempSweeper interface {
 // remains of revisions that no marker and no index entry name (a killed
 // prune), stale pending markers, and the adapter's temporary uploads
 // older than tempAge.
-func sweepStore(ctx context.Context, sl StorageLease, id string, tempAge time.Duration) (Sweep, error) {
+//
+// Nothing is deleted on a guess: only a successfully read, valid index
+// proves a revision unreferenced. Without one (missing, or unreadable)
+// no revision and no marker is deleted, and a missing index while
+// published revisions exist is reported (an *IndexError).
+func sweepStore(ctx context.Context, p *provider, sl StorageLease, id string, tempAge time.Duration) (Sweep, error) {
 	var sw Sweep
 	index, _, err := readIndex(ctx, sl, id)
 	if err != nil {
 		return sw, err
+	}
+	if index == nil {
+		published, err := unannounced(ctx, sl)
+		if err != nil {
+			return sw, err
+		}
+		if len(published) > 0 {
+			return sw, &IndexError{WorkspaceID: id, Location: location(p.storage, id, IndexPath), Store: storeName(p.storage), Missing: true, Revisions: published}
+		}
+		return sweepTemp(ctx, sl, tempAge, sw)
 	}
 	// Revisions are listed before the markers: a save writes its marker
 	// before its first revision object, so every revision listed here of a
@@ -278,9 +334,7 @@ func sweepStore(ctx context.Context, sl StorageLease, id string, tempAge time.Du
 		}
 	}
 	for _, o := range revObjects {
-		rest := strings.TrimPrefix(o, "revisions/")
-		revID, _, _ := strings.Cut(rest, "/")
-		revID = strings.TrimSuffix(revID, ".tar.gz")
+		revID := revisionOf(o)
 		if !referenced(revID) && !live[revID] {
 			del = append(del, o)
 		}
@@ -291,6 +345,12 @@ func sweepStore(ctx context.Context, sl StorageLease, id string, tempAge time.Du
 		}
 		sw.Removed = append(sw.Removed, del...)
 	}
+	return sweepTemp(ctx, sl, tempAge, sw)
+}
+
+// sweepTemp adds to sw the adapter's temporary uploads older than age,
+// which it removes.
+func sweepTemp(ctx context.Context, sl StorageLease, tempAge time.Duration, sw Sweep) (Sweep, error) {
 	if ts, ok := sl.(TempSweeper); ok {
 		t, err := ts.SweepTemporary(ctx, tempAge)
 		sw.Removed = append(sw.Removed, t.Removed...)

@@ -224,6 +224,50 @@ func checkBucket(b string) error {
 // Name implements persist.Storage.
 func (s *Storage) Name() string { return Name }
 
+var (
+	_ persist.Locator = (*Storage)(nil)
+	_ persist.Lister  = (*Storage)(nil)
+)
+
+// Location implements persist.Locator: the s3:// URL of object path of
+// workspace id.
+func (s *Storage) Location(id, path string) string {
+	seg, err := persist.EncodeSegment(id)
+	if err != nil {
+		seg = id
+	}
+	return fmt.Sprintf("s3://%s/%s/%s/%s", s.bucket, s.prefix, seg, path)
+}
+
+// Store implements persist.Locator: s3://BUCKET/PREFIX.
+func (s *Storage) Store() string { return fmt.Sprintf("s3://%s/%s", s.bucket, s.prefix) }
+
+// Workspaces implements persist.Lister: the ids of the workspaces below
+// the prefix (common prefixes whose name is the encoding of an id).
+func (s *Storage) Workspaces(ctx context.Context) ([]string, error) {
+	var ids []string
+	pages := s3.NewListObjectsV2Paginator(s.cli, &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(s.prefix + "/"), Delimiter: aws.String("/")})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, s.wrap("listing the workspaces under", s.prefix+"/", err)
+		}
+		for _, p := range page.CommonPrefixes {
+			name := strings.TrimSuffix(strings.TrimPrefix(aws.ToString(p.Prefix), s.prefix+"/"), "/")
+			id, err := url.PathUnescape(name)
+			if err != nil {
+				continue
+			}
+			if seg, err := persist.EncodeSegment(id); err != nil || seg != name {
+				continue
+			}
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
 // lockRecord is the content of lock.json.
 type lockRecord struct {
 	Owner       string    `json:"owner"`
@@ -612,13 +656,29 @@ func rewindable(body io.Reader, length int64) (io.ReadSeeker, int64, func(), err
 // List implements persist.StorageLease, following ListObjectsV2's
 // continuation.
 func (l *lease) List(ctx context.Context, prefix string) ([]string, error) {
+	infos, err := l.ListInfo(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(infos))
+	for i, o := range infos {
+		out[i] = o.Path
+	}
+	return out, nil
+}
+
+var _ persist.InfoLister = (*lease)(nil)
+
+// ListInfo implements persist.InfoLister: the listing's sizes and
+// Last-Modified times (the service's clock).
+func (l *lease) ListInfo(ctx context.Context, prefix string) ([]persist.ObjectInfo, error) {
 	if err := persist.ValidateStoragePrefix(prefix); err != nil {
 		return nil, err
 	}
 	if err := l.usable(ctx, false); err != nil {
 		return nil, err
 	}
-	var out []string
+	var out []persist.ObjectInfo
 	pages := s3.NewListObjectsV2Paginator(l.s.cli, &s3.ListObjectsV2Input{Bucket: aws.String(l.s.bucket), Prefix: aws.String(l.key(prefix))})
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
@@ -627,11 +687,11 @@ func (l *lease) List(ctx context.Context, prefix string) ([]string, error) {
 		}
 		for _, o := range page.Contents {
 			if k := strings.TrimPrefix(aws.ToString(o.Key), l.base); k != "lock.json" {
-				out = append(out, k)
+				out = append(out, persist.ObjectInfo{Path: k, Size: aws.ToInt64(o.Size), ModTime: aws.ToTime(o.LastModified)})
 			}
 		}
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, func(a, b persist.ObjectInfo) int { return strings.Compare(a.Path, b.Path) })
 	return out, nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/aml-go/aml/internal/tests3"
 	"github.com/aml-go/aml/providers/providertest"
 	"github.com/aml-go/aml/providers/workspace/persist"
+	"github.com/aml-go/aml/providers/workspace/persist/persisttest"
 	aws3 "github.com/aml-go/aml/providers/workspace/s3"
 )
 
@@ -529,4 +530,16 @@ func TestBrokenServer(t *testing.T) {
 	if !errors.Is(err, aws3.ErrLockLost) {
 		t.Errorf("the overwritten writer's save: %v, want ErrLockLost", err)
 	}
+}
+
+// TestDamage: the store-damage suite (a lost or damaged index, swapped
+// and truncated revisions; check and recover) against gofakes3.
+func TestDamage(t *testing.T) {
+	persisttest.RunDamage(t, func(tb testing.TB) persist.Storage {
+		st, err := aws3.NewStorage(aws3.Options{Client: fake(tb, "work"), Bucket: "work", Prefix: "damage"})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return st
+	})
 }

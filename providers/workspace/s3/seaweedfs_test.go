@@ -2,6 +2,7 @@ package s3_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/aml-go/aml/internal/tests3"
 	"github.com/aml-go/aml/providers/providertest"
+	"github.com/aml-go/aml/providers/workspace/persist"
+	"github.com/aml-go/aml/providers/workspace/persist/persisttest"
 	aws3 "github.com/aml-go/aml/providers/workspace/s3"
 )
 
@@ -87,4 +90,14 @@ func TestSeaweedFS(t *testing.T) {
 		}
 		providertest.RunWorkspace(t, p, providertest.WorkspaceOptions{CheckContent: true})
 	}
+	// Each storage of the damage suite gets a prefix of its own.
+	n := 0
+	persisttest.RunDamage(t, func(tb testing.TB) persist.Storage {
+		n++
+		st, err := aws3.NewStorage(aws3.Options{Client: cli, Bucket: "work", Prefix: fmt.Sprintf("damage-%d", n)})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return st
+	})
 }

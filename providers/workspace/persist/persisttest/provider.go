@@ -718,6 +718,8 @@ func RunProvider(t *testing.T, newStorage NewStorageFunc) {
 		testUnsafeArchives(t, newStorage)
 	})
 
+	RunDamage(t, newStorage)
+
 	t.Run("FolderReuse", func(t *testing.T) {
 		counting := NewCountingStorage(newStorage(t))
 		e := NewEnv(t, counting, persist.Options{Format: persist.FormatFolder})
@@ -976,7 +978,11 @@ func testCorruption(t *testing.T, newStorage NewStorageFunc, format string) {
 		"garbage":        "{not json",
 		"empty":          "",
 		"null":           "null",
-		"version2":       `{"version":2,"current":"r","revisions":[{"id":"r","format":"archive","path":"revisions/r.tar.gz","createdAt":"2026-01-02T03:04:05.678Z"}]}`,
+		"version3":       `{"version":3,"current":"r","revisions":[{"id":"r","format":"archive","path":"revisions/r.tar.gz","createdAt":"2026-01-02T03:04:05.678Z"}]}`,
+		"pins-in-v1":     `{"version":1,"current":"r","revisions":[{"id":"r","format":"archive","path":"revisions/r.tar.gz","createdAt":"2026-01-02T03:04:05.678Z","sha256":"` + strings.Repeat("a", 64) + `","size":3}]}`,
+		"bad-sha256":     `{"version":2,"current":"r","revisions":[{"id":"r","format":"archive","path":"revisions/r.tar.gz","createdAt":"2026-01-02T03:04:05.678Z","sha256":"ABC","size":3}]}`,
+		"size-no-sha256": `{"version":2,"current":"r","revisions":[{"id":"r","format":"archive","path":"revisions/r.tar.gz","createdAt":"2026-01-02T03:04:05.678Z","size":3}]}`,
+		"zero-size":      `{"version":2,"current":"r","revisions":[{"id":"r","format":"archive","path":"revisions/r.tar.gz","createdAt":"2026-01-02T03:04:05.678Z","sha256":"` + strings.Repeat("a", 64) + `","size":0}]}`,
 		"unknown-field":  `{"version":1,"current":"r","extra":1,"revisions":[{"id":"r","format":"archive","path":"revisions/r.tar.gz","createdAt":"2026-01-02T03:04:05.678Z"}]}`,
 		"current-absent": `{"version":1,"current":"x","revisions":[{"id":"r","format":"archive","path":"revisions/r.tar.gz","createdAt":"2026-01-02T03:04:05.678Z"}]}`,
 		"bad-path":       `{"version":1,"current":"r","revisions":[{"id":"r","format":"archive","path":"revisions/../r.tar.gz","createdAt":"2026-01-02T03:04:05.678Z"}]}`,
@@ -1135,4 +1141,209 @@ func testUnsafeArchives(t *testing.T, newStorage NewStorageFunc) {
 			}
 		})
 	}
+}
+
+// RunDamage runs, for both formats, the damage tests of RunProvider: a
+// missing or damaged index (nothing is deleted, the error says what is
+// there, Check finds it, Recover brings it back), a swapped, truncated
+// or missing revision (refused at load, found by Check). Storages whose
+// whole RunProvider suite is too slow (a remote service) run it alone.
+func RunDamage(t *testing.T, newStorage NewStorageFunc) {
+	for _, format := range Formats {
+		t.Run("Damage/"+format, func(t *testing.T) {
+			testDamage(t, newStorage, format)
+		})
+	}
+}
+
+// testDamage damages a store with three retained revisions as people and
+// faulty services do, and checks that nothing is deleted on a guess,
+// that loads refuse what does not match the index, that Check finds each
+// damage, and that Recover brings a lost index back.
+func testDamage(t *testing.T, newStorage NewStorageFunc, format string) {
+	ctx := context.Background()
+	trees := []Tree{
+		{"a.txt": {Data: "first", Mode: 0o644}},
+		{"a.txt": {Data: "second, longer", Mode: 0o644}, "d": {Dir: true, Mode: 0o755}},
+		{"a.txt": {Data: "third", Mode: 0o644}, "d": {Dir: true, Mode: 0o755}, "d/b.txt": {Data: strings.Repeat("b", 3000), Mode: 0o600}},
+	}
+	setup := func(t *testing.T) (*Env, []string) {
+		e := NewEnv(t, newStorage(t), persist.Options{Format: format})
+		var ids []string
+		for _, tr := range trees {
+			ids = append(ids, e.SaveTree("ws", tr, 3))
+		}
+		return e, ids
+	}
+	objects := func(e *Env) []string {
+		l := acquire(e.TB, e.Storage, "ws", false)
+		defer release(e.TB, l)
+		ps, err := l.List(ctx, "")
+		if err != nil {
+			e.TB.Fatal(err)
+		}
+		return ps
+	}
+	check := func(t *testing.T, e *Env, readData bool) persist.WorkspaceCheck {
+		t.Helper()
+		res, err := persist.Check(ctx, e.Storage, []string{"ws"}, persist.CheckOptions{ReadData: readData})
+		if err != nil || len(res) != 1 {
+			t.Fatalf("Check = %+v, %v", res, err)
+		}
+		return res[0]
+	}
+	hasProblem := func(c persist.WorkspaceCheck, kind string) bool {
+		for _, p := range c.Problems {
+			if p.Kind == kind {
+				return true
+			}
+		}
+		return false
+	}
+
+	t.Run("Sound", func(t *testing.T) {
+		e, ids := setup(t)
+		for _, rd := range []bool{false, true} {
+			c := check(t, e, rd)
+			if !c.OK() || c.Index != "ok" || c.Revisions != 3 || c.Current != ids[2] {
+				t.Fatalf("Check(ReadData %v) of a sound store = %+v", rd, c)
+			}
+		}
+		x := e.StoredIndex("ws")
+		for _, r := range x.Revisions {
+			if x.Version != persist.IndexVersion || !r.Pinned() {
+				t.Fatalf("a saved revision is not pinned: %+v", x)
+			}
+		}
+	})
+
+	for _, how := range []string{"missing", "damaged"} {
+		t.Run("Index/"+how, func(t *testing.T) {
+			e, ids := setup(t)
+			if how == "missing" {
+				e.Remove("ws", persist.IndexPath)
+			} else {
+				e.Put("ws", persist.IndexPath, []byte(`{"version":2,"current":`))
+			}
+			before := objects(e)
+			for _, lock := range []bool{true, false} {
+				for _, load := range []*eval.WorkspaceLoad{Current, nil} {
+					_, err := e.TryAcquire("ws", lock, load)
+					var ie *persist.IndexError
+					if !errors.As(err, &ie) || !errors.Is(err, persist.ErrCorrupt) || ie.Missing != (how == "missing") {
+						t.Fatalf("Acquire(lock %v) with the index %s = %v, want an *IndexError", lock, how, err)
+					}
+					msg := err.Error()
+					if !strings.Contains(msg, "nothing was loaded and nothing was deleted") || !strings.Contains(msg, "aml workspace recover") || !strings.Contains(msg, "workspace.json") {
+						t.Fatalf("the error does not say what is there and what to do: %v", err)
+					}
+					if how == "missing" {
+						for _, id := range ids {
+							if !strings.Contains(msg, id) {
+								t.Fatalf("the error does not name revision %s: %v", id, err)
+							}
+						}
+					}
+				}
+			}
+			if _, err := e.Provider.(persist.Sweeper).Sweep(ctx, "ws"); err == nil && how == "missing" {
+				t.Fatal("a sweep of a workspace whose index is missing reported nothing")
+			}
+			if after := objects(e); strings.Join(after, ",") != strings.Join(before, ",") {
+				t.Fatalf("objects were deleted on a guess:\nbefore %v\nafter  %v", before, after)
+			}
+			c := check(t, e, false)
+			if c.OK() || !hasProblem(c, map[string]string{"missing": persist.ProblemIndexMissing, "damaged": persist.ProblemIndexDamaged}[how]) {
+				t.Fatalf("Check did not find the %s index: %+v", how, c)
+			}
+
+			// Recover: the plan first, nothing written without consent.
+			rec, err := persist.Recover(ctx, e.Storage, "ws", e.Temp, func(*persist.Recovery) bool { return false })
+			if err != nil || rec.Written || rec.Index == nil || len(rec.Index.Revisions) != 3 {
+				t.Fatalf("Recover without consent = %+v, %v", rec, err)
+			}
+			if after := objects(e); strings.Join(after, ",") != strings.Join(before, ",") {
+				t.Fatalf("a declined recovery changed the store:\nbefore %v\nafter  %v", before, after)
+			}
+			rec, err = persist.Recover(ctx, e.Storage, "ws", e.Temp, nil)
+			if err != nil || !rec.Written {
+				t.Fatalf("Recover = %+v, %v", rec, err)
+			}
+			want := map[string]Tree{ids[0]: trees[0], ids[1]: trees[1], ids[2]: trees[2]}
+			cur, ok := want[rec.Index.Current]
+			if !ok {
+				t.Fatalf("the recovered current revision %s is none of the saved ones %v", rec.Index.Current, ids)
+			}
+			if d := DiffTrees(cur, e.Load("ws", Current)); d != "" {
+				t.Fatalf("the recovered current revision loads differently:\n%s", d)
+			}
+			for id, tr := range want {
+				if d := DiffTrees(tr, e.Load("ws", &eval.WorkspaceLoad{Revision: id})); d != "" {
+					t.Fatalf("recovered revision %s loads differently:\n%s", id, d)
+				}
+			}
+			if c := check(t, e, true); !c.OK() {
+				t.Fatalf("Check after Recover = %+v", c)
+			}
+			if _, err := persist.Recover(ctx, e.Storage, "ws", e.Temp, nil); err == nil || !strings.Contains(err.Error(), "nothing to recover") {
+				t.Fatalf("Recover of a sound index = %v", err)
+			}
+			e.AssertTempEmpty()
+		})
+	}
+
+	t.Run("SwappedRevision", func(t *testing.T) {
+		e, ids := setup(t)
+		x := e.StoredIndex("ws")
+		cur, prev := x.Find(ids[2]), x.Find(ids[1])
+		// The previous revision's content put in place of the current one.
+		e.Put("ws", cur.PinnedPath(), e.Get("ws", prev.PinnedPath()))
+		_, err := e.TryAcquire("ws", true, Current)
+		var ce *persist.CorruptError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), "does not match the index") || !strings.Contains(err.Error(), cur.PinnedPath()) {
+			t.Fatalf("loading a swapped revision = %v, want it refused naming %s", err, cur.PinnedPath())
+		}
+		c := check(t, e, true)
+		if !hasProblem(c, persist.ProblemRevisionMismatch) {
+			t.Fatalf("Check did not find the swapped revision: %+v", c)
+		}
+		// The other revisions still load.
+		if d := DiffTrees(trees[1], e.Load("ws", &eval.WorkspaceLoad{Revision: ids[1]})); d != "" {
+			t.Fatalf("revision %s loads differently:\n%s", ids[1], d)
+		}
+		e.AssertTempEmpty()
+	})
+
+	t.Run("TruncatedRevision", func(t *testing.T) {
+		e, ids := setup(t)
+		x := e.StoredIndex("ws")
+		cur := x.Find(ids[2])
+		target := cur.PinnedPath()
+		if format == persist.FormatFolder {
+			target = cur.Path + "files/d/b.txt"
+		}
+		data := e.Get("ws", target)
+		e.Put("ws", target, data[:len(data)/2])
+		if _, err := e.TryAcquire("ws", true, Current); !errors.Is(err, persist.ErrCorrupt) {
+			t.Fatalf("loading a truncated revision = %v, want a corruption error", err)
+		}
+		c := check(t, e, false)
+		kind := persist.ProblemRevisionMismatch
+		if format == persist.FormatFolder {
+			kind = persist.ProblemFileMismatch
+		}
+		if !hasProblem(c, kind) {
+			t.Fatalf("Check without reading data did not find the truncated %s: %+v", target, c)
+		}
+	})
+
+	t.Run("MissingRevision", func(t *testing.T) {
+		e, ids := setup(t)
+		x := e.StoredIndex("ws")
+		e.Remove("ws", x.Find(ids[0]).PinnedPath())
+		c := check(t, e, false)
+		if !hasProblem(c, persist.ProblemRevisionMissing) {
+			t.Fatalf("Check did not find the missing revision: %+v", c)
+		}
+	})
 }
