@@ -102,7 +102,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "lsp":
 		return cmdLSP(args[1:], stdin, stdout, stderr)
 	case "workspace":
-		return cmdWorkspace(args[1:], stdout, stderr)
+		return cmdWorkspace(args[1:], stdin, stdout, stderr)
 	case "sandbox":
 		return cmdSandbox(args[1:], stdout, stderr)
 	case "mcp-relay":
@@ -149,7 +149,7 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 	case "lsp":
 		return cmdLSP([]string{"-h"}, nil, stdout, stdout)
 	case "workspace":
-		return cmdWorkspace([]string{"-h"}, stdout, stdout)
+		return cmdWorkspace([]string{"-h"}, nil, stdout, stdout)
 	case "sandbox":
 		return cmdSandbox([]string{"-h"}, stdout, stdout)
 	case "version":

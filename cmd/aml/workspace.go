@@ -16,6 +16,8 @@ import (
 )
 
 const workspaceUsage = `usage: aml workspace prune [flags] [STORE...]
+       aml workspace check STORE [ID...] [--read-data]    (see aml workspace check -h)
+       aml workspace recover STORE ID [--yes]              (see aml workspace recover -h)
        aml workspace verify s3://BUCKET[/PREFIX] [flags]   (see aml workspace verify -h)
 
 Removes what aml processes that were killed (SIGKILL, a crash, a power
@@ -55,7 +57,7 @@ Flags:
 `
 
 // cmdWorkspace runs "aml workspace SUBCOMMAND".
-func cmdWorkspace(args []string, stdout, stderr io.Writer) int {
+func cmdWorkspace(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, workspaceUsage)
 		return exitUsage
@@ -65,10 +67,14 @@ func cmdWorkspace(args []string, stdout, stderr io.Writer) int {
 		return cmdWorkspacePrune(args[1:], stdout, stderr)
 	case "verify":
 		return cmdWorkspaceVerify(args[1:], stdout, stderr)
+	case "check":
+		return cmdWorkspaceCheck(args[1:], stdout, stderr)
+	case "recover":
+		return cmdWorkspaceRecover(args[1:], stdin, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		return cmdWorkspacePrune([]string{"-h"}, stdout, stdout)
 	}
-	fmt.Fprintf(stderr, "aml workspace: unknown subcommand %q (the subcommands are prune and verify)\n\n%s", args[0], workspaceUsage)
+	fmt.Fprintf(stderr, "aml workspace: unknown subcommand %q (the subcommands are prune, check, recover and verify)\n\n%s", args[0], workspaceUsage)
 	return exitUsage
 }
 

@@ -33,10 +33,8 @@ Flags:
 
 func cmdWorkspaceVerify(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("workspace verify", workspaceVerifyUsage, stderr)
-	endpoint := fs.String("endpoint", "", "URL of an S3-compatible service")
-	region := fs.String("region", "", "AWS region (default the configuration's, else us-east-1)")
-	profile := fs.String("profile", "", "shared-configuration profile of the credentials")
-	pathStyle := fs.Bool("force-path-style", false, "path-style addressing (most S3-compatible services need it; implied by --endpoint)")
+	var sf storeFlags
+	sf.register(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object instead of a table")
 	rest, code, ok := parseArgs(fs, args)
 	if !ok {
@@ -48,7 +46,7 @@ func cmdWorkspaceVerify(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	bucket, prefix, _ := strings.Cut(strings.TrimPrefix(rest[0], "s3://"), "/")
-	cli, err := s3ws.NewClient(s3ws.Options{Bucket: bucket, Endpoint: *endpoint, Region: *region, Profile: *profile, ForcePathStyle: *pathStyle || *endpoint != ""})
+	cli, err := s3ws.NewClient(sf.s3Options(bucket, prefix))
 	if err != nil {
 		fmt.Fprintf(stderr, "aml workspace verify: %v\n", err)
 		return exitFailure
