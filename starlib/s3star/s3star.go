@@ -25,7 +25,7 @@ var s3WorkspaceBuiltin = &starlib.Builtin{
 	Group: "providers",
 	Doc: `Returns a workspace provider backed by revisions in an S3 bucket (AWS S3, or an S3-compatible service that honours conditional writes).
 
-The layout is <prefix>/<id>/lock.json, workspace.json and revisions/. The writer lock is created with If-None-Match: *, refreshed every 5 minutes and taken over after 20 minutes without a refresh; revisions are uploaded create-if-absent and the index is published with If-Match, so a stale writer's save fails and says to reload. Credentials come from the standard AWS chain (environment, shared configuration and profile=, web identity, instance metadata), never from the workflow.`,
+On first use of a service and bucket in a process, it checks with three small requests on a scratch key that the service honours the conditional writes it relies on, and refuses one that does not (aml workspace verify tells more). The layout is <prefix>/<id>/lock.json, workspace.json and revisions/. The writer lock is created with If-None-Match: *, refreshed every 5 minutes and taken over after 20 minutes without a refresh; revisions are uploaded create-if-absent and the index is published with If-Match, so a stale writer's save fails and says to reload. Credentials come from the standard AWS chain (environment, shared configuration and profile=, web identity, instance metadata), never from the workflow.`,
 	Params: []starlib.Param{
 		{Name: "bucket", Type: "str", Doc: "The bucket."},
 		{Name: "prefix", Type: "str", Default: `"` + s3.DefaultPrefix + `"`, Doc: "Key prefix of the workspaces."},
@@ -38,13 +38,14 @@ The layout is <prefix>/<id>/lock.json, workspace.json and revisions/. The writer
 		{Name: "max_entries", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on the entries of a revision (default 100000)."},
 		{Name: "max_extracted_bytes", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on uncompressed bytes (default 1 GiB)."},
 		{Name: "temporary_directory", Type: "str | None", Default: "None", Doc: "Parent of materializations (default the system temporary directory)."},
+		{Name: "accept_lost_updates", Type: "bool", Default: "False", Doc: "Use a service that ignores conditional writes anyway. On first use of a service and bucket, aml checks that it honours them and refuses one that does not; with this set it does not check, and on such a service a stale writer's save can replace a newer revision without a word. Set it only for a store one writer uses."},
 	},
 	Returns: "a workspace provider",
 	Example: `configure(workspace_provider = s3_workspace(bucket = "my-team-workspaces", region = "eu-west-1"))`,
 	Impl: func(c *starlib.Call) (starlark.Value, error) {
 		opts := s3.Options{Bucket: c.Str("bucket"), Prefix: c.Str("prefix"), Format: c.Str("format"), Region: c.Str("region"),
 			Endpoint: c.Str("endpoint"), ForcePathStyle: c.Bool("force_path_style", false), Profile: c.Str("profile"),
-			TemporaryDirectory: c.Str("temporary_directory")}
+			TemporaryDirectory: c.Str("temporary_directory"), AcceptLostUpdates: c.Bool("accept_lost_updates", false)}
 		for _, f := range []struct {
 			name string
 			set  func(int64)

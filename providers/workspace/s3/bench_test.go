@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/workspace/persist"
 	wsfs "github.com/aml-go/aml/providers/workspace/filesystem"
 	aws3 "github.com/aml-go/aml/providers/workspace/s3"
 )
@@ -70,5 +71,72 @@ func BenchmarkSaveLoad(b *testing.B) {
 			}
 			benchSaveLoad(b, p)
 		})
+	}
+}
+
+// BenchmarkConditionsCheck: the check of conditional writes that the
+// first acquisition of a service and bucket makes (gofakes3 in process).
+func BenchmarkConditionsCheck(b *testing.B) {
+	st, err := aws3.NewStorage(aws3.Options{Client: fake(b, "work"), Bucket: "work"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		if ignored, err := st.ProbeConditions(ctx); err != nil || ignored != "" {
+			b.Fatalf("probe: %q, %v", ignored, err)
+		}
+	}
+}
+
+// BenchmarkCheck: aml workspace check of a 1,000-file, 50 MB workspace
+// with 3 revisions (gofakes3 in process), listing sizes and with
+// --read-data.
+func BenchmarkCheck(b *testing.B) {
+	for _, format := range []string{"archive", "folder"} {
+		cli := fake(b, "work")
+		st, err := aws3.NewStorage(aws3.Options{Client: cli, Bucket: "work", Format: format})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work", Format: format})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		chunk := make([]byte, 50<<10)
+		for i := range chunk {
+			chunk[i] = byte(i * 7)
+		}
+		for rev := range 3 {
+			l, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "w", Lock: true, Load: &eval.WorkspaceLoad{Revision: "current"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for f := range 1000 {
+				dir := filepath.Join(l.Directory(), fmt.Sprint(f%20))
+				_ = os.MkdirAll(dir, 0o755)
+				chunk[0] = byte(rev)
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.bin", f)), chunk, 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := l.Save(ctx, eval.WorkspaceSaveRequest{SavePolicy: eval.SavePolicy{Retention: 3}, Outcome: "success"}); err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, readData := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/read-data=%v", format, readData), func(b *testing.B) {
+				for b.Loop() {
+					res, err := persist.Check(ctx, st, []string{"w"}, persist.CheckOptions{ReadData: readData})
+					if err != nil || len(res) != 1 || !res[0].OK() || res[0].Revisions != 3 {
+						b.Fatalf("check: %+v, %v", res, err)
+					}
+				}
+			})
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package s3
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SetClock replaces the storage's lock clock and timing (tests).
 func (s *Storage) SetClock(now func() time.Time, refresh, stale time.Duration) {
@@ -9,3 +12,6 @@ func (s *Storage) SetClock(now func() time.Time, refresh, stale time.Duration) {
 
 // SetPartSize replaces the multipart part size (tests).
 func (s *Storage) SetPartSize(n int64) { s.partSize = n }
+
+// ProbeConditions runs the check of conditional writes (tests).
+func (s *Storage) ProbeConditions(ctx context.Context) (string, error) { return s.probeConditions(ctx) }

@@ -103,6 +103,13 @@ type Options struct {
 	MaxEntries         int
 	MaxExtractedBytes  int64
 	TemporaryDirectory string
+	// AcceptLostUpdates skips the check, on first use of a service and
+	// bucket, that the service honours the conditional writes the
+	// protocol relies on (see checkConditions). On a service that
+	// ignores them, a stale writer's save replaces a newer revision
+	// without a word, and two writers (lock = False, or after a lost
+	// lock) can both publish: set it only for a store one writer uses.
+	AcceptLostUpdates bool
 }
 
 // New returns the S3 workspace provider. It validates the options and
@@ -138,6 +145,10 @@ type Storage struct {
 	refresh, stale time.Duration
 	// partSize is the multipart part size (PartSize; tests shorten it).
 	partSize int64
+	// trustKey names the service and bucket for checkConditions, and
+	// acceptLostUpdates is Options.AcceptLostUpdates.
+	trustKey          string
+	acceptLostUpdates bool
 }
 
 // NewStorage validates opts and returns the storage.
@@ -164,7 +175,14 @@ func NewStorage(opts Options) (*Storage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Storage{cli: cli, bucket: opts.Bucket, prefix: prefix, now: time.Now, refresh: LockRefresh, stale: LockStale, partSize: PartSize}, nil
+	key := opts.Endpoint
+	if opts.Client != nil {
+		key = fmt.Sprintf("client %p", opts.Client)
+	} else if key == "" {
+		key = "aws " + opts.Region + " " + opts.Profile
+	}
+	return &Storage{cli: cli, bucket: opts.Bucket, prefix: prefix, now: time.Now, refresh: LockRefresh, stale: LockStale, partSize: PartSize,
+		trustKey: key + " " + opts.Bucket, acceptLostUpdates: opts.AcceptLostUpdates}, nil
 }
 
 // NewClient returns opts.Client, or a client made from opts.Config, or
@@ -285,6 +303,9 @@ func (s *Storage) Acquire(ctx context.Context, req persist.StorageAcquireRequest
 	}
 	seg, err := persist.EncodeSegment(req.ID)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkConditions(ctx); err != nil {
 		return nil, err
 	}
 	l := &lease{s: s, id: req.ID, base: s.prefix + "/" + seg + "/", token: uuid.NewString(), done: make(chan struct{})}

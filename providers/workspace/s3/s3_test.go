@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -487,8 +488,10 @@ func TestMultipart(t *testing.T) {
 
 // TestBrokenServer: a service that ignores conditional writes (as s3rver
 // does; simulated by stripping the conditions before gofakes3) is not
-// trusted by Verify, and a writer whose lock another writer overwrote
-// there fails its save with ErrLockLost instead of publishing.
+// trusted by Verify, and s3_workspace() refuses it before writing
+// anything, naming the verify command and the opt-out. With the opt-out,
+// a writer whose lock another writer overwrote there fails its save
+// with ErrLockLost instead of publishing.
 func TestBrokenServer(t *testing.T) {
 	backend := gofakes3.New(s3mem.New()).Server()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -509,7 +512,21 @@ func TestBrokenServer(t *testing.T) {
 	if rep.Trusted {
 		t.Errorf("a service that ignores conditional writes is trusted: %+v", rep.Checks)
 	}
-	p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work"})
+	refused, err := aws3.New(aws3.Options{Client: cli, Bucket: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lock := range []bool{true, false} {
+		_, err = refused.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "w", Lock: lock, Load: &eval.WorkspaceLoad{}})
+		if !errors.Is(err, aws3.ErrUntrusted) || !strings.Contains(err.Error(), "aml workspace verify s3://work/aml/workspaces") || !strings.Contains(err.Error(), "accept_lost_updates = True") {
+			t.Fatalf("acquiring on a service that ignores conditional writes (lock %v): %v", lock, err)
+		}
+	}
+	list, err := cli.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("work"), Prefix: aws.String("aml/")})
+	if err != nil || len(list.Contents) != 0 {
+		t.Fatalf("the refused acquisitions left objects: %v, %v", list.Contents, err)
+	}
+	p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work", AcceptLostUpdates: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -530,6 +547,43 @@ func TestBrokenServer(t *testing.T) {
 	if !errors.Is(err, aws3.ErrLockLost) {
 		t.Errorf("the overwritten writer's save: %v, want ErrLockLost", err)
 	}
+}
+
+// TestConditionsCheckedOnce: the check of conditional writes runs on the
+// first acquisition of a service and bucket in the process, not again.
+func TestConditionsCheckedOnce(t *testing.T) {
+	var puts atomic.Int64
+	backend := gofakes3.New(s3mem.New()).Server()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, ".aml-probe-") {
+			puts.Add(1)
+		}
+		backend.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	cli := tests3.Client(srv.URL)
+	ctx := context.Background()
+	if _, err := cli.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	for range 3 {
+		l, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "w", Lock: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := puts.Load(); n != 3 {
+		t.Fatalf("%d probe writes for three acquisitions, want the three of one check", n)
+	}
+	t.Logf("three acquisitions, the first with the check: %s", time.Since(started))
 }
 
 // TestDamage: the store-damage suite (a lost or damaged index, swapped

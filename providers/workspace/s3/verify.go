@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/google/uuid"
 )
 
@@ -154,6 +155,20 @@ func Verify(ctx context.Context, cli *s3.Client, bucket, prefix string) (*Report
 		add("10 concurrent PutObject If-None-Match: * on one key", true, Failed, fmt.Sprintf("%d succeeded: creation is not atomic, two writers could both take a lock", n))
 	}
 
+	// The conditional writes a save also uses: a multipart upload
+	// completed only if absent, a server-side copy created only if
+	// absent. Saves write revisions under fresh random names, so these
+	// conditions guard against what cannot collide: they are reported,
+	// not required.
+	if _, err := put("multipart", "exists", nil); err != nil {
+		add("CompleteMultipartUpload If-None-Match: * on an existing key", false, Failed, err.Error())
+	} else {
+		conditional("CompleteMultipartUpload If-None-Match: * on an existing key", false, completeOnto(ctx, cli, bucket, base+"multipart"))
+	}
+	_, err = cli.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(bucket), Key: aws.String(base + "fresh"),
+		CopySource: aws.String(bucket + "/" + base + "object"), IfNoneMatch: aws.String("*")})
+	conditional("CopyObject If-None-Match: * onto an existing key", false, err)
+
 	g, err := cli.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(base + "object"), IfMatch: aws.String(`"0000000000000000"`)})
 	if err == nil {
 		g.Body.Close()
@@ -203,4 +218,23 @@ func Verify(ctx context.Context, cli *s3.Client, bucket, prefix string) (*Report
 		}
 	}
 	return rep, nil
+}
+
+// completeOnto uploads one part to key, which exists, and completes the
+// upload with If-None-Match: *; it returns the completion's error (nil
+// when the service ignored the condition) and aborts the upload.
+func completeOnto(ctx context.Context, cli *s3.Client, bucket, key string) error {
+	up, err := cli.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		return err
+	}
+	defer cli.AbortMultipartUpload(context.WithoutCancel(ctx), &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: up.UploadId})
+	part, err := cli.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: up.UploadId,
+		PartNumber: aws.Int32(1), Body: strings.NewReader("part"), ContentLength: aws.Int64(4)})
+	if err != nil {
+		return err
+	}
+	_, err = cli.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: up.UploadId,
+		MultipartUpload: &types.CompletedMultipartUpload{Parts: []types.CompletedPart{{ETag: part.ETag, PartNumber: aws.Int32(1)}}}, IfNoneMatch: aws.String("*")})
+	return err
 }
