@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/aml-go/aml/eval"
-	"github.com/aml-go/aml/providers/workspace/persist"
 	wsfs "github.com/aml-go/aml/providers/workspace/filesystem"
+	"github.com/aml-go/aml/providers/workspace/persist"
 	aws3 "github.com/aml-go/aml/providers/workspace/s3"
 )
 
