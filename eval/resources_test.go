@@ -306,6 +306,94 @@ func TestResourcePlacementErrors(t *testing.T) {
 	}
 }
 
+// TestComponentEvaluateInheritsResourceScopes checks that evaluate() and
+// evaluate_all() in a component body run inside the component's
+// enclosing workspace() and sandbox(): file() writes there and
+// include(path=) reads it back, while the placement rules still hold.
+func TestComponentEvaluateInheritsResourceScopes(t *testing.T) {
+	writeAndRead := &eval.Component{Name: "WriteAndRead", Fn: func(cc *eval.ComponentContext) (any, error) {
+		if _, err := cc.Evaluate(&eval.File{Path: "notes/a.txt", Children: []any{"hello"}}); err != nil {
+			return nil, err
+		}
+		if _, err := cc.EvaluateAll([]any{&eval.File{Path: "b.txt", Children: []any{"all"}}}, pos(2)); err != nil {
+			return nil, err
+		}
+		one, err := cc.Evaluate(&eval.Include{Path: "notes/a.txt", NoTitle: true})
+		if err != nil {
+			return nil, err
+		}
+		all, err := cc.EvaluateAll([]any{&eval.Include{Path: "b.txt", NoTitle: true}}, pos(3))
+		if err != nil {
+			return nil, err
+		}
+		return one + " " + all[0], nil
+	}}
+	t.Run("workspace", func(t *testing.T) {
+		rt, _ := eval.New(eval.Options{WorkspaceProvider: &dirWorkspace{t: t, j: &journal{}}})
+		got, err := rt.Evaluate(context.Background(), &eval.Workspace{ID: "w", Children: []any{writeAndRead}})
+		if err != nil || got != "hello all" {
+			t.Fatalf("result %q, %v; want \"hello all\"", got, err)
+		}
+	})
+	t.Run("sandbox", func(t *testing.T) {
+		sb := &memSandbox{j: &journal{}}
+		rt, _ := eval.New(eval.Options{SandboxProvider: sb})
+		got, err := rt.Evaluate(context.Background(), &eval.Sandbox{Access: eval.ReadWrite, Children: []any{writeAndRead}})
+		if err != nil || got != "hello all" {
+			t.Fatalf("result %q, %v; want \"hello all\"", got, err)
+		}
+		if sb.files["notes/a.txt"] != "hello" || sb.files["b.txt"] != "all" {
+			t.Fatalf("sandbox files %v", sb.files)
+		}
+	})
+	evaluating := func(v any) *eval.Component {
+		return &eval.Component{Name: "Nested", Fn: func(cc *eval.ComponentContext) (any, error) { return cc.Evaluate(v) }}
+	}
+	refused := []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"file outside any scope", evaluating(&eval.File{Path: "a", Position: pos(1)}),
+			"t.star:1:1: file() requires an enclosing workspace() or sandbox()"},
+		{"file in a read-only sandbox", &eval.Sandbox{Children: []any{evaluating(&eval.File{Path: "a", Position: pos(2)})}},
+			"t.star:2:1: file() cannot write through a read-only sandbox()"},
+		{"second workspace", &eval.Workspace{Children: []any{evaluating(&eval.Workspace{Position: pos(3)})}},
+			"t.star:3:1: a workspace() cannot contain another workspace()"},
+		{"workspace in a sandbox", &eval.Sandbox{Children: []any{evaluating(&eval.Workspace{Position: pos(4)})}},
+			"t.star:4:1: workspace() cannot be inside sandbox()"},
+		{"widened sandbox", &eval.Sandbox{Children: []any{evaluating(&eval.Sandbox{Access: eval.ReadWrite, Position: pos(5)})}},
+			"t.star:5:1: a nested sandbox() cannot widen read-only access to read-write"},
+	}
+	for _, c := range refused {
+		j := &journal{}
+		rt, _ := eval.New(eval.Options{WorkspaceProvider: &dirWorkspace{t: t, j: j}, SandboxProvider: &memSandbox{j: j}})
+		_, err := rt.Evaluate(context.Background(), c.v)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestParallelBranchesInheritResourceScopes checks that a parallel()
+// branch runs inside the enclosing workspace(): file() in a branch, and
+// file() a component in a branch returns, write into it.
+func TestParallelBranchesInheritResourceScopes(t *testing.T) {
+	second := &eval.Component{Name: "Second", Fn: func(*eval.ComponentContext) (any, error) {
+		return &eval.File{Path: "b.txt", Children: []any{"second"}}, nil
+	}}
+	rt, _ := eval.New(eval.Options{WorkspaceProvider: &dirWorkspace{t: t, j: &journal{}}})
+	got, err := rt.Evaluate(context.Background(), &eval.Workspace{ID: "w", Children: []any{
+		&eval.Parallel{Branches: []any{&eval.File{Path: "a.txt", Children: []any{"first"}}, second}},
+		&eval.Include{Path: "a.txt", NoTitle: true},
+		" ",
+		&eval.Include{Path: "b.txt", NoTitle: true},
+	}})
+	if err != nil || got != "first second" {
+		t.Fatalf("result %q, %v; want \"first second\"", got, err)
+	}
+}
+
 func TestFileRefusesSymlinkEscapes(t *testing.T) {
 	outside := t.TempDir()
 	// Direct check through a workspace whose directory already holds an
