@@ -741,7 +741,8 @@ type journaling struct {
 	uncheckedReads bool
 
 	mu sync.Mutex
-	// pending are the unanswered questions, in the order they were asked.
+	// pending are the unanswered questions, in the order they were asked
+	// (a suspended run lists them in source order).
 	pending []Question
 	asked   map[string]bool
 	// visited, consumed and changes are a dry replay's findings: the
@@ -1234,6 +1235,22 @@ func (d *domain) endJournal(err error) error {
 	jr.mu.Lock()
 	pending := append([]Question(nil), jr.pending...)
 	jr.mu.Unlock()
+	// Parallel branches ask in the order they happen to run: the run
+	// lists its questions in source order, so that it says the same
+	// every time.
+	sort.SliceStable(pending, func(i, j int) bool {
+		a, b := pending[i].Pos, pending[j].Pos
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		if a.Col != b.Col {
+			return a.Col < b.Col
+		}
+		return pending[i].ID < pending[j].ID
+	})
 	if err != nil && len(pending) > 0 && onlySuspended(err) {
 		err = &SuspendedError{RunID: d.runID, Questions: pending}
 	}

@@ -204,6 +204,25 @@ func (s *Storage) Location(id, path string) string {
 // Store implements persist.Locator: the store's directory.
 func (s *Storage) Store() string { return s.root }
 
+var _ persist.Unlocker = (*Storage)(nil)
+
+// Unlock implements persist.Unlocker with the workspace's lock file.
+func (s *Storage) Unlock(ctx context.Context, id string, force bool) (string, error) {
+	dir, err := s.WorkspaceDirectory(id)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, lockName)
+	holder, err := lockfile.Break(path, LockStale, force)
+	if errors.Is(err, lockfile.ErrHeld) {
+		return holder, fmt.Errorf("filesystem workspace %q: %w; it was not removed (--force removes it anyway, and the run then fails to save): %w", id, err, persist.ErrLockHeld)
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("filesystem workspace %q has no writer lock (%s): %w", id, path, err)
+	}
+	return holder, err
+}
+
 // WorkspaceDirectory is the directory holding a workspace's objects.
 func (s *Storage) WorkspaceDirectory(id string) (string, error) {
 	seg, err := persist.EncodeSegment(id)

@@ -102,6 +102,20 @@ func storeName(s Storage) string {
 	return s.Name()
 }
 
+// Unlocker is an optional Storage capability: Unlock removes the writer
+// lock of workspace id when its holder is gone (a process of this
+// machine that no longer exists) or stale, or whatever holds it with
+// force (aml workspace unlock). It returns who held it; a workspace with
+// no lock is an error wrapping fs.ErrNotExist, a live holder without
+// force one wrapping ErrLockHeld.
+type Unlocker interface {
+	Unlock(ctx context.Context, id string, force bool) (holder string, err error)
+}
+
+// ErrLockHeld is wrapped by Unlocker errors for a lock whose holder is
+// alive and refreshes it.
+var ErrLockHeld = errors.New("the writer lock is held by a live run")
+
 // ObjectInfo describes one stored object.
 type ObjectInfo struct {
 	// Path is the object's path in the workspace's namespace.

@@ -37,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -46,11 +47,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
@@ -260,6 +264,43 @@ func (s *Storage) Location(id, path string) string {
 // Store implements persist.Locator: s3://BUCKET/PREFIX.
 func (s *Storage) Store() string { return fmt.Sprintf("s3://%s/%s", s.bucket, s.prefix) }
 
+var _ persist.Unlocker = (*Storage)(nil)
+
+// Unlock implements persist.Unlocker: it removes lock.json (conditionally
+// on the ETag it judged) when its holder is a process of this machine
+// that is gone, or it was not refreshed for the stale age by the
+// service's clock, or with force.
+func (s *Storage) Unlock(ctx context.Context, id string, force bool) (string, error) {
+	seg, err := persist.EncodeSegment(id)
+	if err != nil {
+		return "", err
+	}
+	l := &lease{s: s, id: id, base: s.prefix + "/" + seg + "/"}
+	held, err := l.readLock(ctx)
+	if err != nil {
+		return "", err
+	}
+	if held == nil {
+		return "", fmt.Errorf("s3 workspace %q has no writer lock (%s): %w", id, l.lockKey(), fs.ErrNotExist)
+	}
+	holder := "an object that holds no lock record"
+	if held.ok {
+		holder = held.describe()
+		dead := procscope.MarkerGone(held.rec.Process)
+		if !dead && held.age < s.stale && !force {
+			return holder, fmt.Errorf("s3 workspace %q: %s is held by %s, which refreshes it; it was not removed (--force removes it anyway, and the run then fails to save): %w", id, l.lockKey(), holder, persist.ErrLockHeld)
+		}
+	}
+	_, err = s.cli.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(l.key("lock.json")), IfMatch: aws.String(held.etag)})
+	if err != nil && !notFound(err) {
+		if preconditionFailed(err) {
+			return holder, fmt.Errorf("s3 workspace %q: %s changed while it was judged (a run took it or refreshed it); run the command again", id, l.lockKey())
+		}
+		return holder, s.wrap("removing the writer lock", l.key("lock.json"), err)
+	}
+	return holder, nil
+}
+
 // Workspaces implements persist.Lister: the ids of the workspaces below
 // the prefix (common prefixes whose name is the encoding of an id).
 func (s *Storage) Workspaces(ctx context.Context) ([]string, error) {
@@ -288,11 +329,111 @@ func (s *Storage) Workspaces(ctx context.Context) ([]string, error) {
 
 // lockRecord is the content of lock.json.
 type lockRecord struct {
-	Owner       string    `json:"owner"`
-	Evaluation  string    `json:"evaluationId,omitempty"`
-	Process     string    `json:"process,omitempty"`
+	Owner      string `json:"owner"`
+	Evaluation string `json:"evaluationId,omitempty"`
+	// Process is the holder's owner mark (procscope.Marker): its pid and
+	// machine, so that a process of the same machine can tell it is gone.
+	Process string `json:"process,omitempty"`
+	// Host and PID name the holder for people.
+	Host        string    `json:"host,omitempty"`
+	PID         int       `json:"pid,omitempty"`
 	AcquiredAt  time.Time `json:"acquiredAt"`
 	RefreshedAt time.Time `json:"refreshedAt"`
+}
+
+// heldLock is a lock.json read back: its record, its ETag, and how long
+// ago it was last written by the service's clock.
+type heldLock struct {
+	rec  lockRecord
+	etag string
+	age  time.Duration
+	// ok is set when the content is a lock record.
+	ok bool
+}
+
+// describe names the holder for messages.
+func (h *heldLock) describe() string {
+	r := h.rec
+	var b strings.Builder
+	b.WriteString("run ")
+	if r.Evaluation != "" {
+		b.WriteString(r.Evaluation)
+	} else {
+		b.WriteString("(unknown)")
+	}
+	if r.Host != "" {
+		fmt.Fprintf(&b, " on host %s", r.Host)
+	}
+	if r.PID > 0 {
+		fmt.Fprintf(&b, " (pid %d)", r.PID)
+	}
+	if !r.AcquiredAt.IsZero() {
+		fmt.Fprintf(&b, ", held since %s", r.AcquiredAt.UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintf(&b, ", last refreshed %s ago by the service's clock", h.age.Round(time.Second))
+	return b.String()
+}
+
+// lockReadTries is how often a lock.json that reads back empty or
+// unparseable is read again before it is judged: a service under load
+// can answer a read of an object being replaced with nothing.
+const lockReadTries = 4
+
+// readLock reads lock.json, retrying a read that comes back without a
+// record. A missing lock is (nil, nil).
+func (l *lease) readLock(ctx context.Context) (*heldLock, error) {
+	var last *heldLock
+	for try := 0; try < lockReadTries; try++ {
+		if try > 0 {
+			select {
+			case <-time.After(time.Duration(try) * 100 * time.Millisecond):
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
+		get, err := l.s.cli.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key("lock.json"))})
+		if err != nil {
+			if notFound(err) {
+				return nil, nil
+			}
+			return nil, l.s.wrap("reading the writer lock", "lock.json", err)
+		}
+		data, rerr := io.ReadAll(io.LimitReader(get.Body, 1<<16))
+		get.Body.Close()
+		h := &heldLock{etag: aws.ToString(get.ETag), age: l.s.serviceAge(get.ResultMetadata, aws.ToTime(get.LastModified))}
+		if rerr == nil && json.Unmarshal(data, &h.rec) == nil && !h.rec.RefreshedAt.IsZero() {
+			h.ok = true
+			return h, nil
+		}
+		last = h
+	}
+	return last, nil
+}
+
+// serviceAge is how long ago lastModified was by the service's clock:
+// the response's Date header, else this machine's clock (Storage.now,
+// which tests move).
+func (s *Storage) serviceAge(md middleware.Metadata, lastModified time.Time) time.Duration {
+	if lastModified.IsZero() {
+		return 0
+	}
+	now := time.Now()
+	if raw, ok := awsmiddleware.GetRawResponse(md).(*smithyhttp.Response); ok && raw != nil {
+		if d, err := http.ParseTime(raw.Header.Get("Date")); err == nil {
+			now = d
+		}
+	}
+	// Tests move Storage.now; in a run it is time.Now and adds nothing.
+	now = now.Add(s.now().Sub(time.Now()))
+	return now.Sub(lastModified)
+}
+
+// lockKey is the full s3:// URL of the workspace's lock, for messages.
+func (l *lease) lockKey() string { return fmt.Sprintf("s3://%s/%s", l.s.bucket, l.key("lock.json")) }
+
+// unlockHint says how to remove a lock no run holds.
+func (l *lease) unlockHint() string {
+	return fmt.Sprintf("if no run holds it (a run killed on another machine), remove it with `aml workspace unlock %s %s`", l.s.Store(), l.id)
 }
 
 // Acquire implements persist.Storage: the namespace of req.ID, with the
@@ -308,7 +449,7 @@ func (s *Storage) Acquire(ctx context.Context, req persist.StorageAcquireRequest
 	if err := s.checkConditions(ctx); err != nil {
 		return nil, err
 	}
-	l := &lease{s: s, id: req.ID, base: s.prefix + "/" + seg + "/", token: uuid.NewString(), done: make(chan struct{})}
+	l := &lease{s: s, id: req.ID, base: s.prefix + "/" + seg + "/", token: uuid.NewString(), done: make(chan struct{}), evaluation: req.EvaluationID, acquired: s.now().UTC()}
 	if req.Lock {
 		if err := l.lock(ctx, req.EvaluationID); err != nil {
 			return nil, err
@@ -334,6 +475,9 @@ type lease struct {
 	id    string
 	base  string // key prefix of the namespace, ending in "/"
 	token string
+	// evaluation and acquired are recorded in the lock.
+	evaluation string
+	acquired   time.Time
 
 	mu       sync.Mutex
 	locked   bool
@@ -350,7 +494,7 @@ func (l *lease) key(p string) string { return l.base + p }
 // holder that stopped refreshing it.
 func (l *lease) lock(ctx context.Context, evaluation string) error {
 	now := l.s.now().UTC()
-	rec := lockRecord{Owner: l.token, Evaluation: evaluation, Process: procscope.Marker(), AcquiredAt: now, RefreshedAt: now}
+	rec := lockRecord{Owner: l.token, Evaluation: evaluation, Process: procscope.Marker(), Host: procscope.Hostname(), PID: os.Getpid(), AcquiredAt: now, RefreshedAt: now}
 	body, _ := json.Marshal(rec)
 	out, err := l.s.cli.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key("lock.json")),
 		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"), IfNoneMatch: aws.String("*")})
@@ -361,25 +505,25 @@ func (l *lease) lock(ctx context.Context, evaluation string) error {
 	if !preconditionFailed(err) {
 		return l.s.wrap("creating the writer lock", "lock.json", err)
 	}
-	// Held: take it over only when it went stale.
-	get, err := l.s.cli.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key("lock.json"))})
+	// Held: take it over when its holder is provably gone (a process of
+	// this machine that no longer exists) or when it went stale by the
+	// service's clock.
+	held, err := l.readLock(ctx)
 	if err != nil {
-		if notFound(err) { // released meanwhile: try once more
-			return l.lock(ctx, evaluation)
-		}
-		return l.s.wrap("reading the writer lock", "lock.json", err)
+		return err
 	}
-	data, _ := io.ReadAll(io.LimitReader(get.Body, 1<<16))
-	get.Body.Close()
-	var held lockRecord
-	if err := json.Unmarshal(data, &held); err != nil || held.RefreshedAt.IsZero() {
-		return &eval.WorkspaceConflictError{WorkspaceID: l.id, Err: fmt.Errorf("lock.json in s3://%s/%s is not a lock AML wrote; remove it if no writer holds the workspace", l.s.bucket, l.key(""))}
+	if held == nil { // released meanwhile: try once more
+		return l.lock(ctx, evaluation)
 	}
-	if age := now.Sub(held.RefreshedAt); age < l.s.stale {
-		return &eval.WorkspaceConflictError{WorkspaceID: l.id, Err: fmt.Errorf("held since %s, refreshed %s ago (taken over after %s without a refresh)", held.AcquiredAt.Format(time.RFC3339), age.Round(time.Second), l.s.stale)}
+	if !held.ok {
+		return &eval.WorkspaceConflictError{WorkspaceID: l.id, Err: fmt.Errorf("%s is not a lock aml wrote (it holds no lock record); %s", l.lockKey(), l.unlockHint())}
+	}
+	dead := procscope.MarkerGone(held.rec.Process)
+	if !dead && held.age < l.s.stale {
+		return &eval.WorkspaceConflictError{WorkspaceID: l.id, Err: fmt.Errorf("%s is held by %s; a lock is taken over after %s without a refresh, or at once by a process of the holder's machine once the holder is gone; %s", l.lockKey(), held.describe(), l.s.stale, l.unlockHint())}
 	}
 	out, err = l.s.cli.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key("lock.json")),
-		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"), IfMatch: get.ETag})
+		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))), ContentType: aws.String("application/json"), IfMatch: aws.String(held.etag)})
 	if err != nil {
 		if preconditionFailed(err) {
 			return &eval.WorkspaceConflictError{WorkspaceID: l.id, Err: errors.New("another writer took the stale lock over first")}
@@ -420,7 +564,7 @@ func (l *lease) refresh(ctx context.Context) error {
 	etag := l.lockETag
 	l.mu.Unlock()
 	now := l.s.now().UTC()
-	body, _ := json.Marshal(lockRecord{Owner: l.token, Process: procscope.Marker(), AcquiredAt: now, RefreshedAt: now})
+	body, _ := json.Marshal(lockRecord{Owner: l.token, Evaluation: l.evaluation, Process: procscope.Marker(), Host: procscope.Hostname(), PID: os.Getpid(), AcquiredAt: l.acquired, RefreshedAt: now})
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	out, err := l.s.cli.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key("lock.json")),
@@ -449,18 +593,16 @@ func (l *lease) CheckLock(ctx context.Context) error {
 	if lost != nil {
 		return lost
 	}
-	get, err := l.s.cli.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key("lock.json"))})
-	if err != nil {
-		if notFound(err) {
-			return l.loseLock(errors.New("lock.json is gone"))
-		}
-		return l.s.wrap("checking the writer lock", "lock.json", err)
-	}
-	data, _ := io.ReadAll(io.LimitReader(get.Body, 1<<16))
-	get.Body.Close()
-	var rec lockRecord
-	if json.Unmarshal(data, &rec) != nil || rec.Owner != l.token {
-		return l.loseLock(errors.New("another writer holds lock.json"))
+	held, err := l.readLock(ctx)
+	switch {
+	case err != nil:
+		return err
+	case held == nil:
+		return l.loseLock(fmt.Errorf("%s is gone", l.lockKey()))
+	case !held.ok:
+		return fmt.Errorf("s3 workspace %q: %s reads back without a lock record %d times in a row: cannot tell whether this run still holds it", l.id, l.lockKey(), lockReadTries)
+	case held.rec.Owner != l.token:
+		return l.loseLock(fmt.Errorf("%s is now held by %s", l.lockKey(), held.describe()))
 	}
 	return nil
 }

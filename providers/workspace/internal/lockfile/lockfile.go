@@ -538,3 +538,31 @@ type Process = procscope.Process
 
 // Self is this process.
 func Self() Process { return procscope.Self() }
+
+// ErrHeld is wrapped by Break's error when the lock's owner is alive and
+// the lock is fresh.
+var ErrHeld = errors.New("the lock is held by a live owner")
+
+// Break removes the lock at path when it may be taken over (stale after
+// staleAfter, or its owner is a process of this machine that no longer
+// exists), or whatever holds it with force. It returns a description of
+// the holder, and fs.ErrNotExist (wrapped) when there is no lock. The
+// owner of a broken lock learns it from Check and Release
+// (ErrCompromised).
+func Break(path string, staleAfter time.Duration, force bool) (string, error) {
+	if staleAfter <= 0 {
+		staleAfter = DefaultStale
+	}
+	rec, stale, err := inspect(path, staleAfter)
+	if err != nil {
+		return "", err
+	}
+	holder := describe(rec)
+	if !stale && !force {
+		return holder, fmt.Errorf("%s is held by %s, which is alive and refreshes it: %w", path, holder, ErrHeld)
+	}
+	if err := os.RemoveAll(path); err != nil {
+		return holder, fmt.Errorf("lockfile: remove %s: %w", path, err)
+	}
+	return holder, nil
+}
