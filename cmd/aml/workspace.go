@@ -7,17 +7,18 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/aml-go/aml/internal/procscope"
 	"github.com/aml-go/aml/internal/scratch"
-	wsfs "github.com/aml-go/aml/providers/workspace/filesystem"
 	"github.com/aml-go/aml/providers/workspace/persist"
 )
 
 const workspaceUsage = `usage: aml workspace prune [flags] [STORE...]
        aml workspace check STORE [ID...] [--read-data]    (see aml workspace check -h)
        aml workspace recover STORE ID [--yes]              (see aml workspace recover -h)
+       aml workspace unlock STORE ID [--force]             (see aml workspace unlock -h)
        aml workspace verify s3://BUCKET[/PREFIX] [flags]   (see aml workspace verify -h)
 
 Removes what aml processes that were killed (SIGKILL, a crash, a power
@@ -27,10 +28,14 @@ loss) left behind and nothing else:
     the temporary directory ($TMPDIR, and /tmp);
   - workspace materializations with their snapshots (aml-workspace-*) in
     the temporary directory, or in --temporary-directory;
-  - for each STORE, the directory of a filesystem_workspace(): in every
-    workspace no live run holds, the revisions a killed save uploaded but
-    never published, stale pending markers and temporary uploads older
-    than --older-than. A workspace a live run holds is skipped and named.
+  - for each STORE, the directory of a filesystem_workspace() or the
+    s3://BUCKET[/PREFIX] of an s3_workspace() (with --endpoint, --region,
+    --profile and --force-path-style): in every workspace no live run
+    holds, the revisions a killed save uploaded but never published, stale
+    pending markers, temporary uploads older than --older-than, and the
+    incomplete multipart uploads of killed saves. A workspace a live run
+    holds is skipped and named. Nothing is deleted from a workspace whose
+    index is missing or damaged: that is reported (see aml workspace check).
 
 With --kill-orphans it also ends the processes (scripts, agents and their
 descendants) that killed aml processes of this machine started and that
@@ -71,10 +76,12 @@ func cmdWorkspace(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return cmdWorkspaceCheck(args[1:], stdout, stderr)
 	case "recover":
 		return cmdWorkspaceRecover(args[1:], stdin, stdout, stderr)
+	case "unlock":
+		return cmdWorkspaceUnlock(args[1:], stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		return cmdWorkspacePrune([]string{"-h"}, stdout, stdout)
 	}
-	fmt.Fprintf(stderr, "aml workspace: unknown subcommand %q (the subcommands are prune, check, recover and verify)\n\n%s", args[0], workspaceUsage)
+	fmt.Fprintf(stderr, "aml workspace: unknown subcommand %q (the subcommands are prune, check, recover, unlock and verify)\n\n%s", args[0], workspaceUsage)
 	return exitUsage
 }
 
@@ -96,6 +103,8 @@ func cmdWorkspacePrune(args []string, stdout, stderr io.Writer) int {
 	olderThan := fs.Duration("older-than", persist.DefaultTemporaryAge, "remove temporary uploads in a store once they are this old (a temporary upload names no owner; its age tells it from one in progress)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of lines")
 	killOrphans := fs.Bool("kill-orphans", false, "also SIGKILL the processes that killed aml processes started and that still run")
+	var sf storeFlags
+	sf.register(fs)
 	stores, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -129,12 +138,8 @@ func cmdWorkspacePrune(args []string, stdout, stderr io.Writer) int {
 	rep.Removed = append(rep.Removed, sw.Removed...)
 	rep.Bytes += sw.Bytes
 	fail(err)
-	for _, dir := range stores {
-		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-			fail(fmt.Errorf("store %s: not a directory (give the directory= of a filesystem_workspace())", dir))
-			continue
-		}
-		s, err := wsfs.NewStorage(dir)
+	for _, spec := range stores {
+		s, err := sf.openStore(spec)
 		if err != nil {
 			fail(err)
 			continue
@@ -142,7 +147,7 @@ func cmdWorkspacePrune(args []string, stdout, stderr io.Writer) int {
 		p := persist.New(s, persist.Options{TemporaryDirectory: *temp, TemporaryAge: *olderThan})
 		sw, err := p.(persist.Sweeper).Sweep(ctx, "")
 		for _, r := range sw.Removed {
-			rep.Removed = append(rep.Removed, s.Directory()+": "+r)
+			rep.Removed = append(rep.Removed, strings.TrimSuffix(spec, "/")+": "+r)
 		}
 		rep.Bytes += sw.Bytes
 		for _, b := range sw.Busy {

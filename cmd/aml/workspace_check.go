@@ -248,3 +248,54 @@ func printRecovery(w io.Writer, id string, rec *persist.Recovery) {
 		fmt.Fprintf(w, "  left out %s: %s\n", s.ID, s.Reason)
 	}
 }
+
+const workspaceUnlockUsage = `usage: aml workspace unlock STORE ID [--force] [flags]
+
+Removes the writer lock of workspace ID in STORE (a directory or
+s3://BUCKET[/PREFIX]) when its holder is gone (a run of this machine that was
+killed) or stale (not refreshed for 20 minutes); the next run would take such a
+lock over anyway, but a run on another machine cannot tell that a holder is
+gone. A lock whose holder is alive and refreshes it is refused, naming the
+holder, unless --force: then the holder's next save fails (its lock is lost)
+rather than publishing.
+
+Exit status: 0 when a lock was removed, 1 when there is none or it was
+refused, 2 for usage errors.
+
+Flags:
+`
+
+func cmdWorkspaceUnlock(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("workspace unlock", workspaceUnlockUsage, stderr)
+	var sf storeFlags
+	sf.register(fs)
+	force := fs.Bool("force", false, "remove the lock even when its holder is alive")
+	rest, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(rest) != 2 {
+		fmt.Fprintln(stderr, "aml workspace unlock: want a STORE and one workspace ID")
+		fs.Usage()
+		return exitUsage
+	}
+	st, err := sf.openStore(rest[0])
+	if err != nil {
+		fmt.Fprintf(stderr, "aml workspace unlock: %v\n", err)
+		return exitUsage
+	}
+	u, ok := st.(persist.Unlocker)
+	if !ok {
+		fmt.Fprintf(stderr, "aml workspace unlock: the %s store cannot remove locks\n", st.Name())
+		return exitFailure
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	holder, err := u.Unlock(ctx, rest[1], *force)
+	if err != nil {
+		fmt.Fprintf(stderr, "aml workspace unlock: %v\n", err)
+		return exitFailure
+	}
+	fmt.Fprintf(stdout, "removed the writer lock of workspace %s, held by %s\n", rest[1], holder)
+	return exitOK
+}

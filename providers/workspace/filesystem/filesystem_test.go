@@ -222,3 +222,31 @@ func TestIndexLock(t *testing.T) {
 		t.Fatalf("index lock remains: %v", err)
 	}
 }
+
+// TestUnlock: a live holder's lock is removed only with force (and the
+// holder then finds its lock lost); a workspace with no lock is an error.
+func TestUnlock(t *testing.T) {
+	st, err := NewStorage(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	l, err := st.Acquire(ctx, persist.StorageAcquireRequest{ID: "w", Lock: true, EvaluationID: "holder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Unlock(ctx, "w", false); !errors.Is(err, persist.ErrLockHeld) || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("unlocking a live holder's lock: %v", err)
+	}
+	holder, err := st.Unlock(ctx, "w", true)
+	if err != nil || !strings.Contains(holder, "holder") {
+		t.Fatalf("unlocking with force: %q, %v", holder, err)
+	}
+	if err := l.(persist.LockChecker).CheckLock(ctx); err == nil {
+		t.Error("the holder of a removed lock still thinks it holds it")
+	}
+	_ = l.Release(ctx)
+	if _, err := st.Unlock(ctx, "w", false); err == nil || !strings.Contains(err.Error(), "has no writer lock") {
+		t.Fatalf("unlocking a workspace with no lock: %v", err)
+	}
+}

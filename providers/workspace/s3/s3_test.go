@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/procscope"
 	"github.com/aml-go/aml/internal/tests3"
 	"github.com/aml-go/aml/providers/providertest"
 	"github.com/aml-go/aml/providers/workspace/persist"
@@ -596,4 +599,66 @@ func TestDamage(t *testing.T) {
 		}
 		return st
 	})
+}
+
+// TestDeadHolder: a lock whose holder is a process of this machine that
+// is gone is taken over at once; a live holder's conflict names the full
+// key, the holder and the fix; Unlock removes a dead holder's lock, and a
+// live one's only with force.
+func TestDeadHolder(t *testing.T) {
+	cli := fake(t, "work")
+	st, err := aws3.NewStorage(aws3.Options{Client: cli, Bucket: "work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadLock := func() {
+		t.Helper()
+		rec := fmt.Sprintf(`{"owner":"old","evaluationId":"killed-run","process":"aml-%d-%s-00000000-0000-0000-0000-000000000000","host":"here","pid":%d,"acquiredAt":%q,"refreshedAt":%q}`,
+			gone.Process.Pid, procscope.MachineTag(), gone.Process.Pid, time.Now().UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339))
+		if _, err := cli.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("work"), Key: aws.String("aml/workspaces/w/lock.json"), Body: strings.NewReader(rec)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if procscope.MachineTag() == "0" {
+		t.Skip("this machine has no machine id (/etc/machine-id): a holder's liveness cannot be told")
+	}
+	deadLock()
+	l, err := st.Acquire(ctx, persist.StorageAcquireRequest{ID: "w", Lock: true, EvaluationID: "next-run"})
+	if err != nil {
+		t.Fatalf("a lock whose holder is gone was not taken over at once: %v", err)
+	}
+	// A live holder: the conflict says who and what to do.
+	_, err = st.Acquire(ctx, persist.StorageAcquireRequest{ID: "w", Lock: true, EvaluationID: "third"})
+	var conflict *eval.WorkspaceConflictError
+	if !errors.As(err, &conflict) {
+		t.Fatalf("a live holder: %v, want a conflict", err)
+	}
+	for _, want := range []string{"s3://work/aml/workspaces/w/lock.json", "held by run next-run on host", fmt.Sprintf("(pid %d)", os.Getpid()), "held since", "last refreshed", "ago by the service's clock", "aml workspace unlock s3://work/aml/workspaces w"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the conflict does not say %q: %v", want, err)
+		}
+	}
+	if _, err := st.Unlock(ctx, "w", false); !errors.Is(err, persist.ErrLockHeld) {
+		t.Fatalf("unlocking a live holder's lock without force: %v", err)
+	}
+	holder, err := st.Unlock(ctx, "w", true)
+	if err != nil || !strings.Contains(holder, "next-run") {
+		t.Fatalf("unlocking with force: %q, %v", holder, err)
+	}
+	if err := l.(persist.LockChecker).CheckLock(ctx); !errors.Is(err, aws3.ErrLockLost) {
+		t.Errorf("the holder of a removed lock: %v, want ErrLockLost", err)
+	}
+	_ = l.Release(ctx)
+	deadLock()
+	if holder, err := st.Unlock(ctx, "w", false); err != nil || !strings.Contains(holder, "killed-run") {
+		t.Fatalf("unlocking a dead holder's lock: %q, %v", holder, err)
+	}
+	if _, err := st.Unlock(ctx, "w", false); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("unlocking a workspace with no lock: %v", err)
+	}
 }
