@@ -292,16 +292,6 @@ func sweepStore(ctx context.Context, p *provider, sl StorageLease, id string, te
 	if err != nil {
 		return sw, err
 	}
-	if index == nil {
-		published, err := unannounced(ctx, sl)
-		if err != nil {
-			return sw, err
-		}
-		if len(published) > 0 {
-			return sw, &IndexError{WorkspaceID: id, Location: location(p.storage, id, IndexPath), Store: storeName(p.storage), Missing: true, Revisions: published}
-		}
-		return sweepTemp(ctx, sl, tempAge, sw)
-	}
 	// Revisions are listed before the markers: a save writes its marker
 	// before its first revision object, so every revision listed here of a
 	// save in progress has its marker in the second listing.
@@ -315,7 +305,7 @@ func sweepStore(ctx context.Context, p *provider, sl StorageLease, id string, te
 	}
 	referenced := func(revID string) bool { return index != nil && index.Find(revID) != nil }
 	live := map[string]bool{}
-	var del []string
+	var staleMarkers []string
 	for _, m := range markers {
 		revID := strings.TrimSuffix(strings.TrimPrefix(m, "pending/"), ".json")
 		var p pending
@@ -326,13 +316,36 @@ func sweepStore(ctx context.Context, p *provider, sl StorageLease, id string, te
 		}
 		switch {
 		case referenced(revID):
-			del = append(del, m) // published; the marker's deletion was lost
+			staleMarkers = append(staleMarkers, m) // published; the marker's deletion was lost
 		case p.Owner.Gone() || (p.Owner != lockfile.Self() && p.Owner.Machine != lockfile.Self().Machine && time.Since(p.CreatedAt) > foreignPendingAge):
-			del = append(del, m)
+			staleMarkers = append(staleMarkers, m)
 		default:
 			live[revID] = true
 		}
 	}
+	// Incomplete uploads are never published content: those of saves
+	// that are not live go, whatever the index says.
+	if us, ok := sl.(UploadSweeper); ok {
+		u, err := us.SweepUploads(ctx, func(revID string) bool { return live[revID] })
+		sw.add(u)
+		if err != nil {
+			return sw, err
+		}
+	}
+	if index == nil {
+		// Nothing is deleted on a guess: without a valid index no
+		// revision is proven unreferenced, and a marker is what tells an
+		// unpublished revision from a published one.
+		published, err := unannounced(ctx, sl)
+		if err != nil {
+			return sw, err
+		}
+		if len(published) > 0 {
+			return sw, &IndexError{WorkspaceID: id, Location: location(p.storage, id, IndexPath), Store: storeName(p.storage), Missing: true, Revisions: published}
+		}
+		return sweepTemp(ctx, sl, tempAge, sw)
+	}
+	del := staleMarkers
 	for _, o := range revObjects {
 		revID := revisionOf(o)
 		if !referenced(revID) && !live[revID] {
@@ -346,6 +359,15 @@ func sweepStore(ctx context.Context, p *provider, sl StorageLease, id string, te
 		sw.Removed = append(sw.Removed, del...)
 	}
 	return sweepTemp(ctx, sl, tempAge, sw)
+}
+
+// UploadSweeper is implemented by storage leases whose writes can leave
+// incomplete uploads that List does not show (S3 multipart uploads a
+// killed save started): SweepUploads aborts those of the workspace's
+// revisions that live does not claim (a save in progress), and reports
+// them. The sweep runs under the writer lock.
+type UploadSweeper interface {
+	SweepUploads(ctx context.Context, live func(revisionID string) bool) (Sweep, error)
 }
 
 // sweepTemp adds to sw the adapter's temporary uploads older than age,

@@ -887,6 +887,49 @@ func (l *lease) Copy(ctx context.Context, src, dst string) error {
 	return nil
 }
 
+var _ persist.UploadSweeper = (*lease)(nil)
+
+// SweepUploads implements persist.UploadSweeper: it aborts the
+// incomplete multipart uploads under the workspace's revisions whose
+// revision live does not claim, which a killed save left (they are
+// invisible to listings, and kept, and billed, until aborted).
+func (l *lease) SweepUploads(ctx context.Context, live func(revisionID string) bool) (persist.Sweep, error) {
+	var sw persist.Sweep
+	if err := l.usable(ctx, true); err != nil {
+		return sw, err
+	}
+	prefix := l.key("revisions/")
+	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(l.s.bucket), Prefix: aws.String(prefix)}
+	for {
+		out, err := l.s.cli.ListMultipartUploads(ctx, in)
+		if err != nil {
+			if noSuchUpload(err) {
+				return sw, nil // some services say so when there is none
+			}
+			return sw, l.s.wrap("listing the incomplete uploads under", prefix, err)
+		}
+		for _, u := range out.Uploads {
+			rel := strings.TrimPrefix(aws.ToString(u.Key), l.base)
+			revID := strings.TrimSuffix(strings.TrimPrefix(rel, "revisions/"), ".tar.gz")
+			if i := strings.IndexByte(revID, '/'); i >= 0 {
+				revID = revID[:i]
+			}
+			if live(revID) {
+				continue
+			}
+			_, err := l.s.cli.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(l.s.bucket), Key: u.Key, UploadId: u.UploadId})
+			if err != nil && !notFound(err) {
+				return sw, l.s.wrap("aborting the incomplete upload "+aws.ToString(u.UploadId)+" of", aws.ToString(u.Key), err)
+			}
+			sw.Removed = append(sw.Removed, "incomplete upload of "+rel)
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			return sw, nil
+		}
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
+	}
+}
+
 // Delete implements persist.StorageLease.
 func (l *lease) Delete(ctx context.Context, paths []string) error {
 	if err := l.usable(ctx, true); err != nil {
@@ -969,6 +1012,13 @@ func notFound(err error) bool {
 	}
 	var nsk *types.NoSuchKey
 	return errors.As(err, &nsk) || status(err) == http.StatusNotFound
+}
+
+// noSuchUpload reports S3's NoSuchUpload error.
+func noSuchUpload(err error) bool {
+	var nsu *types.NoSuchUpload
+	var api smithy.APIError
+	return errors.As(err, &nsu) || errors.As(err, &api) && api.ErrorCode() == "NoSuchUpload"
 }
 
 func noBucket(err error) bool {
