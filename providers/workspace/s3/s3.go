@@ -107,6 +107,11 @@ type Options struct {
 	MaxEntries         int
 	MaxExtractedBytes  int64
 	TemporaryDirectory string
+	// RequestTimeout bounds how long a request may go without progress
+	// (no response, no byte sent or received); 0 is
+	// DefaultRequestTimeout (60 s). It applies to clients made from the
+	// options, not to Client.
+	RequestTimeout time.Duration
 	// AcceptLostUpdates skips the check, on first use of a service and
 	// bucket, that the service honours the conditional writes the
 	// protocol relies on (see checkConditions). On a service that
@@ -223,6 +228,12 @@ func NewClient(opts Options) (*s3.Client, error) {
 			// checksums the SDK sends by default.
 			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+			timeout := opts.RequestTimeout
+			if timeout <= 0 {
+				timeout = DefaultRequestTimeout
+			}
+			o.HTTPClient = httpClient(timeout)
+			o.Retryer = retryer()
 		})
 	}
 	return cli, nil
@@ -647,7 +658,7 @@ func (l *lease) Read(ctx context.Context, p string) (io.ReadCloser, persist.Vers
 		out.Body.Close()
 		return nil, "", fmt.Errorf("s3 workspace: s3://%s/%s came without an ETag, which the publication protocol needs: the service is not compatible enough", l.s.bucket, l.key(p))
 	}
-	return out.Body, persist.Version(etag), nil
+	return &resumingBody{ctx: ctx, l: l, key: l.key(p), etag: etag, body: out.Body}, persist.Version(etag), nil
 }
 
 // Write implements persist.StorageLease with S3's conditional PUT.
@@ -979,18 +990,14 @@ func (l *lease) Release(ctx context.Context) error {
 // CheckLockReleased reports a lock lost before release (the lease is
 // released, so CheckLock would refuse).
 func (l *lease) CheckLockReleased(ctx context.Context) error {
-	get, err := l.s.cli.GetObject(context.WithoutCancel(ctx), &s3.GetObjectInput{Bucket: aws.String(l.s.bucket), Key: aws.String(l.key("lock.json"))})
-	if err != nil {
-		if notFound(err) {
-			return fmt.Errorf("workspace %q: lock.json was gone at release: %w", l.id, ErrLockLost)
-		}
-		return nil
-	}
-	data, _ := io.ReadAll(io.LimitReader(get.Body, 1<<16))
-	get.Body.Close()
-	var rec lockRecord
-	if json.Unmarshal(data, &rec) != nil || rec.Owner != l.token {
-		return fmt.Errorf("workspace %q: another writer held lock.json at release: %w", l.id, ErrLockLost)
+	held, err := l.readLock(context.WithoutCancel(ctx))
+	switch {
+	case err != nil:
+		return nil // cannot tell: the conditional delete decides
+	case held == nil:
+		return fmt.Errorf("workspace %q: %s was gone at release: %w", l.id, l.lockKey(), ErrLockLost)
+	case held.ok && held.rec.Owner != l.token:
+		return fmt.Errorf("workspace %q: %s was held by %s at release: %w", l.id, l.lockKey(), held.describe(), ErrLockLost)
 	}
 	return nil
 }
