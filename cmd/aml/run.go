@@ -412,7 +412,7 @@ func (r *runner) run(runID string, evaluate func(ctx context.Context) (string, e
 			code = exitSIGTERM
 		}
 		r.logger.Warnf("received %s: cancelling run %s (up to %s for cleanup; send it again to exit now)", name, runID, cleanupDeadline)
-		interrupted := fmt.Errorf("aml run interrupted by %s", name)
+		interrupted := &interruptError{signal: name}
 		cancel(interrupted)
 		select {
 		case res := <-done:
@@ -513,6 +513,7 @@ func writeEnvelope(w io.Writer, runID string, dur time.Duration, text string, er
 	}
 	if err != nil {
 		env["error"] = err.Error()
+		env["code"] = errorCode(err)
 		env["result"] = nil
 	}
 	for _, x := range extra {
@@ -581,3 +582,12 @@ func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+// interruptError is the cause of a run cancelled by a signal; it is a
+// cancellation (errors.Is context.Canceled).
+type interruptError struct{ signal string }
+
+func (e *interruptError) Error() string { return "aml run interrupted by " + e.signal }
+
+// Is makes errors.Is(err, context.Canceled) hold.
+func (e *interruptError) Is(target error) bool { return target == context.Canceled }
