@@ -24,7 +24,7 @@ Each save publishes a new revision (a tar.gz archive, or a folder that reuses un
 		{Name: "directory", Type: "str", Doc: "Durable root of the store (created when needed)."},
 		{Name: "format", Type: "str", Default: `"archive"`, Enum: []string{"archive", "folder"}, Doc: `"archive" or "folder" for new revisions.`},
 		{Name: "max_archive_bytes", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on a compressed archive (default 256 MiB)."},
-		{Name: "max_entries", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on the entries of a revision (default 100000)."},
+		{Name: "max_entries", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on the entries of a revision (default 1000000)."},
 		{Name: "max_extracted_bytes", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on uncompressed bytes (default 1 GiB)."},
 		{Name: "temporary_directory", Type: "str | None", Default: "None", Doc: "Parent of materializations (default the system temp directory)."},
 	},

@@ -37,7 +37,7 @@ On first use of a service and bucket in a process, it checks with three small re
 		{Name: "force_path_style", Type: "bool", Default: "False", Doc: "Path-style addressing, which most S3-compatible services need."},
 		{Name: "profile", Type: "str | None", Default: "None", Doc: "Shared-configuration profile of the credentials."},
 		{Name: "max_archive_bytes", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on a compressed archive (default 256 MiB)."},
-		{Name: "max_entries", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on the entries of a revision (default 100000)."},
+		{Name: "max_entries", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on the entries of a revision (default 1000000)."},
 		{Name: "max_extracted_bytes", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on uncompressed bytes (default 1 GiB)."},
 		{Name: "temporary_directory", Type: "str | None", Default: "None", Doc: "Parent of materializations (default the system temporary directory)."},
 		{Name: "request_timeout_ms", Type: "int | None", Default: "None", Positive: true, Doc: "How long a request may go without progress (no answer, no byte moving) before it fails and is retried (default 60000). A transfer that keeps moving is never cut."},

@@ -99,7 +99,7 @@ type Options struct {
 	// MaxArchiveBytes bounds a compressed archive; default 256 MiB.
 	MaxArchiveBytes int64
 	// MaxEntries bounds the entries of a revision, counting an archive's
-	// root entry; default 100000.
+	// root entry; default 1000000.
 	MaxEntries int
 	// MaxExtractedBytes bounds the file bytes of a revision; default
 	// 1 GiB.

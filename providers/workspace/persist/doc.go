@@ -11,8 +11,9 @@
 //
 //	workspace.json                 the index: {version:2, current, revisions:[{id, format, path, createdAt, sha256, size}]}
 //	revisions/<id>.tar.gz          an archive revision
-//	revisions/<id>/manifest.json   a folder revision's manifest: {version:1, entries:[{path, type, size, mode, mtime?, sha256?}]}
+//	revisions/<id>/manifest.json   a folder revision's manifest: {version:1, entries:[{path | pathBytes, type, size, mode, mtime?, sha256?}]}
 //	revisions/<id>/files/<path>    a folder revision's file contents
+//	revisions/<id>/raw/<sha256>    the contents of a file whose path cannot be a key (see below)
 //	pending/<id>.json              a save in progress: {revision, owner:{pid, host, machine}, createdAt}
 //
 // The index lists retained revisions newest first, at most the save's
@@ -68,8 +69,15 @@
 // or for the folder format its hash, no longer matches the snapshot.
 //
 // Paths of snapshots, archives and manifests must be non-empty, relative,
-// valid UTF-8, without NUL or backslash, without a drive letter, and without
-// empty, "." or ".." segments.
+// without NUL, and without empty, "." or ".." segments; on Windows they
+// also have no backslash and no drive letter. Every other name the
+// platform allows is saved and restored: "a:b.txt", `a\b` and bytes that
+// are not UTF-8 on Linux. A manifest keeps a path that is not valid UTF-8
+// in pathBytes (standard base64), and a folder revision stores a file
+// whose path is not valid UTF-8, holds a control character, or would make
+// a key longer than 768 bytes under raw/<the hex SHA-256 of the path>
+// instead of files/<path>. Manifests hold at least a million entries
+// (MaxManifestBytes is 1 GiB; MaxEntries bounds the entries).
 //
 // # Publication
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -32,18 +34,45 @@ type manifest struct {
 // required; mtime (Unix milliseconds) and sha256 (hex) are written by this
 // package and optional when reading.
 type manifestEntry struct {
-	Path   *string `json:"path"`
-	Type   *string `json:"type"`
-	Size   *int64  `json:"size"`
-	Mode   *int64  `json:"mode"`
-	MTime  int64   `json:"mtime,omitempty"`
-	SHA256 string  `json:"sha256,omitempty"`
+	// Path is the entry's path; one that is not valid UTF-8 (which JSON
+	// cannot hold) is in PathBytes instead, base64-encoded.
+	Path      *string `json:"path,omitempty"`
+	PathBytes string  `json:"pathBytes,omitempty"`
+	Type      *string `json:"type"`
+	Size      *int64  `json:"size"`
+	Mode      *int64  `json:"mode"`
+	MTime     int64   `json:"mtime,omitempty"`
+	SHA256    string  `json:"sha256,omitempty"`
 }
 
-// manifestPath and filesPrefix locate a folder revision's objects.
+// manifestPath and objectPath locate a folder revision's objects: a file
+// is stored under files/<its path>, or, when its path cannot be an object
+// key everywhere (not valid UTF-8, a control character, which S3 listings
+// cannot carry in XML, or a key longer than maxPlainKey bytes), under
+// raw/<the SHA-256 of its path in hex>. The manifest names the path.
 func manifestPath(rev *Revision) string { return rev.Path + "manifest.json" }
 func objectPath(rev *Revision, p string) string {
+	if !plainKey(rev.Path, p) {
+		sum := sha256.Sum256([]byte(p))
+		return rev.Path + "raw/" + hex.EncodeToString(sum[:])
+	}
 	return rev.Path + "files/" + p
+}
+
+// maxPlainKey bounds the object keys (below the store's prefix) that name
+// a file by its path; S3 allows 1,024 bytes with the prefix.
+const maxPlainKey = 768
+
+func plainKey(revPath, p string) bool {
+	if len(revPath)+len("files/")+len(p) > maxPlainKey || !utf8.ValidString(p) {
+		return false
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // encodeManifest renders es as manifest JSON.
@@ -53,6 +82,9 @@ func encodeManifest(es []entry) ([]byte, error) {
 		e := &es[i]
 		size, mode := e.Size, int64(e.Mode.Perm())
 		m.Entries[i] = manifestEntry{Path: &e.Path, Type: &e.Type, Size: &size, Mode: &mode, SHA256: e.SHA256}
+		if !utf8.ValidString(e.Path) {
+			m.Entries[i].Path, m.Entries[i].PathBytes = nil, base64.StdEncoding.EncodeToString([]byte(e.Path))
+		}
 		if !e.ModTime.IsZero() {
 			m.Entries[i].MTime = e.ModTime.UnixMilli()
 		}
@@ -86,6 +118,17 @@ func parseManifest(data []byte, lim limits) ([]entry, error) {
 	kinds := make(map[string]string, len(m.Entries))
 	var total int64
 	for i, me := range m.Entries {
+		if me.PathBytes != "" {
+			if me.Path != nil {
+				return nil, fmt.Errorf("manifest entry %d has both a path and pathBytes", i)
+			}
+			raw, err := base64.StdEncoding.DecodeString(me.PathBytes)
+			if err != nil || utf8.Valid(raw) {
+				return nil, fmt.Errorf("manifest entry %d: pathBytes is not the base64 of a path that is not valid UTF-8", i)
+			}
+			p := string(raw)
+			me.Path = &p
+		}
 		if me.Path == nil || me.Type == nil || me.Size == nil || me.Mode == nil {
 			return nil, fmt.Errorf("manifest entry %d lacks a path, type, size or mode", i)
 		}

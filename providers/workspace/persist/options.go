@@ -19,7 +19,7 @@ const (
 // Default limits.
 const (
 	DefaultMaxArchiveBytes   int64 = 256 << 20
-	DefaultMaxEntries              = 100000
+	DefaultMaxEntries              = 1000000
 	DefaultMaxExtractedBytes int64 = 1 << 30
 )
 
@@ -27,8 +27,9 @@ const (
 const (
 	// MaxIndexBytes bounds workspace.json.
 	MaxIndexBytes = 4 << 20
-	// MaxManifestBytes bounds a folder revision's manifest.json.
-	MaxManifestBytes = 4 << 20
+	// MaxManifestBytes bounds a folder revision's manifest.json: enough
+	// for millions of entries (MaxEntries bounds them).
+	MaxManifestBytes = 1 << 30
 )
 
 // Options configure New. Zero fields take their defaults. New copies them;

@@ -12,10 +12,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
@@ -76,11 +76,13 @@ func (s selection) selects(rel string) bool {
 	return s.include == nil || matchAny(s.include, rel)
 }
 
-// validateEntryPath rejects empty, absolute, drive-letter, NUL, backslash,
-// non-UTF-8, and empty, "." or ".." segment paths.
+// validateEntryPath rejects empty, absolute, NUL, and empty, "." or ".."
+// segment paths, and, on Windows, where they name something else than a
+// file, drive letters and backslashes. Names the platform allows (a:b.txt
+// and a\b on Linux, bytes that are not UTF-8) are kept.
 func validateEntryPath(p string) error {
-	bad := p == "" || strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\\\x00") || !utf8.ValidString(p) ||
-		(len(p) >= 2 && p[1] == ':' && ('a' <= p[0]|0x20 && p[0]|0x20 <= 'z'))
+	bad := p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\x00") ||
+		runtime.GOOS == "windows" && (strings.Contains(p, "\\") || len(p) >= 2 && p[1] == ':' && ('a' <= p[0]|0x20 && p[0]|0x20 <= 'z'))
 	if !bad {
 		for _, seg := range strings.Split(p, "/") {
 			if seg == "" || seg == "." || seg == ".." {

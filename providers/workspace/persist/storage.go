@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -217,10 +218,10 @@ type WriteOptions struct {
 }
 
 // ValidateStoragePath reports whether p is a valid object path: non-empty,
-// relative, slash-separated, without NUL or backslash, and without empty,
-// "." or ".." segments.
+// relative, slash-separated, valid UTF-8, without NUL (or, on Windows,
+// backslash), and without empty, "." or ".." segments.
 func ValidateStoragePath(p string) error {
-	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsAny(p, "\\\x00") || !utf8.ValidString(p) {
+	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\x00") || runtime.GOOS == "windows" && strings.Contains(p, "\\") || !utf8.ValidString(p) {
 		return fmt.Errorf("invalid storage path %q", p)
 	}
 	for _, seg := range strings.Split(p, "/") {

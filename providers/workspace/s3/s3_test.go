@@ -589,6 +589,18 @@ func TestConditionsCheckedOnce(t *testing.T) {
 	t.Logf("three acquisitions, the first with the check: %s", time.Since(started))
 }
 
+// TestNames: names legal on Linux though not portable, in both formats,
+// through gofakes3.
+func TestNames(t *testing.T) {
+	persisttest.RunNames(t, func(tb testing.TB) persist.Storage {
+		st, err := aws3.NewStorage(aws3.Options{Client: fake(tb, "work"), Bucket: "work", Prefix: "names"})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return st
+	})
+}
+
 // TestDamage: the store-damage suite (a lost or damaged index, swapped
 // and truncated revisions; check and recover) against gofakes3.
 func TestDamage(t *testing.T) {
