@@ -1,0 +1,228 @@
+package temporal
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"go.starlark.net/syntax"
+
+	"github.com/aml-go/aml/starlib"
+)
+
+// MaxBundleBytes bounds the sources a bundle holds in all: a workflow and
+// its modules are text, and a bundle travels in a run's input.
+const MaxBundleBytes = 16 << 20
+
+// Bundle is a workflow file and every module it loads, directly or
+// through other modules, each named by the path that loading it from the
+// bundle asks for and pinned by the SHA-256 of its content. It is what a
+// run carries so that workers need no copy of the files: Pack builds it
+// on the submitter, FS serves it to starlib.LoadFile on a worker. A
+// Bundle is a value: it is not modified after Pack, and safe for
+// concurrent reads.
+type Bundle struct {
+	// Entry is the entry file's name in the bundle: its base name.
+	Entry string `json:"entry"`
+	// Files are the entry and its modules, sorted by path.
+	Files []File `json:"files"`
+}
+
+// File is one source of a Bundle.
+type File struct {
+	// Path is slash-separated and relative to the entry's directory (it
+	// may start with ../ for a module beside or above it).
+	Path string `json:"path"`
+	// SHA256 is the hex SHA-256 of Data.
+	SHA256 string `json:"sha256"`
+	Data   []byte `json:"data"`
+}
+
+// PackError is a load() that Pack could not follow: the file and position
+// of the statement, the module it names, and why.
+type PackError struct {
+	File      string
+	Line, Col int32
+	Module    string
+	Err       error
+}
+
+func (e *PackError) Error() string {
+	if e.Module == "" {
+		return fmt.Sprintf("%s: %v", e.File, e.Err)
+	}
+	return fmt.Sprintf("%s:%d:%d: load(%q) cannot be packed: %v", e.File, e.Line, e.Col, e.Module, e.Err)
+}
+
+func (e *PackError) Unwrap() error { return e.Err }
+
+// Pack reads the workflow file entry and, following its load() statements
+// (which Starlark requires to be string literals), every module it loads,
+// and returns them as a Bundle. Standard modules (@std/…) are part of
+// every worker and are not packed. Nothing is executed.
+func Pack(entry string) (*Bundle, error) {
+	p := &packer{dir: filepath.Dir(entry), seen: map[string]bool{}}
+	b := &Bundle{Entry: filepath.Base(entry)}
+	if err := p.add(entry, b.Entry, "", 0, 0, ""); err != nil {
+		return nil, err
+	}
+	b.Files = p.files
+	slices.SortFunc(b.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	return b, nil
+}
+
+type packer struct {
+	dir   string
+	seen  map[string]bool
+	files []File
+	total int
+}
+
+// add packs the file at disk path file under key, then the modules it
+// loads; from, line, col and module locate the load() that named it.
+func (p *packer) add(file, key, from string, line, col int32, module string) error {
+	if p.seen[key] {
+		return nil
+	}
+	p.seen[key] = true
+	fail := func(err error) error {
+		if from == "" {
+			return &PackError{File: file, Err: err}
+		}
+		return &PackError{File: from, Line: line, Col: col, Module: module, Err: err}
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fail(err)
+	}
+	if p.total += len(data); p.total > MaxBundleBytes {
+		return fail(fmt.Errorf("the workflow and its modules exceed %d MiB", MaxBundleBytes>>20))
+	}
+	sum := sha256.Sum256(data)
+	p.files = append(p.files, File{Path: key, SHA256: hex.EncodeToString(sum[:]), Data: data})
+	f, err := starlib.FileOptions.Parse(file, data, 0)
+	if err != nil {
+		// The load itself reports the syntax error, with its position.
+		return nil
+	}
+	for _, stmt := range f.Stmts {
+		ld, ok := stmt.(*syntax.LoadStmt)
+		if !ok {
+			continue
+		}
+		name, _ := ld.Module.Value.(string)
+		if strings.HasPrefix(name, "@") {
+			continue
+		}
+		pos := ld.Module.TokenPos
+		if err := p.add(starlib.ModuleFile(file, name), path.Join(path.Dir(key), name), file, pos.Line, pos.Col, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Digest is the bundle's content address: the SHA-256 of its entry and of
+// each file's path and digest, in order. Two bundles with the same digest
+// load the same program.
+func (b *Bundle) Digest() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "entry %q\n", b.Entry)
+	for _, f := range b.Files {
+		fmt.Fprintf(h, "%s %q\n", f.SHA256, f.Path)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Verify checks that the bundle is well formed: its entry is one of its
+// files, paths are unique and sorted, and every file's content matches
+// its digest. A bundle that arrives from elsewhere is verified before it
+// is loaded.
+func (b *Bundle) Verify() error {
+	if b == nil {
+		return errors.New("no workflow bundle")
+	}
+	total, hasEntry := 0, false
+	for i, f := range b.Files {
+		if i > 0 && b.Files[i-1].Path >= f.Path {
+			return fmt.Errorf("workflow bundle: files are not sorted by path, or %q is listed twice", f.Path)
+		}
+		sum := sha256.Sum256(f.Data)
+		if hex.EncodeToString(sum[:]) != f.SHA256 {
+			return fmt.Errorf("workflow bundle: %s does not match its digest %s", f.Path, f.SHA256)
+		}
+		total += len(f.Data)
+		hasEntry = hasEntry || f.Path == b.Entry
+	}
+	if !hasEntry {
+		return fmt.Errorf("workflow bundle: its entry %q is not among its files", b.Entry)
+	}
+	if total > MaxBundleBytes {
+		return fmt.Errorf("workflow bundle: %d bytes of sources exceed %d MiB", total, MaxBundleBytes>>20)
+	}
+	return nil
+}
+
+// FS returns the bundle's files as a file system for
+// starlib.LoadOptions.FS: starlib.LoadFile(b.Entry, LoadOptions{FS:
+// b.FS()}) loads the program that Pack read. It serves the names loading
+// asks for (which may start with ../), and nothing else.
+func (b *Bundle) FS() fs.FS { return bundleFS{b} }
+
+type bundleFS struct{ b *Bundle }
+
+func (f bundleFS) lookup(name string) (*File, bool) {
+	i, ok := slices.BinarySearchFunc(f.b.Files, name, func(e File, name string) int { return strings.Compare(e.Path, name) })
+	if !ok {
+		return nil, false
+	}
+	return &f.b.Files[i], true
+}
+
+// ReadFile implements fs.ReadFileFS; the caller may modify the result.
+func (f bundleFS) ReadFile(name string) ([]byte, error) {
+	file, ok := f.lookup(name)
+	if !ok {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: the workflow bundle holds no such module", fs.ErrNotExist)}
+	}
+	return bytes.Clone(file.Data), nil
+}
+
+// Open implements fs.FS.
+func (f bundleFS) Open(name string) (fs.File, error) {
+	file, ok := f.lookup(name)
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: the workflow bundle holds no such module", fs.ErrNotExist)}
+	}
+	return &openFile{f: file, r: bytes.NewReader(file.Data)}, nil
+}
+
+type openFile struct {
+	f *File
+	r *bytes.Reader
+}
+
+func (o *openFile) Stat() (fs.FileInfo, error) { return fileInfo{o.f}, nil }
+func (o *openFile) Read(p []byte) (int, error) { return o.r.Read(p) }
+func (o *openFile) Close() error               { return nil }
+
+var _ io.Reader = (*openFile)(nil)
+
+type fileInfo struct{ f *File }
+
+func (i fileInfo) Name() string       { return path.Base(i.f.Path) }
+func (i fileInfo) Size() int64        { return int64(len(i.f.Data)) }
+func (i fileInfo) Mode() fs.FileMode  { return 0o444 }
+func (i fileInfo) ModTime() time.Time { return time.Time{} }
+func (i fileInfo) IsDir() bool        { return false }
+func (i fileInfo) Sys() any           { return nil }

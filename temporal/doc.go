@@ -1,0 +1,148 @@
+// Package temporal runs AML workflows on Temporal: one run is one Temporal
+// workflow execution, and its effects (agent sessions, scripts, sandbox and
+// workspace acquisitions) are activities that any worker of the task queue
+// may run. A run thereby outlives the machine that started it, and one
+// run's agents spread over a fleet.
+//
+// This package is being built; the section Status at the end says which
+// parts exist. The rest of this comment is the design that they follow.
+//
+// # Shape: the evaluator is workflow code
+//
+// A workflow file is deterministic by construction: Starlark has no clock,
+// no randomness and no I/O except through AML's builtins, and the builtins
+// that reach outside the process are the evaluator's effects. So the whole
+// program runs inside the Temporal workflow function: loading the bundle
+// (the workflow file and every module it loads), component bodies,
+// parallel(), evaluate(), placement checks and the frame stack. The
+// evaluator reaches outside the workflow only through two interfaces:
+//
+//   - Its executor (eval.Executor): fan-out of parallel branches, the agent
+//     slots of max_concurrent_agents, the turns of write_concurrency =
+//     "serial", timers, deadlines and the clock. In process it is what it
+//     has always been (claimed branches on helper goroutines, a FIFO
+//     semaphore, the wall clock); here it is workflow.Go,
+//     workflow.NewSemaphore, workflow.Now and workflow timers, so that a
+//     replay on another worker takes exactly the same path.
+//   - The provider contracts (eval.AgentProvider, eval.SandboxProvider,
+//     eval.WorkspaceProvider and the host runtime of script()). In the
+//     workflow they are stubs that schedule activities; a worker's
+//     activities run the real providers, the ones `aml run` links.
+//
+// Starlark threads run on workflow coroutines, which Temporal runs one at a
+// time and replays from history, so a worker that dies while driving a run
+// costs a replay on another worker and nothing else.
+//
+// The other known shape, the evaluator as one long activity that asks its
+// workflow to run each effect, keeps the evaluator as it is, but every
+// effect would then take a signal to the workflow and a delivery back to
+// the driver, a tool call two more hops, and the death of the driving
+// worker a heartbeat timeout plus a dry replay of the program before
+// anything moves again. It was not chosen.
+//
+// # Activities
+//
+// Each effect is one activity whose id is the effect's identity in eval
+// (for example c#0/p#0/2/agent#1), the identity the local journal uses, so
+// a workflow behaves the same with --journal and with --temporal, and
+// history says which authored effect each activity is.
+//
+//	aml.agent              one whole agent() session: the prompt, every turn,
+//	                       tool calls and the structured result. The
+//	                       conversation stays in the agent, not in
+//	                       history. It heartbeats every HeartbeatInterval
+//	                       (5 s) with its progress, so a dead worker is
+//	                       noticed within HeartbeatTimeout (20 s) and the
+//	                       session runs again on another worker.
+//	aml.script             one script() command.
+//	aml.sandbox.acquire    a sandbox() lease, in a Temporal session
+//	aml.sandbox.release    (workflow.CreateSession) whose worker holds it:
+//	                       every effect inside the scope runs in that
+//	                       session. A failed session (its worker died)
+//	                       makes the scope be acquired again and its files
+//	                       restored from the last checkpoint, as a local
+//	                       resume does.
+//	aml.workspace.*        acquire, save and release of a workspace(), in a
+//	                       session too. The workspace's store must be
+//	                       shared by the workers (a filesystem store on one
+//	                       machine, S3 for a fleet): checkpoints live there,
+//	                       never only on one worker's disk.
+//	aml.read               env(): the worker reads the variable; history
+//	                       holds only its keyed digest (see Secrets).
+//
+// A finished activity is in history, so it is never executed again: the
+// replay returns its recorded result. An activity in flight on a dead
+// worker is retried once its heartbeat times out; one in flight on a live
+// worker is not duplicated, since only the workflow schedules activities
+// and it schedules each identity once.
+//
+// # Tool calls
+//
+// A Starlark tool body (define_tool(execute = …), respond = …) has no
+// effects, so the worker that runs the agent session calls it itself: the
+// activity carries the bundle, the worker loads the module that defines the
+// function and calls it by name. A function that cannot be found that way
+// (a closure defined inside a component body, a Go function of an
+// embedder) is called in the workflow instead: the activity signals the
+// call (aml.tool: tool, arguments, call id) and waits; the workflow runs
+// the body on its coroutine and hands the result back through a small
+// activity on the session's worker. Tool calls never use Updates, which
+// Temporal caps at 10 in flight and 2,000 per history.
+//
+// # Temporal's limits, and how each is kept
+//
+//   - 2,000 pending activities per workflow: the executor queues branches
+//     beyond MaxPendingActivities (1,000) as data, as the in-process
+//     executor queues branches beyond its goroutines.
+//   - 2 MB per payload, and a history of at most 51,200 events or 50 MB:
+//     payloads above 256 KiB (the bundle, long prompts, results, file
+//     checkpoints) are kept in a blob store by a converter.StorageDriver (a
+//     directory for one machine, an S3 prefix for a fleet) and history holds
+//     their content address. Blobs outlive every history that names them:
+//     they are removed only after the namespace's retention.
+//   - When the server suggests it (GetContinueAsNewSuggested), the run
+//     continues as new, carrying its journal of recorded effects (by blob
+//     reference); the new execution resumes it as eval.Runtime.Resume does,
+//     so a run of 20,000 effects completes, and a changed bundle is reported
+//     as the same divergence a local resume reports.
+//   - The deadlock detector fails workflow code that runs for a second
+//     without yielding; a Starlark-heavy step can take longer, so workers
+//     set DeadlockDetectionTimeout (30 s by default, aml worker
+//     --deadlock-timeout).
+//   - Telemetry, the live view and trace sinks in workflow code are gated on
+//     workflow.IsReplaying. Agent output never goes through history: the
+//     activity's heartbeat details carry its latest progress, and the
+//     submitter reads them through the workflow's aml.progress query.
+//
+// # Questions
+//
+// An ask() without an answer makes the workflow wait on the aml.answer
+// signal channel, holding no activity and no worker slot, for days if need
+// be. The aml.state query lists the pending questions with their schemas;
+// `aml answer RUN ID=VALUE` validates the value against the schema, as
+// `aml resume --answer` does, and signals it.
+//
+// # Secrets
+//
+// Temporal history is readable by anyone with access to the namespace, so
+// nothing that `aml run` redacts reaches it in plain text. env() values stay
+// on workers: the workflow sees an opaque reference whose history form is
+// the keyed digest the local journal records, and an activity substitutes
+// the value where it is used (a prompt, a command, a tool argument).
+// Provider credentials come from each worker's environment, never from the
+// submitter's. Errors are redacted before they are recorded.
+//
+// # Dependencies
+//
+// eval imports no package of this module and not the Temporal SDK; only
+// this package and the CLI link go.temporal.io/sdk, so an embedder who does
+// not use Temporal pays nothing for it.
+//
+// # Status
+//
+// Built: this design; the test server (scripts/temporal-server.sh builds
+// go.temporal.io/server from the module proxy once, and
+// internal/temporaltest starts it with SQLite on loopback). Not yet built:
+// everything else above, and the aml worker, aml run --temporal, aml runs
+// --temporal, aml answer and aml cancel commands.
+package temporal
