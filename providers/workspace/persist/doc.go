@@ -74,7 +74,7 @@
 // platform allows is saved and restored: "a:b.txt", `a\b` and bytes that
 // are not UTF-8 on Linux. A manifest keeps a path that is not valid UTF-8
 // in pathBytes (standard base64), and a folder revision stores a file
-// whose path is not valid UTF-8, holds a control character, or would make
+// whose path is not valid UTF-8, holds a control character or a backslash, or would make
 // a key longer than 768 bytes under raw/<the hex SHA-256 of the path>
 // instead of files/<path>. Manifests hold at least a million entries
 // (MaxManifestBytes is 1 GiB; MaxEntries bounds the entries).

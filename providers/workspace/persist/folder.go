@@ -48,7 +48,8 @@ type manifestEntry struct {
 // manifestPath and objectPath locate a folder revision's objects: a file
 // is stored under files/<its path>, or, when its path cannot be an object
 // key everywhere (not valid UTF-8, a control character, which S3 listings
-// cannot carry in XML, or a key longer than maxPlainKey bytes), under
+// cannot carry in XML, a backslash, which S3-compatible services take for
+// a separator, or a key longer than maxPlainKey bytes), under
 // raw/<the SHA-256 of its path in hex>. The manifest names the path.
 func manifestPath(rev *Revision) string { return rev.Path + "manifest.json" }
 func objectPath(rev *Revision, p string) string {
@@ -68,7 +69,9 @@ func plainKey(revPath, p string) bool {
 		return false
 	}
 	for _, r := range p {
-		if r < 0x20 || r == 0x7f {
+		// S3-compatible services take a backslash for a separator (and
+		// refuse a\..\x) or refuse it outright.
+		if r < 0x20 || r == 0x7f || r == '\\' {
 			return false
 		}
 	}

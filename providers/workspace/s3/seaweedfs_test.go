@@ -90,14 +90,16 @@ func TestSeaweedFS(t *testing.T) {
 		}
 		providertest.RunWorkspace(t, p, providertest.WorkspaceOptions{CheckContent: true})
 	}
-	// Each storage of the damage suite gets a prefix of its own.
+	// Each storage of the damage and names suites gets a prefix of its own.
 	n := 0
-	persisttest.RunDamage(t, func(tb testing.TB) persist.Storage {
+	storage := func(tb testing.TB) persist.Storage {
 		n++
 		st, err := aws3.NewStorage(aws3.Options{Client: cli, Bucket: "work", Prefix: fmt.Sprintf("damage-%d", n)})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		return st
-	})
+	}
+	persisttest.RunDamage(t, storage)
+	persisttest.RunNames(t, storage)
 }
