@@ -314,18 +314,20 @@ func structuredResult(n *Agent, p AgentProvider, schema *Schema, resp *AgentResp
 // timeout.
 // With turns non-nil, the turns the provider reported are appended to it.
 func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *AgentRequest, agentSpan *span, plan *agentPlan, sandbox *SandboxSession, turns *[]turnRecord) (*AgentResponse, error) {
-	unqueue := d.workers.queue()
-	aerr := d.sched.acquire(ctx)
-	unqueue()
-	if aerr != nil {
-		return nil, canceled(ctx, n.Position)
+	if d.sched != nil {
+		unqueue := d.workers.queue()
+		aerr := d.sched.Acquire(ctx)
+		unqueue()
+		if aerr != nil {
+			return nil, canceled(ctx, n.Position)
+		}
+		defer d.sched.Release()
 	}
-	defer d.sched.release()
 
 	sctx := ctx
 	if n.TimeoutMS > 0 {
 		var cancel context.CancelFunc
-		sctx, cancel = context.WithTimeoutCause(ctx, time.Duration(n.TimeoutMS)*time.Millisecond, &AgentTimeoutError{TimeoutMS: n.TimeoutMS, Pos: n.Position})
+		sctx, cancel = d.withTimeoutCause(ctx, time.Duration(n.TimeoutMS)*time.Millisecond, &AgentTimeoutError{TimeoutMS: n.TimeoutMS, Pos: n.Position})
 		defer cancel()
 	}
 	var a attrs

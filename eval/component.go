@@ -139,10 +139,10 @@ func (cc *ComponentContext) EvaluateAllStructured(values []any, schema *Schema, 
 	sc := cc.scope()
 	fan := sc.path.child("p")
 	fan.expect(len(values))
-	err := cc.d.fanOut(cc.ctx, len(values), pos, func(i int) error {
+	err := cc.d.fanOut(cc.ctx, len(values), pos, func(ctx context.Context, i int) error {
 		bsc := sc
 		bsc.path = fan.branch(i)
-		v, err := cc.d.evaluateStructured(cc.ctx, values[i], bsc, schema, pos)
+		v, err := cc.d.evaluateStructured(ctx, values[i], bsc, schema, pos)
 		out[i] = v
 		if err == nil {
 			bsc.path.finish()
@@ -181,7 +181,7 @@ func (cc *ComponentContext) EvaluateAll(values []any, pos Position) ([]string, e
 func (d *domain) evaluateAll(ctx context.Context, values []any, sc scope, pos Position, checked bool) ([]string, error) {
 	texts := make([]string, len(values))
 	sc.path.expect(len(values))
-	err := d.fanOut(ctx, len(values), pos, func(i int) error {
+	err := d.fanOut(ctx, len(values), pos, func(ctx context.Context, i int) error {
 		var err error
 		bsc := sc.branch(i)
 		if checked {

@@ -95,8 +95,12 @@ func (w *workers) close() {
 func (w *workers) runnable() int64 { return w.live.Load() - w.blocked.Load() }
 
 // block marks the calling goroutine blocked outside the evaluator until
-// the returned function is called.
+// the returned function is called. On a nil *workers (another Executor
+// runs the evaluation) it does nothing.
 func (w *workers) block() func() {
+	if w == nil {
+		return noop
+	}
 	w.blocked.Add(1)
 	w.progress.Add(1)
 	return w.unblock
@@ -107,9 +111,14 @@ func (w *workers) unblock() {
 	w.progress.Add(1)
 }
 
+func noop() {}
+
 // queue marks the calling goroutine waiting for an agent slot until the
-// returned function is called.
+// returned function is called; it does nothing on a nil *workers.
 func (w *workers) queue() func() {
+	if w == nil {
+		return noop
+	}
 	w.queued.Add(1)
 	return w.unqueue
 }
@@ -125,7 +134,7 @@ type fan struct {
 	ctx    context.Context
 	n      int64
 	next   atomic.Int64
-	branch func(i int) error
+	branch func(ctx context.Context, i int) error
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
@@ -153,7 +162,7 @@ func (f *fan) remaining() bool { return f.next.Load() < f.n }
 
 // run runs branch i and records its failure.
 func (f *fan) run(i int64) {
-	if err := f.branch(int(i)); err != nil {
+	if err := f.branch(f.ctx, int(i)); err != nil {
 		f.mu.Lock()
 		f.failures = append(f.failures, BranchFailure{Index: int(i), Err: err})
 		f.mu.Unlock()
@@ -214,12 +223,21 @@ func (w *workers) spawn(f *fan, k int64) {
 	}
 }
 
-// fanOut runs branch(0..n-1), its caller and helpers claiming them in
-// order, waits for all of them, and reports every failure in authored
-// order as a *ParallelError. Once ctx is done no further branch starts.
-func (d *domain) fanOut(ctx context.Context, n int, pos Position, branch func(i int) error) error {
+// fanOut runs branch(ctx, 0..n-1), its caller and helpers claiming them
+// in order (or the Executor running them), waits for all of them, and
+// reports every failure in authored order as a *ParallelError. Once ctx
+// is done no further branch starts.
+func (d *domain) fanOut(ctx context.Context, n int, pos Position, branch func(ctx context.Context, i int) error) error {
 	if n == 0 {
 		return nil
+	}
+	if d.exec != nil {
+		failures := d.exec.FanOut(ctx, n, branch)
+		if len(failures) == 0 {
+			return nil
+		}
+		slices.SortFunc(failures, func(a, b BranchFailure) int { return a.Index - b.Index })
+		return &ParallelError{Branches: n, Pos: pos, Failures: failures}
 	}
 	w := d.workers
 	f := &fan{w: w, ctx: ctx, n: int64(n), branch: branch}
@@ -327,4 +345,21 @@ func (w *workers) watch(exited chan struct{}) {
 		}
 		timer.Reset(sleep)
 	}
+}
+
+// newSemaphore returns a FIFO semaphore of n slots from the Executor, or
+// the in-process one.
+func (d *domain) newSemaphore(ctx context.Context, n int) Semaphore {
+	if d.exec != nil {
+		return d.exec.NewSemaphore(ctx, n)
+	}
+	return newScheduler(n)
+}
+
+// withTimeoutCause is context.WithTimeoutCause, or the Executor's.
+func (d *domain) withTimeoutCause(ctx context.Context, dur time.Duration, cause error) (context.Context, context.CancelFunc) {
+	if d.exec != nil {
+		return d.exec.WithTimeoutCause(ctx, dur, cause)
+	}
+	return context.WithTimeoutCause(ctx, dur, cause)
 }

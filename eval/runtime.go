@@ -161,6 +161,9 @@ type Options struct {
 	OnStart func(StartEvent) error
 	// OnFinish is called after cleanup with the run's outcome.
 	OnFinish func(FinishEvent)
+	// Executor runs the evaluations' fan-outs, agent slots, serial turns
+	// and agent timeouts; nil is the in-process executor (see Executor).
+	Executor Executor
 }
 
 // Runtime evaluates AML values. It holds only configuration: every call to
@@ -275,8 +278,14 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 		return "", canceled(ctx, Position{})
 	}
 	started := time.Now()
-	d := &domain{rt: r, runID: runID, limits: r.limits, sched: newScheduler(r.limits.MaxConcurrentAgents), workers: newWorkers(r.limits.MaxConcurrentAgents > 0)}
-	defer d.workers.close()
+	d := &domain{rt: r, runID: runID, limits: r.limits, exec: r.opts.Executor}
+	if d.exec == nil {
+		d.workers = newWorkers(r.limits.MaxConcurrentAgents > 0)
+		defer d.workers.close()
+	}
+	if n := r.limits.MaxConcurrentAgents; n > 0 {
+		d.sched = d.newSemaphore(ctx, n)
+	}
 	d.trace = newTracer(runID, r.opts.Trace, r.opts.OnTraceError)
 	var rootPath *effectPath
 	if o.Journal != nil {
@@ -373,8 +382,11 @@ type domain struct {
 	rt     *Runtime
 	runID  string
 	limits Limits
-	sched  *scheduler
-	// workers runs the fan-outs' helpers (see fanOut).
+	// sched bounds concurrent agent sessions; nil admits all at once.
+	sched Semaphore
+	// exec is Options.Executor; with nil, workers runs the fan-outs'
+	// helpers (see fanOut), else workers is nil.
+	exec    Executor
 	workers *workers
 	trace   *tracer
 	calls   atomic.Int64

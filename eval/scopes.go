@@ -23,7 +23,7 @@ type wsState struct {
 	name  string
 	// serial admits one writable sandbox at a time when the workspace's
 	// write_concurrency is "serial".
-	serial chan struct{}
+	serial Semaphore
 	span   *span
 	// cps is the checkpoint state in a journaled evaluation, else nil.
 	cps *wsCheckpoints
@@ -131,7 +131,7 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 		}
 	}
 	if n.WriteConcurrency != "parallel" {
-		ws.serial = make(chan struct{}, 1)
+		ws.serial = d.newSemaphore(ctx, 1)
 	}
 	return ws, nil
 }
@@ -231,14 +231,12 @@ func (d *domain) enterSandbox(ctx context.Context, n *Sandbox, res resScope, par
 		// write_concurrency="serial": writable sibling sandboxes take turns
 		// on the workspace.
 		unblock := d.workers.block()
-		select {
-		case res.ws.serial <- struct{}{}:
-			view.holdsSerial = true
-		case <-ctx.Done():
-			unblock()
+		err := res.ws.serial.Acquire(ctx)
+		unblock()
+		if err != nil {
 			return nil, canceled(ctx, n.Position)
 		}
-		unblock()
+		view.holdsSerial = true
 	}
 	if d.journal != nil && !d.journal.cassette {
 		if sl, ok := p.(StatelessSandbox); !ok || !sl.KeepsNoState() {
@@ -310,7 +308,7 @@ func (v *sbView) releaseLease(ctx context.Context) error {
 func (v *sbView) releaseSerial() {
 	if v.holdsSerial {
 		v.holdsSerial = false
-		<-v.ws.serial
+		v.ws.serial.Release()
 	}
 }
 
