@@ -76,11 +76,17 @@
 // worker is not duplicated, since only the workflow schedules activities
 // and it schedules each identity once.
 //
-// # Tool calls
+// # Agents that compute in the process, and tool calls
 //
-// A Starlark tool body (define_tool(execute = …), respond = …) has no
-// effects, so the worker that runs the agent session calls it itself: the
-// activity carries the bundle, the worker loads the module that defines the
+// An agent provider that computes its answers inside the process
+// (eval.InProcess: the deterministic provider, whose respond= function is
+// Starlark of the bundle) touches nothing outside it, so it runs in
+// workflow code like the rest of the program and replays; only other
+// providers' sessions are activities.
+//
+// A Starlark tool body (define_tool(execute = …)) has no effects, so the
+// worker that runs the agent session calls it itself: the activity
+// carries the bundle, the worker loads the module that defines the
 // function and calls it by name. A function that cannot be found that way
 // (a closure defined inside a component body, a Go function of an
 // embedder) is called in the workflow instead: the activity signals the
@@ -140,9 +146,25 @@
 //
 // # Status
 //
-// Built: this design; the test server (scripts/temporal-server.sh builds
-// go.temporal.io/server from the module proxy once, and
-// internal/temporaltest starts it with SQLite on loopback). Not yet built:
-// everything else above, and the aml worker, aml run --temporal, aml runs
-// --temporal, aml answer and aml cancel commands.
+// Built:
+//   - Pack and Bundle: the workflow file and every module it loads,
+//     content-addressed, loaded on a worker through Bundle.FS.
+//   - Run, the workflow (WorkflowName): the bundle is loaded and the entry
+//     evaluated as workflow code with this package's eval.Executor
+//     (coroutines per branch, workflow semaphores for
+//     max_concurrent_agents and serial turns, timeouts that the session's
+//     activity enforces). Runs replay from their history.
+//   - AgentActivity and Register: a worker runs agent sessions with the
+//     providers it is given (Activities), heartbeating; a session whose
+//     provider failed is not run again, one whose worker died is.
+//   - BlobDriver: payloads above 256 KiB in an AML store.
+//   - The test server (scripts/temporal-server.sh builds
+//     go.temporal.io/server from the module proxy once, and
+//     internal/temporaltest starts it with SQLite on loopback).
+//
+// Not yet: tool(), mcp() and skill() grants, sandbox() and workspace()
+// scopes, script(), ask(), env() values, effect identities as activity
+// ids, continue-as-new, and the aml worker, aml run --temporal, aml runs
+// --temporal, aml answer and aml cancel commands. A workflow that uses
+// what is not yet supported fails with an error that names it.
 package temporal

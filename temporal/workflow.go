@@ -1,0 +1,205 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/starlib"
+)
+
+// Names of the workflow and activity types, as workers register them and
+// history shows them.
+const (
+	// WorkflowName is the workflow type of an AML run.
+	WorkflowName = "aml.run"
+	// AgentActivity runs one whole agent() session.
+	AgentActivity = "aml.agent"
+)
+
+// Activity timing: how often a session's activity heartbeats, and how
+// long without a heartbeat before Temporal takes its worker for dead and
+// runs the session again elsewhere; SessionTimeout bounds a session that
+// sets no timeout_ms.
+const (
+	HeartbeatInterval = 5 * time.Second
+	HeartbeatTimeout  = 20 * time.Second
+	SessionTimeout    = 2 * time.Hour
+)
+
+// RunInput starts a run: the bundle of the workflow and its modules, and
+// the entry component to evaluate ("" picks the file's entry as aml run
+// does).
+type RunInput struct {
+	Bundle *Bundle `json:"bundle"`
+	Entry  string  `json:"entry,omitempty"`
+}
+
+// RunResult is a finished run's result: the entry's text.
+type RunResult struct {
+	Text string `json:"text"`
+}
+
+// Run is the workflow function of an AML run (registered as WorkflowName):
+// it loads the bundle and evaluates the entry as workflow code, with the
+// executor of this package and every effect an activity.
+func Run(wctx workflow.Context, in RunInput) (*RunResult, error) {
+	if err := in.Bundle.Verify(); err != nil {
+		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "aml.bundle", err)
+	}
+	log := workflow.GetLogger(wctx)
+	w, err := starlib.LoadFile(in.Bundle.Entry, starlib.LoadOptions{
+		FS: in.Bundle.FS(),
+		// env() values stay on workers (see Secrets in the package
+		// documentation); until activities substitute them, a variable
+		// reads as unset in workflow code.
+		Env: func(string) (string, bool) { return "", false },
+		Print: func(msg string) {
+			if !workflow.IsReplaying(wctx) {
+				log.Info(msg)
+			}
+		},
+	})
+	if err != nil {
+		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "aml.load", err)
+	}
+	opts := eval.Options{
+		Executor:          executor{},
+		ProviderOverride:  overrideAgent,
+		Host:              unsupportedSandbox{what: "script() outside a sandbox"},
+		SandboxOverride:   func(eval.SandboxProvider) eval.SandboxProvider { return unsupportedSandbox{what: "sandbox()"} },
+		WorkspaceOverride: func(eval.WorkspaceProvider) eval.WorkspaceProvider { return unsupportedWorkspace{} },
+	}
+	ctx := withWorkflow(context.Background(), wctx)
+	text, err := w.Evaluate(ctx, in.Entry, opts, eval.EvaluateOptions{RunID: workflow.GetInfo(wctx).WorkflowExecution.ID})
+	if err != nil {
+		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "aml.evaluation", err)
+	}
+	return &RunResult{Text: text}, nil
+}
+
+// overrideAgent keeps a provider that computes in the process (the
+// deterministic provider: its respond= function is Starlark of the
+// bundle) in workflow code, where it replays; every other session becomes
+// an activity.
+func overrideAgent(p eval.AgentProvider) eval.AgentProvider {
+	if ip, ok := p.(eval.InProcess); ok && ip.InProcess() {
+		return p
+	}
+	return agentStub{name: providerName(p)}
+}
+
+// providerName is the name a worker finds an agent provider by: the
+// provider's name, or "" for the worker's default when the workflow
+// configured none.
+func providerName(p eval.AgentProvider) string {
+	if p == nil {
+		return ""
+	}
+	return p.Name()
+}
+
+// AgentCall is the input of AgentActivity: the provider's name and the
+// part of eval.AgentRequest that travels.
+type AgentCall struct {
+	Provider    string           `json:"provider,omitempty"`
+	Prompt      string           `json:"prompt"`
+	FollowUps   []string         `json:"followUps,omitempty"`
+	System      string           `json:"system,omitempty"`
+	Model       string           `json:"model,omitempty"`
+	Name        string           `json:"name,omitempty"`
+	Permissions eval.Permissions `json:"permissions"`
+	// OutputSchema is the JSON schema of a structured result, or nil.
+	OutputSchema map[string]any `json:"outputSchema,omitempty"`
+	RunID        string         `json:"runId"`
+	// Source is the authored position of the agent() call.
+	Source string `json:"source"`
+}
+
+// agentStub is the agent provider in workflow code: it runs the session as
+// an AgentActivity on a worker.
+type agentStub struct{ name string }
+
+func (s agentStub) Name() string {
+	if s.name == "" {
+		return "default"
+	}
+	return s.name
+}
+
+func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.AgentExecution) (*eval.AgentResponse, error) {
+	switch {
+	case len(req.Tools) > 0:
+		return nil, errors.New("tool() grants are not yet supported in runs on Temporal")
+	case len(req.MCPServers) > 0:
+		return nil, errors.New("mcp() grants are not yet supported in runs on Temporal")
+	case len(req.Skills) > 0:
+		return nil, errors.New("skill() grants are not yet supported in runs on Temporal")
+	case exec.Sandbox != nil:
+		return nil, errors.New("agents inside sandbox() are not yet supported in runs on Temporal")
+	}
+	wctx := workflowOf(ctx)
+	call := AgentCall{
+		Provider: s.name, Prompt: req.Prompt, FollowUps: req.FollowUps, System: req.System, Model: req.Model,
+		Name: req.Name, Permissions: req.Permissions, RunID: exec.RunID, Source: exec.Source.String(),
+	}
+	if req.Output != nil {
+		call.OutputSchema = req.Output.JSONSchema
+	}
+	ao := workflow.ActivityOptions{
+		StartToCloseTimeout: SessionTimeout,
+		HeartbeatTimeout:    HeartbeatTimeout,
+		// A session that failed in its provider is not run again (aml run
+		// does not retry it either); one whose worker died is.
+		RetryPolicy: &sdktemporal.RetryPolicy{InitialInterval: time.Second, NonRetryableErrorTypes: []string{agentFailure}},
+	}
+	t, bounded := ctx.Value(timeoutKey{}).(timeout)
+	if bounded {
+		ao.StartToCloseTimeout = t.d
+		ao.RetryPolicy.MaximumAttempts = 1
+	}
+	var resp eval.AgentResponse
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(wctx, ao), AgentActivity, call).Get(wctx, &resp)
+	if err != nil {
+		var te *sdktemporal.TimeoutError
+		if bounded && errors.As(err, &te) {
+			return nil, t.cause
+		}
+		return nil, activityError(err)
+	}
+	return &resp, nil
+}
+
+// agentFailure is the error type of a provider's own failure.
+const agentFailure = "aml.agent.failure"
+
+// activityError unwraps an activity's failure to the message its provider
+// gave, which is what aml run reports.
+func activityError(err error) error {
+	var ae *sdktemporal.ApplicationError
+	if errors.As(err, &ae) {
+		return errors.New(ae.Error())
+	}
+	return err
+}
+
+// unsupportedSandbox and unsupportedWorkspace refuse what runs on Temporal
+// cannot do yet, with an error that names it.
+type unsupportedSandbox struct{ what string }
+
+func (u unsupportedSandbox) Name() string { return "temporal" }
+func (u unsupportedSandbox) Acquire(context.Context, *eval.SandboxAcquireRequest) (eval.SandboxLease, error) {
+	return nil, fmt.Errorf("%s is not yet supported in runs on Temporal", u.what)
+}
+
+type unsupportedWorkspace struct{}
+
+func (unsupportedWorkspace) Name() string { return "temporal" }
+func (unsupportedWorkspace) Acquire(context.Context, *eval.WorkspaceAcquireRequest) (eval.WorkspaceLease, error) {
+	return nil, errors.New("workspace() is not yet supported in runs on Temporal")
+}

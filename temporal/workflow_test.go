@@ -1,0 +1,180 @@
+package temporal_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/starlib"
+	"github.com/aml-go/aml/temporal"
+)
+
+// echoAgent is a Go agent provider of a worker: it answers with its
+// prompt, counts its sessions and the most that ran at once, and fails a
+// prompt that starts with "fail".
+type echoAgent struct {
+	calls, now atomic.Int64
+	peak       maxOf
+	mu         sync.Mutex
+	prompts    []string
+}
+
+type maxOf struct{ n atomic.Int64 }
+
+func (m *maxOf) add(n int64) {
+	for {
+		old := m.n.Load()
+		if n <= old || m.n.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+func (a *echoAgent) Name() string { return "echo" }
+
+func (a *echoAgent) Run(_ context.Context, req *eval.AgentRequest, _ *eval.AgentExecution) (*eval.AgentResponse, error) {
+	a.calls.Add(1)
+	a.peak.add(a.now.Add(1))
+	defer a.now.Add(-1)
+	a.mu.Lock()
+	a.prompts = append(a.prompts, req.Prompt)
+	a.mu.Unlock()
+	if strings.HasPrefix(req.Prompt, "fail") {
+		return nil, errors.New("the model refused: " + req.Prompt)
+	}
+	time.Sleep(2 * time.Millisecond)
+	return &eval.AgentResponse{Text: "<" + req.Prompt + "|" + strings.Join(req.FollowUps, "+") + ">"}, nil
+}
+
+const fanOutFlow = `configure(max_concurrent_agents = 2)
+
+def Pair(a, b):
+    return [agent(a), " & ", agent(b)]
+
+def main():
+    first = evaluate(agent("first"))
+    texts = evaluate_all([agent("e%d" % i) for i in range(3)])
+    return [
+        parallel([block(agent("p%d" % i, follow_up("again"))) for i in range(6)]),
+        "|", Pair(first, "y"),
+        "|", ",".join(texts),
+    ]
+`
+
+// inProcess runs the workflow file at path as aml run does, with agent as
+// the default provider and env() unset.
+func inProcess(t *testing.T, path string, agent eval.AgentProvider) (string, error) {
+	t.Helper()
+	return starlib.Run(context.Background(), path, "", starlib.LoadOptions{Env: func(string) (string, bool) { return "", false }}, eval.Options{AgentProvider: agent})
+}
+
+// onTemporal runs the bundle of the workflow file at path as workflow
+// code in the SDK's test environment, with agent as the worker's default
+// provider.
+func onTemporal(t *testing.T, path string, agent eval.AgentProvider) (string, error) {
+	t.Helper()
+	b, err := temporal.Pack(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(quiet{})
+	env := s.NewTestWorkflowEnvironment()
+	temporal.Register(env, &temporal.Activities{DefaultAgent: agent})
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("the workflow did not complete")
+	}
+	if err := env.GetWorkflowError(); err != nil {
+		return "", err
+	}
+	var res temporal.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res.Text, nil
+}
+
+// TestWorkflowMatchesInProcess: the same workflow gives the same text on
+// Temporal as in process: deterministic agents (evaluate, evaluate_all,
+// follow_up) in workflow code, and Go agents of the worker as activities,
+// in parallel() under max_concurrent_agents.
+func TestWorkflowMatchesInProcess(t *testing.T) {
+	collect := filepath.Join("..", "examples", "collect.star")
+	want, err := inProcess(t, collect, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := onTemporal(t, collect, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("examples/collect.star on Temporal:\n%s\nin process:\n%s", got, want)
+	}
+
+	path := filepath.Join(t.TempDir(), "fan.star")
+	if err := os.WriteFile(path, []byte(fanOutFlow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	local := &echoAgent{}
+	want, err = inProcess(t, path, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := &echoAgent{}
+	got, err = onTemporal(t, path, remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("on Temporal:\n%s\nin process:\n%s", got, want)
+	}
+	if n := remote.calls.Load(); n != 12 {
+		t.Fatalf("%d sessions ran as activities, want 12", n)
+	}
+	if p := remote.peak.n.Load(); p > 2 {
+		t.Fatalf("%d sessions ran at once under max_concurrent_agents = 2", p)
+	}
+	t.Logf("%d sessions, at most %d at once: %s", remote.calls.Load(), remote.peak.n.Load(), got)
+}
+
+// TestWorkflowFailure: a provider's failure in a parallel() branch fails
+// the run with the message aml run gives.
+func TestWorkflowFailure(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fail.star")
+	src := "def main():\n    return parallel(agent(\"ok\"), agent(\"fail now\"))\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, want := inProcess(t, path, &echoAgent{})
+	_, got := onTemporal(t, path, &echoAgent{})
+	if want == nil || got == nil {
+		t.Fatalf("in process %v, on Temporal %v: want both to fail", want, got)
+	}
+	for _, part := range []string{"fail.star:2:20", "branch 1", "the model refused: fail now"} {
+		if !strings.Contains(want.Error(), part) {
+			t.Fatalf("in process: %v lacks %q", want, part)
+		}
+		if !strings.Contains(got.Error(), part) {
+			t.Fatalf("on Temporal: %v lacks %q (in process: %v)", got, part, want)
+		}
+	}
+}
+
+// quiet drops the SDK's logs: the tests report what they check.
+type quiet struct{}
+
+func (quiet) Debug(string, ...any) {}
+func (quiet) Info(string, ...any)  {}
+func (quiet) Warn(string, ...any)  {}
+func (quiet) Error(string, ...any) {}
