@@ -31,7 +31,7 @@ func seaweedfs(t *testing.T, bucket string) *s3.Client {
 		bin = filepath.Join(home, ".cache", "aml-seaweedfs", "weed")
 	}
 	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("SeaweedFS is not built (%v): scripts/seaweedfs.sh builds weed from the module proxy (about 12 minutes, once), or set AML_SEAWEEDFS; .ci/run runs this tier when it is cached or AML_S3_HEAVY=1", err)
+		t.Skipf("SeaweedFS is not built (%v): scripts/seaweedfs.sh builds weed from the module proxy (about 12 minutes, once), or set AML_SEAWEEDFS; .ci/run builds it when it is not cached", err)
 	}
 	data := t.TempDir()
 	cmd := exec.Command(bin, "mini", "-dir="+data, "-ip=127.0.0.1", "-ip.bind=127.0.0.1")
