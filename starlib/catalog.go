@@ -227,7 +227,13 @@ func (b *Builtin) value() *starlark.Builtin {
 		if err != nil {
 			return nil, err
 		}
-		return b.Impl(c)
+		v, err := b.Impl(c)
+		if p, ok := v.(*AgentProviderValue); ok && err == nil {
+			if e := envOf(thread); e != nil {
+				e.addProvider(p.Provider)
+			}
+		}
+		return v, err
 	})
 }
 

@@ -112,6 +112,8 @@ type Workflow struct {
 	// Config is what configure() set.
 	Config Config
 	env    *env
+	// loaded counts the providers made while the workflow loaded.
+	loaded int
 }
 
 // env is the shared state of one workflow: options, the module cache and
@@ -134,6 +136,15 @@ type env struct {
 	// secrets are the values env() returned and the credential
 	// arguments given (see Workflow.Secrets).
 	secrets map[string]bool
+	// providers are the agent providers the workflow's builtins made, in
+	// the order they were made (see Workflow.AgentProviders).
+	providers []eval.AgentProvider
+}
+
+func (e *env) addProvider(p eval.AgentProvider) {
+	e.mu.Lock()
+	e.providers = append(e.providers, p)
+	e.mu.Unlock()
 }
 
 type module struct {
@@ -182,7 +193,23 @@ func LoadFile(path string, opts LoadOptions) (*Workflow, error) {
 	if err != nil {
 		return nil, loadError(path, suggestNames(err, path, src, pre))
 	}
-	return &Workflow{File: path, Globals: globals, Config: e.config, env: e}, nil
+	e.mu.Lock()
+	loaded := len(e.providers)
+	e.mu.Unlock()
+	return &Workflow{File: path, Globals: globals, Config: e.config, env: e, loaded: loaded}, nil
+}
+
+// AgentProviders returns the agent providers that the workflow's
+// provider factories (deterministic_agent(), acp_agent(), …) made while
+// it loaded, in the order they were made: the same sources loaded with
+// the same env() values make the same list, so an ordinal names one
+// provider across processes (a Temporal worker loads the bundle again to
+// run a session with the provider the workflow chose). Providers made
+// later, in component bodies, are not listed.
+func (w *Workflow) AgentProviders() []eval.AgentProvider {
+	w.env.mu.Lock()
+	defer w.env.mu.Unlock()
+	return append([]eval.AgentProvider(nil), w.env.providers[:w.loaded]...)
 }
 
 func loadError(path string, err error) *LoadError {

@@ -10,7 +10,6 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/aml-go/aml/internal/temporaltest"
 	"github.com/aml-go/aml/temporal"
@@ -24,7 +23,7 @@ func TestRunOnServer(t *testing.T) {
 	c := srv.Dial(t)
 	agent := &echoAgent{}
 	w := worker.New(c, "aml", worker.Options{})
-	temporal.Register(w, &temporal.Activities{DefaultAgent: agent})
+	temporal.Register(w, temporal.Options{DefaultAgent: agent})
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +59,7 @@ func TestRunOnServer(t *testing.T) {
 
 	iter := c.GetWorkflowHistory(ctx, "fan", run.GetRunID(), false, 0)
 	replayer := worker.NewWorkflowReplayer()
-	replayer.RegisterWorkflowWithOptions(temporal.Run, workflow.RegisterOptions{Name: temporal.WorkflowName})
+	temporal.RegisterWorkflow(replayer, temporal.Options{})
 	hist := &historypb.History{}
 	for iter.HasNext() {
 		ev, err := iter.Next()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -12,39 +13,124 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/starlib"
 )
 
-// Activities run the effects of AML runs on a worker, with the providers
-// the worker links. It is safe for concurrent use: Temporal runs many
-// activities at once.
-type Activities struct {
-	// Agents are the agent providers by the name the workflow's provider
-	// has (eval.AgentProvider.Name).
+// Options configure the workflow and activities that Register registers.
+// Every worker of a task queue must be given the same Extensions.
+type Options struct {
+	// Extensions are the provider families workflows may use
+	// (acp_agent(), s3_workspace(), …), as starlib.LoadOptions.Extensions:
+	// workflow code loads the bundle with them, and so does a worker that
+	// runs a session with a provider the workflow made.
+	Extensions []*starlib.Extension
+	// Env looks up the variables env() reads when a worker loads a bundle
+	// to make a provider (so credentials come from the worker's
+	// environment, never from the submitter's); nil uses os.LookupEnv.
+	Env func(name string) (string, bool)
+	// Agents are Go agent providers of an embedder, by the name the
+	// workflow's provider has (eval.AgentProvider.Name), for sessions
+	// whose provider the workflow did not make with a factory.
 	Agents map[string]eval.AgentProvider
-	// DefaultAgent runs sessions whose workflow configured no provider,
-	// and sessions of a provider that Agents does not name; nil refuses
-	// them.
+	// DefaultAgent runs sessions whose workflow configured no provider;
+	// nil refuses them.
 	DefaultAgent eval.AgentProvider
 }
 
-// Register registers the AML workflow and activities on r (a worker, or
-// the SDK's test environment), so that a Go service that already runs
-// Temporal workers adds AML runs to them.
-func Register(r worker.Registry, a *Activities) {
-	r.RegisterWorkflowWithOptions(Run, workflow.RegisterOptions{Name: WorkflowName})
-	r.RegisterActivityWithOptions(a.Agent, activity.RegisterOptions{Name: AgentActivity})
+// Register registers the AML workflow (WorkflowName) and activities
+// (AgentActivity) on r (a worker.Worker, or the SDK's test environment),
+// so that a Go service that already runs Temporal workers adds AML runs to
+// them.
+func Register(r worker.Registry, opts Options) {
+	RegisterWorkflow(r, opts)
+	a := &activities{opts: opts, loaded: map[string]*loadedBundle{}}
+	r.RegisterActivityWithOptions(a.agent, activity.RegisterOptions{Name: AgentActivity})
 }
 
-// Agent is AgentActivity: one agent() session with the named provider. It
-// heartbeats every HeartbeatInterval while the provider works, so that a
-// worker that dies is noticed within HeartbeatTimeout.
-func (a *Activities) Agent(ctx context.Context, call AgentCall) (*eval.AgentResponse, error) {
-	p := a.Agents[call.Provider]
-	if p == nil {
-		p = a.DefaultAgent
+// RegisterWorkflow registers the AML workflow alone: on a
+// worker.WorkflowReplayer that replays a recorded history, say.
+func RegisterWorkflow(r worker.WorkflowRegistry, opts Options) {
+	wf := &workflows{extensions: opts.Extensions}
+	r.RegisterWorkflowWithOptions(wf.run, workflow.RegisterOptions{Name: WorkflowName})
+}
+
+// activities run the effects of AML runs on a worker. They are safe for
+// concurrent use: Temporal runs many activities at once.
+type activities struct {
+	opts Options
+
+	mu     sync.Mutex
+	loaded map[string]*loadedBundle // by bundle digest
+}
+
+// loadedBundle is a bundle loaded once on this worker: its providers.
+type loadedBundle struct {
+	once      sync.Once
+	providers []eval.AgentProvider
+	err       error
+}
+
+// maxLoaded bounds the bundles a worker keeps loaded.
+const maxLoaded = 64
+
+// providers returns the providers that b makes while it loads on this
+// worker, loading it once.
+func (a *activities) providers(b *Bundle) ([]eval.AgentProvider, error) {
+	digest := b.Digest()
+	a.mu.Lock()
+	lb := a.loaded[digest]
+	if lb == nil {
+		if len(a.loaded) >= maxLoaded {
+			clear(a.loaded)
+		}
+		lb = &loadedBundle{}
+		a.loaded[digest] = lb
 	}
-	if p == nil {
-		err := fmt.Errorf("this worker has no agent provider %q and no default one", call.Provider)
+	a.mu.Unlock()
+	lb.once.Do(func() {
+		if lb.err = b.Verify(); lb.err != nil {
+			return
+		}
+		w, err := starlib.LoadFile(b.Entry, starlib.LoadOptions{FS: b.FS(), Extensions: a.opts.Extensions, Env: a.opts.Env, Print: func(string) {}})
+		if err != nil {
+			lb.err = fmt.Errorf("this worker cannot load the workflow: %w", err)
+			return
+		}
+		lb.providers = w.AgentProviders()
+	})
+	return lb.providers, lb.err
+}
+
+// provider finds the provider of call on this worker.
+func (a *activities) provider(call AgentCall) (eval.AgentProvider, error) {
+	if call.ProviderIndex >= 0 && call.Bundle != nil {
+		ps, err := a.providers(call.Bundle)
+		if err != nil {
+			return nil, err
+		}
+		if call.ProviderIndex >= len(ps) || ps[call.ProviderIndex].Name() != call.Provider {
+			return nil, fmt.Errorf("loaded on this worker, the workflow does not make provider %q as its provider #%d (does its top level depend on env() values that differ here?)", call.Provider, call.ProviderIndex)
+		}
+		return ps[call.ProviderIndex], nil
+	}
+	if p := a.opts.Agents[call.Provider]; p != nil {
+		return p, nil
+	}
+	if call.Provider == "" && a.opts.DefaultAgent != nil {
+		return a.opts.DefaultAgent, nil
+	}
+	if call.Provider == "" {
+		return nil, errors.New("the workflow configured no agent provider and this worker has no default one")
+	}
+	return nil, fmt.Errorf("this worker has no agent provider %q: the workflow made it in a component body (make providers at the top level of the file), or it is a Go provider this worker was not given", call.Provider)
+}
+
+// agent is AgentActivity: one agent() session. It heartbeats every
+// HeartbeatInterval while the provider works, so that a worker that dies
+// is noticed within HeartbeatTimeout.
+func (a *activities) agent(ctx context.Context, call AgentCall) (*eval.AgentResponse, error) {
+	p, err := a.provider(call)
+	if err != nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
 	}
 	req := &eval.AgentRequest{

@@ -45,16 +45,21 @@ type RunResult struct {
 	Text string `json:"text"`
 }
 
-// Run is the workflow function of an AML run (registered as WorkflowName):
+// workflows holds what the workflow function needs besides its input: the
+// extensions every worker loads bundles with.
+type workflows struct{ extensions []*starlib.Extension }
+
+// run is the workflow function of an AML run (registered as WorkflowName):
 // it loads the bundle and evaluates the entry as workflow code, with the
 // executor of this package and every effect an activity.
-func Run(wctx workflow.Context, in RunInput) (*RunResult, error) {
+func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error) {
 	if err := in.Bundle.Verify(); err != nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "aml.bundle", err)
 	}
 	log := workflow.GetLogger(wctx)
 	w, err := starlib.LoadFile(in.Bundle.Entry, starlib.LoadOptions{
-		FS: in.Bundle.FS(),
+		FS:         in.Bundle.FS(),
+		Extensions: wf.extensions,
 		// env() values stay on workers (see Secrets in the package
 		// documentation); until activities substitute them, a variable
 		// reads as unset in workflow code.
@@ -70,7 +75,7 @@ func Run(wctx workflow.Context, in RunInput) (*RunResult, error) {
 	}
 	opts := eval.Options{
 		Executor:          executor{},
-		ProviderOverride:  overrideAgent,
+		ProviderOverride:  agentOverride(in.Bundle, w.AgentProviders()),
 		Host:              unsupportedSandbox{what: "script() outside a sandbox"},
 		SandboxOverride:   func(eval.SandboxProvider) eval.SandboxProvider { return unsupportedSandbox{what: "sandbox()"} },
 		WorkspaceOverride: func(eval.WorkspaceProvider) eval.WorkspaceProvider { return unsupportedWorkspace{} },
@@ -83,15 +88,25 @@ func Run(wctx workflow.Context, in RunInput) (*RunResult, error) {
 	return &RunResult{Text: text}, nil
 }
 
-// overrideAgent keeps a provider that computes in the process (the
+// agentOverride keeps a provider that computes in the process (the
 // deterministic provider: its respond= function is Starlark of the
 // bundle) in workflow code, where it replays; every other session becomes
-// an activity.
-func overrideAgent(p eval.AgentProvider) eval.AgentProvider {
-	if ip, ok := p.(eval.InProcess); ok && ip.InProcess() {
-		return p
+// an activity, which names the provider by its ordinal among those the
+// workflow made while it loaded (see starlib.Workflow.AgentProviders).
+func agentOverride(b *Bundle, made []eval.AgentProvider) func(eval.AgentProvider) eval.AgentProvider {
+	return func(p eval.AgentProvider) eval.AgentProvider {
+		if ip, ok := p.(eval.InProcess); ok && ip.InProcess() {
+			return p
+		}
+		stub := agentStub{name: providerName(p), index: -1, bundle: b}
+		for i, m := range made {
+			if m == p {
+				stub.index = i
+				break
+			}
+		}
+		return stub
 	}
-	return agentStub{name: providerName(p)}
 }
 
 // providerName is the name a worker finds an agent provider by: the
@@ -107,7 +122,11 @@ func providerName(p eval.AgentProvider) string {
 // AgentCall is the input of AgentActivity: the provider's name and the
 // part of eval.AgentRequest that travels.
 type AgentCall struct {
-	Provider    string           `json:"provider,omitempty"`
+	// Provider is the provider's name; ProviderIndex, when not negative,
+	// its ordinal among the providers Bundle makes while it loads.
+	Provider      string  `json:"provider,omitempty"`
+	ProviderIndex int     `json:"providerIndex"`
+	Bundle        *Bundle `json:"bundle,omitempty"`
 	Prompt      string           `json:"prompt"`
 	FollowUps   []string         `json:"followUps,omitempty"`
 	System      string           `json:"system,omitempty"`
@@ -123,7 +142,11 @@ type AgentCall struct {
 
 // agentStub is the agent provider in workflow code: it runs the session as
 // an AgentActivity on a worker.
-type agentStub struct{ name string }
+type agentStub struct {
+	name   string
+	index  int
+	bundle *Bundle
+}
 
 func (s agentStub) Name() string {
 	if s.name == "" {
@@ -145,11 +168,14 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 	}
 	wctx := workflowOf(ctx)
 	call := AgentCall{
-		Provider: s.name, Prompt: req.Prompt, FollowUps: req.FollowUps, System: req.System, Model: req.Model,
+		Provider: s.name, ProviderIndex: s.index, Prompt: req.Prompt, FollowUps: req.FollowUps, System: req.System, Model: req.Model,
 		Name: req.Name, Permissions: req.Permissions, RunID: exec.RunID, Source: exec.Source.String(),
 	}
 	if req.Output != nil {
 		call.OutputSchema = req.Output.JSONSchema
+	}
+	if s.index >= 0 {
+		call.Bundle = s.bundle
 	}
 	ao := workflow.ActivityOptions{
 		StartToCloseTimeout: SessionTimeout,

@@ -89,7 +89,7 @@ func onTemporal(t *testing.T, path string, agent eval.AgentProvider) (string, er
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(quiet{})
 	env := s.NewTestWorkflowEnvironment()
-	temporal.Register(env, &temporal.Activities{DefaultAgent: agent})
+	temporal.Register(env, temporal.Options{DefaultAgent: agent})
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("the workflow did not complete")

@@ -1,0 +1,90 @@
+package temporal_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.starlark.net/starlark"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/starlib"
+	"github.com/aml-go/aml/temporal"
+)
+
+// keyedAgent answers with its key, which its factory took from env().
+type keyedAgent struct{ name, key string }
+
+func (a *keyedAgent) Name() string { return a.name }
+func (a *keyedAgent) Run(_ context.Context, req *eval.AgentRequest, _ *eval.AgentExecution) (*eval.AgentResponse, error) {
+	return &eval.AgentResponse{Text: a.name + "(" + a.key + "):" + req.Prompt}, nil
+}
+
+// keyedExtension predeclares keyed_agent(name, key): a provider factory
+// of the kind acp_agent() is, which workflows call at their top level.
+var keyedExtension = &starlib.Extension{Name: "keyed", Builtins: []*starlib.Builtin{{
+	Name: "keyed_agent", Group: "providers", Doc: "A test provider.",
+	Params: []starlib.Param{{Name: "name", Type: "str"}, {Name: "key", Type: "str"}},
+	Impl: func(c *starlib.Call) (starlark.Value, error) {
+		return &starlib.AgentProviderValue{Provider: &keyedAgent{name: c.Str("name"), key: c.Str("key")}}, nil
+	},
+}}}
+
+// TestWorkerMakesTheWorkflowsProvider: a session with a provider that the
+// workflow made at its top level runs on the worker with the provider the
+// worker makes from the bundle, with the worker's env() values: the
+// credential never passes through the workflow.
+func TestWorkerMakesTheWorkflowsProvider(t *testing.T) {
+	src := `first = keyed_agent(name = "first", key = env("KEY", "none"))
+second = keyed_agent(name = "second", key = "fixed")
+configure(agent_provider = second)
+
+def main():
+    return [agent("a", provider = first), " ", agent("b")]
+`
+	path := filepath.Join(t.TempDir(), "keyed.star")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := temporal.Pack(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(quiet{})
+	env := s.NewTestWorkflowEnvironment()
+	workerEnv := func(name string) (string, bool) {
+		if name == "KEY" {
+			return "worker-secret", true
+		}
+		return "", false
+	}
+	temporal.Register(env, temporal.Options{Extensions: []*starlib.Extension{keyedExtension}, Env: workerEnv})
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res temporal.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if want := "first(worker-secret):a second(fixed):b"; res.Text != want {
+		t.Fatalf("text %q, want %q", res.Text, want)
+	}
+
+	// A provider made in a component body cannot be made on a worker.
+	src = "def main():\n    return agent(\"x\", provider = keyed_agent(name = \"late\", key = \"k\"))\n"
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = temporal.Pack(path)
+	env = s.NewTestWorkflowEnvironment()
+	temporal.Register(env, temporal.Options{Extensions: []*starlib.Extension{keyedExtension}})
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
+	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "make providers at the top level") || !strings.Contains(err.Error(), "keyed.star:2:17") {
+		t.Fatalf("a provider made in a component body: %v", err)
+	}
+}
