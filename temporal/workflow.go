@@ -124,15 +124,15 @@ func providerName(p eval.AgentProvider) string {
 type AgentCall struct {
 	// Provider is the provider's name; ProviderIndex, when not negative,
 	// its ordinal among the providers Bundle makes while it loads.
-	Provider      string  `json:"provider,omitempty"`
-	ProviderIndex int     `json:"providerIndex"`
-	Bundle        *Bundle `json:"bundle,omitempty"`
-	Prompt      string           `json:"prompt"`
-	FollowUps   []string         `json:"followUps,omitempty"`
-	System      string           `json:"system,omitempty"`
-	Model       string           `json:"model,omitempty"`
-	Name        string           `json:"name,omitempty"`
-	Permissions eval.Permissions `json:"permissions"`
+	Provider      string           `json:"provider,omitempty"`
+	ProviderIndex int              `json:"providerIndex"`
+	Bundle        *Bundle          `json:"bundle,omitempty"`
+	Prompt        string           `json:"prompt"`
+	FollowUps     []string         `json:"followUps,omitempty"`
+	System        string           `json:"system,omitempty"`
+	Model         string           `json:"model,omitempty"`
+	Name          string           `json:"name,omitempty"`
+	Permissions   eval.Permissions `json:"permissions"`
 	// OutputSchema is the JSON schema of a structured result, or nil.
 	OutputSchema map[string]any `json:"outputSchema,omitempty"`
 	RunID        string         `json:"runId"`
