@@ -45,7 +45,9 @@ const (
 	usageSummary  = `usage: aml <command> [arguments]
 
 Commands:
-  run FILE [flags]   evaluate a workflow and print its result
+  run FILE [flags]   evaluate a workflow and print its result (--temporal: on a fleet of workers)
+  worker --temporal HOST:PORT
+                     run workflows and agent sessions from a Temporal task queue
   resume RUN --journal DIR
                      continue a journaled run after a crash, or answer its questions
   runs [show RUN|prune] --journal DIR
@@ -83,6 +85,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
+	case "worker":
+		return cmdWorker(args[1:], stdout, stderr)
 	case "resume":
 		return cmdResume(args[1:], stdout, stderr)
 	case "runs":
@@ -130,6 +134,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "run":
 		return cmdRun([]string{"-h"}, stdout, stdout)
+	case "worker":
+		return cmdWorker([]string{"-h"}, stdout, stdout)
 	case "resume":
 		return cmdResume([]string{"-h"}, stdout, stdout)
 	case "runs":

@@ -76,6 +76,10 @@ type runFlags struct {
 	// report is --report FILE: the run report is written there at the
 	// end (see report.go).
 	report string
+	// temporal names the Temporal service of aml run --temporal (see
+	// temporal.go); detach is --detach.
+	temporal temporalFlags
+	detach   bool
 }
 
 const runUsage = "usage: aml run FILE [flags]\n\nEvaluates FILE's entry (main, or --entry NAME) and prints the result on stdout.\n\nFlags:\n"
@@ -93,6 +97,8 @@ func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.Var(&f.maxSteps, "max-steps", "limit of Starlark computation steps of the evaluation (default 0: none)")
 	fs.StringVar(&f.journal, "journal", "", "record the run in this journal directory, so that aml resume can continue it after a crash or a question")
 	fs.StringVar(&f.report, "report", "", "write the run report (one self-contained HTML page: the tree, a timeline, errors, totals) to this file when the run ends")
+	f.temporal.register(fs, "run on the Temporal service at HOST:PORT, on the aml worker processes of its task queue")
+	fs.BoolVar(&f.detach, "detach", false, "with --temporal: print the run id (alone, on stdout) and return without waiting")
 	return fs
 }
 
@@ -117,6 +123,17 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if len(pos) != 1 {
 		fmt.Fprintf(stderr, "aml run: want exactly one workflow file, got %d arguments\n", len(pos))
 		fs.Usage()
+		return exitUsage
+	}
+	if f.temporal.address != "" {
+		if f.journal != "" || f.report != "" || f.trace || f.traceFile != "" || f.captureContent || f.otlpEndpoint != "" {
+			fmt.Fprintln(stderr, "aml run: --temporal does not take --journal, --report or the trace flags: Temporal keeps the run's history")
+			return exitUsage
+		}
+		return runTemporal(&f, &f.temporal, f.detach, pos[0], stdout, stderr)
+	}
+	if f.detach {
+		fmt.Fprintln(stderr, "aml run: --detach needs --temporal")
 		return exitUsage
 	}
 	r := newRunner(&f, pos[0], stdout, stderr)

@@ -39,6 +39,9 @@
 //	env NAME          says the value of environment variable NAME
 //	cat PATH          says the content of file PATH (PATH may start with
 //	                  $NAME/, naming an environment variable)
+//	append PATH TEXT  appends the line "TEXT <Unix time in ns>" to file
+//	                  PATH (which may start with $NAME/), saying nothing
+//	sleep MS          waits MS milliseconds (or for session/cancel)
 //	child             starts a long-lived child process and says its PID
 //	tools             says the tools of the MCP server named "aml" (the
 //	                  tool bridge), comma-separated, and a newline
@@ -71,6 +74,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"sync"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -334,6 +338,22 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 			err = chunk(strings.Join(os.Args[1:], "\n") + "\n")
 		case "env":
 			err = chunk(os.Getenv(arg))
+		case "append":
+			file, text, _ := strings.Cut(arg, " ")
+			var f *os.File
+			if f, err = os.OpenFile(os.ExpandEnv(file), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+				_, err = fmt.Fprintf(f, "%s %d\n", text, time.Now().UnixNano())
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+		case "sleep":
+			ms, _ := strconv.Atoi(arg)
+			select {
+			case <-time.After(time.Duration(ms) * time.Millisecond):
+			case <-ctx.Done():
+				return acpsdk.PromptResponse{StopReason: acpsdk.StopReasonCancelled}, nil
+			}
 		case "cat":
 			var b []byte
 			if b, err = os.ReadFile(os.ExpandEnv(arg)); err == nil {

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aml-go/aml/internal/temporaltest"
+	"github.com/aml-go/aml/temporal"
+)
+
+// fleetWorkflow: 40 sessions of a real ACP agent process (the fake agent)
+// in parallel(); each logs its start and end, takes 400 ms, and says its
+// id and the worker that ran it (the WORKER variable of the worker's own
+// environment, which the worker's load of the bundle reads).
+const fleetWorkflow = `fake = acp_agent(
+    command = env("FAKE_AGENT", "fake-acp-agent"),
+    env = {"WORKER": env("WORKER", "none"), "LOG": env("SESSION_LOG", "/dev/null")},
+    name = "fake",
+)
+configure(max_concurrent_agents = 16, max_agent_calls = 100)
+
+def main():
+    return parallel([
+        agent("append $LOG start s%d\nsleep 400\nsay s%d@\nenv WORKER\nsay ;\nappend $LOG end s%d" % (i, i, i), provider = fake)
+        for i in range(40)
+    ])
+`
+
+var sessionText = regexp.MustCompile(`s(\d+)@([a-z]+);`)
+
+// TestTemporalFleet: aml run --temporal spreads one run's sessions over
+// two aml worker processes and prints what they said; with one worker
+// SIGKILLed mid-run, the run still ends with every session's text, and
+// no session that had finished runs again.
+func TestTemporalFleet(t *testing.T) {
+	srv := temporaltest.Start(t)
+	bin := buildAMLRace(t, false)
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "fake-acp-agent")
+	if out, err := exec.Command("go", "build", "-o", fake, "github.com/aml-go/aml/internal/cmd/fake-acp-agent").CombinedOutput(); err != nil {
+		t.Fatalf("building the fake ACP agent: %v\n%s", err, out)
+	}
+	wf := filepath.Join(dir, "fleet.star")
+	if err := os.WriteFile(wf, []byte(fleetWorkflow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logFile := filepath.Join(dir, "sessions.log")
+	workers := map[string]*exec.Cmd{}
+	for _, name := range []string{"a", "b"} {
+		cmd := exec.Command(bin, "worker", "--temporal", srv.Address, "--max-concurrent-agents", "10")
+		cmd.Env = append(os.Environ(), "WORKER="+name, "FAKE_AGENT="+fake, "SESSION_LOG="+logFile)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		workers[name] = cmd
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("worker %s:\n%s", name, stderr.String())
+			}
+		})
+	}
+
+	check := func(text string) map[string]int {
+		t.Helper()
+		perWorker := map[string]int{}
+		seen := map[int]bool{}
+		for _, m := range sessionText.FindAllStringSubmatch(text, -1) {
+			i, _ := strconv.Atoi(m[1])
+			if seen[i] {
+				t.Fatalf("session s%d said twice in %q", i, text)
+			}
+			seen[i] = true
+			perWorker[m[2]]++
+		}
+		if len(seen) != 40 {
+			t.Fatalf("%d of 40 sessions in the result %q", len(seen), text)
+		}
+		return perWorker
+	}
+
+	// An uninterrupted run, followed by aml run itself.
+	cmd := exec.Command(bin, "run", "--quiet", "--temporal", srv.Address, wf)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	started := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("aml run --temporal: %v\n%s", err, stderr.String())
+	}
+	per := check(stdout.String())
+	if per["a"] == 0 || per["b"] == 0 {
+		t.Fatalf("sessions per worker %v: want both workers to run some", per)
+	}
+	t.Logf("40 sessions of 400 ms in %s, per worker %v", time.Since(started).Round(time.Millisecond), per)
+
+	// A detached run, and worker a killed once sessions are in flight.
+	if err := os.Remove(logFile); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "run", "--detach", "--temporal", srv.Address, wf).Output()
+	if err != nil {
+		t.Fatalf("aml run --detach: %v", err)
+	}
+	runID := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(runID, "aml-") || strings.ContainsAny(runID, " \n") {
+		t.Fatalf("--detach printed %q, want the run id alone", out)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for countLines(t, logFile, "start ") < 24 {
+		if time.Now().After(deadline) {
+			t.Fatal("sessions did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	atKill := countLines(t, logFile, "start ")
+	killed := time.Now()
+	_ = workers["a"].Process.Signal(syscall.SIGKILL)
+	c := srv.Dial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var res temporal.RunResult
+	if err := c.GetWorkflow(ctx, runID, "").Get(ctx, &res); err != nil {
+		t.Fatalf("the run after a worker was killed: %v", err)
+	}
+	per = check(res.Text)
+
+	// No session that had ended well before the kill started again; the
+	// ones in flight on the killed worker ran again once at most.
+	starts, ends := sessionTimes(t, logFile)
+	again := 0
+	for id, ts := range starts {
+		if len(ts) > 2 {
+			t.Fatalf("session %s started %d times", id, len(ts))
+		}
+		if len(ts) == 2 {
+			again++
+			if e := ends[id]; len(e) > 0 && e[0].Before(killed.Add(-500*time.Millisecond)) {
+				t.Fatalf("session %s ended at %s, before the kill at %s, and ran again", id, e[0], killed)
+			}
+		}
+	}
+	t.Logf("worker a killed when %d sessions had started; the run ended %s after the kill, per worker %v; %d sessions ran again", atKill, time.Since(killed).Round(time.Millisecond), per, again)
+}
+
+func countLines(t *testing.T, file, prefix string) int {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	n := 0
+	for line := range strings.Lines(string(b)) {
+		if strings.HasPrefix(line, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// sessionTimes reads the session log: the start and end times of each
+// session id.
+func sessionTimes(t *testing.T, file string) (starts, ends map[string][]time.Time) {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	starts, ends = map[string][]time.Time{}, map[string][]time.Time{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var kind, id string
+		var ns int64
+		if _, err := fmt.Sscanf(sc.Text(), "%s %s %d", &kind, &id, &ns); err != nil {
+			t.Fatalf("session log line %q: %v", sc.Text(), err)
+		}
+		m := starts
+		if kind == "end" {
+			m = ends
+		}
+		m[id] = append(m[id], time.Unix(0, ns))
+	}
+	return starts, ends
+}
