@@ -51,8 +51,8 @@
 //	                       tool calls and the structured result. The
 //	                       conversation stays in the agent, not in
 //	                       history. It heartbeats every HeartbeatInterval
-//	                       (5 s) with its progress, so a dead worker is
-//	                       noticed within HeartbeatTimeout (20 s) and the
+//	                       (2 s) with its progress, so a dead worker is
+//	                       noticed within HeartbeatTimeout (10 s) and the
 //	                       session runs again on another worker.
 //	aml.script             one script() command.
 //	aml.sandbox.acquire    a sandbox() lease, in a Temporal session

@@ -27,8 +27,8 @@ const (
 // runs the session again elsewhere; SessionTimeout bounds a session that
 // sets no timeout_ms.
 const (
-	HeartbeatInterval = 5 * time.Second
-	HeartbeatTimeout  = 20 * time.Second
+	HeartbeatInterval = 2 * time.Second
+	HeartbeatTimeout  = 10 * time.Second
 	SessionTimeout    = 2 * time.Hour
 )
 
@@ -82,6 +82,10 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	}
 	ctx := withWorkflow(context.Background(), wctx)
 	text, err := w.Evaluate(ctx, in.Entry, opts, eval.EvaluateOptions{RunID: workflow.GetInfo(wctx).WorkflowExecution.ID})
+	if wctx.Err() != nil {
+		// aml cancel: the run ends as cancelled once its sessions have.
+		return nil, sdktemporal.NewCanceledError()
+	}
 	if err != nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "aml.evaluation", err)
 	}
@@ -180,6 +184,9 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 	ao := workflow.ActivityOptions{
 		StartToCloseTimeout: SessionTimeout,
 		HeartbeatTimeout:    HeartbeatTimeout,
+		// A cancelled run waits until its sessions have ended on their
+		// workers, so that nothing it started outlives it.
+		WaitForCancellation: true,
 		// A session that failed in its provider is not run again (aml run
 		// does not retry it either); one whose worker died is.
 		RetryPolicy: &sdktemporal.RetryPolicy{InitialInterval: time.Second, NonRetryableErrorTypes: []string{agentFailure}},

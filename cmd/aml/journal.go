@@ -329,6 +329,8 @@ Flags:
 const runsUsage = `usage: aml runs --journal DIR                   list the journaled runs
        aml runs show RUN --journal DIR [--json] print a run's state, result and recorded effects (as a tree)
        aml runs prune --journal DIR             remove the runs that finished (succeeded or failed)
+       aml runs --temporal HOST:PORT            list the runs on Temporal (aml run --temporal)
+       aml runs show RUN --temporal HOST:PORT   print a run's state, effects and result on Temporal
 
 A run that cannot be read is listed as unreadable, with the reason on stderr; one whose
 journal.log is not a regular file (a named pipe, a device, a symbolic link) is never
@@ -520,12 +522,25 @@ func cmdRuns(args []string, stdout, stderr io.Writer) int {
 		dir    string
 		asJSON bool
 	)
+	var t temporalFlags
 	fs := newFlagSet("runs", runsUsage, stderr)
-	fs.StringVar(&dir, "journal", "", "the journal directory (required)")
+	fs.StringVar(&dir, "journal", "", "the journal directory (required without --temporal)")
 	fs.BoolVar(&asJSON, "json", false, "aml runs show: print the run (state, error, questions, result, effects) as one JSON object")
+	t.register(fs, "list or show the runs on the Temporal service at HOST:PORT instead of a journal's")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
+	}
+	if t.address != "" {
+		switch {
+		case len(pos) == 0:
+			return listTemporalRuns(&t, stdout, stderr)
+		case pos[0] == "show" && len(pos) == 2:
+			return showTemporalRun(&t, pos[1], stdout, stderr)
+		}
+		fmt.Fprintf(stderr, "aml runs --temporal: unknown arguments %q\n", strings.Join(pos, " "))
+		fs.Usage()
+		return exitUsage
 	}
 	if dir == "" {
 		fmt.Fprintln(stderr, "aml runs: --journal DIR is required")

@@ -48,10 +48,12 @@ Commands:
   run FILE [flags]   evaluate a workflow and print its result (--temporal: on a fleet of workers)
   worker --temporal HOST:PORT
                      run workflows and agent sessions from a Temporal task queue
+  cancel RUN --temporal HOST:PORT
+                     cancel a run on Temporal, ending its sessions on every worker
   resume RUN --journal DIR
                      continue a journaled run after a crash, or answer its questions
   runs [show RUN|prune] --journal DIR
-                     list, show or prune journaled runs
+                     list, show or prune journaled runs (--temporal: runs on Temporal)
   test [PATH...]     run golden-file tests (*_test.star, .star with .golden)
   doc [NAME]         show the reference of every builtin, or of one
   check PATH...      check workflow files without running them
@@ -87,6 +89,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdRun(args[1:], stdout, stderr)
 	case "worker":
 		return cmdWorker(args[1:], stdout, stderr)
+	case "cancel":
+		return cmdCancel(args[1:], stdout, stderr)
 	case "resume":
 		return cmdResume(args[1:], stdout, stderr)
 	case "runs":
@@ -136,6 +140,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		return cmdRun([]string{"-h"}, stdout, stdout)
 	case "worker":
 		return cmdWorker([]string{"-h"}, stdout, stdout)
+	case "cancel":
+		return cmdCancel([]string{"-h"}, stdout, stdout)
 	case "resume":
 		return cmdResume([]string{"-h"}, stdout, stdout)
 	case "runs":

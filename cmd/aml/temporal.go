@@ -8,11 +8,19 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/charmbracelet/log"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
@@ -153,7 +161,7 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	runID := "aml-" + eval.NewRunID()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: runID, TaskQueue: t.taskQueue}, temporal.WorkflowName, temporal.RunInput{Bundle: b, Entry: f.entry})
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: runID, TaskQueue: t.taskQueue, Memo: map[string]any{memoWorkflow: filepath.Base(file)}}, temporal.WorkflowName, temporal.RunInput{Bundle: b, Entry: f.entry})
 	if err != nil {
 		r.logger.Error(fmt.Sprintf("cannot start the run on Temporal at %s: %v", t.address, err))
 		return exitFailure
@@ -194,4 +202,246 @@ func runError(err error) error {
 		return errors.New(ae.Message())
 	}
 	return err
+}
+
+// temporalState names a run's Temporal status as aml runs does.
+func temporalState(s enumspb.WorkflowExecutionStatus) string {
+	switch s {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return "running"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return "succeeded"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
+		return "failed"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		return "cancelled"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
+		return "terminated"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		return "timed out"
+	case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		return "continued"
+	}
+	return "unknown"
+}
+
+// memoWorkflow is the memo field that names a run's workflow file.
+const memoWorkflow = "workflow"
+
+func memoString(m *commonpb.Memo, key string) string {
+	if m == nil || m.Fields[key] == nil {
+		return ""
+	}
+	var s string
+	if err := converter.GetDefaultDataConverter().FromPayload(m.Fields[key], &s); err != nil {
+		return ""
+	}
+	return s
+}
+
+// listTemporalRuns is aml runs --temporal: the runs of the namespace,
+// newest first.
+func listTemporalRuns(t *temporalFlags, stdout, stderr io.Writer) int {
+	c, err := t.dial()
+	if err != nil {
+		fmt.Fprintf(stderr, "aml runs: %v\n", err)
+		return exitFailure
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATE\tWORKFLOW\tSTARTED\tCLOSED")
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: t.namespace, Query: fmt.Sprintf("WorkflowType = '%s'", temporal.WorkflowName), NextPageToken: token,
+		})
+		if err != nil {
+			fmt.Fprintf(stderr, "aml runs: listing the runs of namespace %s: %v\n", t.namespace, err)
+			return exitFailure
+		}
+		for _, e := range resp.Executions {
+			closed := "-"
+			if ct := e.GetCloseTime(); ct != nil && e.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				closed = ct.AsTime().Local().Format("2006-01-02 15:04:05")
+			}
+			wf := memoString(e.Memo, memoWorkflow)
+			if wf == "" {
+				wf = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Execution.GetWorkflowId(), temporalState(e.Status), wf,
+				e.GetStartTime().AsTime().Local().Format("2006-01-02 15:04:05"), closed)
+		}
+		if token = resp.NextPageToken; len(token) == 0 {
+			break
+		}
+	}
+	tw.Flush()
+	return exitOK
+}
+
+// showTemporalRun is aml runs show RUN --temporal: the run's state, its
+// effects as history records them, and its result or error.
+func showTemporalRun(t *temporalFlags, runID string, stdout, stderr io.Writer) int {
+	c, err := t.dial()
+	if err != nil {
+		fmt.Fprintf(stderr, "aml runs show: %v\n", err)
+		return exitFailure
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	desc, err := c.DescribeWorkflowExecution(ctx, runID, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "aml runs show: run %s in namespace %s: %v\n", runID, t.namespace, err)
+		return exitFailure
+	}
+	info := desc.WorkflowExecutionInfo
+	fmt.Fprintf(stdout, "run:      %s\nstate:    %s\n", runID, temporalState(info.Status))
+	if wf := memoString(info.Memo, memoWorkflow); wf != "" {
+		fmt.Fprintf(stdout, "workflow: %s\n", wf)
+	}
+	fmt.Fprintf(stdout, "started:  %s\n", info.GetStartTime().AsTime().Local().Format(time.RFC3339))
+	type effect struct {
+		label, state, worker string
+		attempt             int32
+	}
+	var effects []*effect
+	byScheduled := map[int64]*effect{}
+	var result, failure string
+	dc := converter.GetDefaultDataConverter()
+	iter := c.GetWorkflowHistory(ctx, runID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			fmt.Fprintf(stderr, "aml runs show: reading the history of run %s: %v\n", runID, err)
+			return exitFailure
+		}
+		switch a := ev.Attributes.(type) {
+		case *historypb.HistoryEvent_ActivityTaskScheduledEventAttributes:
+			e := &effect{label: a.ActivityTaskScheduledEventAttributes.GetActivityType().GetName(), state: "scheduled"}
+			var call temporal.AgentCall
+			if p := a.ActivityTaskScheduledEventAttributes.GetInput().GetPayloads(); len(p) == 1 && dc.FromPayload(p[0], &call) == nil {
+				name := call.Provider
+				if name == "" {
+					name = "default"
+				}
+				e.label = fmt.Sprintf("agent %s at %s", name, call.Source)
+			}
+			effects = append(effects, e)
+			byScheduled[ev.EventId] = e
+		case *historypb.HistoryEvent_ActivityTaskStartedEventAttributes:
+			if e := byScheduled[a.ActivityTaskStartedEventAttributes.ScheduledEventId]; e != nil {
+				e.state, e.worker, e.attempt = "running", a.ActivityTaskStartedEventAttributes.Identity, a.ActivityTaskStartedEventAttributes.Attempt
+			}
+		case *historypb.HistoryEvent_ActivityTaskCompletedEventAttributes:
+			if e := byScheduled[a.ActivityTaskCompletedEventAttributes.ScheduledEventId]; e != nil {
+				e.state = "finished"
+			}
+		case *historypb.HistoryEvent_ActivityTaskFailedEventAttributes:
+			if e := byScheduled[a.ActivityTaskFailedEventAttributes.ScheduledEventId]; e != nil {
+				e.state = "failed: " + a.ActivityTaskFailedEventAttributes.GetFailure().GetMessage()
+			}
+		case *historypb.HistoryEvent_ActivityTaskTimedOutEventAttributes:
+			if e := byScheduled[a.ActivityTaskTimedOutEventAttributes.ScheduledEventId]; e != nil {
+				e.state = "timed out"
+			}
+		case *historypb.HistoryEvent_ActivityTaskCanceledEventAttributes:
+			if e := byScheduled[a.ActivityTaskCanceledEventAttributes.ScheduledEventId]; e != nil {
+				e.state = "cancelled"
+			}
+		case *historypb.HistoryEvent_WorkflowExecutionCompletedEventAttributes:
+			var res temporal.RunResult
+			if p := a.WorkflowExecutionCompletedEventAttributes.GetResult().GetPayloads(); len(p) == 1 && dc.FromPayload(p[0], &res) == nil {
+				result = res.Text
+			}
+		case *historypb.HistoryEvent_WorkflowExecutionFailedEventAttributes:
+			failure = a.WorkflowExecutionFailedEventAttributes.GetFailure().GetMessage()
+		}
+	}
+	fmt.Fprintf(stdout, "effects:  %d\n", len(effects))
+	for _, e := range effects {
+		line := "  " + e.label + ": " + e.state
+		if e.worker != "" {
+			line += " (" + e.worker
+			if e.attempt > 1 {
+				line += fmt.Sprintf(", attempt %d", e.attempt)
+			}
+			line += ")"
+		}
+		fmt.Fprintln(stdout, line)
+	}
+	if failure != "" {
+		fmt.Fprintf(stdout, "error:\n  %s\n", strings.ReplaceAll(failure, "\n", "\n  "))
+	}
+	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+		fmt.Fprintf(stdout, "result:\n%s", result)
+		if !strings.HasSuffix(result, "\n") {
+			fmt.Fprintln(stdout)
+		}
+	}
+	return exitOK
+}
+
+const cancelUsage = `usage: aml cancel RUN --temporal HOST:PORT [--namespace NS]
+
+Cancels a run on Temporal: its agent sessions are cancelled on every
+worker (their processes end) and the run ends as cancelled. aml cancel
+waits until it has (at most --wait).
+
+Exit codes: 0 cancelled, 1 the run could not be cancelled (not found,
+already finished, or still running after --wait), 2 usage error.
+
+Flags:
+`
+
+func cmdCancel(args []string, stdout, stderr io.Writer) int {
+	var t temporalFlags
+	var wait time.Duration
+	fs := newFlagSet("cancel", cancelUsage, stderr)
+	t.register(fs, "the Temporal frontend address (default: TEMPORAL_ADDRESS)")
+	fs.DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the run to end")
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(stderr, "aml cancel: want exactly one run id")
+		fs.Usage()
+		return exitUsage
+	}
+	if t.address == "" {
+		t.address = os.Getenv("TEMPORAL_ADDRESS")
+	}
+	if t.address == "" {
+		fmt.Fprintln(stderr, "aml cancel: no Temporal service: give --temporal HOST:PORT or set TEMPORAL_ADDRESS")
+		return exitUsage
+	}
+	c, err := t.dial()
+	if err != nil {
+		fmt.Fprintf(stderr, "aml cancel: %v\n", err)
+		return exitFailure
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := c.CancelWorkflow(ctx, pos[0], ""); err != nil {
+		fmt.Fprintf(stderr, "aml cancel: run %s: %v\n", pos[0], err)
+		return exitFailure
+	}
+	err = c.GetWorkflow(ctx, pos[0], "").Get(ctx, nil)
+	var ce *sdktemporal.CanceledError
+	switch {
+	case errors.As(err, &ce):
+		fmt.Fprintf(stdout, "cancelled %s\n", pos[0])
+		return exitOK
+	case ctx.Err() != nil:
+		fmt.Fprintf(stderr, "aml cancel: run %s is still running %s after the request\n", pos[0], wait)
+	case err == nil:
+		fmt.Fprintf(stderr, "aml cancel: run %s succeeded before it could be cancelled\n", pos[0])
+	default:
+		fmt.Fprintf(stderr, "aml cancel: run %s ended otherwise: %v\n", pos[0], runError(err))
+	}
+	return exitFailure
 }

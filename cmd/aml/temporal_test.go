@@ -154,6 +154,80 @@ func TestTemporalFleet(t *testing.T) {
 		}
 	}
 	t.Logf("worker a killed when %d sessions had started; the run ended %s after the kill, per worker %v; %d sessions ran again", atKill, time.Since(killed).Round(time.Millisecond), per, again)
+
+	// aml runs and aml runs show.
+	out, err = exec.Command(bin, "runs", "--temporal", srv.Address).Output()
+	if err != nil {
+		t.Fatalf("aml runs --temporal: %v", err)
+	}
+	if !regexp.MustCompile(runID + `\s+succeeded\s+fleet.star`).Match(out) || strings.Count(string(out), " succeeded ") != 2 {
+		t.Fatalf("aml runs --temporal:\n%s", out)
+	}
+	out, err = exec.Command(bin, "runs", "show", runID, "--temporal", srv.Address).Output()
+	if err != nil {
+		t.Fatalf("aml runs show --temporal: %v", err)
+	}
+	show := string(out)
+	if !strings.Contains(show, "state:    succeeded") || strings.Count(show, "agent fake at fleet.star:10:14: finished") != 40 || !strings.Contains(show, res.Text) {
+		t.Fatalf("aml runs show --temporal:\n%s", show)
+	}
+
+	// aml cancel ends a run whose sessions hang, and their agent processes
+	// with it, on the worker left.
+	hang := filepath.Join(dir, "hang.star")
+	src := strings.Replace(fleetWorkflow, "sleep 400", "sleep 600000", 1)
+	if err := os.WriteFile(hang, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(logFile)
+	out, err = exec.Command(bin, "run", "--detach", "--temporal", srv.Address, hang).Output()
+	if err != nil {
+		t.Fatalf("aml run --detach: %v", err)
+	}
+	hangID := strings.TrimSpace(string(out))
+	for countLines(t, logFile, "start ") < 10 {
+		if time.Now().After(deadline.Add(time.Minute)) {
+			t.Fatal("the hanging sessions did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(processesOf(t, fake)); n == 0 {
+		t.Fatal("no agent process runs before the cancel")
+	}
+	cancelled := time.Now()
+	out, err = exec.Command(bin, "cancel", hangID, "--temporal", srv.Address).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "cancelled "+hangID {
+		t.Fatalf("aml cancel: %v\n%s", err, out)
+	}
+	if left := processesOf(t, fake); len(left) > 0 {
+		t.Fatalf("agent processes %v outlive the cancelled run", left)
+	}
+	t.Logf("aml cancel returned in %s, with every agent process ended", time.Since(cancelled).Round(time.Millisecond))
+}
+
+// processesOf returns the pids of the processes running the executable
+// exe.
+func processesOf(t *testing.T, exe string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("no /proc to look for processes in: %v", err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if argv0, _, _ := strings.Cut(string(cmdline), "\x00"); argv0 == exe {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 func countLines(t *testing.T, file, prefix string) int {
