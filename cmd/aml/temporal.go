@@ -305,7 +305,7 @@ func showTemporalRun(t *temporalFlags, runID string, stdout, stderr io.Writer) i
 	fmt.Fprintf(stdout, "started:  %s\n", info.GetStartTime().AsTime().Local().Format(time.RFC3339))
 	type effect struct {
 		label, state, worker string
-		attempt             int32
+		attempt              int32
 	}
 	var effects []*effect
 	byScheduled := map[int64]*effect{}

@@ -160,7 +160,7 @@ func TestTemporalFleet(t *testing.T) {
 	if err != nil {
 		t.Fatalf("aml runs --temporal: %v", err)
 	}
-	if !regexp.MustCompile(runID + `\s+succeeded\s+fleet.star`).Match(out) || strings.Count(string(out), " succeeded ") != 2 {
+	if !regexp.MustCompile(runID+`\s+succeeded\s+fleet.star`).Match(out) || strings.Count(string(out), " succeeded ") != 2 {
 		t.Fatalf("aml runs --temporal:\n%s", out)
 	}
 	out, err = exec.Command(bin, "runs", "show", runID, "--temporal", srv.Address).Output()
