@@ -162,9 +162,12 @@
 //     go.temporal.io/server from the module proxy once, and
 //     internal/temporaltest starts it with SQLite on loopback).
 //
+//   - ask(): the run waits on AnswerSignal, holding no activity; StateQuery
+//     lists the questions it waits for.
+//
 // Not yet: tool(), mcp() and skill() grants, sandbox() and workspace()
-// scopes, script(), ask(), env() values, effect identities as activity
-// ids, continue-as-new, and the aml worker, aml run --temporal, aml runs
-// --temporal, aml answer and aml cancel commands. A workflow that uses
+// scopes, script(), env() values, effect identities as activity
+// ids, and continue-as-new. The commands aml worker, aml run --temporal,
+// aml runs --temporal, aml answer and aml cancel are built. A workflow that uses
 // what is not yet supported fails with an error that names it.
 package temporal

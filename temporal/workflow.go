@@ -20,7 +20,79 @@ const (
 	WorkflowName = "aml.run"
 	// AgentActivity runs one whole agent() session.
 	AgentActivity = "aml.agent"
+	// AnswerSignal carries an Answer to a question the run asked.
+	AnswerSignal = "aml.answer"
+	// StateQuery returns the run's RunState.
+	StateQuery = "aml.state"
 )
+
+// Answer is the payload of AnswerSignal.
+type Answer struct {
+	ID    string `json:"id"`
+	Value any    `json:"value"`
+}
+
+// RunState is what StateQuery returns: the questions the run waits for,
+// in the order they were asked.
+type RunState struct {
+	Questions []eval.Question `json:"questions"`
+}
+
+// questions are the ask() state of a run in workflow code: questions
+// waiting for an answer and answers received. Coroutines run one at a
+// time, so it needs no lock.
+type questions struct {
+	pending []eval.Question
+	answers map[string]any
+	asked   map[string]int
+}
+
+// listen serves StateQuery and receives AnswerSignal for the whole run.
+func (qs *questions) listen(wctx workflow.Context) error {
+	qs.answers, qs.asked = map[string]any{}, map[string]int{}
+	if err := workflow.SetQueryHandler(wctx, StateQuery, func() (RunState, error) {
+		return RunState{Questions: append([]eval.Question{}, qs.pending...)}, nil
+	}); err != nil {
+		return err
+	}
+	workflow.Go(wctx, func(c workflow.Context) {
+		ch := workflow.GetSignalChannel(c, AnswerSignal)
+		for {
+			var a Answer
+			if !ch.Receive(c, &a) {
+				return
+			}
+			qs.answers[a.ID] = a.Value
+		}
+	})
+	return nil
+}
+
+// ask is eval.Options.Ask in workflow code: the question waits, holding
+// no activity and no worker, until AnswerSignal answers it. A question
+// the program gave no id is named by its position and occurrence
+// (file:line:col#n).
+func (qs *questions) ask(ctx context.Context, q eval.Question) (any, error) {
+	wctx := workflowOf(ctx)
+	if q.ID == "" {
+		n := qs.asked[q.Source]
+		qs.asked[q.Source] = n + 1
+		q.ID = fmt.Sprintf("%s#%d", q.Source, n)
+	}
+	qs.pending = append(qs.pending, q)
+	defer func() {
+		for i, p := range qs.pending {
+			if p.ID == q.ID {
+				qs.pending = append(qs.pending[:i], qs.pending[i+1:]...)
+				break
+			}
+		}
+	}()
+	if err := workflow.Await(wctx, func() bool { _, ok := qs.answers[q.ID]; return ok }); err != nil {
+		return nil, err
+	}
+	return qs.answers[q.ID], nil
+}
 
 // Activity timing: how often a session's activity heartbeats, and how
 // long without a heartbeat before Temporal takes its worker for dead and
@@ -73,7 +145,12 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	if err != nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "aml.load", err)
 	}
+	qs := &questions{}
+	if err := qs.listen(wctx); err != nil {
+		return nil, err
+	}
 	opts := eval.Options{
+		Ask:               qs.ask,
 		Executor:          executor{},
 		ProviderOverride:  agentOverride(in.Bundle, w.AgentProviders()),
 		Host:              unsupportedSandbox{what: "script() outside a sandbox"},

@@ -178,3 +178,66 @@ func (quiet) Debug(string, ...any) {}
 func (quiet) Info(string, ...any)  {}
 func (quiet) Warn(string, ...any)  {}
 func (quiet) Error(string, ...any) {}
+
+const askFlow = `def main():
+    who = ask("Who reviews?", id = "reviewer")
+    ok = ask("Ship it?", schema.boolean())
+    return "%s %s" % (who, ok)
+`
+
+// TestWorkflowAsk: ask() makes the run wait without an activity; the
+// state query lists the waiting question with its id and schema, and the
+// answer signal lets the run go on with the value.
+func TestWorkflowAsk(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ask.star")
+	if err := os.WriteFile(path, []byte(askFlow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := temporal.Pack(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(quiet{})
+	env := s.NewTestWorkflowEnvironment()
+	temporal.Register(env, temporal.Options{})
+	state := func() temporal.RunState {
+		v, err := env.QueryWorkflow(temporal.StateQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st temporal.RunState
+		if err := v.Get(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	var seen []string
+	env.RegisterDelayedCallback(func() {
+		st := state()
+		if len(st.Questions) != 1 || st.Questions[0].ID != "reviewer" || st.Questions[0].Text != "Who reviews?" {
+			t.Errorf("first state %+v", st)
+		}
+		seen = append(seen, st.Questions[0].ID)
+		env.SignalWorkflow(temporal.AnswerSignal, temporal.Answer{ID: "reviewer", Value: "ana"})
+	}, time.Hour)
+	env.RegisterDelayedCallback(func() {
+		st := state()
+		if len(st.Questions) != 1 || st.Questions[0].ID != "ask.star:3:13#0" || st.Questions[0].Schema["type"] != "boolean" {
+			t.Errorf("second state %+v", st)
+		}
+		seen = append(seen, st.Questions[0].ID)
+		env.SignalWorkflow(temporal.AnswerSignal, temporal.Answer{ID: st.Questions[0].ID, Value: true})
+	}, 48*time.Hour)
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res temporal.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Text != "ana True" || len(seen) != 2 {
+		t.Fatalf("text %q after answering %v", res.Text, seen)
+	}
+}

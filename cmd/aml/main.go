@@ -50,6 +50,8 @@ Commands:
                      run workflows and agent sessions from a Temporal task queue
   cancel RUN --temporal HOST:PORT
                      cancel a run on Temporal, ending its sessions on every worker
+  answer RUN ID=VALUE... --temporal HOST:PORT
+                     answer the questions a run on Temporal waits for
   resume RUN --journal DIR
                      continue a journaled run after a crash, or answer its questions
   runs [show RUN|prune] --journal DIR
@@ -91,6 +93,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdWorker(args[1:], stdout, stderr)
 	case "cancel":
 		return cmdCancel(args[1:], stdout, stderr)
+	case "answer":
+		return cmdAnswer(args[1:], stdout, stderr)
 	case "resume":
 		return cmdResume(args[1:], stdout, stderr)
 	case "runs":
@@ -142,6 +146,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		return cmdWorker([]string{"-h"}, stdout, stdout)
 	case "cancel":
 		return cmdCancel([]string{"-h"}, stdout, stdout)
+	case "answer":
+		return cmdAnswer([]string{"-h"}, stdout, stdout)
 	case "resume":
 		return cmdResume([]string{"-h"}, stdout, stdout)
 	case "runs":

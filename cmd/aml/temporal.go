@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -180,15 +181,33 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 		err := run.Get(ctx, &res)
 		done <- outcome{res.Text, runError(err), time.Since(started)}
 	}()
-	select {
-	case res := <-done:
-		return r.finish(runID, res)
-	case sig := <-r.sigs:
-		r.logger.Warnf("received %s: no longer following run %s, which goes on without this process", signalName(sig), runID)
-		if sig == syscall.SIGTERM {
-			return exitSIGTERM
+	// Questions the run asks are reported once each, with how to answer.
+	told := map[string]bool{}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case res := <-done:
+			return r.finish(runID, res)
+		case <-tick.C:
+			st, err := temporalRunState(ctx, c, runID)
+			if err != nil {
+				continue
+			}
+			for _, q := range st.Questions {
+				if !told[q.ID] {
+					told[q.ID] = true
+					r.logger.Warnf("run %s waits for an answer to %q (asked at %s): aml answer %s %s --temporal %s", runID, q.Text, q.Source, runID, shellWord(q.ID+"="+answerExample(q)), t.address)
+				}
+			}
+			continue
+		case sig := <-r.sigs:
+			r.logger.Warnf("received %s: no longer following run %s, which goes on without this process", signalName(sig), runID)
+			if sig == syscall.SIGTERM {
+				return exitSIGTERM
+			}
+			return exitSIGINT
 		}
-		return exitSIGINT
 	}
 }
 
@@ -270,7 +289,13 @@ func listTemporalRuns(t *temporalFlags, stdout, stderr io.Writer) int {
 			if wf == "" {
 				wf = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Execution.GetWorkflowId(), temporalState(e.Status), wf,
+			state := temporalState(e.Status)
+			if e.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				if st, err := temporalRunState(ctx, c, e.Execution.GetWorkflowId()); err == nil && len(st.Questions) > 0 {
+					state = fmt.Sprintf("waiting for an answer (%d question(s))", len(st.Questions))
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Execution.GetWorkflowId(), state, wf,
 				e.GetStartTime().AsTime().Local().Format("2006-01-02 15:04:05"), closed)
 		}
 		if token = resp.NextPageToken; len(token) == 0 {
@@ -360,6 +385,19 @@ func showTemporalRun(t *temporalFlags, runID string, stdout, stderr io.Writer) i
 			failure = a.WorkflowExecutionFailedEventAttributes.GetFailure().GetMessage()
 		}
 	}
+	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if st, err := temporalRunState(ctx, c, runID); err == nil && len(st.Questions) > 0 {
+			fmt.Fprintf(stdout, "questions (answer with aml answer %s ID=VALUE --temporal %s):\n", runID, t.address)
+			for _, q := range st.Questions {
+				line := fmt.Sprintf("  %s: %s", q.ID, q.Text)
+				if q.Schema != nil {
+					doc, _ := json.Marshal(q.Schema)
+					line += " " + string(doc)
+				}
+				fmt.Fprintf(stdout, "%s (asked at %s)\n", line, q.Source)
+			}
+		}
+	}
 	fmt.Fprintf(stdout, "effects:  %d\n", len(effects))
 	for _, e := range effects {
 		line := "  " + e.label + ": " + e.state
@@ -444,4 +482,108 @@ func cmdCancel(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aml cancel: run %s ended otherwise: %v\n", pos[0], runError(err))
 	}
 	return exitFailure
+}
+
+// temporalRunState queries a running run's questions.
+func temporalRunState(ctx context.Context, c client.Client, runID string) (temporal.RunState, error) {
+	var st temporal.RunState
+	v, err := c.QueryWorkflow(ctx, runID, "", temporal.StateQuery)
+	if err != nil {
+		return st, err
+	}
+	err = v.Get(&st)
+	return st, err
+}
+
+const answerUsage = `usage: aml answer RUN ID=VALUE... --temporal HOST:PORT [--namespace NS]
+
+Answers questions a run on Temporal waits for (ask()): each VALUE is
+checked against the question's schema (free text and string schemas take
+VALUE as it is, others parse it as JSON), as aml resume --answer does,
+and the run goes on with it. aml runs show RUN --temporal lists the
+questions it waits for.
+
+Exit codes: 0 answered, 1 the run could not be reached, 2 a usage error,
+an id the run does not wait for, or an answer its schema refuses.
+
+Flags:
+`
+
+func cmdAnswer(args []string, stdout, stderr io.Writer) int {
+	var t temporalFlags
+	fs := newFlagSet("answer", answerUsage, stderr)
+	t.register(fs, "the Temporal frontend address (default: TEMPORAL_ADDRESS)")
+	pos, code, ok := parseArgs(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) < 2 {
+		fmt.Fprintln(stderr, "aml answer: want a run id and at least one ID=VALUE")
+		fs.Usage()
+		return exitUsage
+	}
+	if t.address == "" {
+		t.address = os.Getenv("TEMPORAL_ADDRESS")
+	}
+	if t.address == "" {
+		fmt.Fprintln(stderr, "aml answer: no Temporal service: give --temporal HOST:PORT or set TEMPORAL_ADDRESS")
+		return exitUsage
+	}
+	c, err := t.dial()
+	if err != nil {
+		fmt.Fprintf(stderr, "aml answer: %v\n", err)
+		return exitFailure
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	runID := pos[0]
+	st, err := temporalRunState(ctx, c, runID)
+	if err != nil {
+		fmt.Fprintf(stderr, "aml answer: run %s: %v\n", runID, err)
+		return exitFailure
+	}
+	byID := map[string]eval.Question{}
+	var ids []string
+	for _, q := range st.Questions {
+		byID[q.ID] = q
+		ids = append(ids, q.ID)
+	}
+	answers := make([]temporal.Answer, 0, len(pos)-1)
+	given := map[string]bool{}
+	for _, a := range pos[1:] {
+		id, raw, ok := strings.Cut(a, "=")
+		if !ok || id == "" {
+			fmt.Fprintf(stderr, "aml answer: %q: want ID=VALUE\n", a)
+			return exitUsage
+		}
+		if given[id] {
+			fmt.Fprintf(stderr, "aml answer: question %q is answered twice\n", id)
+			return exitUsage
+		}
+		given[id] = true
+		q, ok := byID[id]
+		if !ok {
+			if len(ids) == 0 {
+				fmt.Fprintf(stderr, "aml answer: run %s waits for no question\n", runID)
+			} else {
+				fmt.Fprintf(stderr, "aml answer: run %s waits for no question %q; it waits for: %s\n", runID, id, strings.Join(ids, ", "))
+			}
+			return exitUsage
+		}
+		v, err := parseAnswer(q, raw)
+		if err != nil {
+			fmt.Fprintf(stderr, "aml answer: %v\n", err)
+			return exitUsage
+		}
+		answers = append(answers, temporal.Answer{ID: id, Value: v})
+	}
+	for _, a := range answers {
+		if err := c.SignalWorkflow(ctx, runID, "", temporal.AnswerSignal, a); err != nil {
+			fmt.Fprintf(stderr, "aml answer: run %s: %v\n", runID, err)
+			return exitFailure
+		}
+		fmt.Fprintf(stdout, "answered %s\n", a.ID)
+	}
+	return exitOK
 }

@@ -203,6 +203,58 @@ func TestTemporalFleet(t *testing.T) {
 		t.Fatalf("agent processes %v outlive the cancelled run", left)
 	}
 	t.Logf("aml cancel returned in %s, with every agent process ended", time.Since(cancelled).Round(time.Millisecond))
+
+	// ask(): the run waits, aml runs and aml runs show say for what, and
+	// aml answer checks each answer against its schema.
+	askFile := filepath.Join(dir, "ask.star")
+	askSrc := "def main():\n    who = ask(\"Who reviews?\", id = \"reviewer\")\n    ok = ask(\"Ship it?\", schema.boolean())\n    return \"%s %s\" % (who, ok)\n"
+	if err := os.WriteFile(askFile, []byte(askSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(bin, "run", "--detach", "--temporal", srv.Address, askFile).Output()
+	if err != nil {
+		t.Fatalf("aml run --detach: %v", err)
+	}
+	askID := strings.TrimSpace(string(out))
+	waitFor := func(want string) string {
+		t.Helper()
+		for end := time.Now().Add(time.Minute); ; {
+			out, _ := exec.Command(bin, "runs", "show", askID, "--temporal", srv.Address).Output()
+			if strings.Contains(string(out), want) {
+				return string(out)
+			}
+			if time.Now().After(end) {
+				t.Fatalf("aml runs show never said %q:\n%s", want, out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	waitFor("reviewer: Who reviews? (asked at ask.star:2:14)")
+	out, _ = exec.Command(bin, "runs", "--temporal", srv.Address).Output()
+	if !regexp.MustCompile(askID + `\s+waiting for an answer \(1 question\(s\)\)`).Match(out) {
+		t.Fatalf("aml runs --temporal while the run waits:\n%s", out)
+	}
+	answer := func(want int, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"answer", askID}, append(args, "--temporal", srv.Address)...)...)
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != want {
+			t.Fatalf("aml answer %v: exit %d, want %d\n%s", args, code, want, out)
+		}
+		return string(out)
+	}
+	if out := answer(2, "nobody=x"); !strings.Contains(out, "it waits for: reviewer") {
+		t.Fatalf("an id the run does not wait for: %s", out)
+	}
+	answer(0, "reviewer=ana")
+	waitFor(`ask.star:3:13#0: Ship it? {"type":"boolean"}`)
+	if out := answer(2, "ask.star:3:13#0=maybe"); !strings.Contains(out, "not JSON") {
+		t.Fatalf("an answer that is not a boolean: %s", out)
+	}
+	answer(0, "ask.star:3:13#0=true")
+	if err := c.GetWorkflow(ctx, askID, "").Get(ctx, &res); err != nil || res.Text != "ana True" {
+		t.Fatalf("the answered run: %q, %v", res.Text, err)
+	}
 }
 
 // processesOf returns the pids of the processes running the executable
