@@ -137,6 +137,7 @@ func TestTemporalFleet(t *testing.T) {
 		t.Fatalf("the run after a worker was killed: %v", err)
 	}
 	per = check(res.Text)
+	killedText := res.Text
 
 	// No session that had ended well before the kill started again; the
 	// ones in flight on the killed worker ran again once at most.
@@ -155,12 +156,43 @@ func TestTemporalFleet(t *testing.T) {
 	}
 	t.Logf("worker a killed when %d sessions had started; the run ended %s after the kill, per worker %v; %d sessions ran again", atKill, time.Since(killed).Round(time.Millisecond), per, again)
 
+	// The server restarted mid-run: the run goes on once it is back.
+	os.Remove(logFile)
+	out, err = exec.Command(bin, "run", "--detach", "--temporal", srv.Address, wf).Output()
+	if err != nil {
+		t.Fatalf("aml run --detach: %v", err)
+	}
+	restartID := strings.TrimSpace(string(out))
+	for countLines(t, logFile, "start ") < 8 {
+		if time.Now().After(deadline.Add(time.Minute)) {
+			t.Fatal("sessions did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	restarted := time.Now()
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	c = srv.Dial(t)
+	if err := c.GetWorkflow(ctx, restartID, "").Get(ctx, &res); err != nil {
+		t.Fatalf("the run across a server restart: %v", err)
+	}
+	check(res.Text)
+	// Sessions in flight on live workers are not run again.
+	starts, _ = sessionTimes(t, logFile)
+	for id, ts := range starts {
+		if len(ts) != 1 {
+			t.Fatalf("across the server restart, session %s started %d times", id, len(ts))
+		}
+	}
+	t.Logf("the server restarted mid-run; the run ended %s later, each session run once", time.Since(restarted).Round(time.Millisecond))
+
 	// aml runs and aml runs show.
 	out, err = exec.Command(bin, "runs", "--temporal", srv.Address).Output()
 	if err != nil {
 		t.Fatalf("aml runs --temporal: %v", err)
 	}
-	if !regexp.MustCompile(runID+`\s+succeeded\s+fleet.star`).Match(out) || strings.Count(string(out), " succeeded ") != 2 {
+	if !regexp.MustCompile(runID+`\s+succeeded\s+fleet.star`).Match(out) || strings.Count(string(out), " succeeded ") != 3 {
 		t.Fatalf("aml runs --temporal:\n%s", out)
 	}
 	out, err = exec.Command(bin, "runs", "show", runID, "--temporal", srv.Address).Output()
@@ -168,7 +200,7 @@ func TestTemporalFleet(t *testing.T) {
 		t.Fatalf("aml runs show --temporal: %v", err)
 	}
 	show := string(out)
-	if !strings.Contains(show, "state:    succeeded") || strings.Count(show, "agent fake at fleet.star:10:14: finished") != 40 || !strings.Contains(show, res.Text) {
+	if !strings.Contains(show, "state:    succeeded") || strings.Count(show, "agent fake at fleet.star:10:14: finished") != 40 || !strings.Contains(show, killedText) {
 		t.Fatalf("aml runs show --temporal:\n%s", show)
 	}
 
