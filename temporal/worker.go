@@ -157,10 +157,11 @@ func (a *activities) agent(ctx context.Context, call AgentCall) (*eval.AgentResp
 	return resp, nil
 }
 
-// heartbeat records a heartbeat now and every HeartbeatInterval until the
-// returned function is called.
+// heartbeat records a heartbeat every HeartbeatInterval until the
+// returned function is called. The first is not sent at once: a heartbeat
+// costs the service a write, and a session shorter than the interval
+// needs none (its start and completion are what Temporal watches).
 func heartbeat(ctx context.Context) func() {
-	activity.RecordHeartbeat(ctx)
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
