@@ -113,7 +113,7 @@ func (d *domain) agentTools(ctx context.Context, plan *agentPlan, sessionSpan st
 	out := make([]*AgentTool, len(plan.tools))
 	for i, g := range plan.tools {
 		t := g.Tool
-		out[i] = &AgentTool{Name: t.Name(), Description: t.Description(), InputSchema: t.InputSchema().Document(),
+		out[i] = &AgentTool{Name: t.Name(), Description: t.Description(), InputSchema: t.InputSchema().Document(), tool: t,
 			call: func(callCtx context.Context, input any) (any, error) {
 				if callCtx == nil {
 					callCtx = ctx

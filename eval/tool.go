@@ -221,6 +221,18 @@ func (d *domain) invoke(ctx context.Context, t *Tool, raw any, parentSpan string
 }
 
 func (d *domain) runTool(ctx context.Context, t *Tool, raw any) (out any, err error) {
+	return t.Run(ctx, raw)
+}
+
+// Run runs the tool outside an evaluation, as a model's call runs it: raw
+// is the transport input (JSON-like data, a JSON string, or NoInput); it
+// is normalized and validated, the tool executes, and its result is
+// checked against the output schema. Errors are *ToolInputError,
+// *ToolOutputError, or an *EvaluationError naming the tool's definition.
+// A worker that runs an agent session away from its evaluation (package
+// temporal) calls a granted tool this way. Run is safe for concurrent use
+// when the tool's Execute is.
+func (t *Tool) Run(ctx context.Context, raw any) (out any, err error) {
 	if ctx.Err() != nil {
 		return nil, canceled(ctx, t.pos)
 	}
@@ -332,7 +344,18 @@ type AgentTool struct {
 	// modify it.
 	InputSchema map[string]any
 	call        func(ctx context.Context, input any) (any, error)
+	tool        *Tool
 }
+
+// NewAgentTool grants t as a provider sees it, outside an evaluation:
+// its calls run t.Run (no trace, no journal). The evaluator grants tools
+// itself; a worker that runs a session away from its evaluation uses this.
+func NewAgentTool(t *Tool) *AgentTool {
+	return &AgentTool{Name: t.Name(), Description: t.Description(), InputSchema: t.InputSchema().Document(), call: t.Run, tool: t}
+}
+
+// Tool returns the tool this grant calls.
+func (t *AgentTool) Tool() *Tool { return t.tool }
 
 // Call runs the tool as a model-selected call. input is the transport
 // value: JSON-like data, a JSON string, or NoInput when the model sent

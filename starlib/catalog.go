@@ -228,9 +228,16 @@ func (b *Builtin) value() *starlark.Builtin {
 			return nil, err
 		}
 		v, err := b.Impl(c)
-		if p, ok := v.(*AgentProviderValue); ok && err == nil {
-			if e := envOf(thread); e != nil {
-				e.addProvider(p.Provider)
+		if err == nil {
+			switch x := v.(type) {
+			case *AgentProviderValue:
+				if e := envOf(thread); e != nil {
+					e.addProvider(x.Provider)
+				}
+			case *ToolValue:
+				if e := envOf(thread); e != nil {
+					e.addTool(x.Tool)
+				}
 			}
 		}
 		return v, err

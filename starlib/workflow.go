@@ -112,8 +112,9 @@ type Workflow struct {
 	// Config is what configure() set.
 	Config Config
 	env    *env
-	// loaded counts the providers made while the workflow loaded.
-	loaded int
+	// loaded and loadedTools count the providers and tools made while
+	// the workflow loaded.
+	loaded, loadedTools int
 }
 
 // env is the shared state of one workflow: options, the module cache and
@@ -139,11 +140,20 @@ type env struct {
 	// providers are the agent providers the workflow's builtins made, in
 	// the order they were made (see Workflow.AgentProviders).
 	providers []eval.AgentProvider
+	// tools are the tools define_tool() made, in order (see
+	// Workflow.Tools).
+	tools []*eval.Tool
 }
 
 func (e *env) addProvider(p eval.AgentProvider) {
 	e.mu.Lock()
 	e.providers = append(e.providers, p)
+	e.mu.Unlock()
+}
+
+func (e *env) addTool(t *eval.Tool) {
+	e.mu.Lock()
+	e.tools = append(e.tools, t)
 	e.mu.Unlock()
 }
 
@@ -194,9 +204,19 @@ func LoadFile(path string, opts LoadOptions) (*Workflow, error) {
 		return nil, loadError(path, suggestNames(err, path, src, pre))
 	}
 	e.mu.Lock()
-	loaded := len(e.providers)
+	loaded, tools := len(e.providers), len(e.tools)
 	e.mu.Unlock()
-	return &Workflow{File: path, Globals: globals, Config: e.config, env: e, loaded: loaded}, nil
+	return &Workflow{File: path, Globals: globals, Config: e.config, env: e, loaded: loaded, loadedTools: tools}, nil
+}
+
+// Tools returns the tools define_tool() made while the workflow loaded,
+// in the order they were made, as AgentProviders does for providers: a
+// worker that loads the bundle again finds a granted tool by its ordinal
+// and runs its execute function itself.
+func (w *Workflow) Tools() []*eval.Tool {
+	w.env.mu.Lock()
+	defer w.env.mu.Unlock()
+	return append([]*eval.Tool(nil), w.env.tools[:w.loadedTools]...)
 }
 
 // AgentProviders returns the agent providers that the workflow's

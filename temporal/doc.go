@@ -164,8 +164,12 @@
 //
 //   - ask(): the run waits on AnswerSignal, holding no activity; StateQuery
 //     lists the questions it waits for.
+//   - tool() grants of tools defined at the top level of the file: the
+//     worker that runs the session defines them again from the bundle and
+//     runs their execute functions (starlib.Workflow.Tools).
 //
-// Not yet: tool(), mcp() and skill() grants, sandbox() and workspace()
+// Not yet: tools defined in component bodies (the signal path above),
+// mcp() and skill() grants, sandbox() and workspace()
 // scopes, script(), env() values, effect identities as activity
 // ids, and continue-as-new. The commands aml worker, aml run --temporal,
 // aml runs --temporal, aml answer and aml cancel are built. A workflow that uses

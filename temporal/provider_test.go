@@ -2,6 +2,7 @@ package temporal_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,5 +87,89 @@ def main():
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
 	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "make providers at the top level") || !strings.Contains(err.Error(), "keyed.star:2:17") {
 		t.Fatalf("a provider made in a component body: %v", err)
+	}
+}
+
+// toolAgent calls every tool it is granted with {"n": <prompt length>}
+// and answers with the results, as a model that uses its tools would.
+type toolAgent struct{}
+
+func (toolAgent) Name() string { return "caller" }
+func (toolAgent) Run(ctx context.Context, req *eval.AgentRequest, _ *eval.AgentExecution) (*eval.AgentResponse, error) {
+	var out []string
+	for _, t := range req.Tools {
+		v, err := t.Call(ctx, map[string]any{"n": len(req.Prompt)})
+		if err != nil {
+			out = append(out, t.Name+" failed: "+err.Error())
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s=%v", t.Name, v))
+	}
+	return &eval.AgentResponse{Text: strings.Join(out, ",")}, nil
+}
+
+var callerExtension = &starlib.Extension{Name: "caller", Builtins: []*starlib.Builtin{{
+	Name: "caller_agent", Group: "providers", Doc: "A test provider that calls its tools.",
+	Impl: func(c *starlib.Call) (starlark.Value, error) {
+		return &starlib.AgentProviderValue{Provider: toolAgent{}}, nil
+	},
+}}}
+
+// TestWorkerRunsStarlarkTools: a tool defined at the top level of the
+// workflow, granted to an agent whose session runs on a worker, runs on
+// that worker (its Starlark execute function, with input validation and
+// the worker's env() values); a tool defined in a component body is
+// refused with an error that says why.
+func TestWorkerRunsStarlarkTools(t *testing.T) {
+	src := `def _double(input):
+    return {"twice": input["n"] * 2, "key": env("KEY", "none")}
+
+double = define_tool(name = "double", description = "Doubles n.", input = schema.object(n = schema.integer()), execute = _double)
+strict = define_tool(name = "strict", description = "Wants a string.", input = schema.object(n = schema.string()), execute = lambda input: "never")
+caller = caller_agent()
+
+def main():
+    return agent("four", tool(double), tool(strict), provider = caller)
+`
+	path := filepath.Join(t.TempDir(), "tools.star")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := temporal.Pack(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(quiet{})
+	env := s.NewTestWorkflowEnvironment()
+	workerEnv := func(name string) (string, bool) { return map[string]string{"KEY": "worker"}[name], name == "KEY" }
+	temporal.Register(env, temporal.Options{Extensions: []*starlib.Extension{callerExtension}, Env: workerEnv})
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res temporal.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(res.Text, "double=map[key:worker twice:8]") || !strings.Contains(res.Text, `strict failed:`) {
+		t.Fatalf("text %q", res.Text)
+	}
+
+	src = `caller = caller_agent()
+
+def main():
+    late = define_tool(name = "late", description = "Made late.", execute = lambda input: "x")
+    return agent("x", tool(late), provider = caller)
+`
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = temporal.Pack(path)
+	env = s.NewTestWorkflowEnvironment()
+	temporal.Register(env, temporal.Options{Extensions: []*starlib.Extension{callerExtension}})
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
+	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), `tool "late" was defined while the workflow ran`) {
+		t.Fatalf("a tool defined in a component body: %v", err)
 	}
 }

@@ -67,15 +67,16 @@ type activities struct {
 type loadedBundle struct {
 	once      sync.Once
 	providers []eval.AgentProvider
+	tools     []*eval.Tool
 	err       error
 }
 
 // maxLoaded bounds the bundles a worker keeps loaded.
 const maxLoaded = 64
 
-// providers returns the providers that b makes while it loads on this
-// worker, loading it once.
-func (a *activities) providers(b *Bundle) ([]eval.AgentProvider, error) {
+// load returns b loaded on this worker (its providers and tools), loading
+// it once.
+func (a *activities) load(b *Bundle) (*loadedBundle, error) {
 	digest := b.Digest()
 	a.mu.Lock()
 	lb := a.loaded[digest]
@@ -96,18 +97,19 @@ func (a *activities) providers(b *Bundle) ([]eval.AgentProvider, error) {
 			lb.err = fmt.Errorf("this worker cannot load the workflow: %w", err)
 			return
 		}
-		lb.providers = w.AgentProviders()
+		lb.providers, lb.tools = w.AgentProviders(), w.Tools()
 	})
-	return lb.providers, lb.err
+	return lb, lb.err
 }
 
 // provider finds the provider of call on this worker.
 func (a *activities) provider(call AgentCall) (eval.AgentProvider, error) {
 	if call.ProviderIndex >= 0 && call.Bundle != nil {
-		ps, err := a.providers(call.Bundle)
+		lb, err := a.load(call.Bundle)
 		if err != nil {
 			return nil, err
 		}
+		ps := lb.providers
 		if call.ProviderIndex >= len(ps) || ps[call.ProviderIndex].Name() != call.Provider {
 			return nil, fmt.Errorf("loaded on this worker, the workflow does not make provider %q as its provider #%d (does its top level depend on env() values that differ here?)", call.Provider, call.ProviderIndex)
 		}
@@ -125,6 +127,26 @@ func (a *activities) provider(call AgentCall) (eval.AgentProvider, error) {
 	return nil, fmt.Errorf("this worker has no agent provider %q: the workflow made it in a component body (make providers at the top level of the file), or it is a Go provider this worker was not given", call.Provider)
 }
 
+// tools grants the tools of call as this worker defines them when it
+// loads the bundle: a model's call runs the tool's execute function here.
+func (a *activities) tools(call AgentCall) ([]*eval.AgentTool, error) {
+	if call.Bundle == nil {
+		return nil, errors.New("a session with granted tools came without the workflow's bundle")
+	}
+	lb, err := a.load(call.Bundle)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*eval.AgentTool, len(call.Tools))
+	for i, ref := range call.Tools {
+		if ref.Index < 0 || ref.Index >= len(lb.tools) || lb.tools[ref.Index].Name() != ref.Name {
+			return nil, fmt.Errorf("loaded on this worker, the workflow does not define tool %q as its tool #%d (does its top level depend on env() values that differ here?)", ref.Name, ref.Index)
+		}
+		out[i] = eval.NewAgentTool(lb.tools[ref.Index])
+	}
+	return out, nil
+}
+
 // agent is AgentActivity: one agent() session. It heartbeats every
 // HeartbeatInterval while the provider works, so that a worker that dies
 // is noticed within HeartbeatTimeout.
@@ -135,7 +157,14 @@ func (a *activities) agent(ctx context.Context, call AgentCall) (*eval.AgentResp
 	}
 	req := &eval.AgentRequest{
 		Prompt: call.Prompt, FollowUps: call.FollowUps, System: call.System, Model: call.Model,
-		Name: call.Name, Permissions: call.Permissions,
+		Name: call.Name, Permissions: call.Permissions, ToolServer: call.ToolServer,
+	}
+	if len(call.Tools) > 0 {
+		tools, err := a.tools(call)
+		if err != nil {
+			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
+		}
+		req.Tools = tools
 	}
 	if call.OutputSchema != nil {
 		req.Output = &eval.OutputRequest{JSONSchema: call.OutputSchema}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -152,7 +153,7 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	opts := eval.Options{
 		Ask:               qs.ask,
 		Executor:          executor{},
-		ProviderOverride:  agentOverride(in.Bundle, w.AgentProviders()),
+		ProviderOverride:  agentOverride(in.Bundle, w.AgentProviders(), w.Tools()),
 		Host:              unsupportedSandbox{what: "script() outside a sandbox"},
 		SandboxOverride:   func(eval.SandboxProvider) eval.SandboxProvider { return unsupportedSandbox{what: "sandbox()"} },
 		WorkspaceOverride: func(eval.WorkspaceProvider) eval.WorkspaceProvider { return unsupportedWorkspace{} },
@@ -174,12 +175,12 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 // bundle) in workflow code, where it replays; every other session becomes
 // an activity, which names the provider by its ordinal among those the
 // workflow made while it loaded (see starlib.Workflow.AgentProviders).
-func agentOverride(b *Bundle, made []eval.AgentProvider) func(eval.AgentProvider) eval.AgentProvider {
+func agentOverride(b *Bundle, made []eval.AgentProvider, tools []*eval.Tool) func(eval.AgentProvider) eval.AgentProvider {
 	return func(p eval.AgentProvider) eval.AgentProvider {
 		if ip, ok := p.(eval.InProcess); ok && ip.InProcess() {
 			return p
 		}
-		stub := agentStub{name: providerName(p), index: -1, bundle: b}
+		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools}
 		for i, m := range made {
 			if m == p {
 				stub.index = i
@@ -216,9 +217,20 @@ type AgentCall struct {
 	Permissions   eval.Permissions `json:"permissions"`
 	// OutputSchema is the JSON schema of a structured result, or nil.
 	OutputSchema map[string]any `json:"outputSchema,omitempty"`
+	// Tools are the granted tools, each by its ordinal among the tools
+	// Bundle defines while it loads; ToolServer is the tool bridge's
+	// server name.
+	Tools      []ToolRef `json:"tools,omitempty"`
+	ToolServer string    `json:"toolServer,omitempty"`
 	RunID        string         `json:"runId"`
 	// Source is the authored position of the agent() call.
 	Source string `json:"source"`
+}
+
+// ToolRef names a granted tool in an AgentCall.
+type ToolRef struct {
+	Name  string `json:"name"`
+	Index int    `json:"index"`
 }
 
 // agentStub is the agent provider in workflow code: it runs the session as
@@ -227,6 +239,8 @@ type agentStub struct {
 	name   string
 	index  int
 	bundle *Bundle
+	// tools are those the workflow defined while it loaded.
+	tools []*eval.Tool
 }
 
 func (s agentStub) Name() string {
@@ -238,8 +252,6 @@ func (s agentStub) Name() string {
 
 func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.AgentExecution) (*eval.AgentResponse, error) {
 	switch {
-	case len(req.Tools) > 0:
-		return nil, errors.New("tool() grants are not yet supported in runs on Temporal")
 	case len(req.MCPServers) > 0:
 		return nil, errors.New("mcp() grants are not yet supported in runs on Temporal")
 	case len(req.Skills) > 0:
@@ -255,7 +267,15 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 	if req.Output != nil {
 		call.OutputSchema = req.Output.JSONSchema
 	}
-	if s.index >= 0 {
+	for _, t := range req.Tools {
+		ref := ToolRef{Name: t.Name, Index: slices.Index(s.tools, t.Tool())}
+		if ref.Index < 0 {
+			return nil, fmt.Errorf("tool %q was defined while the workflow ran (in a component body): a worker cannot define it again; on Temporal, define tools at the top level of the file", t.Name)
+		}
+		call.Tools = append(call.Tools, ref)
+	}
+	call.ToolServer = req.ToolServer
+	if s.index >= 0 || len(call.Tools) > 0 {
 		call.Bundle = s.bundle
 	}
 	ao := workflow.ActivityOptions{

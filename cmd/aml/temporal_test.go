@@ -30,9 +30,14 @@ const fleetWorkflow = `fake = acp_agent(
 )
 configure(max_concurrent_agents = 16, max_agent_calls = 100)
 
+def _lookup(input):
+    return "order %d is %s" % (input["id"], "even" if input["id"] % 2 == 0 else "odd")
+
+lookup = define_tool(name = "lookup", description = "Reads an order.", input = schema.object(id = schema.integer()), execute = _lookup)
+
 def main():
     return parallel([
-        agent("append $LOG start s%d\nsleep 400\nsay s%d@\nenv WORKER\nsay ;\nappend $LOG end s%d" % (i, i, i), provider = fake)
+        agent("append $LOG start s%d\nsleep 400\ncall lookup {\"id\": %d}\nsay s%d@\nenv WORKER\nsay ;\nappend $LOG end s%d" % (i, i, i, i), tool(lookup), provider = fake)
         for i in range(40)
     ])
 `
@@ -89,6 +94,10 @@ func TestTemporalFleet(t *testing.T) {
 		}
 		if len(seen) != 40 {
 			t.Fatalf("%d of 40 sessions in the result %q", len(seen), text)
+		}
+		// Each session called the Starlark tool on its worker.
+		if n := strings.Count(text, "result: order "); n != 40 || !strings.Contains(text, "result: order 7 is odd") {
+			t.Fatalf("%d tool results in %q, want 40", n, text)
 		}
 		return perWorker
 	}
@@ -200,7 +209,7 @@ func TestTemporalFleet(t *testing.T) {
 		t.Fatalf("aml runs show --temporal: %v", err)
 	}
 	show := string(out)
-	if !strings.Contains(show, "state:    succeeded") || strings.Count(show, "agent fake at fleet.star:10:14: finished") != 40 || !strings.Contains(show, killedText) {
+	if !strings.Contains(show, "state:    succeeded") || strings.Count(show, "agent fake at fleet.star:15:14: finished") != 40 || !strings.Contains(show, killedText) {
 		t.Fatalf("aml runs show --temporal:\n%s", show)
 	}
 
