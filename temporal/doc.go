@@ -147,23 +147,29 @@
 // # Status
 //
 // Built:
+//
 //   - Pack and Bundle: the workflow file and every module it loads,
 //     content-addressed, loaded on a worker through Bundle.FS.
+//
 //   - Run, the workflow (WorkflowName): the bundle is loaded and the entry
 //     evaluated as workflow code with this package's eval.Executor
 //     (coroutines per branch, workflow semaphores for
 //     max_concurrent_agents and serial turns, timeouts that the session's
 //     activity enforces). Runs replay from their history.
+//
 //   - AgentActivity and Register: a worker runs agent sessions with the
 //     providers it is given (Activities), heartbeating; a session whose
 //     provider failed is not run again, one whose worker died is.
+//
 //   - BlobDriver: payloads above 256 KiB in an AML store.
+//
 //   - The test server (scripts/temporal-server.sh builds
 //     go.temporal.io/server from the module proxy once, and
 //     internal/temporaltest starts it with SQLite on loopback).
 //
 //   - ask(): the run waits on AnswerSignal, holding no activity; StateQuery
 //     lists the questions it waits for.
+//
 //   - tool() grants of tools defined at the top level of the file: the
 //     worker that runs the session defines them again from the bundle and
 //     runs their execute functions (starlib.Workflow.Tools).

@@ -222,7 +222,7 @@ type AgentCall struct {
 	// server name.
 	Tools      []ToolRef `json:"tools,omitempty"`
 	ToolServer string    `json:"toolServer,omitempty"`
-	RunID        string         `json:"runId"`
+	RunID      string    `json:"runId"`
 	// Source is the authored position of the agent() call.
 	Source string `json:"source"`
 }
