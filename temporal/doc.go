@@ -161,7 +161,7 @@
 //     providers it is given (Activities), heartbeating; a session whose
 //     provider failed is not run again, one whose worker died is.
 //
-//   - BlobDriver: payloads above 256 KiB in an AML store.
+//   - BlobDriver: payloads above 256 KiB in an AML store (aml --blob-store).
 //
 //   - The test server (scripts/temporal-server.sh builds
 //     go.temporal.io/server from the module proxy once, and

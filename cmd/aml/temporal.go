@@ -39,6 +39,9 @@ type temporalFlags struct {
 	address   string
 	namespace string
 	taskQueue string
+	// blobStore is --blob-store: where payloads too large for history
+	// are kept (see temporal.BlobDriver).
+	blobStore string
 }
 
 // register adds --temporal, --namespace and --task-queue to fs.
@@ -46,6 +49,7 @@ func (t *temporalFlags) register(fs *flag.FlagSet, addressHelp string) {
 	fs.StringVar(&t.address, "temporal", "", addressHelp)
 	fs.StringVar(&t.namespace, "namespace", "", "Temporal namespace (default: TEMPORAL_NAMESPACE, else default)")
 	fs.StringVar(&t.taskQueue, "task-queue", defaultTaskQueue, "Temporal task queue of the AML workers")
+	fs.StringVar(&t.blobStore, "blob-store", "", "keep payloads above 256 KiB (bundles, prompts, results) in this directory or s3://BUCKET[/PREFIX], which every worker and client of the namespace must share (default: AML_TEMPORAL_BLOB_STORE)")
 }
 
 // dial connects to the service, filling the namespace from
@@ -57,7 +61,22 @@ func (t *temporalFlags) dial() (client.Client, error) {
 	if t.namespace == "" {
 		t.namespace = "default"
 	}
-	c, err := client.Dial(client.Options{HostPort: t.address, Namespace: t.namespace, Logger: sdkLogger{}})
+	opts := client.Options{HostPort: t.address, Namespace: t.namespace, Logger: sdkLogger{}}
+	if t.blobStore == "" {
+		t.blobStore = os.Getenv("AML_TEMPORAL_BLOB_STORE")
+	}
+	if t.blobStore != "" {
+		st, err := (&storeFlags{}).openStore(t.blobStore)
+		if err != nil {
+			return nil, fmt.Errorf("--blob-store: %w", err)
+		}
+		d, err := temporal.NewBlobDriver(st, "")
+		if err != nil {
+			return nil, fmt.Errorf("--blob-store: %w", err)
+		}
+		opts.ExternalStorage = d.ExternalStorage(0)
+	}
+	c, err := client.Dial(opts)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach Temporal at %s (namespace %s): %w", t.address, t.namespace, err)
 	}

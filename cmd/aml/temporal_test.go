@@ -52,6 +52,12 @@ func TestTemporalFleet(t *testing.T) {
 	srv := temporaltest.Start(t)
 	bin := buildAMLRace(t, false)
 	dir := t.TempDir()
+	// Every worker and client keeps payloads above 256 KiB here.
+	blobs := filepath.Join(dir, "blobs")
+	if err := os.Mkdir(blobs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AML_TEMPORAL_BLOB_STORE", blobs)
 	fake := filepath.Join(dir, "fake-acp-agent")
 	if out, err := exec.Command("go", "build", "-o", fake, "github.com/aml-go/aml/internal/cmd/fake-acp-agent").CombinedOutput(); err != nil {
 		t.Fatalf("building the fake ACP agent: %v\n%s", err, out)
@@ -196,12 +202,30 @@ func TestTemporalFleet(t *testing.T) {
 	}
 	t.Logf("the server restarted mid-run; the run ended %s later, each session run once", time.Since(restarted).Round(time.Millisecond))
 
+	// A prompt and a result of 3 MB, above Temporal's 2 MB per payload,
+	// travel through the blob store.
+	big := filepath.Join(dir, "big.star")
+	bigSrc := "fake = acp_agent(command = env(\"FAKE_AGENT\", \"fake-acp-agent\"), name = \"fake\")\n\ndef main():\n    return agent(\"say start\\n\" + (\"y\" * 1000 + \"\\n\") * 3000 + \"say end\", provider = fake)\n"
+	if err := os.WriteFile(big, []byte(bigSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(bin, "run", "--quiet", "--temporal", srv.Address, big).Output()
+	if err != nil {
+		t.Fatalf("aml run --temporal of a 3 MB prompt: %v", err)
+	}
+	if got := strings.TrimSpace(string(out)); got != "start"+strings.Repeat("y", 3000000)+"end" {
+		t.Fatalf("the 3 MB result came back as %d bytes starting %.40q", len(got), got)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(blobs, temporal.BlobNamespace, "blobs")); len(entries) < 2 {
+		t.Fatalf("%d blobs stored for a 3 MB prompt and result", len(entries))
+	}
+
 	// aml runs and aml runs show.
 	out, err = exec.Command(bin, "runs", "--temporal", srv.Address).Output()
 	if err != nil {
 		t.Fatalf("aml runs --temporal: %v", err)
 	}
-	if !regexp.MustCompile(runID+`\s+succeeded\s+fleet.star`).Match(out) || strings.Count(string(out), " succeeded ") != 3 {
+	if !regexp.MustCompile(runID+`\s+succeeded\s+fleet.star`).Match(out) || strings.Count(string(out), " succeeded ") != 4 {
 		t.Fatalf("aml runs --temporal:\n%s", out)
 	}
 	out, err = exec.Command(bin, "runs", "show", runID, "--temporal", srv.Address).Output()
