@@ -132,11 +132,15 @@
 //
 // Temporal history is readable by anyone with access to the namespace, so
 // nothing that `aml run` redacts reaches it in plain text. env() values stay
-// on workers: the workflow sees an opaque reference whose history form is
-// the keyed digest the local journal records, and an activity substitutes
-// the value where it is used (a prompt, a command, a tool argument).
-// Provider credentials come from each worker's environment, never from the
-// submitter's. Errors are redacted before they are recorded.
+// on workers: workflow code reads the variable on its worker and history
+// records only the keyed digest (a worker whose value differs cannot
+// replay the run); before an activity is scheduled, each value is replaced
+// in what it carries (a prompt, a system text, a follow-up) by a token
+// naming the variable, which the activity's worker fills from its own
+// environment and puts back in what it returns. Provider credentials come
+// from each worker's environment, never from the submitter's. Errors are
+// redacted before they are recorded. A run's result is stored as it is,
+// as aml run prints it.
 //
 // # Dependencies
 //
@@ -174,9 +178,13 @@
 //     worker that runs the session defines them again from the bundle and
 //     runs their execute functions (starlib.Workflow.Tools).
 //
+//   - env() in workflow code, with its values kept out of history
+//     (secrets.go): history records keyed digests, and activities carry
+//     tokens that workers fill.
+//
 // Not yet: tools defined in component bodies (the signal path above),
 // mcp() and skill() grants, sandbox() and workspace()
-// scopes, script(), env() values, effect identities as activity
+// scopes, script(), effect identities as activity
 // ids, and continue-as-new. The commands aml worker, aml run --temporal,
 // aml runs --temporal, aml answer and aml cancel are built. A workflow that uses
 // what is not yet supported fails with an error that names it.

@@ -1,15 +1,19 @@
 package temporal_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/aml-go/aml/internal/temporaltest"
 	"github.com/aml-go/aml/temporal"
@@ -70,5 +74,94 @@ func TestRunOnServer(t *testing.T) {
 	}
 	if err := replayer.ReplayWorkflowHistory(quiet{}, hist); err != nil {
 		t.Fatalf("the recorded history does not replay: %v", err)
+	}
+}
+
+// TestSecretsStayOutOfHistory: an env() value that a prompt carries, that
+// the agent says back and that a failure quotes reaches the result as it
+// is, but no event of the run's history holds it.
+func TestSecretsStayOutOfHistory(t *testing.T) {
+	const secret = "s3cr3t-token-4242"
+	srv := temporaltest.Start(t)
+	c := srv.Dial(t)
+	env := func(name string) (string, bool) {
+		if name == "TOKEN" {
+			return secret, true
+		}
+		return "", false
+	}
+	w := worker.New(c, "secrets", worker.Options{})
+	agent := &echoAgent{}
+	temporal.Register(w, temporal.Options{DefaultAgent: agent, Env: env, EnvDigestKey: []byte("k")})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run := func(id, src string) (string, error) {
+		path := filepath.Join(dir, id+".star")
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b, err := temporal.Pack(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "secrets"}, temporal.WorkflowName, temporal.RunInput{Bundle: b})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res temporal.RunResult
+		err = r.Get(ctx, &res)
+		iter := c.GetWorkflowHistory(ctx, id, r.GetRunID(), false, 0)
+		for iter.HasNext() {
+			ev, herr := iter.Next()
+			if herr != nil {
+				t.Fatal(herr)
+			}
+			b, _ := proto.Marshal(ev)
+			if bytes.Contains(b, []byte(secret)) {
+				t.Fatalf("history event %d (%s) of run %s holds the secret", ev.EventId, ev.EventType, id)
+			}
+		}
+		return res.Text, err
+	}
+	// The workflow computes with what the agent said (the value is back
+	// in it), and returns something else: a result is stored as it is.
+	src := "def main():\n    said = evaluate(agent(\"use \" + env(\"TOKEN\") + \" now\"))\n    return \"%s %d\" % (said == \"<use \" + env(\"TOKEN\") + \" now|>\", len(said))\n"
+	text, err := run("ok", src)
+	if want := fmt.Sprintf("True %d", len("<use "+secret+" now|>")); err != nil || text != want {
+		t.Fatalf("text %q, %v; want %q", text, err, want)
+	}
+	if p := agent.prompts; len(p) != 1 || p[0] != "use "+secret+" now" {
+		t.Fatalf("the agent was given %q", p)
+	}
+	// A worker whose environment differs cannot replay the run.
+	replay := func(lookup func(string) (string, bool)) error {
+		iter := c.GetWorkflowHistory(ctx, "ok", "", false, 0)
+		hist := &historypb.History{}
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			hist.Events = append(hist.Events, ev)
+		}
+		r := worker.NewWorkflowReplayer()
+		temporal.RegisterWorkflow(r, temporal.Options{Env: lookup, EnvDigestKey: []byte("k")})
+		return r.ReplayWorkflowHistory(quiet{}, hist)
+	}
+	if err := replay(env); err != nil {
+		t.Fatalf("replay with the same environment: %v", err)
+	}
+	other := func(name string) (string, bool) { return "another-token", name == "TOKEN" }
+	if err := replay(other); err == nil {
+		t.Fatalf("replay with another TOKEN: %v", err)
+	}
+	_, err = run("fails", "def main():\n    return agent(\"fail with \" + env(\"TOKEN\"))\n")
+	if err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "[redacted]") {
+		t.Fatalf("a failure quoting the secret: %v", err)
 	}
 }

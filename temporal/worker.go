@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/redact"
 	"github.com/aml-go/aml/starlib"
 )
 
@@ -35,6 +37,10 @@ type Options struct {
 	// DefaultAgent runs sessions whose workflow configured no provider;
 	// nil refuses them.
 	DefaultAgent eval.AgentProvider
+	// EnvDigestKey keys the digests of env() values that history records
+	// (every worker must have the same); nil uses a fixed key, which
+	// leaves short values open to a brute-force search of a history.
+	EnvDigestKey []byte
 }
 
 // Register registers the AML workflow (WorkflowName) and activities
@@ -50,7 +56,7 @@ func Register(r worker.Registry, opts Options) {
 // RegisterWorkflow registers the AML workflow alone: on a
 // worker.WorkflowReplayer that replays a recorded history, say.
 func RegisterWorkflow(r worker.WorkflowRegistry, opts Options) {
-	wf := &workflows{extensions: opts.Extensions}
+	wf := &workflows{extensions: opts.Extensions, env: opts.Env, digestKey: opts.EnvDigestKey}
 	r.RegisterWorkflowWithOptions(wf.run, workflow.RegisterOptions{Name: WorkflowName})
 }
 
@@ -155,9 +161,36 @@ func (a *activities) agent(ctx context.Context, call AgentCall) (*eval.AgentResp
 	if err != nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
 	}
-	req := &eval.AgentRequest{
-		Prompt: call.Prompt, FollowUps: call.FollowUps, System: call.System, Model: call.Model,
-		Name: call.Name, Permissions: call.Permissions, ToolServer: call.ToolServer,
+	// Put this worker's env() values where the workflow left tokens, and
+	// take them out again of what goes back into history.
+	lookup := a.opts.Env
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	seal := &sealer{}
+	open := func(s string) (string, error) {
+		return unseal(s, func(name string) (string, bool) {
+			v, ok := lookup(name)
+			if ok {
+				seal.add(name, v)
+			}
+			return v, ok
+		})
+	}
+	req := &eval.AgentRequest{Model: call.Model, Name: call.Name, Permissions: call.Permissions, ToolServer: call.ToolServer}
+	var uerr error
+	if req.Prompt, uerr = open(call.Prompt); uerr == nil {
+		req.System, uerr = open(call.System)
+	}
+	for _, f := range call.FollowUps {
+		if uerr == nil {
+			var t string
+			t, uerr = open(f)
+			req.FollowUps = append(req.FollowUps, t)
+		}
+	}
+	if uerr != nil {
+		return nil, sdktemporal.NewNonRetryableApplicationError(uerr.Error(), agentFailure, nil)
 	}
 	if len(call.Tools) > 0 {
 		tools, err := a.tools(call)
@@ -177,13 +210,20 @@ func (a *activities) agent(ctx context.Context, call AgentCall) (*eval.AgentResp
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
+		msg := redact.New(seal.values...).String(err.Error())
+		return nil, sdktemporal.NewNonRetryableApplicationError(msg, agentFailure, nil)
 	}
 	if resp == nil {
 		err := errors.New("provider returned no response")
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
 	}
-	return resp, nil
+	out := *resp
+	out.Text = seal.seal(resp.Text)
+	out.Messages = make([]string, len(resp.Messages))
+	for i, m := range resp.Messages {
+		out.Messages[i] = seal.seal(m)
+	}
+	return &out, nil
 }
 
 // heartbeat records a heartbeat every HeartbeatInterval until the

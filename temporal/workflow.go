@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/redact"
 	"github.com/aml-go/aml/starlib"
 )
 
@@ -120,7 +121,11 @@ type RunResult struct {
 
 // workflows holds what the workflow function needs besides its input: the
 // extensions every worker loads bundles with.
-type workflows struct{ extensions []*starlib.Extension }
+type workflows struct {
+	extensions []*starlib.Extension
+	env        func(string) (string, bool)
+	digestKey  []byte
+}
 
 // run is the workflow function of an AML run (registered as WorkflowName):
 // it loads the bundle and evaluates the entry as workflow code, with the
@@ -130,13 +135,12 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "aml.bundle", err)
 	}
 	log := workflow.GetLogger(wctx)
+	seal := &sealer{}
 	w, err := starlib.LoadFile(in.Bundle.Entry, starlib.LoadOptions{
 		FS:         in.Bundle.FS(),
 		Extensions: wf.extensions,
-		// env() values stay on workers (see Secrets in the package
-		// documentation); until activities substitute them, a variable
-		// reads as unset in workflow code.
-		Env: func(string) (string, bool) { return "", false },
+		// env() values stay on workers (see secrets.go).
+		Env: workflowEnv(wctx, wf.env, wf.digestKey, seal),
 		Print: func(msg string) {
 			if !workflow.IsReplaying(wctx) {
 				log.Info(msg)
@@ -153,7 +157,7 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	opts := eval.Options{
 		Ask:               qs.ask,
 		Executor:          executor{},
-		ProviderOverride:  agentOverride(in.Bundle, w.AgentProviders(), w.Tools()),
+		ProviderOverride:  agentOverride(in.Bundle, w.AgentProviders(), w.Tools(), seal),
 		Host:              unsupportedSandbox{what: "script() outside a sandbox"},
 		SandboxOverride:   func(eval.SandboxProvider) eval.SandboxProvider { return unsupportedSandbox{what: "sandbox()"} },
 		WorkspaceOverride: func(eval.WorkspaceProvider) eval.WorkspaceProvider { return unsupportedWorkspace{} },
@@ -165,7 +169,9 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 		return nil, sdktemporal.NewCanceledError()
 	}
 	if err != nil {
-		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "aml.evaluation", err)
+		// Redacted as aml run redacts it: history is no place for secrets.
+		msg := redact.New(append(w.Secrets(), seal.values...)...).String(err.Error())
+		return nil, sdktemporal.NewNonRetryableApplicationError(msg, "aml.evaluation", nil)
 	}
 	return &RunResult{Text: text}, nil
 }
@@ -175,12 +181,12 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 // bundle) in workflow code, where it replays; every other session becomes
 // an activity, which names the provider by its ordinal among those the
 // workflow made while it loaded (see starlib.Workflow.AgentProviders).
-func agentOverride(b *Bundle, made []eval.AgentProvider, tools []*eval.Tool) func(eval.AgentProvider) eval.AgentProvider {
+func agentOverride(b *Bundle, made []eval.AgentProvider, tools []*eval.Tool, seal *sealer) func(eval.AgentProvider) eval.AgentProvider {
 	return func(p eval.AgentProvider) eval.AgentProvider {
 		if ip, ok := p.(eval.InProcess); ok && ip.InProcess() {
 			return p
 		}
-		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools}
+		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, seal: seal}
 		for i, m := range made {
 			if m == p {
 				stub.index = i
@@ -241,6 +247,8 @@ type agentStub struct {
 	bundle *Bundle
 	// tools are those the workflow defined while it loaded.
 	tools []*eval.Tool
+	// seal keeps env() values out of what the activity carries.
+	seal *sealer
 }
 
 func (s agentStub) Name() string {
@@ -261,8 +269,11 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 	}
 	wctx := workflowOf(ctx)
 	call := AgentCall{
-		Provider: s.name, ProviderIndex: s.index, Prompt: req.Prompt, FollowUps: req.FollowUps, System: req.System, Model: req.Model,
+		Provider: s.name, ProviderIndex: s.index, Prompt: s.seal.seal(req.Prompt), System: s.seal.seal(req.System), Model: req.Model,
 		Name: req.Name, Permissions: req.Permissions, RunID: exec.RunID, Source: exec.Source.String(),
+	}
+	for _, f := range req.FollowUps {
+		call.FollowUps = append(call.FollowUps, s.seal.seal(f))
 	}
 	if req.Output != nil {
 		call.OutputSchema = req.Output.JSONSchema
@@ -301,6 +312,23 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 			return nil, t.cause
 		}
 		return nil, activityError(err)
+	}
+	// The worker sealed what it returns; put the values back.
+	lookup := func(name string) (string, bool) {
+		for v, n := range s.seal.names {
+			if n == name {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	if resp.Text, err = unseal(resp.Text, lookup); err != nil {
+		return nil, err
+	}
+	for i, m := range resp.Messages {
+		if resp.Messages[i], err = unseal(m, lookup); err != nil {
+			return nil, err
+		}
 	}
 	return &resp, nil
 }
