@@ -3,13 +3,10 @@ package temporal_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.starlark.net/starlark"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/starlib"
@@ -46,24 +43,15 @@ configure(agent_provider = second)
 def main():
     return [agent("a", provider = first), " ", agent("b")]
 `
-	path := filepath.Join(t.TempDir(), "keyed.star")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b, err := temporal.Pack(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(quiet{})
-	env := s.NewTestWorkflowEnvironment()
+	dir := t.TempDir()
+	b := packSource(t, dir, "keyed.star", src)
 	workerEnv := func(name string) (string, bool) {
 		if name == "KEY" {
 			return "worker-secret", true
 		}
 		return "", false
 	}
-	temporal.Register(env, temporal.Options{Extensions: []*starlib.Extension{keyedExtension}, Env: workerEnv})
+	env := testEnv(temporal.Options{Extensions: []*starlib.Extension{keyedExtension}, Env: workerEnv})
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -78,12 +66,8 @@ def main():
 
 	// A provider made in a component body cannot be made on a worker.
 	src = "def main():\n    return agent(\"x\", provider = keyed_agent(name = \"late\", key = \"k\"))\n"
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b, _ = temporal.Pack(path)
-	env = s.NewTestWorkflowEnvironment()
-	temporal.Register(env, temporal.Options{Extensions: []*starlib.Extension{keyedExtension}})
+	b = packSource(t, dir, "keyed.star", src)
+	env = testEnv(temporal.Options{Extensions: []*starlib.Extension{keyedExtension}})
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
 	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "make providers at the top level") || !strings.Contains(err.Error(), "keyed.star:2:17") {
 		t.Fatalf("a provider made in a component body: %v", err)
@@ -131,19 +115,10 @@ caller = caller_agent()
 def main():
     return agent("four", tool(double), tool(strict), provider = caller)
 `
-	path := filepath.Join(t.TempDir(), "tools.star")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b, err := temporal.Pack(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(quiet{})
-	env := s.NewTestWorkflowEnvironment()
+	dir := t.TempDir()
+	b := packSource(t, dir, "tools.star", src)
 	workerEnv := func(name string) (string, bool) { return map[string]string{"KEY": "worker"}[name], name == "KEY" }
-	temporal.Register(env, temporal.Options{Extensions: []*starlib.Extension{callerExtension}, Env: workerEnv})
+	env := testEnv(temporal.Options{Extensions: []*starlib.Extension{callerExtension}, Env: workerEnv})
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -162,12 +137,8 @@ def main():
     late = define_tool(name = "late", description = "Made late.", execute = lambda input: "x")
     return agent("x", tool(late), provider = caller)
 `
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b, _ = temporal.Pack(path)
-	env = s.NewTestWorkflowEnvironment()
-	temporal.Register(env, temporal.Options{Extensions: []*starlib.Extension{callerExtension}})
+	b = packSource(t, dir, "tools.star", src)
+	env = testEnv(temporal.Options{Extensions: []*starlib.Extension{callerExtension}})
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
 	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), `tool "late" was defined while the workflow ran`) {
 		t.Fatalf("a tool defined in a component body: %v", err)

@@ -3,8 +3,6 @@ package temporal_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -56,14 +54,7 @@ func runOnServer(b *testing.B, src string, agent eval.AgentProvider, workers, sl
 		}
 		b.Cleanup(w.Stop)
 	}
-	path := filepath.Join(b.TempDir(), "bench.star")
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	bundle, err := temporal.Pack(path)
-	if err != nil {
-		b.Fatal(err)
-	}
+	bundle := packSource(b, b.TempDir(), "bench.star", src)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	started := time.Now()

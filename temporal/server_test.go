@@ -101,14 +101,7 @@ func TestSecretsStayOutOfHistory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	run := func(id, src string) (string, error) {
-		path := filepath.Join(dir, id+".star")
-		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		b, err := temporal.Pack(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := packSource(t, dir, id+".star", src)
 		r, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "secrets"}, temporal.WorkflowName, temporal.RunInput{Bundle: b})
 		if err != nil {
 			t.Fatal(err)

@@ -86,10 +86,7 @@ func onTemporal(t *testing.T, path string, agent eval.AgentProvider) (string, er
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(quiet{})
-	env := s.NewTestWorkflowEnvironment()
-	temporal.Register(env, temporal.Options{DefaultAgent: agent})
+	env := testEnv(temporal.Options{DefaultAgent: agent})
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("the workflow did not complete")
@@ -171,6 +168,29 @@ func TestWorkflowFailure(t *testing.T) {
 	}
 }
 
+// packSource writes src as file name in dir and packs it.
+func packSource(tb testing.TB, dir, name, src string) *temporal.Bundle {
+	tb.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	b, err := temporal.Pack(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// testEnv is the SDK's test environment, quiet, with AML registered.
+func testEnv(opts temporal.Options) *testsuite.TestWorkflowEnvironment {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(quiet{})
+	env := s.NewTestWorkflowEnvironment()
+	temporal.Register(env, opts)
+	return env
+}
+
 // quiet drops the SDK's logs: the tests report what they check.
 type quiet struct{}
 
@@ -189,18 +209,8 @@ const askFlow = `def main():
 // state query lists the waiting question with its id and schema, and the
 // answer signal lets the run go on with the value.
 func TestWorkflowAsk(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ask.star")
-	if err := os.WriteFile(path, []byte(askFlow), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	b, err := temporal.Pack(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s testsuite.WorkflowTestSuite
-	s.SetLogger(quiet{})
-	env := s.NewTestWorkflowEnvironment()
-	temporal.Register(env, temporal.Options{})
+	b := packSource(t, t.TempDir(), "ask.star", askFlow)
+	env := testEnv(temporal.Options{})
 	state := func() temporal.RunState {
 		v, err := env.QueryWorkflow(temporal.StateQuery)
 		if err != nil {

@@ -52,6 +52,20 @@ func (t *temporalFlags) register(fs *flag.FlagSet, addressHelp string) {
 	fs.StringVar(&t.blobStore, "blob-store", "", "keep payloads above 256 KiB (bundles, prompts, results) in this directory or s3://BUCKET[/PREFIX], which every worker and client of the namespace must share (default: AML_TEMPORAL_BLOB_STORE)")
 }
 
+// addressFromEnv fills the address from TEMPORAL_ADDRESS when --temporal
+// was not given, and reports whether there is one (saying what to do when
+// there is not).
+func (t *temporalFlags) addressFromEnv(cmd string, stderr io.Writer) bool {
+	if t.address == "" {
+		t.address = os.Getenv("TEMPORAL_ADDRESS")
+	}
+	if t.address == "" {
+		fmt.Fprintf(stderr, "aml %s: no Temporal service: give --temporal HOST:PORT or set TEMPORAL_ADDRESS\n", cmd)
+		return false
+	}
+	return true
+}
+
 // dial connects to the service, filling the namespace from
 // TEMPORAL_NAMESPACE.
 func (t *temporalFlags) dial() (client.Client, error) {
@@ -119,11 +133,7 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	if t.address == "" {
-		t.address = os.Getenv("TEMPORAL_ADDRESS")
-	}
-	if t.address == "" {
-		fmt.Fprintln(stderr, "aml worker: no Temporal service: give --temporal HOST:PORT or set TEMPORAL_ADDRESS")
+	if !t.addressFromEnv("worker", stderr) {
 		return exitUsage
 	}
 	if !maxAgents.set {
@@ -475,11 +485,7 @@ func cmdCancel(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	if t.address == "" {
-		t.address = os.Getenv("TEMPORAL_ADDRESS")
-	}
-	if t.address == "" {
-		fmt.Fprintln(stderr, "aml cancel: no Temporal service: give --temporal HOST:PORT or set TEMPORAL_ADDRESS")
+	if !t.addressFromEnv("cancel", stderr) {
 		return exitUsage
 	}
 	c, err := t.dial()
@@ -548,11 +554,7 @@ func cmdAnswer(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
-	if t.address == "" {
-		t.address = os.Getenv("TEMPORAL_ADDRESS")
-	}
-	if t.address == "" {
-		fmt.Fprintln(stderr, "aml answer: no Temporal service: give --temporal HOST:PORT or set TEMPORAL_ADDRESS")
+	if !t.addressFromEnv("answer", stderr) {
 		return exitUsage
 	}
 	c, err := t.dial()

@@ -278,7 +278,24 @@ matching.numTaskqueueWritePartitions:
   - value: 1
 `
 
-var configTemplate = template.Must(template.New("config").Parse(`log:
+// sqliteStore is a datastore of the configuration: both stores share the
+// database file, one connection each.
+const sqliteStore = `{{define "sqlite"}}      sql:
+        pluginName: "sqlite"
+        databaseName: "{{.DB}}"
+        connectAddr: "localhost"
+        connectProtocol: "tcp"
+        connectAttributes:
+          cache: "private"
+          setup: true
+          journal_mode: wal
+          synchronous: 1
+        maxConns: 1
+        maxIdleConns: 1
+        maxConnLifetime: "1h"
+{{end}}`
+
+var configTemplate = template.Must(template.Must(template.New("config").Parse(sqliteStore)).Parse(`log:
   stdout: true
   level: warn
 persistence:
@@ -287,34 +304,8 @@ persistence:
   numHistoryShards: 1
   datastores:
     sqlite-default:
-      sql:
-        pluginName: "sqlite"
-        databaseName: "{{.DB}}"
-        connectAddr: "localhost"
-        connectProtocol: "tcp"
-        connectAttributes:
-          cache: "private"
-          setup: true
-          journal_mode: wal
-          synchronous: 1
-        maxConns: 1
-        maxIdleConns: 1
-        maxConnLifetime: "1h"
-    sqlite-visibility:
-      sql:
-        pluginName: "sqlite"
-        databaseName: "{{.DB}}"
-        connectAddr: "localhost"
-        connectProtocol: "tcp"
-        connectAttributes:
-          cache: "private"
-          setup: true
-          journal_mode: wal
-          synchronous: 1
-        maxConns: 1
-        maxIdleConns: 1
-        maxConnLifetime: "1h"
-global:
+{{template "sqlite" .}}    sqlite-visibility:
+{{template "sqlite" .}}global:
   membership:
     maxJoinDuration: 30s
     broadcastAddress: "127.0.0.1"
