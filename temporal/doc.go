@@ -133,8 +133,9 @@
 // Temporal history is readable by anyone with access to the namespace, so
 // nothing that `aml run` redacts reaches it in plain text. env() values stay
 // on workers: workflow code reads the variable on its worker and history
-// records only the keyed digest (a worker whose value differs cannot
-// replay the run); before an activity is scheduled, each value is replaced
+// records the value sealed with the workers' shared key (Options.EnvKey),
+// so a worker that takes the run over replays it with the same value;
+// before an activity is scheduled, each value is replaced
 // in what it carries (a prompt, a system text, a follow-up) by a token
 // naming the variable, which the activity's worker fills from its own
 // environment and puts back in what it returns. Provider credentials come
@@ -178,9 +179,9 @@
 //     worker that runs the session defines them again from the bundle and
 //     runs their execute functions (starlib.Workflow.Tools).
 //
-//   - env() in workflow code, with its values kept out of history
-//     (secrets.go): history records keyed digests, and activities carry
-//     tokens that workers fill.
+//   - env() in workflow code, with its values kept out of history in plain
+//     text (secrets.go): history records them sealed, and activities
+//     carry tokens that workers fill.
 //
 // Not yet: tools defined in component bodies (the signal path above),
 // mcp() and skill() grants, sandbox() and workspace()

@@ -1,9 +1,12 @@
 package temporal
 
 import (
-	"crypto/hmac"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -17,11 +20,12 @@ import (
 // Secrets in workflow code. Temporal history is readable by anyone with
 // access to the namespace, so an env() value never enters it:
 //
-//   - env() in workflow code reads the variable on the worker that runs
-//     the workflow task, and history records only its keyed digest (a
-//     workflow.SideEffect). A worker that replays the run reads the
-//     variable itself and refuses to go on when its digest differs: every
-//     worker must have the same environment (and the same digest key).
+//   - env() in workflow code reads the variable on the worker that first
+//     runs the read, and history records the value sealed (AES-GCM under
+//     a key derived from the workers' shared key, in a
+//     workflow.SideEffect): a worker that replays the run opens the
+//     record, so the run reads the same value whichever worker drives it,
+//     and a worker without the key cannot drive it.
 //   - Before an effect is scheduled, every value env() returned (of at
 //     least redact.MinLen bytes) is replaced in what the activity carries
 //     by a token that names the variable; the worker puts its own value
@@ -99,39 +103,88 @@ func unseal(text string, lookup func(string) (string, bool)) (string, error) {
 	}
 }
 
-// envDigest is the keyed digest of a variable's value (or of its absence)
-// that history records.
-func envDigest(key []byte, v string, set bool) string {
-	marker := "=" + v
-	if !set {
-		marker = "\x00unset"
-	}
+// envBox seals and opens the env() values that history records, with
+// AES-GCM under a key derived from the workers' shared key.
+type envBox struct{ aead cipher.AEAD }
+
+func newEnvBox(key []byte) envBox {
 	if key == nil {
 		key = []byte("aml-temporal-env")
 	}
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(marker))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:12])
+	k := sha256.Sum256(append([]byte("aml temporal env\x00"), key...))
+	block, err := aes.NewCipher(k[:])
+	if err != nil {
+		panic(err) // a 32-byte key is always valid
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		panic(err)
+	}
+	return envBox{aead}
 }
 
-// workflowEnv is env() in workflow code (see the comment at the top).
+// envRecord is what history holds of one env() read.
+type envRecord struct {
+	Sealed string `json:"sealed"`
+}
+
+func (b envBox) seal(v string, set bool) (envRecord, error) {
+	nonce := make([]byte, b.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return envRecord{}, err
+	}
+	plain := "\x00unset"
+	if set {
+		plain = "=" + v
+	}
+	return envRecord{Sealed: base64.RawStdEncoding.EncodeToString(b.aead.Seal(nonce, nonce, []byte(plain), nil))}, nil
+}
+
+func (b envBox) open(r envRecord) (string, bool, error) {
+	raw, err := base64.RawStdEncoding.DecodeString(r.Sealed)
+	n := b.aead.NonceSize()
+	if err != nil || len(raw) < n {
+		return "", false, errors.New("the run's record of an env() value is damaged")
+	}
+	plain, err := b.aead.Open(nil, raw[:n], raw[n:], nil)
+	if err != nil {
+		return "", false, errors.New("this worker cannot open the run's record of an env() value: give every worker the same journal key (AML_JOURNAL_KEY_FILE)")
+	}
+	if string(plain) == "\x00unset" {
+		return "", false, nil
+	}
+	return strings.TrimPrefix(string(plain), "="), true, nil
+}
+
+// workflowEnv is env() in workflow code (see the comment at the top):
+// the worker that first runs the read looks the variable up, and history
+// records the value sealed, so that a worker that replays the run reads
+// the same value whatever its own environment holds.
 func workflowEnv(wctx workflow.Context, lookup func(string) (string, bool), key []byte, s *sealer) func(string) (string, bool) {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
+	box := newEnvBox(key)
 	return func(name string) (string, bool) {
-		v, ok := lookup(name)
-		digest := envDigest(key, v, ok)
-		var recorded string
-		if err := workflow.SideEffect(wctx, func(workflow.Context) any { return digest }).Get(&recorded); err != nil {
+		var rec envRecord
+		err := workflow.SideEffect(wctx, func(workflow.Context) any {
+			v, ok := lookup(name)
+			r, err := box.seal(v, ok)
+			if err != nil {
+				panic(fmt.Sprintf("env(%q): %v", name, err))
+			}
+			return r
+		}).Get(&rec)
+		if err != nil {
 			panic(fmt.Sprintf("env(%q): %v", name, err))
 		}
-		if recorded != digest {
+		v, ok, err := box.open(rec)
+		if err != nil {
 			// The evaluation fails here, which does not match the run's
 			// history: the workflow task fails, is tried again, and the
-			// run waits until a worker with the right environment takes
-			// it. The worker's log says why.
-			msg := fmt.Sprintf("env(%q) differs on this worker from what the run read on another: give every worker the same environment and the same journal key", name)
+			// run waits until a worker with the right key takes it. The
+			// worker's log says why.
+			msg := fmt.Sprintf("env(%q): %v", name, err)
 			workflow.GetLogger(wctx).Error(msg)
 			panic(msg)
 		}

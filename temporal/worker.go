@@ -37,10 +37,10 @@ type Options struct {
 	// DefaultAgent runs sessions whose workflow configured no provider;
 	// nil refuses them.
 	DefaultAgent eval.AgentProvider
-	// EnvDigestKey keys the digests of env() values that history records
-	// (every worker must have the same); nil uses a fixed key, which
-	// leaves short values open to a brute-force search of a history.
-	EnvDigestKey []byte
+	// EnvKey seals the env() values that history records (every worker
+	// of a task queue must have the same); nil uses a fixed key, which
+	// hides nothing from someone who has this package.
+	EnvKey []byte
 }
 
 // Register registers the AML workflow (WorkflowName) and activities
@@ -56,7 +56,7 @@ func Register(r worker.Registry, opts Options) {
 // RegisterWorkflow registers the AML workflow alone: on a
 // worker.WorkflowReplayer that replays a recorded history, say.
 func RegisterWorkflow(r worker.WorkflowRegistry, opts Options) {
-	wf := &workflows{extensions: opts.Extensions, env: opts.Env, digestKey: opts.EnvDigestKey}
+	wf := &workflows{extensions: opts.Extensions, env: opts.Env, envKey: opts.EnvKey}
 	r.RegisterWorkflowWithOptions(wf.run, workflow.RegisterOptions{Name: WorkflowName})
 }
 

@@ -124,7 +124,7 @@ type RunResult struct {
 type workflows struct {
 	extensions []*starlib.Extension
 	env        func(string) (string, bool)
-	digestKey  []byte
+	envKey     []byte
 }
 
 // run is the workflow function of an AML run (registered as WorkflowName):
@@ -140,7 +140,7 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 		FS:         in.Bundle.FS(),
 		Extensions: wf.extensions,
 		// env() values stay on workers (see secrets.go).
-		Env: workflowEnv(wctx, wf.env, wf.digestKey, seal),
+		Env: workflowEnv(wctx, wf.env, wf.envKey, seal),
 		Print: func(msg string) {
 			if !workflow.IsReplaying(wctx) {
 				log.Info(msg)

@@ -152,14 +152,14 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 		DeadlockDetectionTimeout:           deadlock,
 		Identity:                           fmt.Sprintf("aml-worker@%s:%d", host, os.Getpid()),
 	})
-	// env() digests in history are keyed with the journal key, which
+	// env() values in history are sealed with the journal key, which
 	// every worker of a task queue must share (AML_JOURNAL_KEY_FILE).
 	key, _, _, err := journalKey()
 	if err != nil {
-		logger.Error(fmt.Sprintf("the key of env() digests: %v", err))
+		logger.Error(fmt.Sprintf("the key that seals env() values: %v", err))
 		return exitFailure
 	}
-	temporal.Register(w, temporal.Options{Extensions: extensions(), EnvDigestKey: key})
+	temporal.Register(w, temporal.Options{Extensions: extensions(), EnvKey: key})
 	if err := w.Start(); err != nil {
 		logger.Error(fmt.Sprintf("cannot start the worker: %v", err))
 		return exitFailure

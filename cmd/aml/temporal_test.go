@@ -58,6 +58,8 @@ func TestTemporalFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("AML_TEMPORAL_BLOB_STORE", blobs)
+	// The workers share the key that seals env() values, as a fleet must.
+	t.Setenv("AML_JOURNAL_KEY_FILE", filepath.Join(dir, "journal.key"))
 	fake := filepath.Join(dir, "fake-acp-agent")
 	if out, err := exec.Command("go", "build", "-o", fake, "github.com/aml-go/aml/internal/cmd/fake-acp-agent").CombinedOutput(); err != nil {
 		t.Fatalf("building the fake ACP agent: %v\n%s", err, out)
@@ -141,12 +143,34 @@ func TestTemporalFleet(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	atKill := countLines(t, logFile, "start ")
-	killed := time.Now()
-	_ = workers["a"].Process.Signal(syscall.SIGKILL)
+	// The worker to kill is the one driving the run: the one that took
+	// its latest workflow task (both run sessions too).
 	c := srv.Dial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	driver := ""
+	iter := c.GetWorkflowHistory(ctx, runID, "", false, 0)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil {
+			driver = a.Identity
+		}
+	}
+	victim := ""
+	for name, w := range workers {
+		if strings.HasSuffix(driver, fmt.Sprintf(":%d", w.Process.Pid)) {
+			victim = name
+		}
+	}
+	if victim == "" {
+		t.Fatalf("no worker is %q", driver)
+	}
+	atKill := countLines(t, logFile, "start ")
+	killed := time.Now()
+	_ = workers[victim].Process.Signal(syscall.SIGKILL)
 	var res temporal.RunResult
 	if err := c.GetWorkflow(ctx, runID, "").Get(ctx, &res); err != nil {
 		t.Fatalf("the run after a worker was killed: %v", err)
@@ -169,7 +193,7 @@ func TestTemporalFleet(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("worker a killed when %d sessions had started; the run ended %s after the kill, per worker %v; %d sessions ran again", atKill, time.Since(killed).Round(time.Millisecond), per, again)
+	t.Logf("worker %s, which drove the run, killed when %d sessions had started; the run ended %s after the kill, per worker %v; %d sessions ran again", victim, atKill, time.Since(killed).Round(time.Millisecond), per, again)
 
 	// The server restarted mid-run: the run goes on once it is back.
 	os.Remove(logFile)
