@@ -112,6 +112,9 @@ const (
 type RunInput struct {
 	Bundle *Bundle `json:"bundle"`
 	Entry  string  `json:"entry,omitempty"`
+	// Limits, when set, replace the workflow's configure() limits (aml
+	// run --temporal passes them with its limit flags applied).
+	Limits *eval.Limits `json:"limits,omitempty"`
 }
 
 // RunResult is a finished run's result: the entry's text.
@@ -155,6 +158,7 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 		return nil, err
 	}
 	opts := eval.Options{
+		Limits:            in.Limits,
 		Ask:               qs.ask,
 		Executor:          executor{},
 		ProviderOverride:  agentOverride(in.Bundle, w.AgentProviders(), w.Tools(), seal),

@@ -251,3 +251,15 @@ func TestWorkflowAsk(t *testing.T) {
 		t.Fatalf("text %q after answering %v", res.Text, seen)
 	}
 }
+
+// TestWorkflowLimits: RunInput.Limits replace the workflow's own, as aml
+// run's limit flags do.
+func TestWorkflowLimits(t *testing.T) {
+	b := packSource(t, t.TempDir(), "fan.star", fanOutFlow)
+	env := testEnv(temporal.Options{DefaultAgent: &echoAgent{}})
+	l := eval.Limits{MaxAgentCalls: 3, MaxConcurrentAgents: 2, MaxDepth: 16, MaxTurnsPerAgent: 16}
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b, Limits: &l})
+	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "exceeded max_agent_calls 3") {
+		t.Fatalf("a run of 12 agents under max_agent_calls 3: %v", err)
+	}
+}

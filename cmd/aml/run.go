@@ -311,11 +311,9 @@ func (r *runner) close() {
 	}
 }
 
-// options builds the runtime options: configure() and then the flags for
-// the limits, and the trace sinks the flags ask for.
-func (r *runner) options(wf *starlib.Workflow) (eval.Options, error) {
-	f := r.f
-	opts := eval.Options{}
+// limits are the workflow's limits (configure()) with the limit flags
+// given applied over them.
+func (f *runFlags) limits(wf *starlib.Workflow) eval.Limits {
 	limits := wf.Limits()
 	for _, l := range []struct {
 		flag *limitFlag
@@ -331,6 +329,15 @@ func (r *runner) options(wf *starlib.Workflow) (eval.Options, error) {
 			*l.dst = starlib.SurfaceLimit(l.flag.v)
 		}
 	}
+	return limits
+}
+
+// options builds the runtime options: configure() and then the flags for
+// the limits, and the trace sinks the flags ask for.
+func (r *runner) options(wf *starlib.Workflow) (eval.Options, error) {
+	f := r.f
+	opts := eval.Options{}
+	limits := f.limits(wf)
 	opts.Limits = &limits
 	wf.ApplyConfig(&opts)
 	opts.Ask = terminalAsk(r.stderr)

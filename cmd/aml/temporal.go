@@ -182,9 +182,12 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	defer r.close()
 	// The workflow loads here first, so that its mistakes are reported
 	// before anything is submitted, with the positions aml run gives.
-	if _, err := starlib.LoadFile(file, starlib.LoadOptions{Print: func(string) {}, Extensions: extensions()}); err != nil {
+	wf, err := starlib.LoadFile(file, starlib.LoadOptions{Print: func(string) {}, Extensions: extensions()})
+	if err != nil {
 		return reportLoadError(stderr, stdout, f.json, err)
 	}
+	// The limit flags bound the run as they bound aml run.
+	limits := f.limits(wf)
 	b, err := temporal.Pack(file)
 	if err != nil {
 		return reportLoadError(stderr, stdout, f.json, err)
@@ -198,7 +201,7 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	runID := "aml-" + eval.NewRunID()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: runID, TaskQueue: t.taskQueue, Memo: map[string]any{memoWorkflow: filepath.Base(file)}}, temporal.WorkflowName, temporal.RunInput{Bundle: b, Entry: f.entry})
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: runID, TaskQueue: t.taskQueue, Memo: map[string]any{memoWorkflow: filepath.Base(file)}}, temporal.WorkflowName, temporal.RunInput{Bundle: b, Entry: f.entry, Limits: &limits})
 	if err != nil {
 		r.logger.Error(fmt.Sprintf("cannot start the run on Temporal at %s: %v", t.address, err))
 		return exitFailure
