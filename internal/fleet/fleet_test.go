@@ -1,4 +1,8 @@
-package main
+// Package fleet_test is the distributed tier's end-to-end test: real aml
+// worker processes and aml run --temporal against a real Temporal server.
+// It is a package of its own so that its minutes count apart from the
+// CLI's other tests.
+package fleet_test
 
 import (
 	"bufio"
@@ -50,7 +54,7 @@ var sessionText = regexp.MustCompile(`s(\d+)@([a-z]+);`)
 // no session that had finished runs again.
 func TestTemporalFleet(t *testing.T) {
 	srv := temporaltest.Start(t)
-	bin := buildAMLRace(t, false)
+	bin := buildAML(t)
 	dir := t.TempDir()
 	// Every worker and client keeps payloads above 256 KiB here.
 	blobs := filepath.Join(dir, "blobs")
@@ -410,4 +414,17 @@ func sessionTimes(t *testing.T, file string) (starts, ends map[string][]time.Tim
 		m[id] = append(m[id], time.Unix(0, ns))
 	}
 	return starts, ends
+}
+
+// buildAML builds the aml command into a temporary directory.
+func buildAML(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("the fleet test needs the go tool to build aml: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "aml")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/aml-go/aml/cmd/aml").CombinedOutput(); err != nil {
+		t.Fatalf("go build aml: %v\n%s", err, out)
+	}
+	return bin
 }
