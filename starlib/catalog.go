@@ -238,6 +238,10 @@ func (b *Builtin) value() *starlark.Builtin {
 				if e := envOf(thread); e != nil {
 					e.addTool(x.Tool)
 				}
+			case *MCPServerValue:
+				if e := envOf(thread); e != nil {
+					e.addMCPServer(x.Server)
+				}
 			}
 		}
 		return v, err

@@ -112,9 +112,9 @@ type Workflow struct {
 	// Config is what configure() set.
 	Config Config
 	env    *env
-	// loaded and loadedTools count the providers and tools made while
-	// the workflow loaded.
-	loaded, loadedTools int
+	// loaded, loadedTools and loadedMCP count the providers, tools and
+	// MCP servers made while the workflow loaded.
+	loaded, loadedTools, loadedMCP int
 }
 
 // env is the shared state of one workflow: options, the module cache and
@@ -143,6 +143,15 @@ type env struct {
 	// tools are the tools define_tool() made, in order (see
 	// Workflow.Tools).
 	tools []*eval.Tool
+	// mcpServers are the servers define_mcp_server() made, in order (see
+	// Workflow.MCPServers).
+	mcpServers []*eval.MCPServer
+}
+
+func (e *env) addMCPServer(s *eval.MCPServer) {
+	e.mu.Lock()
+	e.mcpServers = append(e.mcpServers, s)
+	e.mu.Unlock()
 }
 
 func (e *env) addProvider(p eval.AgentProvider) {
@@ -204,9 +213,19 @@ func LoadFile(path string, opts LoadOptions) (*Workflow, error) {
 		return nil, loadError(path, suggestNames(err, path, src, pre))
 	}
 	e.mu.Lock()
-	loaded, tools := len(e.providers), len(e.tools)
+	loaded, tools, servers := len(e.providers), len(e.tools), len(e.mcpServers)
 	e.mu.Unlock()
-	return &Workflow{File: path, Globals: globals, Config: e.config, env: e, loaded: loaded, loadedTools: tools}, nil
+	return &Workflow{File: path, Globals: globals, Config: e.config, env: e, loaded: loaded, loadedTools: tools, loadedMCP: servers}, nil
+}
+
+// MCPServers returns the servers define_mcp_server() made while the
+// workflow loaded, in order, as AgentProviders does for providers: a
+// worker that loads the bundle again grants a session the server the
+// workflow granted, with the transport its own environment makes.
+func (w *Workflow) MCPServers() []*eval.MCPServer {
+	w.env.mu.Lock()
+	defer w.env.mu.Unlock()
+	return append([]*eval.MCPServer(nil), w.env.mcpServers[:w.loadedMCP]...)
 }
 
 // Tools returns the tools define_tool() made while the workflow loaded,

@@ -177,14 +177,17 @@
 //
 //   - tool() grants of tools defined at the top level of the file: the
 //     worker that runs the session defines them again from the bundle and
-//     runs their execute functions (starlib.Workflow.Tools).
+//     runs their execute functions (starlib.Workflow.Tools); mcp() grants
+//     of servers defined at the top level, likewise (their transports
+//     made with the worker's environment), and of provider-native
+//     servers by name.
 //
 //   - env() in workflow code, with its values kept out of history in plain
 //     text (secrets.go): history records them sealed, and activities
 //     carry tokens that workers fill.
 //
-// Not yet: tools defined in component bodies (the signal path above),
-// mcp() and skill() grants, sandbox() and workspace()
+// Not yet: tools and MCP servers defined in component bodies (the signal
+// path above), skill() grants, sandbox() and workspace()
 // scopes, script(), effect identities as activity
 // ids, and continue-as-new. The commands aml worker, aml run --temporal,
 // aml runs --temporal, aml answer and aml cancel are built. A workflow that uses

@@ -144,3 +144,68 @@ def main():
 		t.Fatalf("a tool defined in a component body: %v", err)
 	}
 }
+
+// mcpAgent answers with the MCP servers it is granted: each name, and
+// for a configured one its command and its TOKEN variable.
+type mcpAgent struct{}
+
+func (mcpAgent) Name() string { return "mcp-lister" }
+func (mcpAgent) Run(_ context.Context, req *eval.AgentRequest, _ *eval.AgentExecution) (*eval.AgentResponse, error) {
+	var out []string
+	for _, m := range req.MCPServers {
+		if m.Server == nil {
+			out = append(out, m.Name+"(native)")
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s(%s %s)", m.Name, m.Server.Transport.Command, m.Server.Transport.Env["TOKEN"]))
+	}
+	return &eval.AgentResponse{Text: strings.Join(out, ",")}, nil
+}
+
+var mcpExtension = &starlib.Extension{Name: "mcp-lister", Builtins: []*starlib.Builtin{{
+	Name: "mcp_lister_agent", Group: "providers", Doc: "A test provider that lists its MCP servers.",
+	Impl: func(c *starlib.Call) (starlark.Value, error) {
+		return &starlib.AgentProviderValue{Provider: mcpAgent{}}, nil
+	},
+}}}
+
+// TestWorkerGrantsMCPServers: an MCP server defined at the top level and
+// granted to an agent reaches the session on the worker with the
+// transport the worker's environment makes; a provider-native server
+// travels by name; one defined in a component body is refused.
+func TestWorkerGrantsMCPServers(t *testing.T) {
+	src := `files = define_mcp_server(name = "files", transport = {"type": "stdio", "command": "mcp-files", "env": {"TOKEN": env("TOKEN", "none")}})
+lister = mcp_lister_agent()
+
+def main():
+    return agent("x", mcp(use = files), mcp(name = "github"), provider = lister)
+`
+	dir := t.TempDir()
+	b := packSource(t, dir, "mcp.star", src)
+	workerEnv := func(name string) (string, bool) { return "worker-token", name == "TOKEN" }
+	env := testEnv(temporal.Options{Extensions: []*starlib.Extension{mcpExtension}, Env: workerEnv})
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var res temporal.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Text != "files(mcp-files worker-token),github(native)" {
+		t.Fatalf("text %q", res.Text)
+	}
+
+	src = `lister = mcp_lister_agent()
+
+def main():
+    late = define_mcp_server(name = "late", transport = {"type": "stdio", "command": "x"})
+    return agent("x", mcp(use = late), provider = lister)
+`
+	b = packSource(t, dir, "mcp.star", src)
+	env = testEnv(temporal.Options{Extensions: []*starlib.Extension{mcpExtension}})
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
+	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), `MCP server "late" was defined while the workflow ran`) {
+		t.Fatalf("an MCP server defined in a component body: %v", err)
+	}
+}

@@ -74,6 +74,7 @@ type loadedBundle struct {
 	once      sync.Once
 	providers []eval.AgentProvider
 	tools     []*eval.Tool
+	servers   []*eval.MCPServer
 	err       error
 }
 
@@ -103,7 +104,7 @@ func (a *activities) load(b *Bundle) (*loadedBundle, error) {
 			lb.err = fmt.Errorf("this worker cannot load the workflow: %w", err)
 			return
 		}
-		lb.providers, lb.tools = w.AgentProviders(), w.Tools()
+		lb.providers, lb.tools, lb.servers = w.AgentProviders(), w.Tools(), w.MCPServers()
 	})
 	return lb, lb.err
 }
@@ -153,6 +154,30 @@ func (a *activities) tools(call AgentCall) ([]*eval.AgentTool, error) {
 	return out, nil
 }
 
+// mcpServers grants the MCP servers of call as this worker defines them
+// when it loads the bundle (their transports made with its environment).
+func (a *activities) mcpServers(call AgentCall) ([]eval.AgentMCPServer, error) {
+	out := make([]eval.AgentMCPServer, len(call.MCPServers))
+	for i, ref := range call.MCPServers {
+		out[i].Name = ref.Name
+		if ref.Index < 0 {
+			continue // a server of the provider's own, by name
+		}
+		if call.Bundle == nil {
+			return nil, errors.New("a session with granted MCP servers came without the workflow's bundle")
+		}
+		lb, err := a.load(call.Bundle)
+		if err != nil {
+			return nil, err
+		}
+		if ref.Index >= len(lb.servers) || lb.servers[ref.Index].Name != ref.Name {
+			return nil, fmt.Errorf("loaded on this worker, the workflow does not define MCP server #%d (%q)", ref.Index, ref.Name)
+		}
+		out[i].Server = lb.servers[ref.Index]
+	}
+	return out, nil
+}
+
 // agent is AgentActivity: one agent() session. It heartbeats every
 // HeartbeatInterval while the provider works, so that a worker that dies
 // is noticed within HeartbeatTimeout.
@@ -198,6 +223,13 @@ func (a *activities) agent(ctx context.Context, call AgentCall) (*eval.AgentResp
 			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
 		}
 		req.Tools = tools
+	}
+	if len(call.MCPServers) > 0 {
+		servers, err := a.mcpServers(call)
+		if err != nil {
+			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
+		}
+		req.MCPServers = servers
 	}
 	if call.OutputSchema != nil {
 		req.Output = &eval.OutputRequest{JSONSchema: call.OutputSchema}

@@ -161,7 +161,7 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 		Limits:            in.Limits,
 		Ask:               qs.ask,
 		Executor:          executor{},
-		ProviderOverride:  agentOverride(in.Bundle, w.AgentProviders(), w.Tools(), seal),
+		ProviderOverride:  agentOverride(in.Bundle, w, seal),
 		Host:              unsupportedSandbox{what: "script() outside a sandbox"},
 		SandboxOverride:   func(eval.SandboxProvider) eval.SandboxProvider { return unsupportedSandbox{what: "sandbox()"} },
 		WorkspaceOverride: func(eval.WorkspaceProvider) eval.WorkspaceProvider { return unsupportedWorkspace{} },
@@ -185,12 +185,13 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 // bundle) in workflow code, where it replays; every other session becomes
 // an activity, which names the provider by its ordinal among those the
 // workflow made while it loaded (see starlib.Workflow.AgentProviders).
-func agentOverride(b *Bundle, made []eval.AgentProvider, tools []*eval.Tool, seal *sealer) func(eval.AgentProvider) eval.AgentProvider {
+func agentOverride(b *Bundle, w *starlib.Workflow, seal *sealer) func(eval.AgentProvider) eval.AgentProvider {
+	made, tools, servers := w.AgentProviders(), w.Tools(), w.MCPServers()
 	return func(p eval.AgentProvider) eval.AgentProvider {
 		if ip, ok := p.(eval.InProcess); ok && ip.InProcess() {
 			return p
 		}
-		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, seal: seal}
+		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, servers: servers, seal: seal}
 		for i, m := range made {
 			if m == p {
 				stub.index = i
@@ -232,6 +233,10 @@ type AgentCall struct {
 	// server name.
 	Tools      []ToolRef `json:"tools,omitempty"`
 	ToolServer string    `json:"toolServer,omitempty"`
+	// MCPServers are the granted MCP servers: each by its ordinal among
+	// the servers Bundle defines while it loads, or (Index -1) a server
+	// of the provider's own, by name.
+	MCPServers []ToolRef `json:"mcpServers,omitempty"`
 	RunID      string    `json:"runId"`
 	// Source is the authored position of the agent() call.
 	Source string `json:"source"`
@@ -249,8 +254,9 @@ type agentStub struct {
 	name   string
 	index  int
 	bundle *Bundle
-	// tools are those the workflow defined while it loaded.
-	tools []*eval.Tool
+	// tools and servers are those the workflow defined while it loaded.
+	tools   []*eval.Tool
+	servers []*eval.MCPServer
 	// seal keeps env() values out of what the activity carries.
 	seal *sealer
 }
@@ -264,8 +270,6 @@ func (s agentStub) Name() string {
 
 func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.AgentExecution) (*eval.AgentResponse, error) {
 	switch {
-	case len(req.MCPServers) > 0:
-		return nil, errors.New("mcp() grants are not yet supported in runs on Temporal")
 	case len(req.Skills) > 0:
 		return nil, errors.New("skill() grants are not yet supported in runs on Temporal")
 	case exec.Sandbox != nil:
@@ -290,7 +294,18 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 		call.Tools = append(call.Tools, ref)
 	}
 	call.ToolServer = req.ToolServer
-	if s.index >= 0 || len(call.Tools) > 0 {
+	needBundle := len(call.Tools) > 0
+	for _, m := range req.MCPServers {
+		ref := ToolRef{Name: m.Name, Index: -1}
+		if m.Server != nil {
+			if ref.Index = slices.Index(s.servers, m.Server); ref.Index < 0 {
+				return nil, fmt.Errorf("MCP server %q was defined while the workflow ran (in a component body): a worker cannot define it again; on Temporal, define MCP servers at the top level of the file", m.Name)
+			}
+			needBundle = true
+		}
+		call.MCPServers = append(call.MCPServers, ref)
+	}
+	if s.index >= 0 || needBundle {
 		call.Bundle = s.bundle
 	}
 	ao := workflow.ActivityOptions{
