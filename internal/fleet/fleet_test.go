@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -246,6 +247,30 @@ func TestTemporalFleet(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(blobs, temporal.BlobNamespace, "blobs")); len(entries) < 2 {
 		t.Fatalf("%d blobs stored for a 3 MB prompt and result", len(entries))
+	}
+
+	// A run that fails: aml run --temporal reports it as aml run does,
+	// exit 1 and the error with its position, or the --json envelope.
+	fail := filepath.Join(dir, "fail.star")
+	failSrc := "fake = acp_agent(command = env(\"FAKE_AGENT\", \"fake-acp-agent\"), name = \"fake\")\n\ndef main():\n    return parallel(agent(\"say fine\", provider = fake), agent(\"exit 3\", provider = fake))\n"
+	if err := os.WriteFile(fail, []byte(failSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(bin, "run", "--quiet", "--temporal", srv.Address, fail)
+	var failOut, failErr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &failOut, &failErr
+	_ = cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(failErr.String(), "aml: error: fail.star:4:20") || !strings.Contains(failErr.String(), "branch 1") || failOut.Len() != 0 {
+		t.Fatalf("a failing run: exit %d\nstdout %q\nstderr %s", code, failOut.String(), failErr.String())
+	}
+	out, _ = exec.Command(bin, "run", "--json", "--temporal", srv.Address, fail).Output()
+	var envelope struct {
+		RunID   string `json:"runId"`
+		Success bool   `json:"success"`
+		Error   any    `json:"error"`
+	}
+	if err := json.Unmarshal(out, &envelope); err != nil || envelope.Success || !strings.HasPrefix(envelope.RunID, "aml-") || envelope.Error == nil {
+		t.Fatalf("--json of a failing run: %s (%v)", out, err)
 	}
 
 	// aml runs and aml runs show.
