@@ -637,18 +637,23 @@ func (jr *journaling) removed() []*DivergenceError {
 // sortChanges orders changes by where they are in the source.
 func sortChanges(changes []*DivergenceError) {
 	sort.SliceStable(changes, func(i, j int) bool {
-		a, b := changes[i].Pos, changes[j].Pos
-		if a.File != b.File {
-			return a.File < b.File
-		}
-		if a.Line != b.Line {
-			return a.Line < b.Line
-		}
-		if a.Col != b.Col {
-			return a.Col < b.Col
-		}
-		return changes[i].ID < changes[j].ID
+		return bySource(changes[i].Pos, changes[i].ID, changes[j].Pos, changes[j].ID)
 	})
+}
+
+// bySource reports whether (a, aID) comes before (b, bID) in source order:
+// file, line, column, then id.
+func bySource(a Position, aID string, b Position, bID string) bool {
+	if a.File != b.File {
+		return a.File < b.File
+	}
+	if a.Line != b.Line {
+		return a.Line < b.Line
+	}
+	if a.Col != b.Col {
+		return a.Col < b.Col
+	}
+	return aID < bID
 }
 
 // findings returns a dry replay's changes: those met on the way, by

@@ -1239,17 +1239,7 @@ func (d *domain) endJournal(err error) error {
 	// lists its questions in source order, so that it says the same
 	// every time.
 	sort.SliceStable(pending, func(i, j int) bool {
-		a, b := pending[i].Pos, pending[j].Pos
-		if a.File != b.File {
-			return a.File < b.File
-		}
-		if a.Line != b.Line {
-			return a.Line < b.Line
-		}
-		if a.Col != b.Col {
-			return a.Col < b.Col
-		}
-		return pending[i].ID < pending[j].ID
+		return bySource(pending[i].Pos, pending[i].ID, pending[j].Pos, pending[j].ID)
 	})
 	if err != nil && len(pending) > 0 && onlySuspended(err) {
 		err = &SuspendedError{RunID: d.runID, Questions: pending}

@@ -92,12 +92,18 @@ func (toolAgent) Run(ctx context.Context, req *eval.AgentRequest, _ *eval.AgentE
 	return &eval.AgentResponse{Text: strings.Join(out, ",")}, nil
 }
 
-var callerExtension = &starlib.Extension{Name: "caller", Builtins: []*starlib.Builtin{{
-	Name: "caller_agent", Group: "providers", Doc: "A test provider that calls its tools.",
-	Impl: func(c *starlib.Call) (starlark.Value, error) {
-		return &starlib.AgentProviderValue{Provider: toolAgent{}}, nil
-	},
-}}}
+// providerExtension predeclares name(), a factory of the provider p that
+// takes no arguments.
+func providerExtension(name, doc string, p eval.AgentProvider) *starlib.Extension {
+	return &starlib.Extension{Name: name, Builtins: []*starlib.Builtin{{
+		Name: name, Group: "providers", Doc: doc,
+		Impl: func(c *starlib.Call) (starlark.Value, error) {
+			return &starlib.AgentProviderValue{Provider: p}, nil
+		},
+	}}}
+}
+
+var callerExtension = providerExtension("caller_agent", "A test provider that calls its tools.", toolAgent{})
 
 // TestWorkerRunsStarlarkTools: a tool defined at the top level of the
 // workflow, granted to an agent whose session runs on a worker, runs on
@@ -162,12 +168,7 @@ func (mcpAgent) Run(_ context.Context, req *eval.AgentRequest, _ *eval.AgentExec
 	return &eval.AgentResponse{Text: strings.Join(out, ",")}, nil
 }
 
-var mcpExtension = &starlib.Extension{Name: "mcp-lister", Builtins: []*starlib.Builtin{{
-	Name: "mcp_lister_agent", Group: "providers", Doc: "A test provider that lists its MCP servers.",
-	Impl: func(c *starlib.Call) (starlark.Value, error) {
-		return &starlib.AgentProviderValue{Provider: mcpAgent{}}, nil
-	},
-}}}
+var mcpExtension = providerExtension("mcp_lister_agent", "A test provider that lists its MCP servers.", mcpAgent{})
 
 // TestWorkerGrantsMCPServers: an MCP server defined at the top level and
 // granted to an agent reaches the session on the worker with the
