@@ -34,6 +34,15 @@ type Executor interface {
 	WithTimeoutCause(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc)
 }
 
+// IDSource is an optional Executor capability: an executor whose
+// evaluations must replay (workflow code) makes the random identities the
+// evaluator would otherwise draw itself (the id of a workspace() that
+// names none) in a way that replays.
+type IDSource interface {
+	// NewID returns a new random UUID string.
+	NewID(ctx context.Context) string
+}
+
 // Semaphore bounds how many holders proceed at once.
 type Semaphore interface {
 	// Acquire waits for a slot, or fails with ctx's error once ctx is

@@ -44,7 +44,13 @@ func (d *domain) writeFileNode(ctx context.Context, n *File, children []byte, re
 			err = &EvaluationError{Msg: fmt.Sprintf("file(path=%q) could not be written in the sandbox", n.Path), Pos: n.Position, Err: werr}
 		}
 	case res.ws != nil:
-		if werr := writeConfined(res.ws.lease.Directory(), p, data); werr != nil {
+		var werr error
+		if wf, ok := res.ws.lease.(WorkspaceFiles); ok {
+			werr = wf.WriteFile(ctx, p, data)
+		} else {
+			werr = writeConfined(res.ws.lease.Directory(), p, data)
+		}
+		if werr != nil {
 			err = &EvaluationError{Msg: fmt.Sprintf("file(path=%q) could not be written in the workspace", n.Path), Pos: n.Position, Err: werr}
 		}
 	default:

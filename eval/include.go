@@ -177,6 +177,24 @@ func (d *domain) includeSourceOf(ctx context.Context, n *Include, res resScope) 
 			},
 			read: func() ([]byte, error) { return v.rt.ReadFile(ctx, lp) }}, nil
 	case res.ws != nil:
+		if wf, ok := res.ws.lease.(WorkspaceFiles); ok {
+			return &includeSource{name: n.Path, arg: "path", fs: "workspace:" + res.ws.lease.ID(), path: p,
+				stat: func() (int64, int64, error) {
+					fi, err := wf.Stat(ctx, p)
+					if err != nil {
+						return 0, 0, err
+					}
+					if fi.Kind != "file" {
+						return 0, 0, fmt.Errorf("must name a regular file, not a %s", fi.Kind)
+					}
+					var mt int64
+					if !fi.ModTime.IsZero() {
+						mt = fi.ModTime.UnixNano()
+					}
+					return fi.Size, mt, nil
+				},
+				read: func() ([]byte, error) { return wf.ReadFile(ctx, p) }}, nil
+		}
 		dir := res.ws.lease.Directory()
 		return &includeSource{name: n.Path, arg: "path", fs: "workspace:" + dir, path: p,
 			stat: func() (int64, int64, error) {

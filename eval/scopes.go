@@ -90,7 +90,11 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 	}
 	id := n.ID
 	if id == "" {
-		id = newWorkspaceID()
+		if src, ok := d.exec.(IDSource); ok {
+			id = src.NewID(ctx)
+		} else {
+			id = newWorkspaceID()
+		}
 	}
 	var entry, rec *Effect
 	if cpj != nil {

@@ -242,6 +242,14 @@ func (b *Builtin) value() *starlark.Builtin {
 				if e := envOf(thread); e != nil {
 					e.addMCPServer(x.Server)
 				}
+			case *SandboxProviderValue:
+				if e := envOf(thread); e != nil {
+					e.addSandbox(x.Provider)
+				}
+			case *WorkspaceProviderValue:
+				if e := envOf(thread); e != nil {
+					e.addWorkspace(x.Provider)
+				}
 			}
 		}
 		return v, err

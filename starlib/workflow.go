@@ -112,9 +112,10 @@ type Workflow struct {
 	// Config is what configure() set.
 	Config Config
 	env    *env
-	// loaded, loadedTools and loadedMCP count the providers, tools and
-	// MCP servers made while the workflow loaded.
-	loaded, loadedTools, loadedMCP int
+	// loaded, loadedTools, loadedMCP, loadedSandboxes and
+	// loadedWorkspaces count the providers, tools, MCP servers, sandbox
+	// and workspace providers made while the workflow loaded.
+	loaded, loadedTools, loadedMCP, loadedSandboxes, loadedWorkspaces int
 }
 
 // env is the shared state of one workflow: options, the module cache and
@@ -146,6 +147,23 @@ type env struct {
 	// mcpServers are the servers define_mcp_server() made, in order (see
 	// Workflow.MCPServers).
 	mcpServers []*eval.MCPServer
+	// sandboxes and workspaces are the sandbox and workspace providers
+	// the workflow's builtins made, in order (see
+	// Workflow.SandboxProviders).
+	sandboxes  []eval.SandboxProvider
+	workspaces []eval.WorkspaceProvider
+}
+
+func (e *env) addSandbox(p eval.SandboxProvider) {
+	e.mu.Lock()
+	e.sandboxes = append(e.sandboxes, p)
+	e.mu.Unlock()
+}
+
+func (e *env) addWorkspace(p eval.WorkspaceProvider) {
+	e.mu.Lock()
+	e.workspaces = append(e.workspaces, p)
+	e.mu.Unlock()
 }
 
 func (e *env) addMCPServer(s *eval.MCPServer) {
@@ -213,9 +231,29 @@ func LoadFile(path string, opts LoadOptions) (*Workflow, error) {
 		return nil, loadError(path, suggestNames(err, path, src, pre))
 	}
 	e.mu.Lock()
-	loaded, tools, servers := len(e.providers), len(e.tools), len(e.mcpServers)
+	w := &Workflow{File: path, Globals: globals, Config: e.config, env: e, loaded: len(e.providers), loadedTools: len(e.tools),
+		loadedMCP: len(e.mcpServers), loadedSandboxes: len(e.sandboxes), loadedWorkspaces: len(e.workspaces)}
 	e.mu.Unlock()
-	return &Workflow{File: path, Globals: globals, Config: e.config, env: e, loaded: loaded, loadedTools: tools, loadedMCP: servers}, nil
+	return w, nil
+}
+
+// SandboxProviders returns the sandbox providers that the workflow's
+// builtins (local_sandbox(), docker_sandbox(), …) made while it loaded, in
+// order, as AgentProviders does for agent providers: a Temporal worker
+// that loads the bundle again acquires a sandbox with the provider the
+// workflow chose, made with its own environment.
+func (w *Workflow) SandboxProviders() []eval.SandboxProvider {
+	w.env.mu.Lock()
+	defer w.env.mu.Unlock()
+	return append([]eval.SandboxProvider(nil), w.env.sandboxes[:w.loadedSandboxes]...)
+}
+
+// WorkspaceProviders returns the workspace providers the workflow's
+// builtins made while it loaded, in order, as SandboxProviders does.
+func (w *Workflow) WorkspaceProviders() []eval.WorkspaceProvider {
+	w.env.mu.Lock()
+	defer w.env.mu.Unlock()
+	return append([]eval.WorkspaceProvider(nil), w.env.workspaces[:w.loadedWorkspaces]...)
 }
 
 // MCPServers returns the servers define_mcp_server() made while the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/redact"
+	"github.com/aml-go/aml/providers/workspace/persist"
 	"github.com/aml-go/aml/starlib"
 )
 
@@ -41,16 +42,41 @@ type Options struct {
 	// of a task queue must have the same); nil uses a fixed key, which
 	// hides nothing from someone who has this package.
 	EnvKey []byte
+	// Sandboxes and Workspaces are Go sandbox and workspace providers of
+	// an embedder, by name, for scopes whose provider the workflow did
+	// not make with a factory.
+	Sandboxes  map[string]eval.SandboxProvider
+	Workspaces map[string]eval.WorkspaceProvider
+	// Host runs script() outside any sandbox, in a private directory per
+	// run; nil uses starlib.DefaultHost().
+	Host eval.SandboxProvider
+	// Checkpoints is where workspaces are checkpointed after every effect
+	// that can write, so that a workspace whose worker died is restored
+	// on another (every worker of a task queue must use the same store,
+	// usually the blob store); nil takes no checkpoints, and such a
+	// workspace is acquired again as its provider has it.
+	Checkpoints persist.Storage
 }
 
 // Register registers the AML workflow (WorkflowName) and activities
 // (AgentActivity) on r (a worker.Worker, or the SDK's test environment),
 // so that a Go service that already runs Temporal workers adds AML runs to
 // them.
-func Register(r worker.Registry, opts Options) {
+//
+// The worker must be a session worker (worker.Options.EnableSessionWorker)
+// for runs with sandbox(), workspace() or script(): their leases are held
+// in Temporal sessions. The returned Leases are the leases runs hold on
+// this worker; release them when the worker stops.
+func Register(r worker.Registry, opts Options) *Leases {
 	RegisterWorkflow(r, opts)
-	a := &activities{opts: opts, loaded: map[string]*loadedBundle{}}
+	a := &activities{opts: opts, loaded: map[string]*loadedBundle{}, leases: &Leases{}}
 	r.RegisterActivityWithOptions(a.agent, activity.RegisterOptions{Name: AgentActivity})
+	r.RegisterActivityWithOptions(a.acquire, activity.RegisterOptions{Name: AcquireActivity})
+	r.RegisterActivityWithOptions(a.exec, activity.RegisterOptions{Name: ExecActivity})
+	r.RegisterActivityWithOptions(a.file, activity.RegisterOptions{Name: FileActivity})
+	r.RegisterActivityWithOptions(a.save, activity.RegisterOptions{Name: SaveActivity})
+	r.RegisterActivityWithOptions(a.release, activity.RegisterOptions{Name: ReleaseActivity})
+	return a.leases
 }
 
 // RegisterWorkflow registers the AML workflow alone: on a
@@ -67,15 +93,19 @@ type activities struct {
 
 	mu     sync.Mutex
 	loaded map[string]*loadedBundle // by bundle digest
+
+	leases *Leases
 }
 
 // loadedBundle is a bundle loaded once on this worker: its providers.
 type loadedBundle struct {
-	once      sync.Once
-	providers []eval.AgentProvider
-	tools     []*eval.Tool
-	servers   []*eval.MCPServer
-	err       error
+	once       sync.Once
+	providers  []eval.AgentProvider
+	tools      []*eval.Tool
+	servers    []*eval.MCPServer
+	sandboxes  []eval.SandboxProvider
+	workspaces []eval.WorkspaceProvider
+	err        error
 }
 
 // maxLoaded bounds the bundles a worker keeps loaded.
@@ -105,6 +135,7 @@ func (a *activities) load(b *Bundle) (*loadedBundle, error) {
 			return
 		}
 		lb.providers, lb.tools, lb.servers = w.AgentProviders(), w.Tools(), w.MCPServers()
+		lb.sandboxes, lb.workspaces = w.SandboxProviders(), w.WorkspaceProviders()
 	})
 	return lb, lb.err
 }
@@ -235,6 +266,21 @@ func (a *activities) agent(ctx context.Context, call AgentCall) (*eval.AgentResp
 		req.Output = &eval.OutputRequest{JSONSchema: call.OutputSchema}
 	}
 	exec := &eval.AgentExecution{RunID: call.RunID}
+	if ref := call.Sandbox; ref != nil {
+		h, err := a.leases.get(ref.Key)
+		if err != nil {
+			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
+		}
+		rt, err := h.runtime()
+		if err != nil {
+			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
+		}
+		exec.Sandbox = &eval.SandboxSession{Lease: h.sandbox, Runtime: rt, Access: ref.Access, Root: ref.Root, Cwd: ref.Cwd}
+		if sc, ok := p.(eval.SandboxCompatible); !ok || !sc.SupportsSandbox(exec.Sandbox) {
+			err := fmt.Errorf("%s: agent provider %q cannot run inside sandbox(): it does not accept the sandbox's runtime; use a provider that supports sandboxes or move the agent out of the sandbox", call.Source, p.Name())
+			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
+		}
+	}
 	stop := heartbeat(ctx)
 	resp, err := p.Run(ctx, req, exec)
 	stop()

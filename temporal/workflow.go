@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 
@@ -157,14 +158,26 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	if err := qs.listen(wctx); err != nil {
 		return nil, err
 	}
+	ps := &places{bundle: in.Bundle, seal: seal, runID: workflow.GetInfo(wctx).WorkflowExecution.ID,
+		sandboxes: w.SandboxProviders(), workspaces: w.WorkspaceProviders()}
 	opts := eval.Options{
-		Limits:            in.Limits,
-		Ask:               qs.ask,
-		Executor:          executor{},
-		ProviderOverride:  agentOverride(in.Bundle, w, seal),
-		Host:              unsupportedSandbox{what: "script() outside a sandbox"},
-		SandboxOverride:   func(eval.SandboxProvider) eval.SandboxProvider { return unsupportedSandbox{what: "sandbox()"} },
-		WorkspaceOverride: func(eval.WorkspaceProvider) eval.WorkspaceProvider { return unsupportedWorkspace{} },
+		Limits:           in.Limits,
+		Ask:              qs.ask,
+		Executor:         executor{},
+		ProviderOverride: agentOverride(in.Bundle, w, seal),
+		Host:             remoteSandboxProvider{ps: ps, name: "host", index: -1, host: true},
+		SandboxOverride: func(p eval.SandboxProvider) eval.SandboxProvider {
+			if p == nil {
+				return nil
+			}
+			return remoteSandboxProvider{ps: ps, name: p.Name(), index: slices.IndexFunc(ps.sandboxes, func(m eval.SandboxProvider) bool { return same(m, p) })}
+		},
+		WorkspaceOverride: func(p eval.WorkspaceProvider) eval.WorkspaceProvider {
+			if p == nil {
+				return nil
+			}
+			return remoteWorkspaceProvider{ps: ps, name: p.Name(), index: slices.IndexFunc(ps.workspaces, func(m eval.WorkspaceProvider) bool { return same(m, p) })}
+		},
 	}
 	ctx := withWorkflow(context.Background(), wctx)
 	text, err := w.Evaluate(ctx, in.Entry, opts, eval.EvaluateOptions{RunID: workflow.GetInfo(wctx).WorkflowExecution.ID})
@@ -191,9 +204,9 @@ func agentOverride(b *Bundle, w *starlib.Workflow, seal *sealer) func(eval.Agent
 		if ip, ok := p.(eval.InProcess); ok && ip.InProcess() {
 			return p
 		}
-		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, servers: servers, seal: seal}
+		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, servers: servers, seal: seal, made: p}
 		for i, m := range made {
-			if m == p {
+			if same(m, p) {
 				stub.index = i
 				break
 			}
@@ -240,6 +253,18 @@ type AgentCall struct {
 	RunID      string    `json:"runId"`
 	// Source is the authored position of the agent() call.
 	Source string `json:"source"`
+	// Sandbox, for a session inside a sandbox(), is the sandbox its
+	// worker holds and the agent's view of it.
+	Sandbox *SandboxRef `json:"sandbox,omitempty"`
+}
+
+// SandboxRef names a held sandbox lease and the view of it an agent gets
+// (the nearest sandbox()'s access and root, and the agent's cwd).
+type SandboxRef struct {
+	Key    string      `json:"key"`
+	Access eval.Access `json:"access"`
+	Root   string      `json:"root"`
+	Cwd    string      `json:"cwd"`
 }
 
 // ToolRef names a granted tool in an AgentCall.
@@ -259,6 +284,34 @@ type agentStub struct {
 	servers []*eval.MCPServer
 	// seal keeps env() values out of what the activity carries.
 	seal *sealer
+	// made is the provider the workflow chose (nil for the worker's
+	// default), whose capabilities the stub reports.
+	made eval.AgentProvider
+}
+
+// SupportsSandbox implements eval.SandboxCompatible as the provider the
+// workflow chose does; the worker's default provider decides on the
+// worker.
+func (s agentStub) SupportsSandbox(sb *eval.SandboxSession) bool {
+	if s.made == nil {
+		return true
+	}
+	sc, ok := s.made.(eval.SandboxCompatible)
+	return ok && sc.SupportsSandbox(sb)
+}
+
+// RequiresObjectToolInput implements eval.ObjectToolInputs as the chosen
+// provider does.
+func (s agentStub) RequiresObjectToolInput() bool {
+	o, ok := s.made.(eval.ObjectToolInputs)
+	return ok && o.RequiresObjectToolInput()
+}
+
+// NativeSkillDiscovery implements eval.NativeSkills as the chosen
+// provider does.
+func (s agentStub) NativeSkillDiscovery() bool {
+	n, ok := s.made.(eval.NativeSkills)
+	return ok && n.NativeSkillDiscovery()
 }
 
 func (s agentStub) Name() string {
@@ -272,10 +325,16 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 	switch {
 	case len(req.Skills) > 0:
 		return nil, errors.New("skill() grants are not yet supported in runs on Temporal")
-	case exec.Sandbox != nil:
-		return nil, errors.New("agents inside sandbox() are not yet supported in runs on Temporal")
 	}
 	wctx := workflowOf(ctx)
+	var sandboxed *remoteSandbox
+	if exec.Sandbox != nil {
+		rs, ok := exec.Sandbox.Lease.(*remoteSandbox)
+		if !ok {
+			return nil, errors.New("the agent's sandbox is not held by a worker of this run")
+		}
+		sandboxed = rs
+	}
 	call := AgentCall{
 		Provider: s.name, ProviderIndex: s.index, Prompt: s.seal.seal(req.Prompt), System: s.seal.seal(req.System), Model: req.Model,
 		Name: req.Name, Permissions: req.Permissions, RunID: exec.RunID, Source: exec.Source.String(),
@@ -324,7 +383,26 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 		ao.RetryPolicy.MaximumAttempts = 1
 	}
 	var resp eval.AgentResponse
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(wctx, ao), AgentActivity, call).Get(wctx, &resp)
+	var err error
+	if sandboxed != nil {
+		// The session runs on the worker that holds the sandbox; if that
+		// worker dies, on the one that holds it again.
+		pl, view := sandboxed.l.pl, exec.Sandbox
+		err = pl.do(ctx, AgentActivity, ao, func() any {
+			c := call
+			c.Sandbox = &SandboxRef{Key: sandboxed.l.res.Key, Access: view.Access, Root: view.Root, Cwd: view.Cwd}
+			return c
+		}, &resp)
+		if err == nil && pl.checkpoints() && view.Access == eval.ReadWrite {
+			var r FileReply
+			if cerr := pl.do(ctx, FileActivity, placeOptions(0), func() any { return FileCall{Key: pl.workspaceKey(), Op: fileCheckpoint} }, &r); cerr != nil {
+				return nil, fmt.Errorf("checkpointing the workspace after the session: %w", cerr)
+			}
+			pl.noteCheckpoint(r.Checkpoint)
+		}
+	} else {
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(wctx, ao), AgentActivity, call).Get(wctx, &resp)
+	}
 	if err != nil {
 		var te *sdktemporal.TimeoutError
 		if bounded && errors.As(err, &te) {
@@ -365,18 +443,12 @@ func activityError(err error) error {
 	return err
 }
 
-// unsupportedSandbox and unsupportedWorkspace refuse what runs on Temporal
-// cannot do yet, with an error that names it.
-type unsupportedSandbox struct{ what string }
-
-func (u unsupportedSandbox) Name() string { return "temporal" }
-func (u unsupportedSandbox) Acquire(context.Context, *eval.SandboxAcquireRequest) (eval.SandboxLease, error) {
-	return nil, fmt.Errorf("%s is not yet supported in runs on Temporal", u.what)
-}
-
-type unsupportedWorkspace struct{}
-
-func (unsupportedWorkspace) Name() string { return "temporal" }
-func (unsupportedWorkspace) Acquire(context.Context, *eval.WorkspaceAcquireRequest) (eval.WorkspaceLease, error) {
-	return nil, errors.New("workspace() is not yet supported in runs on Temporal")
+// same reports whether a and b are the same provider value, without the
+// panic that == gives for values of a type that is not comparable.
+func same(a, b any) bool {
+	ta := reflect.TypeOf(a)
+	if ta == nil || ta != reflect.TypeOf(b) || !ta.Comparable() {
+		return false
+	}
+	return a == b
 }

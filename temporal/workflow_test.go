@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/starlib"
@@ -184,11 +185,17 @@ func packSource(tb testing.TB, dir, name, src string) *temporal.Bundle {
 
 // testEnv is the SDK's test environment, quiet, with AML registered.
 func testEnv(opts temporal.Options) *testsuite.TestWorkflowEnvironment {
+	env, _ := testEnvLeases(opts)
+	return env
+}
+
+// testEnvLeases is testEnv, a session worker, with the leases it holds.
+func testEnvLeases(opts temporal.Options) (*testsuite.TestWorkflowEnvironment, *temporal.Leases) {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(quiet{})
 	env := s.NewTestWorkflowEnvironment()
-	temporal.Register(env, opts)
-	return env
+	env.SetWorkerOptions(worker.Options{EnableSessionWorker: true})
+	return env, temporal.Register(env, opts)
 }
 
 // quiet drops the SDK's logs: the tests report what they check.

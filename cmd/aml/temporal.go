@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/workspace/persist"
 	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/temporal"
 )
@@ -42,6 +43,8 @@ type temporalFlags struct {
 	// blobStore is --blob-store: where payloads too large for history
 	// are kept (see temporal.BlobDriver).
 	blobStore string
+	// store is the opened blob store, once dial opened it.
+	store persist.Storage
 }
 
 // register adds --temporal, --namespace and --task-queue to fs.
@@ -84,6 +87,7 @@ func (t *temporalFlags) dial() (client.Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--blob-store: %w", err)
 		}
+		t.store = st
 		d, err := temporal.NewBlobDriver(st, "")
 		if err != nil {
 			return nil, fmt.Errorf("--blob-store: %w", err)
@@ -151,6 +155,9 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 		MaxConcurrentActivityExecutionSize: maxAgents.v,
 		DeadlockDetectionTimeout:           deadlock,
 		Identity:                           fmt.Sprintf("aml-worker@%s:%d", host, os.Getpid()),
+		// sandbox() and workspace() scopes are held in sessions.
+		EnableSessionWorker:               true,
+		MaxConcurrentSessionExecutionSize: maxLeases,
 	})
 	// env() values in history are sealed with the journal key, which
 	// every worker of a task queue must share (AML_JOURNAL_KEY_FILE).
@@ -159,7 +166,7 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 		logger.Error(fmt.Sprintf("the key that seals env() values: %v", err))
 		return exitFailure
 	}
-	temporal.Register(w, temporal.Options{Extensions: extensions(), EnvKey: key})
+	leases := temporal.Register(w, temporal.Options{Extensions: extensions(), EnvKey: key, Checkpoints: t.store})
 	if err := w.Start(); err != nil {
 		logger.Error(fmt.Sprintf("cannot start the worker: %v", err))
 		return exitFailure
@@ -171,8 +178,23 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 	sig := <-sigs
 	logger.Infof("received %s: stopping (sessions in flight run again on another worker)", signalName(sig))
 	w.Stop()
+	// What runs held here is released: their scopes are acquired again
+	// on another worker.
+	rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if n := leases.Len(); n > 0 {
+		logger.Infof("releasing %d sandbox and workspace lease(s) held here", n)
+	}
+	if err := leases.Release(rctx); err != nil {
+		logger.Error(fmt.Sprintf("releasing the leases held here: %v", err))
+		return exitFailure
+	}
 	return exitOK
 }
+
+// maxLeases bounds the sandbox and workspace scopes one worker holds at
+// once (Temporal sessions).
+const maxLeases = 1000
 
 // runTemporal is aml run --temporal: the workflow file and its modules are
 // packed and submitted as a run, whose result is printed as aml run

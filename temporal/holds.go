@@ -1,0 +1,514 @@
+package temporal
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	sdktemporal "go.temporal.io/sdk/temporal"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/redact"
+	"github.com/aml-go/aml/starlib"
+)
+
+// Leases are the sandboxes, workspaces and host directories that runs
+// acquired on this worker (see places.go). They are released by the runs
+// that hold them, and by Release when the worker stops. A Leases is safe
+// for concurrent use.
+type Leases struct {
+	mu   sync.Mutex
+	held map[string]*heldLease
+	// closed refuses acquisitions once the worker stops.
+	closed bool
+}
+
+// heldLease is one lease a run holds on this worker.
+type heldLease struct {
+	kind      string
+	sandbox   eval.SandboxLease
+	workspace eval.WorkspaceLease
+	// scratch is the private directory of a host lease, removed with it.
+	scratch string
+	// workspaceKey is the held workspace a sandbox materializes.
+	workspaceKey string
+	// cp is the checkpoint state of a workspace.
+	cp *checkpointer
+
+	mu       sync.Mutex
+	stagings map[string]eval.FileStaging
+}
+
+// Len returns how many leases this worker holds.
+func (ls *Leases) Len() int {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return len(ls.held)
+}
+
+// Release releases every lease this worker holds (sandboxes before the
+// workspaces they materialize) and refuses new ones: a worker that stops
+// calls it, so that no container, process or lock outlives it.
+func (ls *Leases) Release(ctx context.Context) error {
+	ls.mu.Lock()
+	ls.closed = true
+	held := ls.held
+	ls.held = map[string]*heldLease{}
+	ls.mu.Unlock()
+	var errs []error
+	for _, pass := range []string{kindSandbox, kindHost, kindWorkspace} {
+		for _, h := range held {
+			if h.kind == pass {
+				errs = append(errs, h.release(ctx))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (ls *Leases) put(h *heldLease) (string, error) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	key := hex.EncodeToString(b[:])
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.closed {
+		return "", errors.New("this worker is stopping")
+	}
+	if ls.held == nil {
+		ls.held = map[string]*heldLease{}
+	}
+	ls.held[key] = h
+	return key, nil
+}
+
+func (ls *Leases) get(key string) (*heldLease, error) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	h := ls.held[key]
+	if h == nil {
+		return nil, fmt.Errorf("this worker holds no lease %s (was it released, or did the worker restart?)", key)
+	}
+	return h, nil
+}
+
+func (ls *Leases) take(key string) *heldLease {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	h := ls.held[key]
+	delete(ls.held, key)
+	return h
+}
+
+// release releases what h holds, once.
+func (h *heldLease) release(ctx context.Context) error {
+	var errs []error
+	h.mu.Lock()
+	stagings := h.stagings
+	h.stagings = nil
+	h.mu.Unlock()
+	for _, s := range stagings {
+		errs = append(errs, s.Release(ctx))
+	}
+	if h.sandbox != nil {
+		errs = append(errs, h.sandbox.Release(ctx))
+	}
+	if h.workspace != nil {
+		errs = append(errs, h.workspace.Release(ctx))
+	}
+	if h.scratch != "" {
+		errs = append(errs, os.RemoveAll(h.scratch))
+	}
+	return errors.Join(errs...)
+}
+
+// runtime returns the sandbox runtime of h.
+func (h *heldLease) runtime() (eval.SandboxRuntime, error) {
+	if h.sandbox == nil {
+		return nil, errors.New("the lease is not a sandbox")
+	}
+	rt := h.sandbox.Runtime()
+	if rt == nil {
+		return nil, errors.New("the sandbox has no runtime")
+	}
+	return rt, nil
+}
+
+// failure wraps a provider's error as an activity failure that is not
+// retried, redacted of the worker's env() values.
+func failure(err error, seal *sealer) error {
+	msg := err.Error()
+	if seal != nil {
+		msg = redact.New(seal.values...).String(msg)
+	}
+	return sdktemporal.NewNonRetryableApplicationError(msg, placeFailure, nil)
+}
+
+// acquire is AcquireActivity.
+func (a *activities) acquire(ctx context.Context, call AcquireCall) (*AcquireResult, error) {
+	h := &heldLease{kind: call.Kind}
+	res := &AcquireResult{}
+	stop := heartbeat(ctx)
+	err := a.acquireInto(ctx, call, h, res)
+	stop()
+	if err != nil {
+		return nil, failure(err, nil)
+	}
+	key, err := a.leases.put(h)
+	if err != nil {
+		_ = h.release(context.WithoutCancel(ctx))
+		return nil, failure(err, nil)
+	}
+	res.Key = key
+	return res, nil
+}
+
+func (a *activities) acquireInto(ctx context.Context, call AcquireCall, h *heldLease, res *AcquireResult) error {
+	switch call.Kind {
+	case kindWorkspace:
+		if call.Workspace == nil {
+			return errors.New("a workspace acquisition without its request")
+		}
+		p, err := a.workspaceProvider(call)
+		if err != nil {
+			return err
+		}
+		req := *call.Workspace
+		lease, err := p.Acquire(ctx, &req)
+		if err != nil {
+			return err
+		}
+		if lease == nil {
+			return fmt.Errorf("workspace provider %q returned no lease", p.Name())
+		}
+		h.workspace = lease
+		h.cp = newCheckpointer(a.opts.Checkpoints, lease.Directory())
+		if call.Restore != "" {
+			if err := h.cp.restore(ctx, call.Restore); err != nil {
+				_ = lease.Release(context.WithoutCancel(ctx))
+				return fmt.Errorf("restoring workspace %q from its checkpoint: %w", req.ID, err)
+			}
+		}
+		res.LeaseID, res.Directory = lease.ID(), lease.Directory()
+		return nil
+	case kindSandbox, kindHost:
+		if call.Sandbox == nil {
+			return errors.New("a sandbox acquisition without its request")
+		}
+		req := *call.Sandbox
+		var p eval.SandboxProvider
+		if call.Kind == kindHost {
+			p = a.opts.Host
+			if p == nil {
+				p = starlib.DefaultHost()
+			}
+			dir, err := os.MkdirTemp("", "aml-host-")
+			if err != nil {
+				return err
+			}
+			h.scratch = dir
+			req.Workspace = &eval.WorkspaceMaterialization{Directory: dir, Cwd: "."}
+		} else {
+			var err error
+			if p, err = a.sandboxProvider(call); err != nil {
+				return err
+			}
+			if call.WorkspaceKey != "" {
+				ws, err := a.leases.get(call.WorkspaceKey)
+				if err != nil || ws.workspace == nil {
+					return fmt.Errorf("the sandbox's workspace is not held on this worker: %v", err)
+				}
+				m := eval.WorkspaceMaterialization{}
+				if req.Workspace != nil {
+					m = *req.Workspace
+				}
+				m.Directory = ws.workspace.Directory()
+				req.Workspace = &m
+				h.workspaceKey = call.WorkspaceKey
+			}
+		}
+		lease, err := p.Acquire(ctx, &req)
+		if err != nil {
+			if h.scratch != "" {
+				_ = os.RemoveAll(h.scratch)
+			}
+			return err
+		}
+		if lease == nil || lease.Runtime() == nil {
+			if lease != nil {
+				_ = lease.Release(context.WithoutCancel(ctx))
+			}
+			if h.scratch != "" {
+				_ = os.RemoveAll(h.scratch)
+			}
+			return fmt.Errorf("sandbox provider %q returned no lease or no runtime", p.Name())
+		}
+		h.sandbox = lease
+		rt := lease.Runtime()
+		res.LeaseID, res.Access, res.Root, res.Cwd = lease.ID(), rt.Access(), rt.Root(), rt.Cwd()
+		if sl, ok := p.(eval.StatelessSandbox); ok && sl.KeepsNoState() {
+			res.Stateless = true
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown lease kind %q", call.Kind)
+}
+
+// workspaceProvider finds the workspace provider of call on this worker.
+func (a *activities) workspaceProvider(call AcquireCall) (eval.WorkspaceProvider, error) {
+	if call.ProviderIndex >= 0 && call.Bundle != nil {
+		lb, err := a.load(call.Bundle)
+		if err != nil {
+			return nil, err
+		}
+		if call.ProviderIndex >= len(lb.workspaces) || lb.workspaces[call.ProviderIndex].Name() != call.Provider {
+			return nil, fmt.Errorf("loaded on this worker, the workflow does not make workspace provider %q as its workspace provider #%d (does its top level depend on env() values that differ here?)", call.Provider, call.ProviderIndex)
+		}
+		return lb.workspaces[call.ProviderIndex], nil
+	}
+	if p := a.opts.Workspaces[call.Provider]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("this worker has no workspace provider %q: the workflow made it in a component body (make providers at the top level of the file), or it is a Go provider this worker was not given", call.Provider)
+}
+
+// sandboxProvider finds the sandbox provider of call on this worker.
+func (a *activities) sandboxProvider(call AcquireCall) (eval.SandboxProvider, error) {
+	if call.ProviderIndex >= 0 && call.Bundle != nil {
+		lb, err := a.load(call.Bundle)
+		if err != nil {
+			return nil, err
+		}
+		if call.ProviderIndex >= len(lb.sandboxes) || lb.sandboxes[call.ProviderIndex].Name() != call.Provider {
+			return nil, fmt.Errorf("loaded on this worker, the workflow does not make sandbox provider %q as its sandbox provider #%d (does its top level depend on env() values that differ here?)", call.Provider, call.ProviderIndex)
+		}
+		return lb.sandboxes[call.ProviderIndex], nil
+	}
+	if p := a.opts.Sandboxes[call.Provider]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("this worker has no sandbox provider %q: the workflow made it in a component body (make providers at the top level of the file), or it is a Go provider this worker was not given", call.Provider)
+}
+
+// opener returns the function that puts this worker's env() values where
+// the workflow left tokens, and the sealer that takes them out again.
+func (a *activities) opener() (func(string) (string, error), *sealer) {
+	lookup := a.opts.Env
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	seal := &sealer{}
+	return func(s string) (string, error) {
+		return unseal(s, func(name string) (string, bool) {
+			v, ok := lookup(name)
+			if ok {
+				seal.add(name, v)
+			}
+			return v, ok
+		})
+	}, seal
+}
+
+// exec is ExecActivity.
+func (a *activities) exec(ctx context.Context, call ExecCall) (*ExecReply, error) {
+	h, err := a.leases.get(call.Key)
+	if err != nil {
+		return nil, failure(err, nil)
+	}
+	rt, err := h.runtime()
+	if err != nil {
+		return nil, failure(err, nil)
+	}
+	open, seal := a.opener()
+	command, err := open(call.Command)
+	args := make([]string, len(call.Args))
+	for i, arg := range call.Args {
+		if err == nil {
+			args[i], err = open(arg)
+		}
+	}
+	opts := eval.ExecOptions{Cwd: call.Cwd, Timeout: call.Timeout}
+	if len(call.Env) > 0 {
+		opts.Env = map[string]string{}
+		for k, v := range call.Env {
+			if err == nil {
+				opts.Env[k], err = open(v)
+			}
+		}
+	}
+	if err != nil {
+		return nil, failure(err, nil)
+	}
+	if call.Stdin != nil {
+		opts.Stdin = bytes.NewReader(call.Stdin)
+	}
+	stop := heartbeat(ctx)
+	r, err := rt.Exec(ctx, command, args, opts)
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, failure(err, seal)
+	}
+	if r == nil {
+		return nil, failure(errors.New("the sandbox returned no result"), nil)
+	}
+	reply := &ExecReply{Result: eval.ExecResult{ExitCode: r.ExitCode,
+		Stdout: []byte(seal.seal(string(r.Stdout))), Stderr: []byte(seal.seal(string(r.Stderr)))}}
+	if call.Checkpoint {
+		if reply.Checkpoint, err = a.checkpointOf(ctx, h); err != nil {
+			return nil, failure(err, nil)
+		}
+	}
+	return reply, nil
+}
+
+// checkpointOf checkpoints the workspace of h (a workspace, or a sandbox
+// that materializes one); "" when there is none or no checkpoint store.
+func (a *activities) checkpointOf(ctx context.Context, h *heldLease) (string, error) {
+	ws := h
+	if h.workspace == nil {
+		if h.workspaceKey == "" {
+			return "", nil
+		}
+		var err error
+		if ws, err = a.leases.get(h.workspaceKey); err != nil {
+			return "", err
+		}
+	}
+	if ws.cp == nil || ws.cp.storage == nil {
+		return "", nil
+	}
+	stop := heartbeat(ctx)
+	defer stop()
+	id, err := ws.cp.checkpoint(ctx)
+	if err != nil {
+		return "", fmt.Errorf("checkpointing the workspace: %w", err)
+	}
+	return id, nil
+}
+
+// file is FileActivity.
+func (a *activities) file(ctx context.Context, call FileCall) (*FileReply, error) {
+	h, err := a.leases.get(call.Key)
+	if err != nil {
+		return nil, failure(err, nil)
+	}
+	reply := &FileReply{}
+	err = a.fileOp(ctx, h, call, reply)
+	if err == nil && call.Checkpoint {
+		reply.Checkpoint, err = a.checkpointOf(ctx, h)
+	}
+	if err != nil {
+		return nil, failure(err, nil)
+	}
+	return reply, nil
+}
+
+func (a *activities) fileOp(ctx context.Context, h *heldLease, call FileCall, reply *FileReply) error {
+	if call.Op == fileCheckpoint {
+		var err error
+		reply.Checkpoint, err = a.checkpointOf(ctx, h)
+		return err
+	}
+	if h.workspace != nil {
+		dir := h.workspace.Directory()
+		switch call.Op {
+		case fileWrite:
+			return writeInRoot(dir, call.Path, call.Data)
+		case fileStat:
+			info, err := statInRoot(dir, call.Path)
+			reply.Info = info
+			return err
+		case fileRead:
+			data, err := readInRoot(dir, call.Path)
+			reply.Data = data
+			return err
+		}
+		return fmt.Errorf("unknown workspace file operation %q", call.Op)
+	}
+	rt, err := h.runtime()
+	if err != nil {
+		return err
+	}
+	switch call.Op {
+	case fileWrite:
+		return rt.WriteFile(ctx, call.Path, call.Data)
+	case fileStat:
+		reply.Info, err = rt.Stat(ctx, call.Path)
+		return err
+	case fileRead:
+		reply.Data, err = rt.ReadFile(ctx, call.Path)
+		return err
+	case fileStagingCreate:
+		fs, err := rt.CreateFileStaging(ctx)
+		if err != nil {
+			return err
+		}
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		key := hex.EncodeToString(b[:])
+		h.mu.Lock()
+		if h.stagings == nil {
+			h.stagings = map[string]eval.FileStaging{}
+		}
+		h.stagings[key] = fs
+		h.mu.Unlock()
+		reply.Staging, reply.Root = key, fs.Root()
+		return nil
+	case fileStagingWrite, fileStagingFree:
+		h.mu.Lock()
+		fs := h.stagings[call.Staging]
+		if call.Op == fileStagingFree {
+			delete(h.stagings, call.Staging)
+		}
+		h.mu.Unlock()
+		if fs == nil {
+			if call.Op == fileStagingFree {
+				return nil
+			}
+			return fmt.Errorf("no staging %s on this worker", call.Staging)
+		}
+		if call.Op == fileStagingFree {
+			return fs.Release(ctx)
+		}
+		return fs.WriteFile(ctx, call.Path, call.Data)
+	}
+	return fmt.Errorf("unknown sandbox file operation %q", call.Op)
+}
+
+// save is SaveActivity.
+func (a *activities) save(ctx context.Context, call SaveCall) error {
+	h, err := a.leases.get(call.Key)
+	if err != nil {
+		return failure(err, nil)
+	}
+	if h.workspace == nil {
+		return failure(errors.New("the lease is not a workspace"), nil)
+	}
+	stop := heartbeat(ctx)
+	defer stop()
+	if err := h.workspace.Save(ctx, call.Request); err != nil {
+		return failure(err, nil)
+	}
+	return nil
+}
+
+// release is ReleaseActivity. Releasing a lease this worker no longer
+// holds is not an error: the release is what was wanted.
+func (a *activities) release(ctx context.Context, call ReleaseCall) error {
+	h := a.leases.take(call.Key)
+	if h == nil {
+		return nil
+	}
+	if err := h.release(context.WithoutCancel(ctx)); err != nil {
+		return failure(err, nil)
+	}
+	return nil
+}

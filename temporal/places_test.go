@@ -1,0 +1,170 @@
+package temporal_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/workspace/persist"
+	"github.com/aml-go/aml/temporal"
+)
+
+// runLeases runs the workflow file at path in the SDK's test environment
+// (a session worker) and returns its text and the leases the worker still
+// holds afterwards.
+func runLeases(t *testing.T, path string, opts temporal.Options) (string, int, error) {
+	t.Helper()
+	b, err := temporal.Pack(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, leases := testEnvLeases(opts)
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("the workflow did not complete")
+	}
+	if err := env.GetWorkflowError(); err != nil {
+		return "", leases.Len(), err
+	}
+	var res temporal.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	return res.Text, leases.Len(), nil
+}
+
+// TestSandboxExampleOnTemporal: examples/sandbox.star (a workspace, a
+// read-write local sandbox in it, file(), a shell script, include(path=)
+// of what the script wrote, an agent inside the sandbox and a nested
+// sandbox view) gives on Temporal the text it gives in process, with
+// every lease released.
+func TestSandboxExampleOnTemporal(t *testing.T) {
+	path := filepath.Join("..", "examples", "sandbox.star")
+	want, err := inProcess(t, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, held, err := runLeases(t, path, temporal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("examples/sandbox.star on Temporal:\n%s\nin process:\n%s", got, want)
+	}
+	if held != 0 {
+		t.Fatalf("%d leases still held after the run", held)
+	}
+}
+
+const workspaceFlow = `configure(workspace_provider = local_workspace(directory = %q))
+
+def main():
+    return workspace(
+        file("hello from the run\n", path = "out/note.txt"),
+        include(path = "seed.txt", title = False),
+        script(command = "pwd"),
+        id = "notes",
+    )
+`
+
+// TestWorkspaceOnTemporal: a workspace outside any sandbox is acquired
+// on a worker: file() writes land in its directory there, include(path=)
+// reads from it, and script() outside a sandbox runs in a private
+// directory of the worker that is removed with the run; checkpoints go to
+// the checkpoint store.
+func TestWorkspaceOnTemporal(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "seed.txt"), []byte("seeded\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ws.star")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(workspaceFlow, "%q", `"`+dir+`"`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := persist.NewMemoryStorage()
+	got, held, err := runLeases(t, path, temporal.Options{Checkpoints: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held != 0 {
+		t.Fatalf("%d leases still held after the run", held)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "out", "note.txt"))
+	if err != nil || string(data) != "hello from the run\n" {
+		t.Fatalf("file() in the workspace: %q, %v", data, err)
+	}
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if len(lines) != 2 || lines[0] != "seeded" || !strings.Contains(lines[1], "aml-host-") {
+		t.Fatalf("result %q: want the seed file's text and the host script's private directory", got)
+	}
+	if _, err := os.Stat(lines[1]); !os.IsNotExist(err) {
+		t.Fatalf("the host script's directory %s outlived the run: %v", lines[1], err)
+	}
+	if len(store.Paths(temporal.BlobNamespace)) == 0 {
+		t.Fatal("file() in the workspace took no checkpoint")
+	}
+}
+
+// sandboxAgent is a Go agent provider of a worker that works in its
+// sandbox: it answers with what `cat` prints of the file its prompt names,
+// read through the sandbox's runtime.
+type sandboxAgent struct{}
+
+func (sandboxAgent) Name() string                              { return "sandboxed" }
+func (sandboxAgent) SupportsSandbox(*eval.SandboxSession) bool { return true }
+func (sandboxAgent) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.AgentExecution) (*eval.AgentResponse, error) {
+	if exec.Sandbox == nil {
+		return nil, errors.New("no sandbox")
+	}
+	r, err := exec.Sandbox.Runtime.Exec(ctx, "cat", []string{req.Prompt}, eval.ExecOptions{Cwd: exec.Sandbox.Cwd})
+	if err != nil {
+		return nil, err
+	}
+	if err := exec.Sandbox.Runtime.WriteFile(ctx, "agent.txt", []byte("the agent was here\n")); err != nil {
+		return nil, err
+	}
+	return &eval.AgentResponse{Text: fmt.Sprintf("[%s in %s: %s]", exec.Sandbox.Access, exec.Sandbox.Cwd, strings.TrimSpace(string(r.Stdout)))}, nil
+}
+
+const sandboxAgentFlow = `configure(sandbox_provider = local_sandbox(), workspace_provider = deterministic_workspace())
+
+def main():
+    return workspace(
+        sandbox(
+            script("mkdir -p sub && echo from-the-script > sub/made.txt", shell = "sh"),
+            agent("made.txt", cwd = "sub"),
+            include(path = "agent.txt", title = False),
+            access = "read-write",
+        ),
+    )
+`
+
+// TestSandboxedAgentOnTemporal: an agent inside a sandbox() runs, as an
+// activity, on the worker that holds the sandbox, with the sandbox's
+// runtime and the agent's view of it (access, cwd), and sees what a script
+// of the same scope wrote; what it writes is seen by the next effect.
+func TestSandboxedAgentOnTemporal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sb.star")
+	if err := os.WriteFile(path, []byte(sandboxAgentFlow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := inProcess(t, path, sandboxAgent{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, held, err := runLeases(t, path, temporal.Options{DefaultAgent: sandboxAgent{}, Checkpoints: persist.NewMemoryStorage()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want || !strings.Contains(got, "[read-write in sub: from-the-script]") || !strings.Contains(got, "the agent was here") {
+		t.Fatalf("on Temporal:\n%s\nin process:\n%s", got, want)
+	}
+	if held != 0 {
+		t.Fatalf("%d leases still held after the run", held)
+	}
+}
