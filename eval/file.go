@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -63,6 +64,20 @@ func (d *domain) writeFileNode(ctx context.Context, n *File, children []byte, re
 // readAppFile reads an application-owned regular file resolved from the
 // runtime's working directory.
 func (d *domain) readAppFile(src string) ([]byte, error) {
+	if fsys := d.rt.opts.AppFiles; fsys != nil {
+		name, err := appFileName(src)
+		if err != nil {
+			return nil, err
+		}
+		info, err := fs.Stat(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		if !info.Mode().IsRegular() {
+			return nil, fmt.Errorf("%s is a %s, not a regular file", src, fileKind(info))
+		}
+		return fs.ReadFile(fsys, name)
+	}
 	base, err := d.cwd()
 	if err != nil {
 		return nil, err
@@ -79,6 +94,16 @@ func (d *domain) readAppFile(src string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is a %s, not a regular file", src, fileKind(info))
 	}
 	return os.ReadFile(full)
+}
+
+// appFileName is the name in Options.AppFiles of the application file
+// src: relative, slash-separated, inside the working directory.
+func appFileName(src string) (string, error) {
+	name := path.Clean(filepath.ToSlash(src))
+	if filepath.IsAbs(src) || !fs.ValidPath(name) || name == "." {
+		return "", fmt.Errorf("%s is not a relative path inside the working directory: this runtime reads application files from a bundle (Options.AppFiles), which holds only those", src)
+	}
+	return name, nil
 }
 
 // The evaluator's own access to a workspace materialization (file() and

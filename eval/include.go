@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -129,6 +130,25 @@ type includeSource struct {
 // runtime's working directory, path from the sandbox view, else the
 // workspace materialization.
 func (d *domain) includeSourceOf(ctx context.Context, n *Include, res resScope) (*includeSource, error) {
+	if n.Src != "" && d.rt.opts.AppFiles != nil {
+		fsys := d.rt.opts.AppFiles
+		name, err := appFileName(n.Src)
+		if err != nil {
+			return nil, &EvaluationError{Msg: fmt.Sprintf("include(src=%q)", n.Src), Pos: n.Position, Err: err}
+		}
+		return &includeSource{name: n.Src, arg: "src", fs: "app", path: name,
+			stat: func() (int64, int64, error) {
+				info, err := fs.Stat(fsys, name)
+				if err != nil {
+					return 0, 0, err
+				}
+				if !info.Mode().IsRegular() {
+					return 0, 0, fmt.Errorf("must name a regular file, not a %s", fileKind(info))
+				}
+				return info.Size(), info.ModTime().UnixNano(), nil
+			},
+			read: func() ([]byte, error) { return fs.ReadFile(fsys, name) }}, nil
+	}
 	if n.Src != "" {
 		base, err := d.cwd()
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -136,6 +137,13 @@ type Options struct {
 	// Cwd is the base directory for application-owned reads and host
 	// scripts; "" means the process working directory.
 	Cwd string
+	// AppFiles, when set, serves the application-owned files that
+	// file(src=) and include(src=) read, by their slash-separated paths
+	// relative to Cwd, instead of the host directory: workflow code that
+	// runs away from the submitter's machine (on Temporal) reads them
+	// from the bundle the run carries. Absolute paths and paths that
+	// leave Cwd are refused, and so are skill() packages.
+	AppFiles fs.FS
 	// Limits are the budgets; nil, like a zero field, means the default
 	// (see Limits).
 	Limits *Limits

@@ -62,6 +62,9 @@ func (d *domain) stageSkill(ctx context.Context, n *Skill, plan *agentPlan) (Age
 	fail := func(format string, args ...any) (AgentSkill, error) {
 		return AgentSkill{}, newError(n.Position, fmt.Sprintf("skill(%q): ", n.Src)+fmt.Sprintf(format, args...))
 	}
+	if d.rt.opts.AppFiles != nil {
+		return fail("this runtime reads application files from a bundle (Options.AppFiles), which holds no skill packages")
+	}
 	base, err := d.cwd()
 	if err != nil {
 		return AgentSkill{}, &EvaluationError{Msg: "skill(): cannot determine the working directory", Pos: n.Position, Err: err}

@@ -36,6 +36,12 @@ type Bundle struct {
 	Entry string `json:"entry"`
 	// Files are the entry and its modules, sorted by path.
 	Files []File `json:"files"`
+	// Data are the application files that the sources name with a
+	// string literal in file(src=) and include(src=), by that path
+	// (relative to the submitter's working directory, which those reads
+	// resolve from), sorted by path: workflow code reads them from here
+	// (eval.Options.AppFiles).
+	Data []File `json:"data,omitempty"`
 }
 
 // File is one source of a Bundle.
@@ -70,22 +76,82 @@ func (e *PackError) Unwrap() error { return e.Err }
 // (which Starlark requires to be string literals), every module it loads,
 // and returns them as a Bundle. Standard modules (@std/…) are part of
 // every worker and are not packed. Nothing is executed.
+//
+// The application files that the sources name with a string literal in
+// file(src=) or include(src=) are packed too (Bundle.Data), read from the
+// working directory as aml run reads them; a literal that names no
+// readable regular file is left out, and the run reports it where aml run
+// would.
 func Pack(entry string) (*Bundle, error) {
-	p := &packer{dir: filepath.Dir(entry), seen: map[string]bool{}}
+	p := &packer{dir: filepath.Dir(entry), seen: map[string]bool{}, seenData: map[string]bool{}}
 	b := &Bundle{Entry: filepath.Base(entry)}
 	if err := p.add(entry, b.Entry, "", 0, 0, ""); err != nil {
 		return nil, err
 	}
-	b.Files = p.files
-	slices.SortFunc(b.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	b.Files, b.Data = p.files, p.data
+	byPath := func(a, b File) int { return strings.Compare(a.Path, b.Path) }
+	slices.SortFunc(b.Files, byPath)
+	slices.SortFunc(b.Data, byPath)
 	return b, nil
 }
 
+// addData packs the application files the source f names with a literal
+// src= of file() or include().
+func (p *packer) addData(file string, f *syntax.File) error {
+	var err error
+	syntax.Walk(f, func(n syntax.Node) bool {
+		call, ok := n.(*syntax.CallExpr)
+		if !ok || err != nil {
+			return err == nil
+		}
+		fn, ok := call.Fn.(*syntax.Ident)
+		if !ok || (fn.Name != "file" && fn.Name != "include") {
+			return true
+		}
+		for _, arg := range call.Args {
+			bin, ok := arg.(*syntax.BinaryExpr)
+			if !ok || bin.Op != syntax.EQ {
+				continue
+			}
+			key, ok := bin.X.(*syntax.Ident)
+			lit, isLit := bin.Y.(*syntax.Literal)
+			if !ok || key.Name != "src" || !isLit {
+				continue
+			}
+			src, ok := lit.Value.(string)
+			name := path.Clean(filepath.ToSlash(src))
+			if !ok || filepath.IsAbs(src) || !fs.ValidPath(name) || name == "." || p.seenData[name] {
+				continue
+			}
+			p.seenData[name] = true
+			info, serr := os.Stat(filepath.FromSlash(name))
+			if serr != nil || !info.Mode().IsRegular() {
+				continue
+			}
+			data, rerr := os.ReadFile(filepath.FromSlash(name))
+			if rerr != nil {
+				continue
+			}
+			if p.total += len(data); p.total > MaxBundleBytes {
+				pos := lit.TokenPos
+				err = &PackError{File: file, Line: pos.Line, Col: pos.Col, Module: src, Err: fmt.Errorf("with the files it reads, the workflow exceeds %d MiB", MaxBundleBytes>>20)}
+				return false
+			}
+			sum := sha256.Sum256(data)
+			p.data = append(p.data, File{Path: name, SHA256: hex.EncodeToString(sum[:]), Data: data})
+		}
+		return true
+	})
+	return err
+}
+
 type packer struct {
-	dir   string
-	seen  map[string]bool
-	files []File
-	total int
+	dir      string
+	seen     map[string]bool
+	files    []File
+	seenData map[string]bool
+	data     []File
+	total    int
 }
 
 // add packs the file at disk path file under key, then the modules it
@@ -115,6 +181,9 @@ func (p *packer) add(file, key, from string, line, col int32, module string) err
 		// The load itself reports the syntax error, with its position.
 		return nil
 	}
+	if err := p.addData(file, f); err != nil {
+		return err
+	}
 	for _, stmt := range f.Stmts {
 		ld, ok := stmt.(*syntax.LoadStmt)
 		if !ok {
@@ -141,6 +210,9 @@ func (b *Bundle) Digest() string {
 	for _, f := range b.Files {
 		fmt.Fprintf(h, "%s %q\n", f.SHA256, f.Path)
 	}
+	for _, f := range b.Data {
+		fmt.Fprintf(h, "data %s %q\n", f.SHA256, f.Path)
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -164,6 +236,19 @@ func (b *Bundle) Verify() error {
 		total += len(f.Data)
 		hasEntry = hasEntry || f.Path == b.Entry
 	}
+	for i, f := range b.Data {
+		if i > 0 && b.Data[i-1].Path >= f.Path {
+			return fmt.Errorf("workflow bundle: data files are not sorted by path, or %q is listed twice", f.Path)
+		}
+		if !fs.ValidPath(f.Path) {
+			return fmt.Errorf("workflow bundle: data file %q is not a relative path", f.Path)
+		}
+		sum := sha256.Sum256(f.Data)
+		if hex.EncodeToString(sum[:]) != f.SHA256 {
+			return fmt.Errorf("workflow bundle: data file %s does not match its digest %s", f.Path, f.SHA256)
+		}
+		total += len(f.Data)
+	}
 	if !hasEntry {
 		return fmt.Errorf("workflow bundle: its entry %q is not among its files", b.Entry)
 	}
@@ -177,23 +262,33 @@ func (b *Bundle) Verify() error {
 // starlib.LoadOptions.FS: starlib.LoadFile(b.Entry, LoadOptions{FS:
 // b.FS()}) loads the program that Pack read. It serves the names loading
 // asks for (which may start with ../), and nothing else.
-func (b *Bundle) FS() fs.FS { return bundleFS{b} }
+func (b *Bundle) FS() fs.FS { return bundleFS{b.Files, "module"} }
 
-type bundleFS struct{ b *Bundle }
+// DataFS returns the bundle's application files (Data) as a file system
+// for eval.Options.AppFiles.
+func (b *Bundle) DataFS() fs.FS {
+	return bundleFS{b.Data, "file (only files that file(src=) and include(src=) name with a string literal travel with a run)"}
+}
+
+type bundleFS struct {
+	files []File
+	// what names the kind of file in a not-found error.
+	what string
+}
 
 func (f bundleFS) lookup(name string) (*File, bool) {
-	i, ok := slices.BinarySearchFunc(f.b.Files, name, func(e File, name string) int { return strings.Compare(e.Path, name) })
+	i, ok := slices.BinarySearchFunc(f.files, name, func(e File, name string) int { return strings.Compare(e.Path, name) })
 	if !ok {
 		return nil, false
 	}
-	return &f.b.Files[i], true
+	return &f.files[i], true
 }
 
 // ReadFile implements fs.ReadFileFS; the caller may modify the result.
 func (f bundleFS) ReadFile(name string) ([]byte, error) {
 	file, ok := f.lookup(name)
 	if !ok {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: the workflow bundle holds no such module", fs.ErrNotExist)}
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: the workflow bundle holds no such %s", fs.ErrNotExist, f.what)}
 	}
 	return bytes.Clone(file.Data), nil
 }
@@ -202,7 +297,7 @@ func (f bundleFS) ReadFile(name string) ([]byte, error) {
 func (f bundleFS) Open(name string) (fs.File, error) {
 	file, ok := f.lookup(name)
 	if !ok {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: the workflow bundle holds no such module", fs.ErrNotExist)}
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: the workflow bundle holds no such %s", fs.ErrNotExist, f.what)}
 	}
 	return &openFile{f: file, r: bytes.NewReader(file.Data)}, nil
 }

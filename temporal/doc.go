@@ -54,21 +54,37 @@
 //	                       (2 s) with its progress, so a dead worker is
 //	                       noticed within HeartbeatTimeout (10 s) and the
 //	                       session runs again on another worker.
-//	aml.script             one script() command.
-//	aml.sandbox.acquire    a sandbox() lease, in a Temporal session
-//	aml.sandbox.release    (workflow.CreateSession) whose worker holds it:
-//	                       every effect inside the scope runs in that
-//	                       session. A failed session (its worker died)
-//	                       makes the scope be acquired again and its files
-//	                       restored from the last checkpoint, as a local
-//	                       resume does.
-//	aml.workspace.*        acquire, save and release of a workspace(), in a
-//	                       session too. The workspace's store must be
-//	                       shared by the workers (a filesystem store on one
-//	                       machine, S3 for a fleet): checkpoints live there,
-//	                       never only on one worker's disk.
-//	aml.read               env(): the worker reads the variable; history
-//	                       holds only its keyed digest (see Secrets).
+//	aml.acquire            a workspace(), an outer sandbox() or the run's
+//	                       host (script() outside any sandbox), acquired
+//	                       on one worker inside a Temporal session
+//	                       (workflow.CreateSession) that holds it until
+//	                       the scope ends; a sandbox() inside a
+//	                       workspace() joins the workspace's session, as
+//	                       it sees the workspace's directory.
+//	aml.exec               one script() command, in the session.
+//	aml.file               file() and include(path=) in a workspace or
+//	                       sandbox, the file staging of an agent in a
+//	                       sandbox, and workspace checkpoints.
+//	aml.save               the workspace's save= policy.
+//	aml.release            the end of a scope (also of a cancelled run).
+//
+// An agent() inside a sandbox() is an aml.agent activity of the
+// sandbox's session, so it runs where the sandbox is, with its runtime.
+//
+// A failed session (its worker died: Temporal notices within
+// HeartbeatTimeout) makes the scope be acquired again on another worker,
+// in a new session, as a local resume does: the workspace from its
+// provider with its files restored from the newest checkpoint, its
+// sandboxes with the same requests; then the effect that was in flight
+// runs again. After every effect that can write in a workspace, its
+// worker checkpoints it into the checkpoint store (Options.Checkpoints,
+// aml worker --blob-store): each file's content once, as a blob named by
+// its digest, and a manifest blob; history records only the manifest's
+// digest. A sandbox whose provider keeps files of its own outside any
+// workspace cannot be restored elsewhere: its scope fails with an error
+// that says so. The host of script() runs in a private directory of its
+// worker (workers do not share the submitter's directory), removed when
+// the run ends.
 //
 // A finished activity is in history, so it is never executed again: the
 // replay returns its recorded result. An activity in flight on a dead
@@ -186,10 +202,15 @@
 //     text (secrets.go): history records them sealed, and activities
 //     carry tokens that workers fill.
 //
+//   - sandbox(), workspace() and script() (places.go, holds.go,
+//     checkpoint.go): leases held in sessions, effects as activities of
+//     the session, checkpoints and re-acquisition when a worker dies;
+//     Leases releases what a stopping worker holds.
+//
 // Not yet: tools and MCP servers defined in component bodies (the signal
-// path above), skill() grants, sandbox() and workspace()
-// scopes, script(), effect identities as activity
-// ids, and continue-as-new. The commands aml worker, aml run --temporal,
-// aml runs --temporal, aml answer and aml cancel are built. A workflow that uses
+// path above), skill() grants, include(src=) and file(src=) (they read
+// the submitter's files), effect identities as activity ids, and
+// continue-as-new. The commands aml worker, aml run --temporal, aml runs
+// --temporal, aml answer and aml cancel are built. A workflow that uses
 // what is not yet supported fails with an error that names it.
 package temporal

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	enumspb "go.temporal.io/api/enums/v1"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -261,6 +262,7 @@ func placeOptions(timeout time.Duration) workflow.ActivityOptions {
 // again elsewhere and runs the activity again.
 func (pl *place) do(ctx context.Context, name string, ao workflow.ActivityOptions, input func() any, out any) error {
 	wctx := workflowOf(ctx)
+	stalls := 0
 	for {
 		if pl.err != nil {
 			return pl.err
@@ -273,6 +275,23 @@ func (pl *place) do(ctx context.Context, name string, ao workflow.ActivityOption
 		if wctx.Err() != nil {
 			return err
 		}
+		if !pl.failed() && !errors.Is(err, workflow.ErrSessionFailed) && lostWorker(err) {
+			// The activity stopped heartbeating, or was cancelled with
+			// its session: the worker is likely dead, and Temporal fails
+			// the session within its own heartbeat timeout (the
+			// coroutine that records that may not have run yet).
+			if _, aerr := workflow.AwaitWithTimeout(wctx, 2*HeartbeatTimeout, pl.failed); aerr != nil {
+				return err
+			}
+			if !pl.failed() {
+				// The worker lives and holds the lease: run the
+				// activity there again, a few times at most.
+				if stalls++; stalls > 3 {
+					return activityError(err)
+				}
+				continue
+			}
+		}
 		if !pl.failed() && !errors.Is(err, workflow.ErrSessionFailed) {
 			return activityError(err)
 		}
@@ -280,6 +299,18 @@ func (pl *place) do(ctx context.Context, name string, ao workflow.ActivityOption
 			return rerr
 		}
 	}
+}
+
+// lostWorker reports whether an activity's error can mean that its worker
+// died: a heartbeat timeout, or a cancellation the run did not ask for
+// (its session's).
+func lostWorker(err error) bool {
+	var te *sdktemporal.TimeoutError
+	if errors.As(err, &te) {
+		return te.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT
+	}
+	var ce *sdktemporal.CanceledError
+	return errors.As(err, &ce)
 }
 
 // recover acquires pl again in a new session, once per failed generation:
@@ -401,12 +432,27 @@ func (l *remoteLease) release(ctx context.Context) error {
 	defer cancel()
 	var err error
 	if pl.err == nil && !pl.failed() {
+		// The release is waited for until it is done or the session
+		// fails: a lease on a dead worker died with it.
 		sctx, scancel := workflow.NewDisconnectedContext(pl.sctx)
-		err = workflow.ExecuteActivity(workflow.WithActivityOptions(sctx, placeOptions(0)), ReleaseActivity, ReleaseCall{Key: l.res.Key}).Get(wctx, nil)
+		fut := workflow.ExecuteActivity(workflow.WithActivityOptions(sctx, placeOptions(0)), ReleaseActivity, ReleaseCall{Key: l.res.Key})
+		sel := workflow.NewSelector(wctx)
+		sel.AddFuture(fut, func(f workflow.Future) {
+			if err = f.Get(wctx, nil); err != nil {
+				err = activityError(err)
+			}
+		})
+		lost, settled := workflow.NewChannel(wctx), false
+		workflow.Go(wctx, func(c workflow.Context) {
+			_ = workflow.Await(c, func() bool { return settled || pl.failed() })
+			if !settled {
+				lost.SendAsync(true)
+			}
+		})
+		sel.AddReceive(lost, func(c workflow.ReceiveChannel, _ bool) { c.ReceiveAsync(nil) })
+		sel.Select(wctx)
+		settled = true
 		scancel()
-		if err != nil {
-			err = activityError(err)
-		}
 	}
 	l.released = true
 	for _, o := range pl.chain {

@@ -168,3 +168,55 @@ func TestSandboxedAgentOnTemporal(t *testing.T) {
 		t.Fatalf("%d leases still held after the run", held)
 	}
 }
+
+const appFilesFlow = `configure(workspace_provider = deterministic_workspace())
+
+def main():
+    name = "notes" + ".txt"
+    return [
+        include(src = "docs/brief.md", title = False),
+        workspace(file(src = "docs/brief.md", path = "copy.md"), include(path = "copy.md", title = False)),
+        include(src = name, title = False),
+    ]
+`
+
+// TestAppFilesOnTemporal: the application files that file(src=) and
+// include(src=) name with a string literal travel in the bundle and are
+// read from it on Temporal, as aml run reads them from the working
+// directory; one named by a computed string is refused with an error that
+// says why, instead of being read from whatever directory the worker has.
+func TestAppFilesOnTemporal(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.MkdirAll("docs", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"docs/brief.md": "the brief\n", "notes.txt": "notes\n", "flow.star": appFilesFlow} {
+		if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := temporal.Pack("flow.star")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Data) != 1 || b.Data[0].Path != "docs/brief.md" || string(b.Data[0].Data) != "the brief\n" {
+		t.Fatalf("packed application files %+v, want docs/brief.md alone", b.Data)
+	}
+	want, err := inProcess(t, "flow.star", nil)
+	if err != nil || want != "the brief\nthe brief\nnotes\n" {
+		t.Fatalf("in process: %q, %v", want, err)
+	}
+	_, _, err = runLeases(t, "flow.star", temporal.Options{})
+	if err == nil || !strings.Contains(err.Error(), `flow.star:8:16: include(src="notes.txt")`) || !strings.Contains(err.Error(), "string literal") {
+		t.Fatalf("a computed src= on Temporal: %v", err)
+	}
+	// Without the computed one, the run gives the text aml run gives.
+	if err := os.WriteFile("flow.star", []byte(strings.Replace(appFilesFlow, "include(src = name, title = False),", "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, held, err := runLeases(t, "flow.star", temporal.Options{})
+	if err != nil || got != "the brief\nthe brief\n" || held != 0 {
+		t.Fatalf("on Temporal: %q, %d leases held, %v", got, held, err)
+	}
+}

@@ -164,6 +164,7 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 		Limits:           in.Limits,
 		Ask:              qs.ask,
 		Executor:         executor{},
+		AppFiles:         in.Bundle.DataFS(),
 		ProviderOverride: agentOverride(in.Bundle, w, seal),
 		Host:             remoteSandboxProvider{ps: ps, name: "host", index: -1, host: true},
 		SandboxOverride: func(p eval.SandboxProvider) eval.SandboxProvider {

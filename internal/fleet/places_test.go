@@ -1,0 +1,228 @@
+package fleet_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/aml-go/aml/internal/temporaltest"
+	"github.com/aml-go/aml/temporal"
+)
+
+// placesWorkflow: a workspace and a read-write local sandbox in it, held
+// on one worker; the second script is in flight when that worker is
+// killed. %[1]s is a log file outside the workspace, %[2]s the seconds the
+// second script sleeps.
+const placesWorkflow = `configure(workspace_provider = deterministic_workspace(), sandbox_provider = local_sandbox())
+
+def main():
+    return workspace(
+        sandbox(
+            file("zero\n", path = "steps.txt"),
+            script("echo one >> steps.txt; echo first >> %[1]s", shell = "sh"),
+            script("echo second >> %[1]s; sleep %[2]s; echo two >> steps.txt", shell = "sh"),
+            script(command = "cat", args = ["steps.txt"]),
+            access = "read-write",
+        ),
+        id = "fleet-places",
+    )
+`
+
+// TestTemporalFleetPlaces: a run's workspace and sandbox live on one
+// worker. SIGKILL that worker while a script runs there: the run acquires
+// the scope again on the other worker, restores the workspace's files from
+// the last checkpoint (in the blob store), runs the script that was in
+// flight again, and ends with the text of an uninterrupted run; no script
+// that had finished runs again. aml cancel of a run whose script hangs
+// ends the script's process.
+func TestTemporalFleetPlaces(t *testing.T) {
+	srv := temporaltest.Start(t)
+	bin := buildAML(t)
+	dir := t.TempDir()
+	blobs := filepath.Join(dir, "blobs")
+	if err := os.Mkdir(blobs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AML_TEMPORAL_BLOB_STORE", blobs)
+	t.Setenv("AML_JOURNAL_KEY_FILE", filepath.Join(dir, "journal.key"))
+	workers := map[string]*exec.Cmd{}
+	for _, name := range []string{"a", "b"} {
+		cmd := exec.Command(bin, "worker", "--temporal", srv.Address)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		workers[name] = cmd
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("worker %s:\n%s", name, stderr.String())
+			}
+		})
+	}
+	logFile := filepath.Join(dir, "scripts.log")
+	wf := filepath.Join(dir, "places.star")
+	if err := os.WriteFile(wf, []byte(fmt.Sprintf(placesWorkflow, logFile, "0")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "run", "--quiet", "--temporal", srv.Address, wf).Output()
+	if err != nil {
+		t.Fatalf("aml run --temporal: %v", err)
+	}
+	want := "zero\none\ntwo\n"
+	if string(out) != want {
+		t.Fatalf("an uninterrupted run printed %q, want %q", out, want)
+	}
+
+	// The same run, with the worker that holds the scope killed while
+	// the second script sleeps.
+	os.Remove(logFile)
+	if err := os.WriteFile(wf, []byte(fmt.Sprintf(placesWorkflow, logFile, "4")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(bin, "run", "--detach", "--temporal", srv.Address, wf).Output()
+	if err != nil {
+		t.Fatalf("aml run --detach: %v", err)
+	}
+	runID := strings.TrimSpace(string(out))
+	deadline := time.Now().Add(time.Minute)
+	for countLines(t, logFile, "second") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second script did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c := srv.Dial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	desc, err := c.DescribeWorkflowExecution(ctx, runID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := ""
+	for _, pa := range desc.GetPendingActivities() {
+		if pa.GetActivityType().GetName() == temporal.ExecActivity {
+			holder = pa.GetLastWorkerIdentity()
+		}
+	}
+	victim := ""
+	for name, w := range workers {
+		if strings.HasSuffix(holder, ":"+strconv.Itoa(w.Process.Pid)) {
+			victim = name
+		}
+	}
+	if victim == "" {
+		t.Fatalf("no worker is %q, which runs the script", holder)
+	}
+	killed := time.Now()
+	_ = workers[victim].Process.Signal(syscall.SIGKILL)
+	var res temporal.RunResult
+	wctx, wcancel := context.WithTimeout(ctx, 90*time.Second)
+	defer wcancel()
+	if err := c.GetWorkflow(wctx, runID, "").Get(wctx, &res); err != nil {
+		t.Fatalf("the run after the worker holding its workspace was killed: %v\n%s", err, historyOf(t, c, runID))
+	}
+	if res.Text != want {
+		t.Fatalf("after the kill the run ended with %q, want %q (the workspace restored from its checkpoint, the script in flight run again)", res.Text, want)
+	}
+	if n := countLines(t, logFile, "first"); n != 1 {
+		t.Fatalf("the first script, finished before the kill, ran %d times", n)
+	}
+	if n := countLines(t, logFile, "second"); n != 2 {
+		t.Fatalf("the script in flight at the kill ran %d times, want 2", n)
+	}
+	t.Logf("worker %s, holding the workspace, killed mid-script; the run ended %s later on the other worker with the uninterrupted text", victim, time.Since(killed).Round(time.Millisecond))
+
+	// aml cancel ends a hanging script's process on the worker left.
+	marker := "aml-fleet-hang-" + strconv.Itoa(os.Getpid())
+	hang := filepath.Join(dir, "hang.star")
+	hangSrc := fmt.Sprintf("configure(workspace_provider = deterministic_workspace(), sandbox_provider = local_sandbox())\n\ndef main():\n    return workspace(sandbox(script(command = \"sh\", args = [\"-c\", \"echo up >> %s; sleep 600\", %q], timeout_ms = 600000), access = \"read-write\"))\n", logFile, marker)
+	if err := os.WriteFile(hang, []byte(hangSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(logFile)
+	out, err = exec.Command(bin, "run", "--detach", "--temporal", srv.Address, hang).Output()
+	if err != nil {
+		t.Fatalf("aml run --detach: %v", err)
+	}
+	hangID := strings.TrimSpace(string(out))
+	for hangDeadline := time.Now().Add(time.Minute); countLines(t, logFile, "up") < 1; {
+		if time.Now().After(hangDeadline) {
+			t.Fatalf("the hanging script did not start\n%s", historyOf(t, c, hangID))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(processesWith(t, marker)) == 0 {
+		t.Fatal("no script process before the cancel")
+	}
+	out, err = exec.Command(bin, "cancel", hangID, "--temporal", srv.Address).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "cancelled "+hangID {
+		t.Fatalf("aml cancel: %v\n%s", err, out)
+	}
+	if left := processesWith(t, marker); len(left) > 0 {
+		t.Fatalf("script processes %v outlive the cancelled run", left)
+	}
+}
+
+// processesWith returns the pids of the processes whose command line
+// holds marker.
+func processesWith(t *testing.T, marker string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("no /proc to look for processes in: %v", err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(cmdline, []byte(marker)) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// historyOf renders a run's history, one event a line, for a failure
+// report.
+func historyOf(t *testing.T, c client.Client, runID string) string {
+	t.Helper()
+	var b strings.Builder
+	iter := c.GetWorkflowHistory(context.Background(), runID, "", false, 0)
+	for iter.HasNext() {
+		ev, err := iter.Next()
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+			break
+		}
+		fmt.Fprintf(&b, "%d %s %s\n", ev.GetEventId(), ev.GetEventTime().AsTime().Format("15:04:05.000"), ev.GetEventType())
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			fmt.Fprintf(&b, "    %s on %s\n", a.GetActivityType().GetName(), a.GetTaskQueue().GetName())
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
+			fmt.Fprintf(&b, "    by %s\n", a.GetIdentity())
+		}
+		if a := ev.GetActivityTaskFailedEventAttributes(); a != nil {
+			fmt.Fprintf(&b, "    %s\n", a.GetFailure().GetMessage())
+		}
+		if a := ev.GetActivityTaskTimedOutEventAttributes(); a != nil {
+			fmt.Fprintf(&b, "    %s\n", a.GetFailure().GetMessage())
+		}
+	}
+	return b.String()
+}
