@@ -73,6 +73,13 @@ func (cc *ComponentContext) Ask(question, id string, schema *Schema, pos Positio
 	if !ok && jr.cassette {
 		return nil, newError(pos, e.Label+" has no recorded answer in the cassette; record the cassette again with aml run --journal and answer the question")
 	}
+	if !ok && jr.asksLive && !jr.verify && d.rt.opts.Ask != nil {
+		// The run waits for the answer where it is, and records it.
+		if answer, err = d.askLive(cc.ctx, q, schema); err != nil {
+			return nil, err
+		}
+		ok = true
+	}
 	if !ok {
 		jr.mu.Lock()
 		if jr.asked == nil {

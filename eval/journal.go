@@ -228,6 +228,27 @@ func checkpointsOf(ws *wsState) *wsCheckpoints {
 	return ws.cps
 }
 
+// ScopeKeeper is an optional Journal capability: a journal whose
+// KeepsScopes returns true belongs to a run whose executor makes
+// sandbox() and workspace() scopes durable itself (a run on Temporal
+// checkpoints a workspace on the worker that holds it and restores it
+// wherever the scope is acquired again). The evaluator records and serves
+// effects by identity as with any journal, but takes no checkpoints of
+// its own (the journal need not be a Checkpointer) and accepts providers
+// that keep files of their own or edit their directory in place.
+type ScopeKeeper interface {
+	KeepsScopes() bool
+}
+
+// LiveAsker is an optional Journal capability: with a journal whose
+// AsksLive returns true, an ask() that has no recorded answer and no
+// answer given (EvaluateOptions.Answers) asks through Options.Ask and
+// records the answer, instead of suspending the run (a run on Temporal
+// waits for the answer's signal).
+type LiveAsker interface {
+	AsksLive() bool
+}
+
 // Cassette is an optional Journal capability: a journal whose Cassette
 // returns true is a recording replayed offline (aml test's "# cassette:"
 // directive). Only agent sessions and answers are served from it; every
@@ -724,6 +745,9 @@ type journaling struct {
 	answers      map[string]any
 	// cassette is set for a Cassette journal.
 	cassette bool
+	// scopesKept is set for a ScopeKeeper journal, asksLive for a
+	// LiveAsker one.
+	scopesKept, asksLive bool
 	// fresh is set when the journal held no record at the start (see
 	// Sized): nothing is looked up.
 	fresh bool
@@ -1155,7 +1179,7 @@ func (d *domain) recordIn(ctx context.Context, ws *wsState, e *Effect, external 
 // journaled evaluation could not resume with (see InPlaceWorkspace and
 // StatelessSandbox); providers named on nodes are checked when reached.
 func (d *domain) checkDurable() error {
-	if d.journal.cassette {
+	if d.journal.cassette || d.journal.scopesKept {
 		return nil
 	}
 	if p := d.rt.opts.WorkspaceProvider; p != nil {

@@ -302,6 +302,12 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 		if c, ok := o.Journal.(Cassette); ok && c.Cassette() {
 			jr.cassette = true
 		}
+		if k, ok := o.Journal.(ScopeKeeper); ok && k.KeepsScopes() {
+			jr.scopesKept = true
+		}
+		if a, ok := o.Journal.(LiveAsker); ok && a.AsksLive() {
+			jr.asksLive = true
+		}
 		if sz, ok := o.Journal.(Sized); ok && sz.Len() == 0 {
 			jr.fresh = true
 		}

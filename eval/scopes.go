@@ -67,7 +67,7 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 		return nil, newError(n.Position, "workspace() has no provider: pass provider= (such as local_workspace(directory=...)) or set one with configure(workspace_provider=...)")
 	}
 	var cpj Checkpointer
-	if d.journal != nil && !d.journal.cassette {
+	if d.journal != nil && !d.journal.cassette && !d.journal.scopesKept {
 		if ip, ok := p.(InPlaceWorkspace); ok && ip.EditsInPlace() {
 			return nil, newError(n.Position, fmt.Sprintf("workspace provider %q edits its directory in place, so a journaled run could not put the files back as they were when it resumes; use a persistent workspace (filesystem_workspace, s3_workspace) or run without --journal", p.Name()))
 		}
@@ -97,7 +97,8 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 		}
 	}
 	var entry, rec *Effect
-	if cpj != nil {
+	journaled := d.journal != nil && !d.journal.cassette
+	if journaled {
 		var err error
 		if entry, rec, err = d.workspaceEffect(n, p, path); err != nil {
 			return nil, err
@@ -116,8 +117,10 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 		return nil, err
 	}
 	ws := &wsState{node: n, lease: lease, id: id, cwd: cwd, name: p.Name(), span: sp}
-	if cpj != nil {
-		ws.cps = &wsCheckpoints{cp: cpj, dir: lease.Directory(), last: cpj.LastCheckpoint()}
+	if journaled {
+		if cpj != nil {
+			ws.cps = &wsCheckpoints{cp: cpj, dir: lease.Directory(), last: cpj.LastCheckpoint()}
+		}
 		var err error
 		if rec != nil {
 			err = d.replayedFiles(ctx, ws, rec)
@@ -243,7 +246,7 @@ func (d *domain) enterSandbox(ctx context.Context, n *Sandbox, res resScope, par
 		view.holdsSerial = true
 	}
 	if d.journal != nil && !d.journal.cassette {
-		if sl, ok := p.(StatelessSandbox); !ok || !sl.KeepsNoState() {
+		if sl, ok := p.(StatelessSandbox); (!ok || !sl.KeepsNoState()) && !d.journal.scopesKept {
 			view.releaseSerial()
 			return nil, newError(n.Position, fmt.Sprintf("sandbox provider %q keeps files of its own (a container or a copy) that a journaled run could not put back when it resumes; use local_sandbox() inside a workspace(), or run without --journal", p.Name()))
 		}

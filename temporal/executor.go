@@ -41,7 +41,11 @@ type timeout struct {
 // (workflow.Go), workflow semaphores, and timeouts that the activity that
 // runs the session enforces. Coroutines run one at a time and in an order
 // that replays, so what it keeps needs no lock.
-type executor struct{}
+type executor struct {
+	// workspaceID, for a run that continued as new, is the id its
+	// workspace() had (see NewID).
+	workspaceID string
+}
 
 // FanOut implements eval.Executor. Branches are not bounded here: the
 // activities they schedule are (see pending).

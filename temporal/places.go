@@ -178,6 +178,27 @@ type places struct {
 	// byLease finds the place of a workspace lease by its id, for the
 	// sandboxes acquired inside it.
 	byLease map[string]*remoteLease
+	// rs gates new effects while the run drains to continue as new.
+	rs *runState
+	// workspaceID and workspace are the run's workspace and its place;
+	// carriedWorkspace and carriedCheckpoint, in a continued run, the
+	// workspace of the previous execution and its newest checkpoint,
+	// restored when it is acquired.
+	workspaceID                         string
+	workspace                           *place
+	carriedWorkspace, carriedCheckpoint string
+}
+
+// workspaceCheckpoint returns the newest checkpoint of the run's
+// workspace.
+func (ps *places) workspaceCheckpoint() string {
+	if ps.workspace == nil {
+		return ""
+	}
+	if ps.workspace.checkpoint == "" && ps.workspaceID == ps.carriedWorkspace {
+		return ps.carriedCheckpoint
+	}
+	return ps.workspace.checkpoint
 }
 
 // place is one session: a worker holding a chain of leases (a workspace
@@ -212,6 +233,11 @@ type remoteLease struct {
 
 // openPlace opens a session for a new place.
 func (ps *places) openPlace(ctx context.Context, what string) (*place, error) {
+	ctx, leave, err := ps.rs.enterScope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	pl := &place{ps: ps, what: what}
 	sctx, err := newSession(workflowOf(ctx))
 	if err != nil {
@@ -261,6 +287,11 @@ func placeOptions(timeout time.Duration) workflow.ActivityOptions {
 // out receives its result. When the worker dies, do acquires the place
 // again elsewhere and runs the activity again.
 func (pl *place) do(ctx context.Context, name string, ao workflow.ActivityOptions, input func() any, out any) error {
+	ctx, leave, err := pl.ps.rs.enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	wctx := workflowOf(ctx)
 	stalls := 0
 	for {
@@ -383,8 +414,13 @@ func (ps *places) hasWorkspace(pl *place) bool {
 
 // acquire acquires call as a new lease of pl.
 func (pl *place) acquire(ctx context.Context, call AcquireCall) (*remoteLease, error) {
+	ctx, leave, err := pl.ps.rs.enterScope(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	l := &remoteLease{pl: pl, call: call}
-	err := pl.do(ctx, AcquireActivity, placeOptions(0), func() any {
+	err = pl.do(ctx, AcquireActivity, placeOptions(0), func() any {
 		c := l.call
 		if c.Kind == kindSandbox && c.WorkspaceKey != "" {
 			c.WorkspaceKey = pl.workspaceKey()
@@ -481,7 +517,14 @@ func (p remoteWorkspaceProvider) Acquire(ctx context.Context, req *eval.Workspac
 		return nil, err
 	}
 	r := *req
-	l, err := pl.acquire(ctx, AcquireCall{Kind: kindWorkspace, Provider: p.name, ProviderIndex: p.index, Bundle: p.ps.bundleFor(p.index), RunID: p.ps.runID, Workspace: &r})
+	call := AcquireCall{Kind: kindWorkspace, Provider: p.name, ProviderIndex: p.index, Bundle: p.ps.bundleFor(p.index), RunID: p.ps.runID, Workspace: &r}
+	if req.ID == p.ps.carriedWorkspace {
+		// The run continued as new: its workspace comes back as the
+		// previous execution left it.
+		call.Restore = p.ps.carriedCheckpoint
+		pl.checkpoint = p.ps.carriedCheckpoint
+	}
+	l, err := pl.acquire(ctx, call)
 	if err != nil {
 		workflow.CompleteSession(pl.sctx)
 		return nil, err
@@ -490,6 +533,7 @@ func (p remoteWorkspaceProvider) Acquire(ctx context.Context, req *eval.Workspac
 		p.ps.byLease = map[string]*remoteLease{}
 	}
 	p.ps.byLease[l.res.LeaseID] = l
+	p.ps.workspaceID, p.ps.workspace = req.ID, pl
 	return remoteWorkspace{l}, nil
 }
 
@@ -734,7 +778,11 @@ func (ps *places) lookup(name string) (string, bool) {
 
 // NewID implements eval.IDSource: a workspace() without an id gets one
 // that replays.
-func (executor) NewID(ctx context.Context) string {
+func (e executor) NewID(ctx context.Context) string {
+	if e.workspaceID != "" {
+		// A continued run: its one workspace() keeps its id.
+		return e.workspaceID
+	}
 	var id string
 	enc := workflow.SideEffect(workflowOf(ctx), func(workflow.Context) any { return uuid.NewString() })
 	if err := enc.Get(&id); err != nil {

@@ -7,7 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/workspace/persist"
@@ -219,4 +224,197 @@ func TestAppFilesOnTemporal(t *testing.T) {
 	if err != nil || got != "the brief\nthe brief\n" || held != 0 {
 		t.Fatalf("on Temporal: %q, %d leases held, %v", got, held, err)
 	}
+}
+
+// runContinued runs the bundle of the workflow file at path in the SDK's
+// test environment, following every continue-as-new with a new
+// execution of the input it carries (as the server does), and returns
+// the text, the number of executions, and the error of the last.
+func runContinued(t *testing.T, path string, opts temporal.Options, after int, edit func(*temporal.RunInput)) (string, int, error) {
+	t.Helper()
+	b, err := temporal.Pack(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := temporal.RunInput{Bundle: b, ContinueAfter: after}
+	for n := 1; ; n++ {
+		if n > 200 {
+			t.Fatal("the run never ended")
+		}
+		env, leases := testEnvLeases(opts)
+		env.ExecuteWorkflow(temporal.WorkflowName, in)
+		if !env.IsWorkflowCompleted() {
+			t.Fatal("an execution did not complete")
+		}
+		if held := leases.Len(); held != 0 {
+			t.Fatalf("execution %d left %d leases held", n, held)
+		}
+		err := env.GetWorkflowError()
+		var can *workflow.ContinueAsNewError
+		if errors.As(err, &can) {
+			var next temporal.RunInput
+			if err := converter.GetDefaultDataConverter().FromPayloads(can.Input, &next); err != nil {
+				t.Fatal(err)
+			}
+			if next.Continued == nil || next.Continued.Executions != n {
+				t.Fatalf("execution %d continued with %+v", n, next.Continued)
+			}
+			if edit != nil {
+				edit(&next)
+			}
+			in = next
+			continue
+		}
+		if err != nil {
+			return "", n, err
+		}
+		var res temporal.RunResult
+		if err := env.GetWorkflowResult(&res); err != nil {
+			t.Fatal(err)
+		}
+		return res.Text, n, nil
+	}
+}
+
+const longFlow = `configure(max_concurrent_agents = 3, max_agent_calls = 100)
+
+def Step(i):
+    return agent("step %d" % i, follow_up("more"))
+
+def main():
+    firsts = evaluate_all([agent("first %d" % i) for i in range(5)])
+    chain = []
+    for i in range(12):
+        chain.append(evaluate(Step(i)))
+    return [
+        ",".join(firsts), "|", ",".join(chain), "|",
+        parallel([block(agent("p%d" % i)) for i in range(20)]),
+    ]
+`
+
+// TestContinueAsNew: a run that continues as new every few effects (as
+// it does when Temporal suggests it) ends with the text of an
+// uninterrupted run, and no agent session runs twice: each execution
+// resumes the journal of the ones before.
+func TestContinueAsNew(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "long.star")
+	if err := os.WriteFile(path, []byte(longFlow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := inProcess(t, path, &echoAgent{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &echoAgent{}
+	got, executions, err := runContinued(t, path, temporal.Options{DefaultAgent: agent}, 4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("continued %d times:\n%s\nuninterrupted:\n%s", executions-1, got, want)
+	}
+	if executions < 8 {
+		t.Fatalf("%d executions for 37 sessions continuing after 4 effects", executions)
+	}
+	if n := agent.calls.Load(); n != 37 {
+		t.Fatalf("%d sessions ran for 37 agents", n)
+	}
+	t.Logf("37 sessions in %d executions", executions)
+}
+
+const continuedWorkspaceFlow = `configure(workspace_provider = deterministic_workspace(), sandbox_provider = local_sandbox())
+
+def main():
+    steps = [script("echo %d >> log.txt" % i, shell = "sh") for i in range(8)]
+    return workspace(sandbox(steps, script(command = "cat", args = ["log.txt"]), access = "read-write"), id = "kept")
+`
+
+// TestContinueAsNewWorkspace: a workspace open when the run continues as
+// new comes back in the next execution with the files the previous one
+// left (restored from its newest checkpoint), and the scripts recorded
+// before do not run again.
+func TestContinueAsNewWorkspace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ws.star")
+	if err := os.WriteFile(path, []byte(continuedWorkspaceFlow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := inProcess(t, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, executions, err := runContinued(t, path, temporal.Options{Checkpoints: persist.NewMemoryStorage()}, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want || executions < 3 {
+		t.Fatalf("in %d executions:\n%q\nuninterrupted:\n%q", executions, got, want)
+	}
+}
+
+// TestContinueAsNewDivergence: when the program an execution resumes no
+// longer matches the journal (the bundle changed), the run fails with the
+// divergence a local resume reports, naming the changed node.
+func TestContinueAsNewDivergence(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "long.star")
+	if err := os.WriteFile(path, []byte(longFlow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := filepath.Join(t.TempDir(), "long.star")
+	if err := os.WriteFile(edited, []byte(strings.Replace(string(changed), `"first %d"`, `"FIRST %d"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other, err := temporal.Pack(edited)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, executions, err := runContinued(t, path, temporal.Options{DefaultAgent: &echoAgent{}}, 6, func(in *temporal.RunInput) { in.Bundle = other })
+	if err == nil || executions != 2 {
+		t.Fatalf("a changed bundle resumed in execution %d: %v", executions, err)
+	}
+	if !strings.Contains(err.Error(), "long.star:7:33: agent() no longer matches the journal: its prompt changed") {
+		t.Fatalf("the divergence: %v", err)
+	}
+}
+
+// TestContinueAsNew20000: a run of 20,000 agent sessions completes across
+// executions that continue as new, each session run once.
+func TestContinueAsNew20000(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20,000 sessions: skipped with -short")
+	}
+	path := filepath.Join(t.TempDir(), "wide.star")
+	src := `configure(max_concurrent_agents = 200, max_agent_calls = 0)
+
+def main():
+    n = 0
+    for b in range(100):
+        n += len(evaluate_all([agent("s%d-%d" % (b, i)) for i in range(200)]))
+    return str(n)
+`
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agent := &countAgent{}
+	started := time.Now()
+	got, executions, err := runContinued(t, path, temporal.Options{DefaultAgent: agent}, 5000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "20000" || agent.calls.Load() != 20000 {
+		t.Fatalf("%q after %d sessions", got, agent.calls.Load())
+	}
+	t.Logf("20,000 sessions in %d executions, %s", executions, time.Since(started).Round(time.Millisecond))
+}
+
+// countAgent answers at once and counts its sessions.
+type countAgent struct{ calls atomic.Int64 }
+
+func (a *countAgent) Name() string { return "count" }
+func (a *countAgent) Run(context.Context, *eval.AgentRequest, *eval.AgentExecution) (*eval.AgentResponse, error) {
+	a.calls.Add(1)
+	return &eval.AgentResponse{Text: "ok"}, nil
 }

@@ -160,23 +160,31 @@ func (b envBox) open(r envRecord) (string, bool, error) {
 // the worker that first runs the read looks the variable up, and history
 // records the value sealed, so that a worker that replays the run reads
 // the same value whatever its own environment holds.
-func workflowEnv(wctx workflow.Context, lookup func(string) (string, bool), key []byte, s *sealer) func(string) (string, bool) {
+//
+// A value an earlier execution of the run read (carried) is read again as
+// it was; every record is kept in log for the next execution.
+func workflowEnv(wctx workflow.Context, lookup func(string) (string, bool), key []byte, s *sealer, carried, log map[string]envRecord) func(string) (string, bool) {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
 	box := newEnvBox(key)
 	return func(name string) (string, bool) {
-		var rec envRecord
-		err := workflow.SideEffect(wctx, func(workflow.Context) any {
-			v, ok := lookup(name)
-			r, err := box.seal(v, ok)
+		rec, ok := carried[name]
+		if !ok {
+			err := workflow.SideEffect(wctx, func(workflow.Context) any {
+				v, ok := lookup(name)
+				r, err := box.seal(v, ok)
+				if err != nil {
+					panic(fmt.Sprintf("env(%q): %v", name, err))
+				}
+				return r
+			}).Get(&rec)
 			if err != nil {
 				panic(fmt.Sprintf("env(%q): %v", name, err))
 			}
-			return r
-		}).Get(&rec)
-		if err != nil {
-			panic(fmt.Sprintf("env(%q): %v", name, err))
+		}
+		if log != nil {
+			log[name] = rec
 		}
 		v, ok, err := box.open(rec)
 		if err != nil {
@@ -193,4 +201,12 @@ func workflowEnv(wctx workflow.Context, lookup func(string) (string, bool), key 
 		}
 		return v, ok
 	}
+}
+
+// envDigestKey keys the digests of env() values that the run's journal
+// records (starlib.LoadOptions.EnvDigestKey): the same on every worker
+// that has the workers' shared key, so that a continued run compares them.
+func envDigestKey(key []byte) []byte {
+	k := sha256.Sum256(append([]byte("aml temporal env digest\x00"), key...))
+	return k[:]
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"time"
@@ -48,11 +49,15 @@ type questions struct {
 	pending []eval.Question
 	answers map[string]any
 	asked   map[string]int
+	// rs ends the wait when the run drains to continue as new.
+	rs *runState
 }
 
 // listen serves StateQuery and receives AnswerSignal for the whole run.
-func (qs *questions) listen(wctx workflow.Context) error {
+func (qs *questions) listen(wctx workflow.Context, cont *Continuation) error {
 	qs.answers, qs.asked = map[string]any{}, map[string]int{}
+	maps.Copy(qs.answers, cont.Answers)
+	maps.Copy(qs.asked, cont.Asked)
 	if err := workflow.SetQueryHandler(wctx, StateQuery, func() (RunState, error) {
 		return RunState{Questions: append([]eval.Question{}, qs.pending...)}, nil
 	}); err != nil {
@@ -91,10 +96,16 @@ func (qs *questions) ask(ctx context.Context, q eval.Question) (any, error) {
 			}
 		}
 	}()
-	if err := workflow.Await(wctx, func() bool { _, ok := qs.answers[q.ID]; return ok }); err != nil {
+	if err := workflow.Await(wctx, func() bool { _, ok := qs.answers[q.ID]; return ok || qs.rs.stopping }); err != nil {
 		return nil, err
 	}
-	return qs.answers[q.ID], nil
+	v, ok := qs.answers[q.ID]
+	if !ok {
+		// The next execution asks again; an answer sent meanwhile
+		// reaches it.
+		return nil, errContinuing
+	}
+	return v, nil
 }
 
 // Activity timing: how often a session's activity heartbeats, and how
@@ -116,6 +127,13 @@ type RunInput struct {
 	// Limits, when set, replace the workflow's configure() limits (aml
 	// run --temporal passes them with its limit flags applied).
 	Limits *eval.Limits `json:"limits,omitempty"`
+	// ContinueAfter, when positive, makes each execution of the run
+	// continue as new once this many effects started in it; 0 continues
+	// when Temporal suggests it (see continue.go).
+	ContinueAfter int `json:"continueAfter,omitempty"`
+	// Continued is what the previous execution of the run carried over;
+	// nil for a new run.
+	Continued *Continuation `json:"continued,omitempty"`
 }
 
 // RunResult is a finished run's result: the entry's text.
@@ -140,11 +158,17 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	}
 	log := workflow.GetLogger(wctx)
 	seal := &sealer{}
+	cont := in.Continued
+	if cont == nil {
+		cont = &Continuation{}
+	}
+	envLog := map[string]envRecord{}
 	w, err := starlib.LoadFile(in.Bundle.Entry, starlib.LoadOptions{
 		FS:         in.Bundle.FS(),
 		Extensions: wf.extensions,
 		// env() values stay on workers (see secrets.go).
-		Env: workflowEnv(wctx, wf.env, wf.envKey, seal),
+		Env:          workflowEnv(wctx, wf.env, wf.envKey, seal, cont.Env, envLog),
+		EnvDigestKey: envDigestKey(wf.envKey),
 		Print: func(msg string) {
 			if !workflow.IsReplaying(wctx) {
 				log.Info(msg)
@@ -154,18 +178,21 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	if err != nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "aml.load", err)
 	}
-	qs := &questions{}
-	if err := qs.listen(wctx); err != nil {
+	runID := workflow.GetInfo(wctx).WorkflowExecution.ID
+	rs := &runState{after: in.ContinueAfter, root: wctx}
+	qs := &questions{rs: rs}
+	if err := qs.listen(wctx, cont); err != nil {
 		return nil, err
 	}
-	ps := &places{bundle: in.Bundle, seal: seal, runID: workflow.GetInfo(wctx).WorkflowExecution.ID,
-		sandboxes: w.SandboxProviders(), workspaces: w.WorkspaceProviders()}
+	ps := &places{bundle: in.Bundle, seal: seal, runID: runID, rs: rs,
+		sandboxes: w.SandboxProviders(), workspaces: w.WorkspaceProviders(),
+		carriedWorkspace: cont.WorkspaceID, carriedCheckpoint: cont.WorkspaceCheckpoint}
 	opts := eval.Options{
 		Limits:           in.Limits,
 		Ask:              qs.ask,
-		Executor:         executor{},
+		Executor:         executor{workspaceID: cont.WorkspaceID},
 		AppFiles:         in.Bundle.DataFS(),
-		ProviderOverride: agentOverride(in.Bundle, w, seal),
+		ProviderOverride: agentOverride(in.Bundle, w, seal, rs),
 		Host:             remoteSandboxProvider{ps: ps, name: "host", index: -1, host: true},
 		SandboxOverride: func(p eval.SandboxProvider) eval.SandboxProvider {
 			if p == nil {
@@ -180,8 +207,30 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 			return remoteWorkspaceProvider{ps: ps, name: p.Name(), index: slices.IndexFunc(ps.workspaces, func(m eval.WorkspaceProvider) bool { return same(m, p) })}
 		},
 	}
-	ctx := withWorkflow(context.Background(), wctx)
-	text, err := w.Evaluate(ctx, in.Entry, opts, eval.EvaluateOptions{RunID: workflow.GetInfo(wctx).WorkflowExecution.ID})
+	ctx, cancel := context.WithCancel(withWorkflow(context.Background(), wctx))
+	defer cancel()
+	rs.cancel = cancel
+	// The journal's records live in memory and in history, so the commit
+	// window only spares the evaluator's timer.
+	j := newRunJournal(cont.Journal)
+	var text string
+	if len(cont.Journal) > 0 {
+		text, err = w.Resume(ctx, in.Entry, opts, eval.ResumeOptions{RunID: runID, Journal: j, CommitWindow: time.Hour})
+	} else {
+		text, err = w.Evaluate(ctx, in.Entry, opts, eval.EvaluateOptions{RunID: runID, Journal: j, CommitWindow: time.Hour})
+	}
+	if rs.stopping && wctx.Err() == nil {
+		// The run drained: the next execution resumes its journal.
+		next := in
+		maps.Copy(envLog, cont.Env)
+		next.Continued = &Continuation{Journal: j.Effects(), Env: envLog, Answers: qs.answers, Asked: qs.asked,
+			WorkspaceID: ps.workspaceID, WorkspaceCheckpoint: ps.workspaceCheckpoint(), Executions: cont.Executions + 1}
+		if next.Continued.WorkspaceID == "" {
+			next.Continued.WorkspaceID, next.Continued.WorkspaceCheckpoint = cont.WorkspaceID, cont.WorkspaceCheckpoint
+		}
+		log.Info("continuing as new", "effects", len(next.Continued.Journal), "execution", next.Continued.Executions)
+		return nil, workflow.NewContinueAsNewError(wctx, WorkflowName, next)
+	}
 	if wctx.Err() != nil {
 		// aml cancel: the run ends as cancelled once its sessions have.
 		return nil, sdktemporal.NewCanceledError()
@@ -199,13 +248,13 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 // bundle) in workflow code, where it replays; every other session becomes
 // an activity, which names the provider by its ordinal among those the
 // workflow made while it loaded (see starlib.Workflow.AgentProviders).
-func agentOverride(b *Bundle, w *starlib.Workflow, seal *sealer) func(eval.AgentProvider) eval.AgentProvider {
+func agentOverride(b *Bundle, w *starlib.Workflow, seal *sealer, rs *runState) func(eval.AgentProvider) eval.AgentProvider {
 	made, tools, servers := w.AgentProviders(), w.Tools(), w.MCPServers()
 	return func(p eval.AgentProvider) eval.AgentProvider {
 		if ip, ok := p.(eval.InProcess); ok && ip.InProcess() {
 			return p
 		}
-		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, servers: servers, seal: seal, made: p}
+		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, servers: servers, seal: seal, made: p, rs: rs}
 		for i, m := range made {
 			if same(m, p) {
 				stub.index = i
@@ -288,6 +337,8 @@ type agentStub struct {
 	// made is the provider the workflow chose (nil for the worker's
 	// default), whose capabilities the stub reports.
 	made eval.AgentProvider
+	// rs gates the session while the run drains to continue as new.
+	rs *runState
 }
 
 // SupportsSandbox implements eval.SandboxCompatible as the provider the
@@ -327,6 +378,11 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 	case len(req.Skills) > 0:
 		return nil, errors.New("skill() grants are not yet supported in runs on Temporal")
 	}
+	ctx, leave, err := s.rs.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	wctx := workflowOf(ctx)
 	var sandboxed *remoteSandbox
 	if exec.Sandbox != nil {
@@ -384,7 +440,6 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 		ao.RetryPolicy.MaximumAttempts = 1
 	}
 	var resp eval.AgentResponse
-	var err error
 	if sandboxed != nil {
 		// The session runs on the worker that holds the sandbox; if that
 		// worker dies, on the one that holds it again.

@@ -240,7 +240,7 @@ func TestWorkflowAsk(t *testing.T) {
 	}, time.Hour)
 	env.RegisterDelayedCallback(func() {
 		st := state()
-		if len(st.Questions) != 1 || st.Questions[0].ID != "ask.star:3:13#0" || st.Questions[0].Schema["type"] != "boolean" {
+		if len(st.Questions) != 1 || st.Questions[0].ID != "c#0/ask#1" || st.Questions[0].Schema["type"] != "boolean" {
 			t.Errorf("second state %+v", st)
 		}
 		seen = append(seen, st.Questions[0].ID)

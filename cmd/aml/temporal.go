@@ -335,7 +335,9 @@ func listTemporalRuns(t *temporalFlags, stdout, stderr io.Writer) int {
 	var token []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: t.namespace, Query: fmt.Sprintf("WorkflowType = '%s'", temporal.WorkflowName), NextPageToken: token,
+			// A run that continued as new is listed once, by its latest
+			// execution.
+			Namespace: t.namespace, Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus != 'ContinuedAsNew'", temporal.WorkflowName), NextPageToken: token,
 		})
 		if err != nil {
 			fmt.Fprintf(stderr, "aml runs: listing the runs of namespace %s: %v\n", t.namespace, err)
@@ -394,56 +396,60 @@ func showTemporalRun(t *temporalFlags, runID string, stdout, stderr io.Writer) i
 		attempt              int32
 	}
 	var effects []*effect
-	byScheduled := map[int64]*effect{}
 	var result, failure string
 	dc := converter.GetDefaultDataConverter()
-	iter := c.GetWorkflowHistory(ctx, runID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for iter.HasNext() {
-		ev, err := iter.Next()
-		if err != nil {
-			fmt.Fprintf(stderr, "aml runs show: reading the history of run %s: %v\n", runID, err)
-			return exitFailure
-		}
-		switch a := ev.Attributes.(type) {
-		case *historypb.HistoryEvent_ActivityTaskScheduledEventAttributes:
-			e := &effect{label: a.ActivityTaskScheduledEventAttributes.GetActivityType().GetName(), state: "scheduled"}
-			var call temporal.AgentCall
-			if p := a.ActivityTaskScheduledEventAttributes.GetInput().GetPayloads(); len(p) == 1 && dc.FromPayload(p[0], &call) == nil {
-				name := call.Provider
-				if name == "" {
-					name = "default"
+	// A run that continued as new is a chain of executions: their
+	// histories, oldest first, hold its effects.
+	chain, err := executionChain(ctx, c, runID, info.GetExecution().GetRunId())
+	if err != nil {
+		fmt.Fprintf(stderr, "aml runs show: reading the history of run %s: %v\n", runID, err)
+		return exitFailure
+	}
+	if len(chain) > 1 {
+		fmt.Fprintf(stdout, "executions: %d (the run continued as new %d time(s), each resuming the journal of the ones before)\n", len(chain), len(chain)-1)
+	}
+	for _, execution := range chain {
+		byScheduled := map[int64]*effect{}
+		iter := c.GetWorkflowHistory(ctx, runID, execution, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			if err != nil {
+				fmt.Fprintf(stderr, "aml runs show: reading the history of run %s: %v\n", runID, err)
+				return exitFailure
+			}
+			switch a := ev.Attributes.(type) {
+			case *historypb.HistoryEvent_ActivityTaskScheduledEventAttributes:
+				e := &effect{label: activityLabel(dc, a.ActivityTaskScheduledEventAttributes), state: "scheduled"}
+				effects = append(effects, e)
+				byScheduled[ev.EventId] = e
+			case *historypb.HistoryEvent_ActivityTaskStartedEventAttributes:
+				if e := byScheduled[a.ActivityTaskStartedEventAttributes.ScheduledEventId]; e != nil {
+					e.state, e.worker, e.attempt = "running", a.ActivityTaskStartedEventAttributes.Identity, a.ActivityTaskStartedEventAttributes.Attempt
 				}
-				e.label = fmt.Sprintf("agent %s at %s", name, call.Source)
+			case *historypb.HistoryEvent_ActivityTaskCompletedEventAttributes:
+				if e := byScheduled[a.ActivityTaskCompletedEventAttributes.ScheduledEventId]; e != nil {
+					e.state = "finished"
+				}
+			case *historypb.HistoryEvent_ActivityTaskFailedEventAttributes:
+				if e := byScheduled[a.ActivityTaskFailedEventAttributes.ScheduledEventId]; e != nil {
+					e.state = "failed: " + a.ActivityTaskFailedEventAttributes.GetFailure().GetMessage()
+				}
+			case *historypb.HistoryEvent_ActivityTaskTimedOutEventAttributes:
+				if e := byScheduled[a.ActivityTaskTimedOutEventAttributes.ScheduledEventId]; e != nil {
+					e.state = "timed out"
+				}
+			case *historypb.HistoryEvent_ActivityTaskCanceledEventAttributes:
+				if e := byScheduled[a.ActivityTaskCanceledEventAttributes.ScheduledEventId]; e != nil {
+					e.state = "cancelled"
+				}
+			case *historypb.HistoryEvent_WorkflowExecutionCompletedEventAttributes:
+				var res temporal.RunResult
+				if p := a.WorkflowExecutionCompletedEventAttributes.GetResult().GetPayloads(); len(p) == 1 && dc.FromPayload(p[0], &res) == nil {
+					result = res.Text
+				}
+			case *historypb.HistoryEvent_WorkflowExecutionFailedEventAttributes:
+				failure = a.WorkflowExecutionFailedEventAttributes.GetFailure().GetMessage()
 			}
-			effects = append(effects, e)
-			byScheduled[ev.EventId] = e
-		case *historypb.HistoryEvent_ActivityTaskStartedEventAttributes:
-			if e := byScheduled[a.ActivityTaskStartedEventAttributes.ScheduledEventId]; e != nil {
-				e.state, e.worker, e.attempt = "running", a.ActivityTaskStartedEventAttributes.Identity, a.ActivityTaskStartedEventAttributes.Attempt
-			}
-		case *historypb.HistoryEvent_ActivityTaskCompletedEventAttributes:
-			if e := byScheduled[a.ActivityTaskCompletedEventAttributes.ScheduledEventId]; e != nil {
-				e.state = "finished"
-			}
-		case *historypb.HistoryEvent_ActivityTaskFailedEventAttributes:
-			if e := byScheduled[a.ActivityTaskFailedEventAttributes.ScheduledEventId]; e != nil {
-				e.state = "failed: " + a.ActivityTaskFailedEventAttributes.GetFailure().GetMessage()
-			}
-		case *historypb.HistoryEvent_ActivityTaskTimedOutEventAttributes:
-			if e := byScheduled[a.ActivityTaskTimedOutEventAttributes.ScheduledEventId]; e != nil {
-				e.state = "timed out"
-			}
-		case *historypb.HistoryEvent_ActivityTaskCanceledEventAttributes:
-			if e := byScheduled[a.ActivityTaskCanceledEventAttributes.ScheduledEventId]; e != nil {
-				e.state = "cancelled"
-			}
-		case *historypb.HistoryEvent_WorkflowExecutionCompletedEventAttributes:
-			var res temporal.RunResult
-			if p := a.WorkflowExecutionCompletedEventAttributes.GetResult().GetPayloads(); len(p) == 1 && dc.FromPayload(p[0], &res) == nil {
-				result = res.Text
-			}
-		case *historypb.HistoryEvent_WorkflowExecutionFailedEventAttributes:
-			failure = a.WorkflowExecutionFailedEventAttributes.GetFailure().GetMessage()
 		}
 	}
 	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
@@ -481,6 +487,87 @@ func showTemporalRun(t *temporalFlags, runID string, stdout, stderr io.Writer) i
 		}
 	}
 	return exitOK
+}
+
+// executionChain returns the executions of run id, oldest first, from
+// the latest (last): each execution's first event names the one it
+// continued.
+func executionChain(ctx context.Context, c client.Client, id, last string) ([]string, error) {
+	chain := []string{last}
+	for len(chain) < 10000 {
+		iter := c.GetWorkflowHistory(ctx, id, chain[0], false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		if !iter.HasNext() {
+			break
+		}
+		ev, err := iter.Next()
+		if err != nil {
+			return nil, err
+		}
+		prev := ev.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
+		if prev == "" {
+			break
+		}
+		chain = append([]string{prev}, chain...)
+	}
+	return chain, nil
+}
+
+// activityLabel names an effect of a run's history by its activity: the
+// agent and where it was authored, the script's command, the scope.
+func activityLabel(dc converter.DataConverter, a *historypb.ActivityTaskScheduledEventAttributes) string {
+	name := a.GetActivityType().GetName()
+	p := a.GetInput().GetPayloads()
+	if len(p) != 1 {
+		return name
+	}
+	// An env() value travels as a token naming its variable.
+	shown := func(s string) string {
+		s = strings.ReplaceAll(s, "\x00aml-env:", "$")
+		return strings.ReplaceAll(s, "\x00", "")
+	}
+	switch name {
+	case temporal.AgentActivity:
+		var call temporal.AgentCall
+		if dc.FromPayload(p[0], &call) == nil {
+			provider := call.Provider
+			if provider == "" {
+				provider = "default"
+			}
+			return fmt.Sprintf("agent %s at %s", provider, call.Source)
+		}
+	case temporal.ExecActivity:
+		var call temporal.ExecCall
+		if dc.FromPayload(p[0], &call) == nil {
+			return "script " + shown(strings.Join(append([]string{call.Command}, call.Args...), " "))
+		}
+	case temporal.AcquireActivity:
+		var call temporal.AcquireCall
+		if dc.FromPayload(p[0], &call) == nil {
+			label := "acquire " + call.Kind
+			if call.Workspace != nil {
+				label += fmt.Sprintf(" %q", call.Workspace.ID)
+			}
+			if call.Provider != "" && call.Kind != "host" {
+				label += " (" + call.Provider + ")"
+			}
+			if call.Restore != "" {
+				label += ", restored from its checkpoint"
+			}
+			return label
+		}
+	case temporal.FileActivity:
+		var call temporal.FileCall
+		if dc.FromPayload(p[0], &call) == nil {
+			return strings.TrimSpace("file " + call.Op + " " + call.Path)
+		}
+	case temporal.SaveActivity:
+		return "save the workspace"
+	case temporal.ReleaseActivity:
+		return "release"
+	case "internalSessionCreationActivity":
+		return "session (the worker that holds a scope)"
+	}
+	return name
 }
 
 const cancelUsage = `usage: aml cancel RUN --temporal HOST:PORT [--namespace NS]

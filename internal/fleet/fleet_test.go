@@ -365,11 +365,11 @@ func TestTemporalFleet(t *testing.T) {
 		t.Fatalf("an id the run does not wait for: %s", out)
 	}
 	answer(0, "reviewer=ana")
-	waitFor(`ask.star:3:13#0: Ship it? {"type":"boolean"}`)
-	if out := answer(2, "ask.star:3:13#0=maybe"); !strings.Contains(out, "not JSON") {
+	waitFor(`c#0/ask#1: Ship it? {"type":"boolean"}`)
+	if out := answer(2, "c#0/ask#1=maybe"); !strings.Contains(out, "not JSON") {
 		t.Fatalf("an answer that is not a boolean: %s", out)
 	}
-	answer(0, "ask.star:3:13#0=true")
+	answer(0, "c#0/ask#1=true")
 	if err := c.GetWorkflow(ctx, askID, "").Get(ctx, &res); err != nil || res.Text != "ana True" {
 		t.Fatalf("the answered run: %q, %v", res.Text, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/aml-go/aml/internal/temporaltest"
@@ -55,9 +56,18 @@ func TestTemporalFleetPlaces(t *testing.T) {
 	}
 	t.Setenv("AML_TEMPORAL_BLOB_STORE", blobs)
 	t.Setenv("AML_JOURNAL_KEY_FILE", filepath.Join(dir, "journal.key"))
+	fake := filepath.Join(dir, "fake-acp-agent")
+	if out, err := exec.Command("go", "build", "-o", fake, "github.com/aml-go/aml/internal/cmd/fake-acp-agent").CombinedOutput(); err != nil {
+		t.Fatalf("building the fake ACP agent: %v\n%s", err, out)
+	}
+	// The runs of this test are in the namespace whose runs Temporal asks
+	// to continue as new after 200 events.
+	t.Setenv("TEMPORAL_NAMESPACE", temporaltest.ShortNamespace)
+	sessionLog := filepath.Join(dir, "sessions.log")
 	workers := map[string]*exec.Cmd{}
 	for _, name := range []string{"a", "b"} {
 		cmd := exec.Command(bin, "worker", "--temporal", srv.Address)
+		cmd.Env = append(os.Environ(), "FAKE_AGENT="+fake, "SESSION_LOG="+sessionLog)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
@@ -104,7 +114,11 @@ func TestTemporalFleetPlaces(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	c := srv.Dial(t)
+	c, err := client.Dial(client.Options{HostPort: srv.Address, Namespace: temporaltest.ShortNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	desc, err := c.DescribeWorkflowExecution(ctx, runID, "")
@@ -144,6 +158,50 @@ func TestTemporalFleetPlaces(t *testing.T) {
 		t.Fatalf("the script in flight at the kill ran %d times, want 2", n)
 	}
 	t.Logf("worker %s, holding the workspace, killed mid-script; the run ended %s later on the other worker with the uninterrupted text", victim, time.Since(killed).Round(time.Millisecond))
+
+	// A run of 120 sessions, whose history Temporal finds long after 200
+	// events: it continues as new, each execution resuming the journal of
+	// the ones before, and ends with every session run once.
+	long := filepath.Join(dir, "long.star")
+	longSrc := "fake = acp_agent(command = env(\"FAKE_AGENT\", \"fake-acp-agent\"), env = {\"LOG\": env(\"SESSION_LOG\", \"/dev/null\")}, name = \"fake\")\nconfigure(max_concurrent_agents = 8, max_agent_calls = 0)\n\ndef main():\n    n = 0\n    for b in range(10):\n        n += len(evaluate_all([agent(\"append $LOG start l%d-%d\\nsay ok\" % (b, i), provider = fake) for i in range(12)]))\n    return str(n)\n"
+	if err := os.WriteFile(long, []byte(longSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(bin, "run", "--detach", "--temporal", srv.Address, long).Output()
+	if err != nil {
+		t.Fatalf("aml run --detach: %v", err)
+	}
+	longID := strings.TrimSpace(string(out))
+	if err := c.GetWorkflow(ctx, longID, "").Get(ctx, &res); err != nil || res.Text != "120" {
+		t.Fatalf("the long run: %q, %v", res.Text, err)
+	}
+	starts, _ := sessionTimes(t, sessionLog)
+	if len(starts) != 120 {
+		t.Fatalf("%d distinct sessions started, want 120", len(starts))
+	}
+	for id, ts := range starts {
+		if len(ts) != 1 {
+			t.Fatalf("session %s started %d times across the run's executions", id, len(ts))
+		}
+	}
+	executions, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: temporaltest.ShortNamespace, Query: "WorkflowId = '" + longID + "'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(executions.GetExecutions()); n < 2 {
+		t.Fatalf("the long run had %d execution(s): it never continued as new", n)
+	}
+	t.Logf("120 sessions in %d executions, each run once", len(executions.GetExecutions()))
+	out, err = exec.Command(bin, "runs", "--temporal", srv.Address).Output()
+	if err != nil || strings.Count(string(out), longID) != 1 {
+		t.Fatalf("aml runs lists the continued run %d times: %v\n%s", strings.Count(string(out), longID), err, out)
+	}
+	out, err = exec.Command(bin, "runs", "show", longID, "--temporal", srv.Address).Output()
+	show := string(out)
+	if err != nil || !strings.Contains(show, fmt.Sprintf("executions: %d", len(executions.GetExecutions()))) ||
+		strings.Count(show, "agent fake at long.star:7:37: finished") != 120 || !strings.Contains(show, "result:\n120\n") {
+		t.Fatalf("aml runs show of the continued run: %v\n%s", err, show)
+	}
 
 	// aml cancel ends a hanging script's process on the worker left.
 	marker := "aml-fleet-hang-" + strconv.Itoa(os.Getpid())

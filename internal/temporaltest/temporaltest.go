@@ -31,6 +31,14 @@ import (
 // Namespace is the namespace every server of this package registers.
 const Namespace = "default"
 
+// ShortNamespace is a second namespace, whose runs Temporal asks to
+// continue as new once their history holds ShortHistory events (4,096 in
+// other namespaces): tests of long runs use it.
+const (
+	ShortNamespace = "short"
+	ShortHistory   = 200
+)
+
 // Binary returns the path of the server binary: $AML_TEMPORAL_SERVER, or
 // temporal-server in $AML_TEMPORAL_DIR (default ~/.cache/aml-temporal),
 // with the error that says how to build it when it is absent.
@@ -181,21 +189,26 @@ func (s *Server) register() error {
 		return err
 	}
 	defer nc.Close()
-	for {
-		err = nc.Register(ctx, &workflowservice.RegisterNamespaceRequest{
-			Namespace:                        Namespace,
-			WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
-		})
-		var exists *serviceerror.NamespaceAlreadyExists
-		if err == nil || errors.As(err, &exists) {
-			break
+	for _, ns := range []string{Namespace, ShortNamespace} {
+		for {
+			err = nc.Register(ctx, &workflowservice.RegisterNamespaceRequest{
+				Namespace:                        ns,
+				WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+			})
+			var exists *serviceerror.NamespaceAlreadyExists
+			if err == nil || errors.As(err, &exists) {
+				break
+			}
+			if ctx.Err() != nil {
+				return err
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
-		if ctx.Err() != nil {
+		if err := s.ready(ns); err != nil {
 			return err
 		}
-		time.Sleep(200 * time.Millisecond)
 	}
-	return s.ready(Namespace)
+	return nil
 }
 
 // ready waits until namespace answers a list of its workflows.
@@ -276,6 +289,10 @@ matching.numTaskqueueReadPartitions:
   - value: 1
 matching.numTaskqueueWritePartitions:
   - value: 1
+limit.historyCount.suggestContinueAsNew:
+  - value: 200
+    constraints:
+      namespace: "short"
 `
 
 // sqliteStore is a datastore of the configuration: both stores share the
