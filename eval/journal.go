@@ -228,6 +228,28 @@ func checkpointsOf(ws *wsState) *wsCheckpoints {
 	return ws.cps
 }
 
+// effectKey carries EffectIdentity.
+type effectKey struct{}
+
+// EffectIdentity returns the identity of the effect that ctx was made
+// for, or "": in a journaled evaluation with an Executor, the evaluator
+// gives the context of each agent session, script and scope acquisition
+// its effect's identity (the journal's key, for example c#0/p#1/agent#0),
+// so that the executor's providers can name their work by it (a run on
+// Temporal uses it as the activity's id).
+func EffectIdentity(ctx context.Context) string {
+	id, _ := ctx.Value(effectKey{}).(string)
+	return id
+}
+
+// withEffect gives ctx the identity of e for an executor's providers.
+func (d *domain) withEffect(ctx context.Context, e *Effect) context.Context {
+	if d.exec == nil || e == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, effectKey{}, e.ID)
+}
+
 // ScopeKeeper is an optional Journal capability: a journal whose
 // KeepsScopes returns true belongs to a run whose executor makes
 // sandbox() and workspace() scopes durable itself (a run on Temporal

@@ -106,7 +106,11 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 	}
 	sp := d.trace.startSpan(parentSpan, "workspace", "Workspace", n.Position, attrs{"provider", p.Name(), "workspace.id", id}, nil)
 	unblock := d.workers.block()
-	lease, err := p.Acquire(ctx, &WorkspaceAcquireRequest{ID: id, EvaluationID: d.runID, Load: n.Load, Lock: !n.NoLock})
+	eff := entry
+	if eff == nil {
+		eff = rec
+	}
+	lease, err := p.Acquire(d.withEffect(ctx, eff), &WorkspaceAcquireRequest{ID: id, EvaluationID: d.runID, Load: n.Load, Lock: !n.NoLock})
 	unblock()
 	if err == nil && lease == nil {
 		err = errors.New("provider returned no lease")

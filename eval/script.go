@@ -84,7 +84,7 @@ func (d *domain) runScript(ctx context.Context, n *Script, source []byte, res re
 			return "", err
 		}
 	}
-	r, err := d.execScript(ctx, n, command, args, timeout, res)
+	r, err := d.execScript(d.withEffect(ctx, entry), n, command, args, timeout, res)
 	if err != nil {
 		sp.end(err, nil, nil)
 		return "", err

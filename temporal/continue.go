@@ -3,6 +3,7 @@ package temporal
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -100,6 +101,29 @@ type runState struct {
 	cancel             context.CancelFunc
 	// root is the workflow's root context, for the coordinator.
 	root workflow.Context
+	// ids counts the activities scheduled for each effect identity.
+	ids map[string]int
+}
+
+// activityID is the id of the next activity of the effect ctx was made
+// for: the effect's identity (see eval.EffectIdentity), so that history
+// names the authored effect each activity is, suffixed ~N for the N-th
+// further activity of the same effect (a retry on another worker, the
+// checkpoint after a session); "" lets Temporal number it.
+func (rs *runState) activityID(ctx context.Context) string {
+	id := eval.EffectIdentity(ctx)
+	if id == "" || rs == nil {
+		return ""
+	}
+	if rs.ids == nil {
+		rs.ids = map[string]int{}
+	}
+	n := rs.ids[id]
+	rs.ids[id] = n + 1
+	if n > 0 {
+		return id + "~" + strconv.Itoa(n)
+	}
+	return id
 }
 
 // insideEffect marks a context whose effect already passed the gate, so

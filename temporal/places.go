@@ -299,6 +299,7 @@ func (pl *place) do(ctx context.Context, name string, ao workflow.ActivityOption
 			return pl.err
 		}
 		gen := pl.gen
+		ao.ActivityID = pl.ps.rs.activityID(ctx)
 		err := workflow.ExecuteActivity(workflow.WithActivityOptions(pl.sctx, ao), name, input()).Get(wctx, out)
 		if err == nil {
 			return nil

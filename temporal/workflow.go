@@ -457,6 +457,7 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 			pl.noteCheckpoint(r.Checkpoint)
 		}
 	} else {
+		ao.ActivityID = s.rs.activityID(ctx)
 		err = workflow.ExecuteActivity(workflow.WithActivityOptions(wctx, ao), AgentActivity, call).Get(wctx, &resp)
 	}
 	if err != nil {

@@ -420,6 +420,10 @@ func showTemporalRun(t *temporalFlags, runID string, stdout, stderr io.Writer) i
 			switch a := ev.Attributes.(type) {
 			case *historypb.HistoryEvent_ActivityTaskScheduledEventAttributes:
 				e := &effect{label: activityLabel(dc, a.ActivityTaskScheduledEventAttributes), state: "scheduled"}
+			if id := a.ActivityTaskScheduledEventAttributes.GetActivityId(); strings.Contains(id, "#") {
+				// The effect's identity, as aml run --journal names it.
+				e.label += " [" + id + "]"
+			}
 				effects = append(effects, e)
 				byScheduled[ev.EventId] = e
 			case *historypb.HistoryEvent_ActivityTaskStartedEventAttributes:
