@@ -187,7 +187,16 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	ps := &places{bundle: in.Bundle, seal: seal, runID: runID, rs: rs,
 		sandboxes: w.SandboxProviders(), workspaces: w.WorkspaceProviders(),
 		carriedWorkspace: cont.WorkspaceID, carriedCheckpoint: cont.WorkspaceCheckpoint}
+	traces := &traceBuffer{}
+	if err := workflow.SetQueryHandler(wctx, TraceQuery, func(from int) (TracePage, error) {
+		p := traces.page(from)
+		p.Execution = workflow.GetInfo(wctx).WorkflowExecution.RunID
+		return p, nil
+	}); err != nil {
+		return nil, err
+	}
 	opts := eval.Options{
+		Trace:            []eval.TraceSink{traces},
 		Limits:           in.Limits,
 		Ask:              qs.ask,
 		Executor:         executor{workspaceID: cont.WorkspaceID},

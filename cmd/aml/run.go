@@ -126,8 +126,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if f.temporal.address != "" {
-		if f.journal != "" || f.report != "" || f.trace || f.traceFile != "" || f.captureContent || f.otlpEndpoint != "" {
-			fmt.Fprintln(stderr, "aml run: --temporal does not take --journal, --report or the trace flags: Temporal keeps the run's history")
+		if f.journal != "" {
+			fmt.Fprintln(stderr, "aml run: --temporal does not take --journal: Temporal keeps the run's history, and its workers its journal")
+			return exitUsage
+		}
+		if f.detach && (f.report != "" || f.trace || f.traceFile != "" || f.captureContent || f.otlpEndpoint != "") {
+			fmt.Fprintln(stderr, "aml run: --detach does not take --report or the trace flags: a detached submitter does not follow the run")
 			return exitUsage
 		}
 		return runTemporal(&f, &f.temporal, f.detach, pos[0], stdout, stderr)

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -208,8 +209,17 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	if err != nil {
 		return reportLoadError(stderr, stdout, f.json, err)
 	}
-	// The limit flags bound the run as they bound aml run.
+	// The limit flags bound the run as they bound aml run; the trace
+	// sinks of the flags follow it.
 	limits := f.limits(wf)
+	if f.captureContent {
+		r.logger.Warn("--capture-content: a run on Temporal keeps prompts and output on its workers; the trace has metadata only")
+	}
+	opts, err := r.options(wf)
+	if err != nil {
+		r.logger.Error(err.Error())
+		return exitFailure
+	}
 	b, err := temporal.Pack(file)
 	if err != nil {
 		return reportLoadError(stderr, stdout, f.json, err)
@@ -236,21 +246,27 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(r.sigs)
 	started := time.Now()
+	// The run's trace events (metadata; content stays on the workers)
+	// reach the live view and the trace sinks the flags ask for.
+	follow := &traceFollower{c: c, runID: runID, sinks: opts.Trace}
+	r.lv.Start()
 	done := make(chan outcome, 1)
 	go func() {
 		var res temporal.RunResult
 		err := run.Get(ctx, &res)
+		follow.poll(ctx) // the events of the run's end
 		done <- outcome{res.Text, runError(err), time.Since(started)}
 	}()
 	// Questions the run asks are reported once each, with how to answer.
 	told := map[string]bool{}
-	tick := time.NewTicker(500 * time.Millisecond)
+	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case res := <-done:
 			return r.finish(runID, res)
 		case <-tick.C:
+			follow.poll(ctx)
 			st, err := temporalRunState(ctx, c, runID)
 			if err != nil {
 				continue
@@ -269,6 +285,56 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 			}
 			return exitSIGINT
 		}
+	}
+}
+
+// traceFollower reads a run's trace events (temporal.TraceQuery) and
+// hands them to sinks, in order, once each. poll is called from one
+// goroutine at a time.
+type traceFollower struct {
+	c     client.Client
+	runID string
+	sinks []eval.TraceSink
+
+	mu        sync.Mutex
+	execution string
+	next      int
+}
+
+// poll hands the events the run produced since the last poll to the
+// sinks.
+func (f *traceFollower) poll(ctx context.Context) {
+	if len(f.sinks) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range 50 {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		v, err := f.c.QueryWorkflow(qctx, f.runID, "", temporal.TraceQuery, f.next)
+		cancel()
+		if err != nil {
+			return // not started yet, or no worker to answer: next time
+		}
+		var page temporal.TracePage
+		if err := v.Get(&page); err != nil {
+			return
+		}
+		if page.Execution != f.execution && f.execution != "" && f.next > 0 {
+			// The run continued as new: its sequence starts again.
+			f.execution, f.next = page.Execution, 0
+			continue
+		}
+		f.execution = page.Execution
+		for _, e := range page.Events {
+			for _, s := range f.sinks {
+				_ = s.HandleTrace(e.Event())
+			}
+		}
+		if page.Next == f.next || len(page.Events) == 0 {
+			return
+		}
+		f.next = page.Next
 	}
 }
 
@@ -420,10 +486,10 @@ func showTemporalRun(t *temporalFlags, runID string, stdout, stderr io.Writer) i
 			switch a := ev.Attributes.(type) {
 			case *historypb.HistoryEvent_ActivityTaskScheduledEventAttributes:
 				e := &effect{label: activityLabel(dc, a.ActivityTaskScheduledEventAttributes), state: "scheduled"}
-			if id := a.ActivityTaskScheduledEventAttributes.GetActivityId(); strings.Contains(id, "#") {
-				// The effect's identity, as aml run --journal names it.
-				e.label += " [" + id + "]"
-			}
+				if id := a.ActivityTaskScheduledEventAttributes.GetActivityId(); strings.Contains(id, "#") {
+					// The effect's identity, as aml run --journal names it.
+					e.label += " [" + id + "]"
+				}
 				effects = append(effects, e)
 				byScheduled[ev.EventId] = e
 			case *historypb.HistoryEvent_ActivityTaskStartedEventAttributes:

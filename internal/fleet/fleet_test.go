@@ -116,7 +116,8 @@ func TestTemporalFleet(t *testing.T) {
 	}
 
 	// An uninterrupted run, followed by aml run itself.
-	cmd := exec.Command(bin, "run", "--quiet", "--temporal", srv.Address, wf)
+	traceFile := filepath.Join(dir, "trace.jsonl")
+	cmd := exec.Command(bin, "run", "--quiet", "--temporal", srv.Address, "--trace-file", traceFile, wf)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	started := time.Now()
@@ -128,6 +129,37 @@ func TestTemporalFleet(t *testing.T) {
 		t.Fatalf("sessions per worker %v: want both workers to run some", per)
 	}
 	t.Logf("40 sessions of 400 ms in %s, per worker %v", time.Since(started).Round(time.Millisecond), per)
+	// The run's trace reached the submitter (workflow code's events,
+	// through the trace query): every agent's span, started and ended.
+	trace, err := os.ReadFile(traceFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agentStarts, agentEnds, seq int
+	for line := range strings.Lines(string(trace)) {
+		var ev struct {
+			Type     string `json:"type"`
+			Kind     string `json:"kind"`
+			Status   string `json:"status"`
+			Sequence int    `json:"sequence"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("trace line %q: %v", line, err)
+		}
+		if ev.Sequence <= seq && seq > 0 {
+			t.Fatalf("trace sequence %d after %d", ev.Sequence, seq)
+		}
+		seq = ev.Sequence
+		if ev.Kind == "agent" && ev.Type == "span.start" {
+			agentStarts++
+		}
+		if ev.Kind == "agent" && ev.Type == "span.end" && ev.Status == "ok" {
+			agentEnds++
+		}
+	}
+	if agentStarts < 40 || agentEnds != agentStarts {
+		t.Fatalf("the trace file has %d agent span starts and %d ok ends, want 40 or more of each", agentStarts, agentEnds)
+	}
 
 	// A detached run, and worker a killed once sessions are in flight.
 	if err := os.Remove(logFile); err != nil {
