@@ -365,3 +365,12 @@ func (t *AgentTool) Tool() *Tool { return t.tool }
 func (t *AgentTool) Call(ctx context.Context, input any) (any, error) {
 	return t.call(ctx, input)
 }
+
+// NewCallTool grants a tool whose calls run call: a tool of an evaluation
+// that runs elsewhere (a Temporal worker relays a model's calls to the
+// workflow code that defined the tool in a component body). name,
+// description and inputSchema are what the provider shows the model; call
+// receives the transport value, as AgentTool.Call does.
+func NewCallTool(name, description string, inputSchema map[string]any, call func(ctx context.Context, input any) (any, error)) *AgentTool {
+	return &AgentTool{Name: name, Description: description, InputSchema: inputSchema, call: call}
+}

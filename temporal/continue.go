@@ -103,6 +103,32 @@ type runState struct {
 	root workflow.Context
 	// ids counts the activities scheduled for each effect identity.
 	ids map[string]int
+	// pending bounds the run's activities in flight (MaxPendingActivities).
+	pending workflow.Semaphore
+}
+
+// MaxPendingActivities bounds the activities one run has in flight (an
+// open sandbox or workspace scope holds one, its session's): Temporal
+// refuses more than 2,000 per workflow, so a wider parallel() waits for
+// slots, as branches beyond max_concurrent_agents wait in process.
+const MaxPendingActivities = 1000
+
+// slot waits for room for one more activity in flight; the returned
+// function frees it.
+func (rs *runState) slot(wctx workflow.Context) (func(), error) {
+	if rs == nil || rs.pending == nil {
+		return func() {}, nil
+	}
+	if err := rs.pending.Acquire(wctx, 1); err != nil {
+		return nil, err
+	}
+	done := false
+	return func() {
+		if !done {
+			done = true
+			rs.pending.Release(1)
+		}
+	}, nil
 }
 
 // activityID is the id of the next activity of the effect ctx was made

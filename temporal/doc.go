@@ -102,13 +102,14 @@
 //
 // A Starlark tool body (define_tool(execute = …)) has no effects, so the
 // worker that runs the agent session calls it itself: the activity
-// carries the bundle, the worker loads the module that defines the
-// function and calls it by name. A function that cannot be found that way
-// (a closure defined inside a component body, a Go function of an
-// embedder) is called in the workflow instead: the activity signals the
-// call (aml.tool: tool, arguments, call id) and waits; the workflow runs
-// the body on its coroutine and hands the result back through a small
-// activity on the session's worker. Tool calls never use Updates, which
+// carries the bundle, the worker loads it and finds the tool by its
+// ordinal among the tools the top level defines. A tool that cannot be
+// found that way (one a component body defines, a closure) is called in
+// the workflow instead: the worker signals the call (aml.tool: session,
+// call id, tool, input) and polls its result with the aml.toolresult
+// query; the workflow runs the body on a coroutine of its own, as the
+// evaluator runs any tool call. A call costs one signal in history and
+// its result never enters it. Tool calls never use Updates, which
 // Temporal caps at 10 in flight and 2,000 per history.
 //
 // # Temporal's limits, and how each is kept
@@ -131,10 +132,10 @@
 //     without yielding; a Starlark-heavy step can take longer, so workers
 //     set DeadlockDetectionTimeout (30 s by default, aml worker
 //     --deadlock-timeout).
-//   - Telemetry, the live view and trace sinks in workflow code are gated on
-//     workflow.IsReplaying. Agent output never goes through history: the
-//     activity's heartbeat details carry its latest progress, and the
-//     submitter reads them through the workflow's aml.progress query.
+//   - Trace events never go through history: workflow code keeps them
+//     (metadata only) in memory, and the submitter reads them with the
+//     aml.trace query (see trace.go); print() in workflow code is logged
+//     only when the code is not replaying. Agent output stays on workers.
 //
 // # Questions
 //
@@ -207,10 +208,12 @@
 //     the session, checkpoints and re-acquisition when a worker dies;
 //     Leases releases what a stopping worker holds.
 //
-// Not yet: tools and MCP servers defined in component bodies (the signal
-// path above), skill() grants, include(src=) and file(src=) (they read
-// the submitter's files), effect identities as activity ids, and
-// continue-as-new. The commands aml worker, aml run --temporal, aml runs
+//   - Continue-as-new with the run's journal (continue.go), activities
+//     named by their effects' identities, the live view's trace query
+//     (trace.go), and tools defined in component bodies (tools.go).
+//
+// Not yet: MCP servers defined in component bodies and skill() grants
+// (each fails with an error that says so). The commands aml worker, aml run --temporal, aml runs
 // --temporal, aml answer and aml cancel are built. A workflow that uses
 // what is not yet supported fails with an error that names it.
 package temporal

@@ -218,6 +218,16 @@ type place struct {
 	checkpoint string
 	// what names the scope in errors.
 	what string
+	// free frees the run's activity slot the session holds.
+	free func()
+}
+
+// complete ends the place's session and frees its slot.
+func (pl *place) complete() {
+	workflow.CompleteSession(pl.sctx)
+	if pl.free != nil {
+		pl.free()
+	}
 }
 
 // remoteLease is a lease held on a place's worker.
@@ -239,11 +249,17 @@ func (ps *places) openPlace(ctx context.Context, what string) (*place, error) {
 	}
 	defer leave()
 	pl := &place{ps: ps, what: what}
+	// The session's own activity runs as long as the session.
+	free, err := ps.rs.slot(workflowOf(ctx))
+	if err != nil {
+		return nil, err
+	}
 	sctx, err := newSession(workflowOf(ctx))
 	if err != nil {
+		free()
 		return nil, fmt.Errorf("no worker took %s: %w", what, err)
 	}
-	pl.sctx = sctx
+	pl.sctx, pl.free = sctx, free
 	return pl, nil
 }
 
@@ -300,7 +316,12 @@ func (pl *place) do(ctx context.Context, name string, ao workflow.ActivityOption
 		}
 		gen := pl.gen
 		ao.ActivityID = pl.ps.rs.activityID(ctx)
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(pl.sctx, ao), name, input()).Get(wctx, out)
+		free, err := pl.ps.rs.slot(wctx)
+		if err != nil {
+			return err
+		}
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(pl.sctx, ao), name, input()).Get(wctx, out)
+		free()
 		if err == nil {
 			return nil
 		}
@@ -497,7 +518,7 @@ func (l *remoteLease) release(ctx context.Context) error {
 			return err
 		}
 	}
-	workflow.CompleteSession(pl.sctx)
+	pl.complete()
 	return err
 }
 
@@ -527,7 +548,7 @@ func (p remoteWorkspaceProvider) Acquire(ctx context.Context, req *eval.Workspac
 	}
 	l, err := pl.acquire(ctx, call)
 	if err != nil {
-		workflow.CompleteSession(pl.sctx)
+		pl.complete()
 		return nil, err
 	}
 	if p.ps.byLease == nil {
@@ -634,7 +655,7 @@ func (p remoteSandboxProvider) Acquire(ctx context.Context, req *eval.SandboxAcq
 	l, err := pl.acquire(ctx, call)
 	if err != nil {
 		if len(pl.chain) == 0 {
-			workflow.CompleteSession(pl.sctx)
+			pl.complete()
 		}
 		return nil, err
 	}

@@ -146,8 +146,15 @@ def main():
 	b = packSource(t, dir, "tools.star", src)
 	env = testEnv(temporal.Options{Extensions: []*starlib.Extension{callerExtension}})
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
-	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), `tool "late" was defined while the workflow ran`) {
-		t.Fatalf("a tool defined in a component body: %v", err)
+	// A tool defined in a component body is relayed to the workflow
+	// through the worker's client (TestComponentToolsOnServer); the test
+	// environment's workers have none, and say so.
+	res = temporal.RunResult{}
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.GetWorkflowResult(&res); err != nil || !strings.Contains(res.Text, `late failed: tool "late" was defined in a component body, and this worker has no Temporal client`) {
+		t.Fatalf("a tool defined in a component body, without a client: %q, %v", res.Text, err)
 	}
 }
 

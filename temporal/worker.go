@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -56,6 +58,10 @@ type Options struct {
 	// usually the blob store); nil takes no checkpoints, and such a
 	// workspace is acquired again as its provider has it.
 	Checkpoints persist.Storage
+	// Client is the client a worker relays the calls of tools that
+	// component bodies define with (to the workflow that defined them);
+	// nil makes such calls fail with an error that says so.
+	Client client.Client
 }
 
 // Register registers the AML workflow (WorkflowName) and activities
@@ -167,16 +173,24 @@ func (a *activities) provider(call AgentCall) (eval.AgentProvider, error) {
 
 // tools grants the tools of call as this worker defines them when it
 // loads the bundle: a model's call runs the tool's execute function here.
-func (a *activities) tools(call AgentCall) ([]*eval.AgentTool, error) {
-	if call.Bundle == nil {
-		return nil, errors.New("a session with granted tools came without the workflow's bundle")
-	}
-	lb, err := a.load(call.Bundle)
-	if err != nil {
-		return nil, err
+func (a *activities) tools(ctx context.Context, call AgentCall) ([]*eval.AgentTool, error) {
+	var lb *loadedBundle
+	if call.Bundle != nil {
+		var err error
+		if lb, err = a.load(call.Bundle); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]*eval.AgentTool, len(call.Tools))
+	var seq atomic.Int64
 	for i, ref := range call.Tools {
+		if ref.Remote {
+			out[i] = remoteTool(ctx, a.opts.Client, ref, call.ToolSession, &seq)
+			continue
+		}
+		if lb == nil {
+			return nil, errors.New("a session with granted tools came without the workflow's bundle")
+		}
 		if ref.Index < 0 || ref.Index >= len(lb.tools) || lb.tools[ref.Index].Name() != ref.Name {
 			return nil, fmt.Errorf("loaded on this worker, the workflow does not define tool %q as its tool #%d (does its top level depend on env() values that differ here?)", ref.Name, ref.Index)
 		}
@@ -249,7 +263,7 @@ func (a *activities) agent(ctx context.Context, call AgentCall) (*eval.AgentResp
 		return nil, sdktemporal.NewNonRetryableApplicationError(uerr.Error(), agentFailure, nil)
 	}
 	if len(call.Tools) > 0 {
-		tools, err := a.tools(call)
+		tools, err := a.tools(ctx, call)
 		if err != nil {
 			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
 		}

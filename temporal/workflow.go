@@ -179,7 +179,7 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "aml.load", err)
 	}
 	runID := workflow.GetInfo(wctx).WorkflowExecution.ID
-	rs := &runState{after: in.ContinueAfter, root: wctx}
+	rs := &runState{after: in.ContinueAfter, root: wctx, pending: workflow.NewSemaphore(wctx, MaxPendingActivities)}
 	qs := &questions{rs: rs}
 	if err := qs.listen(wctx, cont); err != nil {
 		return nil, err
@@ -187,6 +187,7 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	ps := &places{bundle: in.Bundle, seal: seal, runID: runID, rs: rs,
 		sandboxes: w.SandboxProviders(), workspaces: w.WorkspaceProviders(),
 		carriedWorkspace: cont.WorkspaceID, carriedCheckpoint: cont.WorkspaceCheckpoint}
+	relay := &toolRelay{}
 	traces := &traceBuffer{}
 	if err := workflow.SetQueryHandler(wctx, TraceQuery, func(from int) (TracePage, error) {
 		p := traces.page(from)
@@ -201,7 +202,7 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 		Ask:              qs.ask,
 		Executor:         executor{workspaceID: cont.WorkspaceID},
 		AppFiles:         in.Bundle.DataFS(),
-		ProviderOverride: agentOverride(in.Bundle, w, seal, rs),
+		ProviderOverride: agentOverride(in.Bundle, w, seal, rs, relay),
 		Host:             remoteSandboxProvider{ps: ps, name: "host", index: -1, host: true},
 		SandboxOverride: func(p eval.SandboxProvider) eval.SandboxProvider {
 			if p == nil {
@@ -219,6 +220,9 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	ctx, cancel := context.WithCancel(withWorkflow(context.Background(), wctx))
 	defer cancel()
 	rs.cancel = cancel
+	if err := relay.listen(wctx, ctx); err != nil {
+		return nil, err
+	}
 	// The journal's records live in memory and in history, so the commit
 	// window only spares the evaluator's timer.
 	j := newRunJournal(cont.Journal)
@@ -257,13 +261,13 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 // bundle) in workflow code, where it replays; every other session becomes
 // an activity, which names the provider by its ordinal among those the
 // workflow made while it loaded (see starlib.Workflow.AgentProviders).
-func agentOverride(b *Bundle, w *starlib.Workflow, seal *sealer, rs *runState) func(eval.AgentProvider) eval.AgentProvider {
+func agentOverride(b *Bundle, w *starlib.Workflow, seal *sealer, rs *runState, relay *toolRelay) func(eval.AgentProvider) eval.AgentProvider {
 	made, tools, servers := w.AgentProviders(), w.Tools(), w.MCPServers()
 	return func(p eval.AgentProvider) eval.AgentProvider {
 		if ip, ok := p.(eval.InProcess); ok && ip.InProcess() {
 			return p
 		}
-		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, servers: servers, seal: seal, made: p, rs: rs}
+		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, servers: servers, seal: seal, made: p, rs: rs, relay: relay}
 		for i, m := range made {
 			if same(m, p) {
 				stub.index = i
@@ -309,7 +313,9 @@ type AgentCall struct {
 	// the servers Bundle defines while it loads, or (Index -1) a server
 	// of the provider's own, by name.
 	MCPServers []ToolRef `json:"mcpServers,omitempty"`
-	RunID      string    `json:"runId"`
+	// ToolSession names the session's remote tools in the run's relay.
+	ToolSession string `json:"toolSession,omitempty"`
+	RunID       string `json:"runId"`
 	// Source is the authored position of the agent() call.
 	Source string `json:"source"`
 	// Sandbox, for a session inside a sandbox(), is the sandbox its
@@ -330,6 +336,12 @@ type SandboxRef struct {
 type ToolRef struct {
 	Name  string `json:"name"`
 	Index int    `json:"index"`
+	// Remote marks a tool the workflow defined while it ran (in a
+	// component body): the worker relays its calls to the workflow
+	// (ToolSignal), and shows the model its Description and InputSchema.
+	Remote      bool           `json:"remote,omitempty"`
+	Description string         `json:"description,omitempty"`
+	InputSchema map[string]any `json:"inputSchema,omitempty"`
 }
 
 // agentStub is the agent provider in workflow code: it runs the session as
@@ -348,6 +360,8 @@ type agentStub struct {
 	made eval.AgentProvider
 	// rs gates the session while the run drains to continue as new.
 	rs *runState
+	// relay serves the calls of tools the workflow defined while it ran.
+	relay *toolRelay
 }
 
 // SupportsSandbox implements eval.SandboxCompatible as the provider the
@@ -411,15 +425,24 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 	if req.Output != nil {
 		call.OutputSchema = req.Output.JSONSchema
 	}
+	var remote []*eval.AgentTool
+	needBundle := false
 	for _, t := range req.Tools {
 		ref := ToolRef{Name: t.Name, Index: slices.Index(s.tools, t.Tool())}
 		if ref.Index < 0 {
-			return nil, fmt.Errorf("tool %q was defined while the workflow ran (in a component body): a worker cannot define it again; on Temporal, define tools at the top level of the file", t.Name)
+			// Defined while the workflow ran: its calls come back here.
+			ref.Remote, ref.Description, ref.InputSchema = true, t.Description, t.InputSchema
+			remote = append(remote, t)
+		} else {
+			needBundle = true
 		}
 		call.Tools = append(call.Tools, ref)
 	}
+	if len(remote) > 0 {
+		call.ToolSession = s.relay.open(remote)
+		defer s.relay.close(call.ToolSession)
+	}
 	call.ToolServer = req.ToolServer
-	needBundle := len(call.Tools) > 0
 	for _, m := range req.MCPServers {
 		ref := ToolRef{Name: m.Name, Index: -1}
 		if m.Server != nil {
@@ -467,7 +490,11 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 		}
 	} else {
 		ao.ActivityID = s.rs.activityID(ctx)
-		err = workflow.ExecuteActivity(workflow.WithActivityOptions(wctx, ao), AgentActivity, call).Get(wctx, &resp)
+		var free func()
+		if free, err = s.rs.slot(wctx); err == nil {
+			err = workflow.ExecuteActivity(workflow.WithActivityOptions(wctx, ao), AgentActivity, call).Get(wctx, &resp)
+			free()
+		}
 	}
 	if err != nil {
 		var te *sdktemporal.TimeoutError

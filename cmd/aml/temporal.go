@@ -167,7 +167,7 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 		logger.Error(fmt.Sprintf("the key that seals env() values: %v", err))
 		return exitFailure
 	}
-	leases := temporal.Register(w, temporal.Options{Extensions: extensions(), EnvKey: key, Checkpoints: t.store})
+	leases := temporal.Register(w, temporal.Options{Extensions: extensions(), EnvKey: key, Checkpoints: t.store, Client: c})
 	if err := w.Start(); err != nil {
 		logger.Error(fmt.Sprintf("cannot start the worker: %v", err))
 		return exitFailure
