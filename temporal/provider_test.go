@@ -180,7 +180,8 @@ var mcpExtension = providerExtension("mcp_lister_agent", "A test provider that l
 // TestWorkerGrantsMCPServers: an MCP server defined at the top level and
 // granted to an agent reaches the session on the worker with the
 // transport the worker's environment makes; a provider-native server
-// travels by name; one defined in a component body is refused.
+// travels by name; one defined in a component body travels as its
+// descriptor, its env() values as tokens the worker fills.
 func TestWorkerGrantsMCPServers(t *testing.T) {
 	src := `files = define_mcp_server(name = "files", transport = {"type": "stdio", "command": "mcp-files", "env": {"TOKEN": env("TOKEN", "none")}})
 lister = mcp_lister_agent()
@@ -207,13 +208,17 @@ def main():
 	src = `lister = mcp_lister_agent()
 
 def main():
-    late = define_mcp_server(name = "late", transport = {"type": "stdio", "command": "x"})
+    late = define_mcp_server(name = "late", transport = {"type": "stdio", "command": "x", "env": {"TOKEN": env("TOKEN", "none")}})
     return agent("x", mcp(use = late), provider = lister)
 `
 	b = packSource(t, dir, "mcp.star", src)
-	env = testEnv(temporal.Options{Extensions: []*starlib.Extension{mcpExtension}})
+	env = testEnv(temporal.Options{Extensions: []*starlib.Extension{mcpExtension}, Env: workerEnv})
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
-	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), `MCP server "late" was defined while the workflow ran`) {
+	res = temporal.RunResult{}
+	if err := env.GetWorkflowError(); err != nil {
 		t.Fatalf("an MCP server defined in a component body: %v", err)
+	}
+	if err := env.GetWorkflowResult(&res); err != nil || res.Text != "late(x worker-token)" {
+		t.Fatalf("an MCP server defined in a component body: %q, %v", res.Text, err)
 	}
 }

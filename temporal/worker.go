@@ -201,10 +201,19 @@ func (a *activities) tools(ctx context.Context, call AgentCall) ([]*eval.AgentTo
 
 // mcpServers grants the MCP servers of call as this worker defines them
 // when it loads the bundle (their transports made with its environment).
-func (a *activities) mcpServers(call AgentCall) ([]eval.AgentMCPServer, error) {
+func (a *activities) mcpServers(call AgentCall, open func(string) (string, error)) ([]eval.AgentMCPServer, error) {
 	out := make([]eval.AgentMCPServer, len(call.MCPServers))
 	for i, ref := range call.MCPServers {
 		out[i].Name = ref.Name
+		if ref.Server != nil {
+			// Defined in a component body: the descriptor travelled.
+			m, err := openServer(ref.Server, open)
+			if err != nil {
+				return nil, err
+			}
+			out[i].Server = m
+			continue
+		}
 		if ref.Index < 0 {
 			continue // a server of the provider's own, by name
 		}
@@ -219,6 +228,40 @@ func (a *activities) mcpServers(call AgentCall) ([]eval.AgentMCPServer, error) {
 			return nil, fmt.Errorf("loaded on this worker, the workflow does not define MCP server #%d (%q)", ref.Index, ref.Name)
 		}
 		out[i].Server = lb.servers[ref.Index]
+	}
+	return out, nil
+}
+
+// openServer fills the env() tokens of a travelled MCP server descriptor
+// with this worker's values.
+func openServer(m *eval.MCPServer, open func(string) (string, error)) (*eval.MCPServer, error) {
+	t := m.Transport
+	out := &eval.MCPServer{Name: m.Name, Transport: eval.MCPTransport{Type: t.Type}}
+	var err error
+	fill := func(dst *string, v string) {
+		if err == nil {
+			*dst, err = open(v)
+		}
+	}
+	fill(&out.Transport.Command, t.Command)
+	fill(&out.Transport.Cwd, t.Cwd)
+	fill(&out.Transport.URL, t.URL)
+	out.Transport.Args = make([]string, len(t.Args))
+	for i, a := range t.Args {
+		fill(&out.Transport.Args[i], a)
+	}
+	for _, kv := range []struct{ from, to *map[string]string }{{&t.Env, &out.Transport.Env}, {&t.Headers, &out.Transport.Headers}} {
+		if *kv.from != nil {
+			*kv.to = map[string]string{}
+			for k, v := range *kv.from {
+				var s string
+				fill(&s, v)
+				(*kv.to)[k] = s
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -270,7 +313,7 @@ func (a *activities) agent(ctx context.Context, call AgentCall) (*eval.AgentResp
 		req.Tools = tools
 	}
 	if len(call.MCPServers) > 0 {
-		servers, err := a.mcpServers(call)
+		servers, err := a.mcpServers(call, open)
 		if err != nil {
 			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
 		}

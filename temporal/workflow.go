@@ -342,6 +342,28 @@ type ToolRef struct {
 	Remote      bool           `json:"remote,omitempty"`
 	Description string         `json:"description,omitempty"`
 	InputSchema map[string]any `json:"inputSchema,omitempty"`
+	// Server is the descriptor of an MCP server the workflow defined
+	// while it ran, its env() values replaced by tokens.
+	Server *eval.MCPServer `json:"server,omitempty"`
+}
+
+// sealServer copies an MCP server's descriptor with the env() values it
+// holds replaced by their tokens.
+func sealServer(m *eval.MCPServer, seal *sealer) *eval.MCPServer {
+	t := m.Transport
+	out := &eval.MCPServer{Name: m.Name, Transport: eval.MCPTransport{Type: t.Type, Command: seal.seal(t.Command), Cwd: seal.seal(t.Cwd), URL: seal.seal(t.URL)}}
+	for _, a := range t.Args {
+		out.Transport.Args = append(out.Transport.Args, seal.seal(a))
+	}
+	for _, kv := range []struct{ from, to *map[string]string }{{&t.Env, &out.Transport.Env}, {&t.Headers, &out.Transport.Headers}} {
+		if *kv.from != nil {
+			*kv.to = map[string]string{}
+			for k, v := range *kv.from {
+				(*kv.to)[k] = seal.seal(v)
+			}
+		}
+	}
+	return out
 }
 
 // agentStub is the agent provider in workflow code: it runs the session as
@@ -447,9 +469,12 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 		ref := ToolRef{Name: m.Name, Index: -1}
 		if m.Server != nil {
 			if ref.Index = slices.Index(s.servers, m.Server); ref.Index < 0 {
-				return nil, fmt.Errorf("MCP server %q was defined while the workflow ran (in a component body): a worker cannot define it again; on Temporal, define MCP servers at the top level of the file", m.Name)
+				// Defined while the workflow ran: its descriptor travels,
+				// with env() values as tokens the worker fills.
+				ref.Server = sealServer(m.Server, s.seal)
+			} else {
+				needBundle = true
 			}
-			needBundle = true
 		}
 		call.MCPServers = append(call.MCPServers, ref)
 	}
