@@ -148,7 +148,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 	// The staging area (oversized includes, skills) lives exactly as long
 	// as the session.
 	defer func() {
-		if rerr := plan.staging.release(); rerr != nil {
+		if rerr := plan.staging.release(ctx); rerr != nil {
 			out, err = dst[:start], errors.Join(err, rerr)
 		}
 	}()
@@ -344,7 +344,7 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 	if d.trace != nil {
 		st = &sessionTrace{t: d.trace, sess: sess}
 	}
-	exec := &AgentExecution{RunID: d.runID, SpanID: sess.ID(), ParentSpanID: parent, Source: n.Position, Sandbox: sandbox, Trace: st}
+	exec := &AgentExecution{RunID: d.runID, SpanID: sess.ID(), ParentSpanID: parent, Source: n.Position, Sandbox: sandbox, Trace: st, StagingDir: plan.hostStagingDir()}
 	spanForTools := sess.ID()
 	if spanForTools == "" {
 		spanForTools = parent

@@ -180,6 +180,12 @@ type AgentExecution struct {
 	// Sandbox is the effective sandbox the session must run in, or nil
 	// when no sandbox() encloses the agent.
 	Sandbox *SandboxSession
+	// StagingDir, for an agent outside a sandbox, is the host directory
+	// of its staging area (the oversized includes and the skills staged
+	// for it, which the prompt, the system text and Skills name by their
+	// paths in it), or "" when nothing was staged. A provider that runs
+	// the session on another machine copies it there.
+	StagingDir string
 	// Trace records provider events (acp.session.*, sandbox.process, …)
 	// inside the current agent.turn span, or the agent.session span
 	// between turns. It is never nil; it discards events when the run has

@@ -2,6 +2,7 @@ package eval_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing/fstest"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/deterministic"
 )
 
 // TestAppFiles: with Options.AppFiles, include(src=) and file(src=) read
@@ -44,8 +46,36 @@ func TestAppFiles(t *testing.T) {
 			}
 		}
 	}
-	_, err = rt.Evaluate(context.Background(), &eval.Agent{Children: []any{"x", &eval.Skill{Src: "dir"}}})
-	if err == nil || !strings.Contains(err.Error(), "holds no skill packages") {
-		t.Fatalf("skill() with AppFiles: %v", err)
+	// A skill package comes from AppFiles too, and is staged for the
+	// agent as one from the host would be.
+	files["skills/review/SKILL.md"] = &fstest.MapFile{Data: []byte("---\nname: review\ndescription: Reviews.\n---\nRead the diff.\n")}
+	files["skills/review/scripts/run.sh"] = &fstest.MapFile{Data: []byte("echo hi\n"), Mode: 0o755}
+	var staged string
+	p, _ := deterministic.New(deterministic.Options{Respond: func(_ context.Context, req *eval.AgentRequest, _ int) (*eval.AgentResponse, error) {
+		if len(req.Skills) != 1 {
+			return nil, fmt.Errorf("%d skills", len(req.Skills))
+		}
+		data, err := os.ReadFile(req.Skills[0].SkillFile)
+		if err != nil {
+			return nil, err
+		}
+		script, err := os.Stat(filepath.Join(req.Skills[0].Dir, "scripts", "run.sh"))
+		if err != nil || script.Mode()&0o100 == 0 {
+			return nil, fmt.Errorf("the package script: %v", err)
+		}
+		staged = string(data)
+		return &eval.AgentResponse{Text: req.Skills[0].Name}, nil
+	}})
+	rt, err = eval.New(eval.Options{Cwd: host, AppFiles: files, AgentProvider: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = rt.Evaluate(context.Background(), &eval.Agent{Children: []any{"x", &eval.Skill{Src: "skills/review"}}})
+	if err != nil || got != "review" || !strings.Contains(staged, "Read the diff.") {
+		t.Fatalf("skill() from AppFiles: %q, %v (staged %q)", got, err, staged)
+	}
+	_, err = rt.Evaluate(context.Background(), &eval.Agent{Children: []any{"x", &eval.Skill{Src: "brief.md"}}})
+	if err == nil || !strings.Contains(err.Error(), "must name a package directory") {
+		t.Fatalf("skill() of a file: %v", err)
 	}
 }

@@ -605,7 +605,7 @@ func (e *evaluator) unwind(err error) error {
 			f.comps.leave()
 		}
 		if f.plan != nil {
-			if rerr := f.plan.staging.release(); rerr != nil {
+			if rerr := f.plan.staging.release(e.ctx); rerr != nil {
 				err = errors.Join(err, rerr)
 			}
 		}

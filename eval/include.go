@@ -547,6 +547,21 @@ type staging struct {
 	tmp hostTemp
 }
 
+// hostStagingDir returns the host directory of the plan's staging area,
+// or "" when nothing was staged on the host.
+func (p *agentPlan) hostStagingDir() string {
+	if p == nil || p.staging == nil {
+		return ""
+	}
+	s := p.staging
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rt != nil {
+		return ""
+	}
+	return s.dir
+}
+
 // hostTemp is the optional pair of methods through which Options.Host
 // makes the evaluator's host staging directories, so that the host can
 // find what a killed process left (the local sandbox records the owner
@@ -664,8 +679,10 @@ func (s *staging) write(ctx context.Context, rel string, data []byte, perm os.Fi
 	return full, nil
 }
 
-// release removes the staging directory; later calls do nothing.
-func (s *staging) release() error {
+// release removes the staging directory; later calls do nothing. It runs
+// even after ctx was cancelled (it keeps only ctx's values, for an
+// executor's providers), bounded by CleanupTimeout.
+func (s *staging) release(ctx context.Context) error {
 	if s == nil {
 		return nil
 	}
@@ -677,7 +694,7 @@ func (s *staging) release() error {
 	s.done = true
 	switch {
 	case s.fs != nil:
-		ctx, cancel := context.WithTimeout(context.Background(), CleanupTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 		defer cancel()
 		if err := s.fs.Release(ctx); err != nil {
 			return fmt.Errorf("releasing the agent's staging area in the sandbox: %w", err)

@@ -62,25 +62,45 @@ func (d *domain) stageSkill(ctx context.Context, n *Skill, plan *agentPlan) (Age
 	fail := func(format string, args ...any) (AgentSkill, error) {
 		return AgentSkill{}, newError(n.Position, fmt.Sprintf("skill(%q): ", n.Src)+fmt.Sprintf(format, args...))
 	}
-	if d.rt.opts.AppFiles != nil {
-		return fail("this runtime reads application files from a bundle (Options.AppFiles), which holds no skill packages")
+	// The package is read from the host directory, or from
+	// Options.AppFiles when the runtime reads application files there.
+	var pkg fs.FS
+	var dirName string
+	if files := d.rt.opts.AppFiles; files != nil {
+		name, err := appFileName(n.Src)
+		if err != nil {
+			return fail("%v", err)
+		}
+		info, err := fs.Stat(files, name)
+		if err != nil {
+			return AgentSkill{}, &EvaluationError{Msg: fmt.Sprintf("skill(%q): cannot read the package", n.Src), Pos: n.Position, Err: err}
+		}
+		if !info.IsDir() {
+			return fail("must name a package directory containing SKILL.md, not a %s", fileKind(info))
+		}
+		if pkg, err = fs.Sub(files, name); err != nil {
+			return fail("%v", err)
+		}
+		dirName = path.Base(name)
+	} else {
+		base, err := d.cwd()
+		if err != nil {
+			return AgentSkill{}, &EvaluationError{Msg: "skill(): cannot determine the working directory", Pos: n.Position, Err: err}
+		}
+		src := n.Src
+		if !filepath.IsAbs(src) {
+			src = filepath.Join(base, src)
+		}
+		info, err := os.Lstat(src)
+		if err != nil {
+			return AgentSkill{}, &EvaluationError{Msg: fmt.Sprintf("skill(%q): cannot read the package", n.Src), Pos: n.Position, Err: err}
+		}
+		if !info.IsDir() {
+			return fail("must name a package directory containing SKILL.md, not a %s", fileKind(info))
+		}
+		pkg, dirName = os.DirFS(src), filepath.Base(src)
 	}
-	base, err := d.cwd()
-	if err != nil {
-		return AgentSkill{}, &EvaluationError{Msg: "skill(): cannot determine the working directory", Pos: n.Position, Err: err}
-	}
-	src := n.Src
-	if !filepath.IsAbs(src) {
-		src = filepath.Join(base, src)
-	}
-	info, err := os.Lstat(src)
-	if err != nil {
-		return AgentSkill{}, &EvaluationError{Msg: fmt.Sprintf("skill(%q): cannot read the package", n.Src), Pos: n.Position, Err: err}
-	}
-	if !info.IsDir() {
-		return fail("must name a package directory containing SKILL.md, not a %s", fileKind(info))
-	}
-	raw, err := os.ReadFile(filepath.Join(src, "SKILL.md"))
+	raw, err := fs.ReadFile(pkg, "SKILL.md")
 	if err != nil {
 		return fail("the package has no readable root SKILL.md: %v", err)
 	}
@@ -93,8 +113,8 @@ func (d *domain) stageSkill(ctx context.Context, n *Skill, plan *agentPlan) (Age
 		return fail("SKILL.md frontmatter must set name")
 	case len(meta.Name) > maxSkillName || !skillNamePattern.MatchString(meta.Name):
 		return fail("skill name %q must be lowercase letters, digits and single hyphens, at most %d characters", meta.Name, maxSkillName)
-	case meta.Name != filepath.Base(src):
-		return fail("skill name %q must equal the package directory name %q", meta.Name, filepath.Base(src))
+	case meta.Name != dirName:
+		return fail("skill name %q must equal the package directory name %q", meta.Name, dirName)
 	}
 	desc := strings.Join(strings.Fields(meta.Description), " ")
 	switch {
@@ -109,7 +129,7 @@ func (d *domain) stageSkill(ctx context.Context, n *Skill, plan *agentPlan) (Age
 		return AgentSkill{}, &EvaluationError{Msg: fmt.Sprintf("skill(%q): cannot create the staging area", n.Src), Pos: n.Position, Err: err}
 	}
 	rel := ".agents/skills/" + meta.Name
-	if err := copyPackage(src, func(name string, data []byte, perm os.FileMode) error {
+	if err := copyPackage(pkg, func(name string, data []byte, perm os.FileMode) error {
 		_, err := area.write(ctx, rel+"/"+name, data, perm)
 		return err
 	}); err != nil {
@@ -146,15 +166,11 @@ func parseSkillFrontmatter(raw []byte) (skillMeta, error) {
 	return meta, nil
 }
 
-// copyPackage hands every regular file of src to write with its
-// slash-separated relative name, rejecting symbolic links and special
+// copyPackage hands every regular file of the package pkg to write with
+// its slash-separated relative name, rejecting symbolic links and special
 // files (directories are implied by the files' names).
-func copyPackage(src string, write func(rel string, data []byte, perm os.FileMode) error) error {
-	return filepath.WalkDir(src, func(p string, de fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
+func copyPackage(pkg fs.FS, write func(rel string, data []byte, perm os.FileMode) error) error {
+	return fs.WalkDir(pkg, ".", func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -166,14 +182,14 @@ func copyPackage(src string, write func(rel string, data []byte, perm os.FileMod
 		case mode.IsDir():
 			return nil
 		case mode.IsRegular():
-			data, err := os.ReadFile(p)
+			data, err := fs.ReadFile(pkg, p)
 			if err != nil {
 				return err
 			}
 			// Owner-executable files (package scripts) stay executable.
-			return write(filepath.ToSlash(rel), data, 0o600|mode.Perm()&0o100)
+			return write(p, data, 0o600|mode.Perm()&0o100)
 		default:
-			return fmt.Errorf("the package contains %s %q: only regular files and directories are allowed", fileKind(info), rel)
+			return fmt.Errorf("the package contains %s %q: only regular files and directories are allowed", fileKind(info), p)
 		}
 	})
 }

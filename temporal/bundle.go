@@ -52,6 +52,9 @@ type File struct {
 	// SHA256 is the hex SHA-256 of Data.
 	SHA256 string `json:"sha256"`
 	Data   []byte `json:"data"`
+	// Exec marks a data file its owner may execute (a skill package's
+	// script).
+	Exec bool `json:"exec,omitempty"`
 }
 
 // PackError is a load() that Pack could not follow: the file and position
@@ -105,17 +108,19 @@ func (p *packer) addData(file string, f *syntax.File) error {
 			return err == nil
 		}
 		fn, ok := call.Fn.(*syntax.Ident)
-		if !ok || (fn.Name != "file" && fn.Name != "include") {
+		if !ok || (fn.Name != "file" && fn.Name != "include" && fn.Name != "skill") {
 			return true
 		}
-		for _, arg := range call.Args {
-			bin, ok := arg.(*syntax.BinaryExpr)
-			if !ok || bin.Op != syntax.EQ {
-				continue
+		for i, arg := range call.Args {
+			var lit *syntax.Literal
+			if bin, ok := arg.(*syntax.BinaryExpr); ok && bin.Op == syntax.EQ {
+				if key, ok := bin.X.(*syntax.Ident); ok && key.Name == "src" {
+					lit, _ = bin.Y.(*syntax.Literal)
+				}
+			} else if i == 0 && fn.Name == "skill" {
+				lit, _ = arg.(*syntax.Literal) // skill("dir")
 			}
-			key, ok := bin.X.(*syntax.Ident)
-			lit, isLit := bin.Y.(*syntax.Literal)
-			if !ok || key.Name != "src" || !isLit {
+			if lit == nil {
 				continue
 			}
 			src, ok := lit.Value.(string)
@@ -124,25 +129,63 @@ func (p *packer) addData(file string, f *syntax.File) error {
 				continue
 			}
 			p.seenData[name] = true
-			info, serr := os.Stat(filepath.FromSlash(name))
-			if serr != nil || !info.Mode().IsRegular() {
-				continue
-			}
-			data, rerr := os.ReadFile(filepath.FromSlash(name))
-			if rerr != nil {
-				continue
-			}
-			if p.total += len(data); p.total > MaxBundleBytes {
+			if err = p.addDataPath(name); err != nil {
 				pos := lit.TokenPos
-				err = &PackError{File: file, Line: pos.Line, Col: pos.Col, Module: src, Err: fmt.Errorf("with the files it reads, the workflow exceeds %d MiB", MaxBundleBytes>>20)}
+				err = &PackError{File: file, Line: pos.Line, Col: pos.Col, Module: src, Err: err}
 				return false
 			}
-			sum := sha256.Sum256(data)
-			p.data = append(p.data, File{Path: name, SHA256: hex.EncodeToString(sum[:]), Data: data})
 		}
 		return true
 	})
 	return err
+}
+
+// addDataPath packs the regular file name, or every regular file below
+// the directory name (a skill package); what cannot be read is left
+// out, for the run to report where aml run would.
+func (p *packer) addDataPath(name string) error {
+	info, err := os.Lstat(filepath.FromSlash(name))
+	if err != nil {
+		return nil
+	}
+	add := func(name string, mode fs.FileMode) error {
+		data, err := os.ReadFile(filepath.FromSlash(name))
+		if err != nil {
+			return nil
+		}
+		if p.total += len(data); p.total > MaxBundleBytes {
+			return fmt.Errorf("with the files it reads, the workflow exceeds %d MiB", MaxBundleBytes>>20)
+		}
+		sum := sha256.Sum256(data)
+		p.data = append(p.data, File{Path: name, SHA256: hex.EncodeToString(sum[:]), Data: data, Exec: mode.Perm()&0o100 != 0})
+		return nil
+	}
+	switch {
+	case info.Mode().IsRegular():
+		return add(name, info.Mode())
+	case !info.IsDir():
+		return nil
+	}
+	return filepath.WalkDir(filepath.FromSlash(name), func(f string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel := filepath.ToSlash(f)
+		switch {
+		case de.IsDir():
+			return nil
+		case !de.Type().IsRegular():
+			return fmt.Errorf("%s is not a regular file: a skill package holds only regular files and directories", rel)
+		case p.seenData[rel]:
+			return nil
+		}
+		p.seenData[rel] = true
+		info, err := de.Info()
+		if err != nil {
+			return err
+		}
+		return add(rel, info.Mode())
+	})
 }
 
 type packer struct {
@@ -211,7 +254,7 @@ func (b *Bundle) Digest() string {
 		fmt.Fprintf(h, "%s %q\n", f.SHA256, f.Path)
 	}
 	for _, f := range b.Data {
-		fmt.Fprintf(h, "data %s %q\n", f.SHA256, f.Path)
+		fmt.Fprintf(h, "data %s %q %t\n", f.SHA256, f.Path, f.Exec)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -267,8 +310,105 @@ func (b *Bundle) FS() fs.FS { return bundleFS{b.Files, "module"} }
 // DataFS returns the bundle's application files (Data) as a file system
 // for eval.Options.AppFiles.
 func (b *Bundle) DataFS() fs.FS {
-	return bundleFS{b.Data, "file (only files that file(src=) and include(src=) name with a string literal travel with a run)"}
+	d := dataFS{files: map[string]*File{}, dirs: map[string][]fs.DirEntry{".": nil}}
+	for i := range b.Data {
+		f := &b.Data[i]
+		d.files[f.Path] = f
+		// Each directory above the file lists what is below it.
+		child, entry := f.Path, fs.DirEntry(fs.FileInfoToDirEntry(dataInfo{f: f}))
+		for {
+			dir := path.Dir(child)
+			_, known := d.dirs[dir]
+			d.dirs[dir] = append(d.dirs[dir], entry)
+			if known || dir == "." {
+				break
+			}
+			child, entry = dir, fs.FileInfoToDirEntry(dataInfo{dir: dir})
+		}
+	}
+	for _, es := range d.dirs {
+		slices.SortFunc(es, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	}
+	return d
 }
+
+// dataFS serves a bundle's application files with their directories, and
+// says what travels with a run when a file is not among them.
+type dataFS struct {
+	files map[string]*File
+	dirs  map[string][]fs.DirEntry
+}
+
+func (d dataFS) Open(name string) (fs.File, error) {
+	if f := d.files[name]; f != nil {
+		return &dataFile{info: dataInfo{f: f}, r: bytes.NewReader(f.Data)}, nil
+	}
+	if es, ok := d.dirs[name]; ok {
+		return &dataFile{info: dataInfo{dir: name}, entries: es}, nil
+	}
+	return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: the workflow bundle holds no such file (only files and skill packages that file(src=), include(src=) and skill() name with a string literal travel with a run)", fs.ErrNotExist)}
+}
+
+// dataFile is an open data file or directory.
+type dataFile struct {
+	info    dataInfo
+	r       *bytes.Reader
+	entries []fs.DirEntry
+	read    int
+}
+
+func (f *dataFile) Stat() (fs.FileInfo, error) { return f.info, nil }
+func (f *dataFile) Close() error               { return nil }
+func (f *dataFile) Read(p []byte) (int, error) {
+	if f.r == nil {
+		return 0, &fs.PathError{Op: "read", Path: f.info.dir, Err: errors.New("is a directory")}
+	}
+	return f.r.Read(p)
+}
+
+// ReadDir implements fs.ReadDirFile.
+func (f *dataFile) ReadDir(n int) ([]fs.DirEntry, error) {
+	rest := f.entries[f.read:]
+	if n > 0 && len(rest) == 0 {
+		return nil, io.EOF
+	}
+	if n > 0 && n < len(rest) {
+		rest = rest[:n]
+	}
+	f.read += len(rest)
+	return rest, nil
+}
+
+// dataInfo describes a data file (f) or a directory (dir).
+type dataInfo struct {
+	f   *File
+	dir string
+}
+
+func (i dataInfo) Name() string {
+	if i.f != nil {
+		return path.Base(i.f.Path)
+	}
+	return path.Base(i.dir)
+}
+func (i dataInfo) Size() int64 {
+	if i.f != nil {
+		return int64(len(i.f.Data))
+	}
+	return 0
+}
+func (i dataInfo) Mode() fs.FileMode {
+	switch {
+	case i.f == nil:
+		return fs.ModeDir | 0o555
+	case i.f.Exec:
+		return 0o555
+	}
+	return 0o444
+}
+func (i dataInfo) ModTime() time.Time { return time.Time{} }
+func (i dataInfo) IsDir() bool        { return i.f == nil }
+func (i dataInfo) Sys() any           { return nil }
 
 type bundleFS struct {
 	files []File

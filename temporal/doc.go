@@ -212,8 +212,11 @@
 //     named by their effects' identities, the live view's trace query
 //     (trace.go), and tools defined in component bodies (tools.go).
 //
-// Not yet: MCP servers defined in component bodies and skill() grants
-// (each fails with an error that says so). The commands aml worker, aml run --temporal, aml runs
+//   - MCP servers defined in component bodies (their descriptors travel,
+//     env() values as tokens) and skill() grants: packages named by a
+//     literal travel in the bundle (Bundle.Data), and what was staged for
+//     an agent outside a sandbox travels to its session's worker
+//     (staging.go), which stages it again and names its own paths. The commands aml worker, aml run --temporal, aml runs
 // --temporal, aml answer and aml cancel are built. A workflow that uses
 // what is not yet supported fails with an error that names it.
 package temporal

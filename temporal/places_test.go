@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -417,4 +418,87 @@ func (a *countAgent) Name() string { return "count" }
 func (a *countAgent) Run(context.Context, *eval.AgentRequest, *eval.AgentExecution) (*eval.AgentResponse, error) {
 	a.calls.Add(1)
 	return &eval.AgentResponse{Text: "ok"}, nil
+}
+
+// skillAgent reads what was staged for it: its skill's SKILL.md (and the
+// package's script), and the file an oversized include() points at.
+type skillAgent struct{ sandbox bool }
+
+func (skillAgent) Name() string                              { return "skilled" }
+func (skillAgent) SupportsSandbox(*eval.SandboxSession) bool { return true }
+func (a skillAgent) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.AgentExecution) (*eval.AgentResponse, error) {
+	if len(req.Skills) != 1 {
+		return nil, fmt.Errorf("%d skills", len(req.Skills))
+	}
+	read := func(p string) ([]byte, error) {
+		if exec.Sandbox != nil {
+			r, err := exec.Sandbox.Runtime.Exec(ctx, "cat", []string{p}, eval.ExecOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return r.Stdout, nil
+		}
+		return os.ReadFile(p)
+	}
+	skill, err := read(req.Skills[0].SkillFile)
+	if err != nil {
+		return nil, err
+	}
+	m := regexp.MustCompile("Read it from `([^`]+)`").FindStringSubmatch(req.Prompt)
+	if m == nil {
+		return nil, fmt.Errorf("no staged include in %q", req.Prompt)
+	}
+	big, err := read(m[1])
+	if err != nil {
+		return nil, err
+	}
+	return &eval.AgentResponse{Text: fmt.Sprintf("%s|%d|%s", strings.TrimSpace(string(skill[strings.LastIndex(string(skill), "---")+3:])), len(big), req.Skills[0].Name)}, nil
+}
+
+const skillFlow = `configure(workspace_provider = deterministic_workspace(), sandbox_provider = local_sandbox())
+
+def main():
+    return [
+        agent(skill("skills/review"), include(src = "big.txt", max_bytes = 10)),
+        "\n",
+        workspace(sandbox(agent(skill("skills/review"), include(src = "big.txt", max_bytes = 10)), access = "read-write")),
+    ]
+`
+
+// TestSkillsOnTemporal: skill() packages named by a literal travel in
+// the bundle and are staged for the agent wherever its session runs: on
+// the session's worker for an agent outside a sandbox (with the oversized
+// include staged beside them, the request naming the worker's paths), in
+// the sandbox's staging for one inside. The text is the in-process one.
+func TestSkillsOnTemporal(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.MkdirAll("skills/review/scripts", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{
+		"skills/review/SKILL.md":       "---\nname: review\ndescription: Reviews a change.\n---\nRead the diff first.\n",
+		"skills/review/scripts/run.sh": "echo hi\n",
+		"big.txt":                      strings.Repeat("line\n", 50),
+		"flow.star":                    skillFlow,
+	} {
+		if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := temporal.Pack("flow.star")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Data) != 3 {
+		t.Fatalf("packed %d data files, want the package's two and big.txt", len(b.Data))
+	}
+	want, err := inProcess(t, "flow.star", skillAgent{})
+	if err != nil || want != "Read the diff first.|250|review\nRead the diff first.|250|review" {
+		t.Fatalf("in process: %q, %v", want, err)
+	}
+	got, held, err := runLeases(t, "flow.star", temporal.Options{DefaultAgent: skillAgent{}})
+	if err != nil || got != want || held != 0 {
+		t.Fatalf("on Temporal: %q (%d leases held), %v", got, held, err)
+	}
 }

@@ -305,6 +305,19 @@ func (a *activities) agent(ctx context.Context, call AgentCall) (*eval.AgentResp
 	if uerr != nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError(uerr.Error(), agentFailure, nil)
 	}
+	req.Skills = call.Skills
+	if call.Staging != nil {
+		// What was staged for the agent, staged again here.
+		dir, rename, err := restage(call.Staging)
+		if err != nil {
+			return nil, sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("staging the agent's files on this worker: %v", err), agentFailure, nil)
+		}
+		defer os.RemoveAll(dir)
+		req.Prompt, req.System, req.Skills = rename(req.Prompt), rename(req.System), renameSkills(call.Skills, rename)
+		for i := range req.FollowUps {
+			req.FollowUps[i] = rename(req.FollowUps[i])
+		}
+	}
 	if len(call.Tools) > 0 {
 		tools, err := a.tools(ctx, call)
 		if err != nil {

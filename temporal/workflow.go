@@ -321,6 +321,12 @@ type AgentCall struct {
 	// Sandbox, for a session inside a sandbox(), is the sandbox its
 	// worker holds and the agent's view of it.
 	Sandbox *SandboxRef `json:"sandbox,omitempty"`
+	// Skills are the staged skills; Staging, for an agent outside a
+	// sandbox, what was staged for it (skills, oversized includes), which
+	// the worker stages again, naming its own directory where the
+	// request named the workflow's.
+	Skills  []eval.AgentSkill `json:"skills,omitempty"`
+	Staging *Staging          `json:"staging,omitempty"`
 }
 
 // SandboxRef names a held sandbox lease and the view of it an agent gets
@@ -419,10 +425,6 @@ func (s agentStub) Name() string {
 }
 
 func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.AgentExecution) (*eval.AgentResponse, error) {
-	switch {
-	case len(req.Skills) > 0:
-		return nil, errors.New("skill() grants are not yet supported in runs on Temporal")
-	}
 	ctx, leave, err := s.rs.enter(ctx)
 	if err != nil {
 		return nil, err
@@ -443,6 +445,16 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 	}
 	for _, f := range req.FollowUps {
 		call.FollowUps = append(call.FollowUps, s.seal.seal(f))
+	}
+	call.Skills = req.Skills
+	if exec.StagingDir != "" && sandboxed == nil {
+		// What was staged for the agent is on this machine: it travels
+		// to the session's worker, which stages it again.
+		staged, err := readStaging(exec.StagingDir)
+		if err != nil {
+			return nil, fmt.Errorf("the agent's staged files cannot travel to its worker: %w", err)
+		}
+		call.Staging = staged
 	}
 	if req.Output != nil {
 		call.OutputSchema = req.Output.JSONSchema
