@@ -14,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/aml-go/aml/internal/temporaltest"
+	"github.com/aml-go/aml/internal/testdocker"
 	"github.com/aml-go/aml/temporal"
 )
 
@@ -204,6 +207,8 @@ func TestTemporalFleetPlaces(t *testing.T) {
 		t.Fatalf("aml runs show of the continued run: %v\n%s", err, show)
 	}
 
+	t.Run("docker", func(t *testing.T) { dockerCancel(t, bin, srv.Address, dir, c) })
+
 	// aml cancel ends a hanging script's process on the worker left.
 	marker := "aml-fleet-hang-" + strconv.Itoa(os.Getpid())
 	hang := filepath.Join(dir, "hang.star")
@@ -232,6 +237,58 @@ func TestTemporalFleetPlaces(t *testing.T) {
 	}
 	if left := processesWith(t, marker); len(left) > 0 {
 		t.Fatalf("script processes %v outlive the cancelled run", left)
+	}
+}
+
+// dockerCancel: a run whose script hangs in a Docker sandbox on a worker
+// is cancelled; its container is removed on that worker.
+func dockerCancel(t *testing.T, bin, address, dir string, c client.Client) {
+	cli := testdocker.Engine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := cli.ImageInspect(ctx, "aml-test/busybox:1"); err != nil {
+		t.Skipf("no aml-test/busybox:1 image (%v): run scripts/docker-for-tests.sh, as .ci/run does", err)
+	}
+	wf := filepath.Join(dir, "docker.star")
+	src := "configure(workspace_provider = deterministic_workspace(), sandbox_provider = docker_sandbox(image = \"aml-test/busybox:1\"))\n\ndef main():\n    return workspace(sandbox(script(\"echo in-the-container\", shell = \"sh\"), script(command = \"sleep\", args = [\"600\"], timeout_ms = 600000), access = \"read-write\"))\n"
+	if err := os.WriteFile(wf, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "run", "--detach", "--temporal", address, wf).Output()
+	if err != nil {
+		t.Fatalf("aml run --detach: %v", err)
+	}
+	runID := strings.TrimSpace(string(out))
+	running := func() int {
+		list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "aml.run="+runID))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); running() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no container for run %s\n%s", runID, historyOf(t, c, runID))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The sleep is running once the first script's result is in history.
+	for deadline := time.Now().Add(time.Minute); ; {
+		out, _ := exec.Command(bin, "runs", "show", runID, "--temporal", address).Output()
+		if strings.Contains(string(out), "script sleep 600") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hanging script did not start:\n%s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out, err = exec.Command(bin, "cancel", runID, "--temporal", address).CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "cancelled "+runID {
+		t.Fatalf("aml cancel: %v\n%s", err, out)
+	}
+	if n := running(); n != 0 {
+		t.Fatalf("%d container(s) of the cancelled run remain", n)
 	}
 }
 
