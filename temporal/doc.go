@@ -212,6 +212,8 @@
 //     named by their effects' identities, the live view's trace query
 //     (trace.go), and tools defined in component bodies (tools.go).
 //
+//   - Client: start, follow, answer and cancel runs from Go.
+//
 //   - MCP servers defined in component bodies (their descriptors travel,
 //     env() values as tokens) and skill() grants: packages named by a
 //     literal travel in the bundle (Bundle.Data), and what was staged for

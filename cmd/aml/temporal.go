@@ -23,7 +23,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/aml-go/aml/eval"
@@ -230,10 +229,10 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 		return exitFailure
 	}
 	defer c.Close()
-	runID := "aml-" + eval.NewRunID()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: runID, TaskQueue: t.taskQueue, Memo: map[string]any{memoWorkflow: filepath.Base(file)}}, temporal.WorkflowName, temporal.RunInput{Bundle: b, Entry: f.entry, Limits: &limits})
+	ac := temporal.NewClient(c, t.taskQueue)
+	runID, err := ac.Start(ctx, b, temporal.StartOptions{Entry: f.entry, Limits: &limits, Memo: map[string]any{memoWorkflow: filepath.Base(file)}})
 	if err != nil {
 		r.logger.Error(fmt.Sprintf("cannot start the run on Temporal at %s: %v", t.address, err))
 		return exitFailure
@@ -248,14 +247,13 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	started := time.Now()
 	// The run's trace events (metadata; content stays on the workers)
 	// reach the live view and the trace sinks the flags ask for.
-	follow := &traceFollower{c: c, runID: runID, sinks: opts.Trace}
+	follow := &traceFollower{c: ac, runID: runID, sinks: opts.Trace}
 	r.lv.Start()
 	done := make(chan outcome, 1)
 	go func() {
-		var res temporal.RunResult
-		err := run.Get(ctx, &res)
+		text, err := ac.Result(ctx, runID)
 		follow.poll(ctx) // the events of the run's end
-		done <- outcome{res.Text, runError(err), time.Since(started)}
+		done <- outcome{text, err, time.Since(started)}
 	}()
 	// Questions the run asks are reported once each, with how to answer.
 	told := map[string]bool{}
@@ -292,7 +290,7 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 // hands them to sinks, in order, once each. poll is called from one
 // goroutine at a time.
 type traceFollower struct {
-	c     client.Client
+	c     *temporal.Client
 	runID string
 	sinks []eval.TraceSink
 
@@ -311,14 +309,10 @@ func (f *traceFollower) poll(ctx context.Context) {
 	defer f.mu.Unlock()
 	for range 50 {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		v, err := f.c.QueryWorkflow(qctx, f.runID, "", temporal.TraceQuery, f.next)
+		page, err := f.c.Trace(qctx, f.runID, f.next)
 		cancel()
 		if err != nil {
 			return // not started yet, or no worker to answer: next time
-		}
-		var page temporal.TracePage
-		if err := v.Get(&page); err != nil {
-			return
 		}
 		if page.Execution != f.execution && f.execution != "" && f.next > 0 {
 			// The run continued as new: its sequence starts again.
@@ -336,18 +330,6 @@ func (f *traceFollower) poll(ctx context.Context) {
 		}
 		f.next = page.Next
 	}
-}
-
-// runError turns a run's workflow failure into the evaluation's message.
-func runError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ae *sdktemporal.ApplicationError
-	if errors.As(err, &ae) {
-		return errors.New(ae.Message())
-	}
-	return err
 }
 
 // temporalState names a run's Temporal status as aml runs does.
@@ -678,14 +660,15 @@ func cmdCancel(args []string, stdout, stderr io.Writer) int {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
+	ac := temporal.NewClient(c, "")
 	if err := c.CancelWorkflow(ctx, pos[0], ""); err != nil {
 		fmt.Fprintf(stderr, "aml cancel: run %s: %v\n", pos[0], err)
 		return exitFailure
 	}
-	err = c.GetWorkflow(ctx, pos[0], "").Get(ctx, nil)
-	var ce *sdktemporal.CanceledError
+	_, err = ac.Result(ctx, pos[0])
+	var re *temporal.RunError
 	switch {
-	case errors.As(err, &ce):
+	case errors.As(err, &re) && re.Cancelled:
 		fmt.Fprintf(stdout, "cancelled %s\n", pos[0])
 		return exitOK
 	case ctx.Err() != nil:
@@ -693,20 +676,14 @@ func cmdCancel(args []string, stdout, stderr io.Writer) int {
 	case err == nil:
 		fmt.Fprintf(stderr, "aml cancel: run %s succeeded before it could be cancelled\n", pos[0])
 	default:
-		fmt.Fprintf(stderr, "aml cancel: run %s ended otherwise: %v\n", pos[0], runError(err))
+		fmt.Fprintf(stderr, "aml cancel: run %s ended otherwise: %v\n", pos[0], err)
 	}
 	return exitFailure
 }
 
 // temporalRunState queries a running run's questions.
 func temporalRunState(ctx context.Context, c client.Client, runID string) (temporal.RunState, error) {
-	var st temporal.RunState
-	v, err := c.QueryWorkflow(ctx, runID, "", temporal.StateQuery)
-	if err != nil {
-		return st, err
-	}
-	err = v.Get(&st)
-	return st, err
+	return temporal.NewClient(c, "").State(ctx, runID)
 }
 
 const answerUsage = `usage: aml answer RUN ID=VALUE... --temporal HOST:PORT [--namespace NS]
@@ -788,11 +765,11 @@ func cmdAnswer(args []string, stdout, stderr io.Writer) int {
 		}
 		answers = append(answers, temporal.Answer{ID: id, Value: v})
 	}
+	if err := temporal.NewClient(c, "").Answer(ctx, runID, answers...); err != nil {
+		fmt.Fprintf(stderr, "aml answer: run %s: %v\n", runID, err)
+		return exitFailure
+	}
 	for _, a := range answers {
-		if err := c.SignalWorkflow(ctx, runID, "", temporal.AnswerSignal, a); err != nil {
-			fmt.Fprintf(stderr, "aml answer: run %s: %v\n", runID, err)
-			return exitFailure
-		}
 		fmt.Fprintf(stdout, "answered %s\n", a.ID)
 	}
 	return exitOK

@@ -1,0 +1,160 @@
+package temporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/client"
+	sdktemporal "go.temporal.io/sdk/temporal"
+
+	"github.com/aml-go/aml/eval"
+)
+
+// Client starts, follows, answers and cancels AML runs on Temporal, for a
+// Go service that submits runs to its own workers. Its methods are safe
+// for concurrent use.
+type Client struct {
+	c         client.Client
+	taskQueue string
+}
+
+// NewClient returns a Client over c that starts runs on taskQueue (the
+// task queue of the workers that Register served).
+func NewClient(c client.Client, taskQueue string) *Client {
+	return &Client{c: c, taskQueue: taskQueue}
+}
+
+// StartOptions configure Client.Start.
+type StartOptions struct {
+	// ID is the run's id (its workflow id); "" makes one, "aml-<run id>".
+	ID string
+	// Entry is the component to evaluate ("" for the file's entry).
+	Entry string
+	// Limits, when set, replace the workflow's configure() limits.
+	Limits *eval.Limits
+	// Memo is Temporal's memo of the run (aml runs shows "workflow").
+	Memo map[string]any
+	// ContinueAfter is RunInput.ContinueAfter.
+	ContinueAfter int
+}
+
+// Start starts a run of b and returns its id.
+func (c *Client) Start(ctx context.Context, b *Bundle, opts StartOptions) (string, error) {
+	if err := b.Verify(); err != nil {
+		return "", err
+	}
+	id := opts.ID
+	if id == "" {
+		id = "aml-" + eval.NewRunID()
+	}
+	_, err := c.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: c.taskQueue, Memo: opts.Memo}, WorkflowName,
+		RunInput{Bundle: b, Entry: opts.Entry, Limits: opts.Limits, ContinueAfter: opts.ContinueAfter})
+	if err != nil {
+		return "", fmt.Errorf("starting run %s: %w", id, err)
+	}
+	return id, nil
+}
+
+// RunError is how a run failed: the evaluation's message (with the
+// authored position, as aml run reports it), or that it was cancelled.
+type RunError struct {
+	RunID     string
+	Msg       string
+	Cancelled bool
+	Err       error
+}
+
+func (e *RunError) Error() string { return e.Msg }
+
+// Unwrap returns the Temporal error.
+func (e *RunError) Unwrap() error { return e.Err }
+
+// Result waits for run id to end (across continue-as-new) and returns
+// its text, or a *RunError.
+func (c *Client) Result(ctx context.Context, id string) (string, error) {
+	var res RunResult
+	err := c.c.GetWorkflow(ctx, id, "").Get(ctx, &res)
+	if err == nil {
+		return res.Text, nil
+	}
+	if ctx.Err() != nil {
+		return "", err
+	}
+	re := &RunError{RunID: id, Msg: err.Error(), Err: err}
+	var ae *sdktemporal.ApplicationError
+	var ce *sdktemporal.CanceledError
+	switch {
+	case errors.As(err, &ae):
+		re.Msg = ae.Message()
+	case errors.As(err, &ce):
+		re.Msg, re.Cancelled = "the run was cancelled", true
+	}
+	return "", re
+}
+
+// State returns what run id waits for (StateQuery).
+func (c *Client) State(ctx context.Context, id string) (RunState, error) {
+	var st RunState
+	v, err := c.c.QueryWorkflow(ctx, id, "", StateQuery)
+	if err != nil {
+		return st, err
+	}
+	err = v.Get(&st)
+	return st, err
+}
+
+// Trace returns the run's trace events from sequence from (TraceQuery).
+func (c *Client) Trace(ctx context.Context, id string, from int) (TracePage, error) {
+	var p TracePage
+	v, err := c.c.QueryWorkflow(ctx, id, "", TraceQuery, from)
+	if err != nil {
+		return p, err
+	}
+	err = v.Get(&p)
+	return p, err
+}
+
+// Answer answers questions run id waits for: each answer must name a
+// pending question and be valid for its schema (eval.CheckAnswer), or
+// nothing is sent.
+func (c *Client) Answer(ctx context.Context, id string, answers ...Answer) error {
+	st, err := c.State(ctx, id)
+	if err != nil {
+		return fmt.Errorf("reading the questions of run %s: %w", id, err)
+	}
+	for _, a := range answers {
+		var q *eval.Question
+		for i := range st.Questions {
+			if st.Questions[i].ID == a.ID {
+				q = &st.Questions[i]
+			}
+		}
+		if q == nil {
+			return fmt.Errorf("run %s does not wait for an answer to %q", id, a.ID)
+		}
+		if err := eval.CheckAnswer(*q, a.Value); err != nil {
+			return err
+		}
+	}
+	for _, a := range answers {
+		if err := c.c.SignalWorkflow(ctx, id, "", AnswerSignal, a); err != nil {
+			return fmt.Errorf("answering %q: %w", a.ID, err)
+		}
+	}
+	return nil
+}
+
+// Cancel cancels run id and waits until it has ended: its sessions,
+// scripts and scopes released on every worker.
+func (c *Client) Cancel(ctx context.Context, id string) error {
+	if err := c.c.CancelWorkflow(ctx, id, ""); err != nil {
+		return err
+	}
+	_, err := c.Result(ctx, id)
+	var re *RunError
+	if err == nil || (errors.As(err, &re) && re.Cancelled) {
+		return nil
+	}
+	return err
+}
