@@ -219,6 +219,7 @@
 //     literal travel in the bundle (Bundle.Data), and what was staged for
 //     an agent outside a sandbox travels to its session's worker
 //     (staging.go), which stages it again and names its own paths. The commands aml worker, aml run --temporal, aml runs
+//
 // --temporal, aml answer and aml cancel are built. A workflow that uses
 // what is not yet supported fails with an error that names it.
 package temporal
