@@ -4,9 +4,6 @@
 // may run. A run thereby outlives the machine that started it, and one
 // run's agents spread over a fleet.
 //
-// This package is being built; the section Status at the end says which
-// parts exist. The rest of this comment is the design that they follow.
-//
 // # Shape: the evaluator is workflow code
 //
 // A workflow file is deterministic by construction: Starlark has no clock,
@@ -166,60 +163,25 @@
 // this package and the CLI link go.temporal.io/sdk, so an embedder who does
 // not use Temporal pays nothing for it.
 //
-// # Status
+// # Where things are
 //
-// Built:
+//	bundle.go      Pack and Bundle: the workflow, its modules and the
+//	               application files and skill packages it names
+//	workflow.go    the workflow function, agent sessions as activities
+//	executor.go    eval.Executor in workflow code
+//	places.go      scopes held in sessions, workflow side; holds.go, the
+//	               worker side; checkpoint.go, workspace checkpoints
+//	continue.go    the journal, drain and continue-as-new
+//	tools.go       calls of tools defined in component bodies
+//	staging.go     an agent's staged files on its session's worker
+//	secrets.go     env() values kept out of history
+//	trace.go       the trace query of the live view
+//	blobs.go       BlobDriver, payloads in an AML store
+//	client.go      Client: start, follow, answer and cancel runs
+//	worker.go      Register and Options
 //
-//   - Pack and Bundle: the workflow file and every module it loads,
-//     content-addressed, loaded on a worker through Bundle.FS.
-//
-//   - Run, the workflow (WorkflowName): the bundle is loaded and the entry
-//     evaluated as workflow code with this package's eval.Executor
-//     (coroutines per branch, workflow semaphores for
-//     max_concurrent_agents and serial turns, timeouts that the session's
-//     activity enforces). Runs replay from their history.
-//
-//   - AgentActivity and Register: a worker runs agent sessions with the
-//     providers it is given (Activities), heartbeating; a session whose
-//     provider failed is not run again, one whose worker died is.
-//
-//   - BlobDriver: payloads above 256 KiB in an AML store (aml --blob-store).
-//
-//   - The test server (scripts/temporal-server.sh builds
-//     go.temporal.io/server from the module proxy once, and
-//     internal/temporaltest starts it with SQLite on loopback).
-//
-//   - ask(): the run waits on AnswerSignal, holding no activity; StateQuery
-//     lists the questions it waits for.
-//
-//   - tool() grants of tools defined at the top level of the file: the
-//     worker that runs the session defines them again from the bundle and
-//     runs their execute functions (starlib.Workflow.Tools); mcp() grants
-//     of servers defined at the top level, likewise (their transports
-//     made with the worker's environment), and of provider-native
-//     servers by name.
-//
-//   - env() in workflow code, with its values kept out of history in plain
-//     text (secrets.go): history records them sealed, and activities
-//     carry tokens that workers fill.
-//
-//   - sandbox(), workspace() and script() (places.go, holds.go,
-//     checkpoint.go): leases held in sessions, effects as activities of
-//     the session, checkpoints and re-acquisition when a worker dies;
-//     Leases releases what a stopping worker holds.
-//
-//   - Continue-as-new with the run's journal (continue.go), activities
-//     named by their effects' identities, the live view's trace query
-//     (trace.go), and tools defined in component bodies (tools.go).
-//
-//   - Client: start, follow, answer and cancel runs from Go.
-//
-//   - MCP servers defined in component bodies (their descriptors travel,
-//     env() values as tokens) and skill() grants: packages named by a
-//     literal travel in the bundle (Bundle.Data), and what was staged for
-//     an agent outside a sandbox travels to its session's worker
-//     (staging.go), which stages it again and names its own paths. The commands aml worker, aml run --temporal, aml runs
-//
-// --temporal, aml answer and aml cancel are built. A workflow that uses
-// what is not yet supported fails with an error that names it.
+// The commands aml worker, aml run --temporal, aml runs --temporal, aml
+// answer and aml cancel use this package; internal/temporaltest starts a
+// test server that scripts/temporal-server.sh builds from the module
+// proxy.
 package temporal
