@@ -48,7 +48,7 @@
 //	                       tool calls and the structured result. The
 //	                       conversation stays in the agent, not in
 //	                       history. It heartbeats every HeartbeatInterval
-//	                       (2 s) with its progress, so a dead worker is
+//	                       (2 s), so a dead worker is
 //	                       noticed within HeartbeatTimeout (10 s) and the
 //	                       session runs again on another worker.
 //	aml.acquire            a workspace(), an outer sandbox() or the run's
@@ -121,8 +121,8 @@
 //     their content address. Blobs outlive every history that names them:
 //     they are removed only after the namespace's retention.
 //   - When the server suggests it (GetContinueAsNewSuggested), the run
-//     continues as new, carrying its journal of recorded effects (by blob
-//     reference); the new execution resumes it as eval.Runtime.Resume does,
+//     continues as new, carrying its journal of recorded effects (through
+//     the blob store once it is large); the new execution resumes it as eval.Runtime.Resume does,
 //     so a run of 20,000 effects completes, and a changed bundle is reported
 //     as the same divergence a local resume reports.
 //   - The deadlock detector fails workflow code that runs for a second
