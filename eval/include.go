@@ -126,6 +126,23 @@ type includeSource struct {
 	inPlace string
 }
 
+// regularFileStat is an includeSource's stat of a file that a runtime
+// described: its size and modification time (0 when unknown), or why it
+// cannot be included.
+func regularFileStat(fi FileInfo, err error) (int64, int64, error) {
+	if err != nil {
+		return 0, 0, err
+	}
+	if fi.Kind != "file" {
+		return 0, 0, fmt.Errorf("must name a regular file, not a %s", fi.Kind)
+	}
+	var mt int64
+	if !fi.ModTime.IsZero() {
+		mt = fi.ModTime.UnixNano()
+	}
+	return fi.Size, mt, nil
+}
+
 // includeSourceOf resolves the file an include() reads: src from the
 // runtime's working directory, path from the sandbox view, else the
 // workspace materialization.
@@ -181,38 +198,12 @@ func (d *domain) includeSourceOf(ctx context.Context, n *Include, res resScope) 
 		v := res.sb
 		lp := v.logical(p)
 		return &includeSource{name: n.Path, arg: "path", fs: "sandbox:" + v.lease.ID(), path: lp, inPlace: lp,
-			stat: func() (int64, int64, error) {
-				fi, err := v.rt.Stat(ctx, lp)
-				if err != nil {
-					return 0, 0, err
-				}
-				if fi.Kind != "file" {
-					return 0, 0, fmt.Errorf("must name a regular file, not a %s", fi.Kind)
-				}
-				var mt int64
-				if !fi.ModTime.IsZero() {
-					mt = fi.ModTime.UnixNano()
-				}
-				return fi.Size, mt, nil
-			},
+			stat: func() (int64, int64, error) { return regularFileStat(v.rt.Stat(ctx, lp)) },
 			read: func() ([]byte, error) { return v.rt.ReadFile(ctx, lp) }}, nil
 	case res.ws != nil:
 		if wf, ok := res.ws.lease.(WorkspaceFiles); ok {
 			return &includeSource{name: n.Path, arg: "path", fs: "workspace:" + res.ws.lease.ID(), path: p,
-				stat: func() (int64, int64, error) {
-					fi, err := wf.Stat(ctx, p)
-					if err != nil {
-						return 0, 0, err
-					}
-					if fi.Kind != "file" {
-						return 0, 0, fmt.Errorf("must name a regular file, not a %s", fi.Kind)
-					}
-					var mt int64
-					if !fi.ModTime.IsZero() {
-						mt = fi.ModTime.UnixNano()
-					}
-					return fi.Size, mt, nil
-				},
+				stat: func() (int64, int64, error) { return regularFileStat(wf.Stat(ctx, p)) },
 				read: func() ([]byte, error) { return wf.ReadFile(ctx, p) }}, nil
 		}
 		dir := res.ws.lease.Directory()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.temporal.io/sdk/client"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 	"github.com/aml-go/aml/providers/agent/opencode"
 	"github.com/aml-go/aml/providers/deterministic"
 	"github.com/aml-go/aml/starlib"
+	"github.com/aml-go/aml/temporal"
 )
 
 // The functions between "// readme:begin" and "// readme:end" are the Go
@@ -85,6 +87,22 @@ func realAgents(key string) (coder, generic *acp.Provider, err error) {
 	}
 	generic, err = acp.New(acp.Config{Command: "my-acp-agent", Args: []string{"--stdio"}, Relay: relay})
 	return coder, generic, err
+}
+
+// readme:end
+
+// readme:begin
+func submit(ctx context.Context, c client.Client) (string, error) {
+	ac := temporal.NewClient(c, "aml") // the task queue of the aml workers
+	b, err := temporal.Pack("review.star")
+	if err != nil {
+		return "", err
+	}
+	id, err := ac.Start(ctx, b, temporal.StartOptions{})
+	if err != nil {
+		return "", err
+	}
+	return ac.Result(ctx, id) // a *temporal.RunError says how the run failed
 }
 
 // readme:end

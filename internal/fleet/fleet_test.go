@@ -54,44 +54,16 @@ var sessionText = regexp.MustCompile(`s(\d+)@([a-z]+);`)
 // SIGKILLed mid-run, the run still ends with every session's text, and
 // no session that had finished runs again.
 func TestTemporalFleet(t *testing.T) {
-	srv := temporaltest.Start(t)
-	bin := buildAML(t)
-	dir := t.TempDir()
-	// Every worker and client keeps payloads above 256 KiB here.
+	srv, bin, dir, fake := setUp(t)
 	blobs := filepath.Join(dir, "blobs")
-	if err := os.Mkdir(blobs, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("AML_TEMPORAL_BLOB_STORE", blobs)
-	// The workers share the key that seals env() values, as a fleet must.
-	t.Setenv("AML_JOURNAL_KEY_FILE", filepath.Join(dir, "journal.key"))
-	fake := filepath.Join(dir, "fake-acp-agent")
-	if out, err := exec.Command("go", "build", "-o", fake, "github.com/aml-go/aml/internal/cmd/fake-acp-agent").CombinedOutput(); err != nil {
-		t.Fatalf("building the fake ACP agent: %v\n%s", err, out)
-	}
 	wf := filepath.Join(dir, "fleet.star")
 	if err := os.WriteFile(wf, []byte(fleetWorkflow), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	logFile := filepath.Join(dir, "sessions.log")
-	workers := map[string]*exec.Cmd{}
-	for _, name := range []string{"a", "b"} {
-		cmd := exec.Command(bin, "worker", "--temporal", srv.Address, "--max-concurrent-agents", "10")
-		cmd.Env = append(os.Environ(), "WORKER="+name, "FAKE_AGENT="+fake, "SESSION_LOG="+logFile)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		workers[name] = cmd
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("worker %s:\n%s", name, stderr.String())
-			}
-		})
-	}
+	workers := startWorkers(t, bin, srv.Address, []string{"--max-concurrent-agents", "10"}, func(name string) []string {
+		return []string{"WORKER=" + name, "FAKE_AGENT=" + fake, "SESSION_LOG=" + logFile}
+	})
 
 	check := func(text string) map[string]int {
 		t.Helper()
@@ -405,6 +377,53 @@ func TestTemporalFleet(t *testing.T) {
 	if err := c.GetWorkflow(ctx, askID, "").Get(ctx, &res); err != nil || res.Text != "ana True" {
 		t.Fatalf("the answered run: %q, %v", res.Text, err)
 	}
+}
+
+// setUp starts the Temporal server and builds aml and the fake ACP agent;
+// every worker and client of the test keeps payloads above 256 KiB in
+// dir/blobs and shares the key that seals env() values, as a fleet must.
+func setUp(t *testing.T) (srv *temporaltest.Server, bin, dir, fake string) {
+	t.Helper()
+	srv = temporaltest.Start(t)
+	bin = buildAML(t)
+	dir = t.TempDir()
+	blobs := filepath.Join(dir, "blobs")
+	if err := os.Mkdir(blobs, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AML_TEMPORAL_BLOB_STORE", blobs)
+	t.Setenv("AML_JOURNAL_KEY_FILE", filepath.Join(dir, "journal.key"))
+	fake = filepath.Join(dir, "fake-acp-agent")
+	if out, err := exec.Command("go", "build", "-o", fake, "github.com/aml-go/aml/internal/cmd/fake-acp-agent").CombinedOutput(); err != nil {
+		t.Fatalf("building the fake ACP agent: %v\n%s", err, out)
+	}
+	return srv, bin, dir, fake
+}
+
+// startWorkers starts an aml worker process named a, then b, with flags
+// and the variables env gives it; they are stopped (SIGTERM) when the test
+// ends, and their stderr shown if it failed.
+func startWorkers(t *testing.T, bin, address string, flags []string, env func(name string) []string) map[string]*exec.Cmd {
+	t.Helper()
+	workers := map[string]*exec.Cmd{}
+	for _, name := range []string{"a", "b"} {
+		cmd := exec.Command(bin, append([]string{"worker", "--temporal", address}, flags...)...)
+		cmd.Env = append(os.Environ(), env(name)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		workers[name] = cmd
+		t.Cleanup(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("worker %s:\n%s", name, stderr.String())
+			}
+		})
+	}
+	return workers
 }
 
 // processesOf returns the pids of the processes running the executable

@@ -51,41 +51,14 @@ def main():
 // that had finished runs again. aml cancel of a run whose script hangs
 // ends the script's process.
 func TestTemporalFleetPlaces(t *testing.T) {
-	srv := temporaltest.Start(t)
-	bin := buildAML(t)
-	dir := t.TempDir()
-	blobs := filepath.Join(dir, "blobs")
-	if err := os.Mkdir(blobs, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("AML_TEMPORAL_BLOB_STORE", blobs)
-	t.Setenv("AML_JOURNAL_KEY_FILE", filepath.Join(dir, "journal.key"))
-	fake := filepath.Join(dir, "fake-acp-agent")
-	if out, err := exec.Command("go", "build", "-o", fake, "github.com/aml-go/aml/internal/cmd/fake-acp-agent").CombinedOutput(); err != nil {
-		t.Fatalf("building the fake ACP agent: %v\n%s", err, out)
-	}
+	srv, bin, dir, fake := setUp(t)
 	// The runs of this test are in the namespace whose runs Temporal asks
 	// to continue as new after 200 events.
 	t.Setenv("TEMPORAL_NAMESPACE", temporaltest.ShortNamespace)
 	sessionLog := filepath.Join(dir, "sessions.log")
-	workers := map[string]*exec.Cmd{}
-	for _, name := range []string{"a", "b"} {
-		cmd := exec.Command(bin, "worker", "--temporal", srv.Address)
-		cmd.Env = append(os.Environ(), "FAKE_AGENT="+fake, "SESSION_LOG="+sessionLog)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		workers[name] = cmd
-		t.Cleanup(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("worker %s:\n%s", name, stderr.String())
-			}
-		})
-	}
+	workers := startWorkers(t, bin, srv.Address, nil, func(string) []string {
+		return []string{"FAKE_AGENT=" + fake, "SESSION_LOG=" + sessionLog}
+	})
 	logFile := filepath.Join(dir, "scripts.log")
 	wf := filepath.Join(dir, "places.star")
 	if err := os.WriteFile(wf, []byte(fmt.Sprintf(placesWorkflow, logFile, "0")), 0o644); err != nil {

@@ -129,11 +129,21 @@ func RelayCommand() []string {
 	return []string{"env", envRelay + "=1", exe}
 }
 
+// client returns the connection to the client, once it is made.
+func (a *agent) client() *acpsdk.AgentSideConnection {
+	<-a.ready
+	return a.conn
+}
+
 // Serve runs the fake agent on stdin and stdout until the client closes
 // the connection, and returns the exit status.
 func Serve() int {
-	a := &agent{mode: os.Getenv("AML_FAKE_ACP_MODE"), out: os.Stdout}
+	a := &agent{mode: os.Getenv("AML_FAKE_ACP_MODE"), out: os.Stdout, ready: make(chan struct{})}
+	// The connection serves requests as soon as it is made, possibly
+	// before the assignment below: handlers reach it through client(),
+	// which waits for it.
 	a.conn = acpsdk.NewAgentSideConnection(a, a, os.Stdin)
+	close(a.ready)
 	<-a.conn.Done()
 	if a.mode == "linger" {
 		select {}
@@ -143,7 +153,9 @@ func Serve() int {
 
 type agent struct {
 	mode string
-	conn *acpsdk.AgentSideConnection
+	// conn is set once ready is closed.
+	conn  *acpsdk.AgentSideConnection
+	ready chan struct{}
 
 	outMu sync.Mutex
 	out   *os.File
@@ -252,7 +264,7 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 	}
 	resp := acpsdk.PromptResponse{StopReason: acpsdk.StopReasonEndTurn}
 	say := func(u acpsdk.SessionUpdate) error {
-		return a.conn.SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: r.SessionId, Update: u})
+		return a.client().SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: r.SessionId, Update: u})
 	}
 	chunk := func(s string) error { return say(acpsdk.UpdateAgentMessageText(s)) }
 	if strings.HasPrefix(text.String(), "The previous turn ended without submitting") {
@@ -390,11 +402,11 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 
 func (a *agent) permission(ctx context.Context, sid acpsdk.SessionId, kind acpsdk.ToolKind, chunk func(string) error) error {
 	id := acpsdk.ToolCallId("call-" + string(kind))
-	if err := a.conn.SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: sid,
+	if err := a.client().SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: sid,
 		Update: acpsdk.StartToolCall(id, "fake "+string(kind), acpsdk.WithStartKind(kind))}); err != nil {
 		return err
 	}
-	resp, err := a.conn.RequestPermission(ctx, acpsdk.RequestPermissionRequest{
+	resp, err := a.client().RequestPermission(ctx, acpsdk.RequestPermissionRequest{
 		SessionId: sid,
 		ToolCall:  acpsdk.ToolCallUpdate{ToolCallId: id, Kind: &kind},
 		Options: []acpsdk.PermissionOption{
@@ -537,11 +549,11 @@ func (a *agent) mcpPermission(ctx context.Context, sid acpsdk.SessionId, srv, to
 	id := acpsdk.ToolCallId("mcp-" + srv + "-" + tool)
 	start := acpsdk.StartToolCall(id, "mcp."+srv+"."+tool, acpsdk.WithStartKind(acpsdk.ToolKindExecute),
 		acpsdk.WithStartRawInput(map[string]any{"server": srv, "tool": tool, "arguments": map[string]any{}}))
-	if err := a.conn.SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: sid, Update: start}); err != nil {
+	if err := a.client().SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: sid, Update: start}); err != nil {
 		return err
 	}
 	kind := acpsdk.ToolKindExecute
-	resp, err := a.conn.RequestPermission(ctx, acpsdk.RequestPermissionRequest{
+	resp, err := a.client().RequestPermission(ctx, acpsdk.RequestPermissionRequest{
 		SessionId: sid,
 		ToolCall:  acpsdk.ToolCallUpdate{ToolCallId: id, Kind: &kind},
 		Options: []acpsdk.PermissionOption{
