@@ -442,17 +442,31 @@ func (r *runner) run(runID string, evaluate func(ctx context.Context) (string, e
 		r.logger.Warnf("received %s: cancelling run %s (up to %s for cleanup; send it again to exit now)", name, runID, cleanupDeadline)
 		interrupted := &interruptError{signal: name}
 		cancel(interrupted)
-		select {
-		case res := <-done:
-			status := "ok"
-			if res.err != nil {
-				status = "error"
+		first := time.Now()
+		deadline := time.After(cleanupDeadline)
+	wait:
+		for {
+			select {
+			case res := <-done:
+				status := "ok"
+				if res.err != nil {
+					status = "error"
+				}
+				r.logger.Infof("run %s stopped after cleanup (%s)", runID, status)
+				break wait
+			case again := <-sigs:
+				if repeatedSignal(sig, again, time.Since(first)) {
+					// One signal delivered twice (GNU timeout signals
+					// the child and then its process group; so do some
+					// supervisors): it counts once.
+					continue
+				}
+				r.logger.Errorf("second signal: exiting without waiting for cleanup")
+				break wait
+			case <-deadline:
+				r.logger.Errorf("cleanup did not finish within %s; exiting", cleanupDeadline)
+				break wait
 			}
-			r.logger.Infof("run %s stopped after cleanup (%s)", runID, status)
-		case <-sigs:
-			r.logger.Errorf("second signal: exiting without waiting for cleanup")
-		case <-time.After(cleanupDeadline):
-			r.logger.Errorf("cleanup did not finish within %s; exiting", cleanupDeadline)
 		}
 		r.lv.Stop()
 		if r.f.json {
@@ -460,6 +474,16 @@ func (r *runner) run(runID string, evaluate func(ctx context.Context) (string, e
 		}
 		return code
 	}
+}
+
+// signalRepeatWindow is how soon after a signal the same signal counts
+// as the same one delivered again, not as a second request.
+const signalRepeatWindow = 500 * time.Millisecond
+
+// repeatedSignal reports whether again, received after since, is the
+// delivery of first once more: the same signal within signalRepeatWindow.
+func repeatedSignal(first, again os.Signal, since time.Duration) bool {
+	return again == first && since < signalRepeatWindow
 }
 
 // finish reports a completed run: the result on stdout (or the --json
