@@ -10,6 +10,7 @@ package dockerstar
 import (
 	"path/filepath"
 
+	units "github.com/docker/go-units"
 	"go.starlark.net/starlark"
 
 	"github.com/aml-go/aml/providers/sandbox/docker"
@@ -51,6 +52,11 @@ Each outermost sandbox() starts one container from image= (pulled when the engin
 		{Name: "network", Type: "str | None", Default: "None", Doc: `Network mode: "none" (the default), "host", "bridge" or a network name.`},
 		{Name: "env", Type: "dict | None", Default: "None", Doc: "Environment variables of the container (string values)."},
 		{Name: "labels", Type: "dict | None", Default: "None", Doc: `Extra container labels (string values); the "aml." labels are the provider's.`},
+		{Name: "memory", Type: "int | str | None", Default: "None", Doc: `Memory bound of the container: bytes, or a size such as "512m" or "2g" (swap is bounded to the same); default none.`},
+		{Name: "cpus", Type: "float | int | None", Default: "None", Doc: "CPUs the container may use, as docker run --cpus (1.5 is one and a half); default none."},
+		{Name: "pids_limit", Type: "int | None", Default: "None", Doc: "Bound on the container's processes, so that a fork loop stops inside it (default 4096; 0 removes the bound)."},
+		{Name: "read_only_rootfs", Type: "bool | None", Default: "None", Doc: "Mount the image's file system read-only; /workspace stays as access= says and /tmp is a private tmpfs (default False)."},
+		{Name: "cap_drop", Type: "list | None", Default: "None", Doc: `Linux capabilities the container's processes lose, such as ["ALL"] or ["NET_RAW"] (default none beyond the engine's own).`},
 	},
 	Returns: "a sandbox provider",
 	Example: `configure(sandbox_provider = docker_sandbox(image = "wearesingular/aml-agent-sandbox:latest", workspace = "."))`,
@@ -68,6 +74,46 @@ func dockerSandboxImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
 		return nil, err
 	}
 	if opts.Labels, err = c.StringDict("labels"); err != nil {
+		return nil, err
+	}
+	switch v := c.Value("memory").(type) {
+	case starlark.Int:
+		n, ok := v.Int64()
+		if !ok || n <= 0 {
+			return nil, c.Errorf("memory must be a positive number of bytes, got %s", v)
+		}
+		opts.Memory = n
+	case starlark.String:
+		n, err := units.RAMInBytes(string(v))
+		if err != nil || n <= 0 {
+			return nil, c.Errorf(`memory %q is not a size such as "512m" or "2g"`, string(v))
+		}
+		opts.Memory = n
+	}
+	switch v := c.Value("cpus").(type) {
+	case starlark.Float:
+		opts.CPUs = float64(v)
+	case starlark.Int:
+		n, _ := v.Int64()
+		opts.CPUs = float64(n)
+	}
+	if c.Has("cpus") && c.Value("cpus") != starlark.None && opts.CPUs <= 0 {
+		return nil, c.Errorf("cpus must be positive, got %s", c.Value("cpus"))
+	}
+	if n, set, err := c.Int("pids_limit"); err != nil {
+		return nil, err
+	} else if set {
+		switch {
+		case n < 0:
+			return nil, c.Errorf("pids_limit must be positive, or 0 to remove the bound, got %d", n)
+		case n == 0:
+			opts.PidsLimit = -1
+		default:
+			opts.PidsLimit = n
+		}
+	}
+	opts.ReadOnlyRootFS = c.Bool("read_only_rootfs", false)
+	if opts.CapDrop, err = c.StringList("cap_drop"); err != nil {
 		return nil, err
 	}
 	if opts.Workspace != "" && !filepath.IsAbs(opts.Workspace) {

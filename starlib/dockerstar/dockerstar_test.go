@@ -317,3 +317,46 @@ def main():
 		t.Errorf("a script past its timeout_ms: %v", err)
 	}
 }
+
+// TestResourceOptions: memory=, cpus=, pids_limit=, read_only_rootfs= and
+// cap_drop= reach the container (the cgroup files inside it say so), and
+// bad values are refused with the option named.
+func TestResourceOptions(t *testing.T) {
+	out, err := run(t, `
+box = docker_sandbox(image = "`+testImage+`", labels = {"aml-test": "`+t.Name()+`"}, memory = "64m", cpus = 0.5, pids_limit = 100, read_only_rootfs = True, cap_drop = ["ALL"])
+configure(workspace_provider = deterministic_workspace())
+
+def main():
+    return workspace(sandbox(
+        script("""
+c=/sys/fs/cgroup
+if [ -f $c/memory.max ]; then cat $c/memory.max $c/cpu.max $c/pids.max
+else cat $c/memory/memory.limit_in_bytes; echo $(cat $c/cpu/cpu.cfs_quota_us) $(cat $c/cpu/cpu.cfs_period_us); cat $c/pids/pids.max; fi
+touch /etc/x 2>/dev/null || echo read-only
+""", shell = "sh"),
+        provider = box,
+        access = "read-write",
+    ))
+`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"67108864", "50000 100000", "100", "read-only"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the container's limits %q lack %q", out, want)
+		}
+	}
+	for src, want := range map[string]string{
+		`docker_sandbox(memory = "lots")`: `memory "lots" is not a size`,
+		`docker_sandbox(memory = 1024)`:   "memory must be at least 6 MiB",
+		`docker_sandbox(cpus = -1)`:       "cpus must be positive",
+		`docker_sandbox(pids_limit = -5)`: "pids_limit must be positive",
+		`docker_sandbox(cap_drop = [1])`:  "cap_drop",
+		`docker_sandbox(memory = 1.5)`:    "memory",
+	} {
+		_, err := starlib.LoadFile(filepath.Join(t.TempDir(), "w.star"), starlib.LoadOptions{Source: []byte("p = " + src + "\n"), Extensions: []*starlib.Extension{dockerstar.Extension}})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error with %q", src, err, want)
+		}
+	}
+}

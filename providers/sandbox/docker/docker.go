@@ -92,6 +92,23 @@ type Options struct {
 	// Labels are added to the container's labels (the aml.* labels are
 	// the provider's own).
 	Labels map[string]string
+	// Memory bounds the container's memory in bytes (the engine's
+	// --memory; swap is bounded to the same); 0 means no bound.
+	Memory int64
+	// CPUs bounds the CPUs the container may use (the engine's --cpus,
+	// 1.5 is one and a half); 0 means no bound.
+	CPUs float64
+	// PidsLimit bounds the processes of the container, so that a fork
+	// loop ends inside it; 0 means DefaultPidsLimit, a negative value no
+	// bound.
+	PidsLimit int64
+	// ReadOnlyRootFS mounts the image's file system read-only (the
+	// workspace and staging mounts stay as they are, and /tmp is a
+	// private tmpfs).
+	ReadOnlyRootFS bool
+	// CapDrop are the Linux capabilities the container's processes lose
+	// ("ALL", or names such as "NET_RAW").
+	CapDrop []string
 	// Relay is the host path of an aml executable that runs in the image
 	// (a static Linux build, or one whose libraries the image has). It is
 	// mounted read-only at RelayPath, and agents in the container reach
@@ -100,6 +117,11 @@ type Options struct {
 	// cannot run in the container.
 	Relay string
 }
+
+// DefaultPidsLimit bounds the processes of a container when
+// Options.PidsLimit is 0: plenty for builds and test runners, few enough
+// that a fork loop stops inside the container, not on the host.
+const DefaultPidsLimit = 4096
 
 // RelayPath is where Options.Relay is mounted in the container.
 const RelayPath = "/opt/aml/bin/aml"
@@ -134,6 +156,24 @@ func New(opts Options) (*Provider, error) {
 	if opts.MaxOutputBytes < 0 {
 		return nil, fmt.Errorf("docker sandbox MaxOutputBytes must be positive, got %d", opts.MaxOutputBytes)
 	}
+	switch {
+	case opts.Memory < 0:
+		return nil, fmt.Errorf("docker sandbox memory must be positive, got %d", opts.Memory)
+	case opts.Memory > 0 && opts.Memory < 6<<20:
+		// The engine refuses less than 6 MiB.
+		return nil, fmt.Errorf("docker sandbox memory must be at least 6 MiB, got %d bytes", opts.Memory)
+	case opts.CPUs < 0:
+		return nil, fmt.Errorf("docker sandbox cpus must be positive, got %g", opts.CPUs)
+	}
+	for _, c := range opts.CapDrop {
+		if err := option.String("docker sandbox", "cap_drop entry", c, true); err != nil {
+			return nil, err
+		}
+	}
+	if opts.PidsLimit == 0 {
+		opts.PidsLimit = DefaultPidsLimit
+	}
+	opts.CapDrop = slices.Clone(opts.CapDrop)
 	maxOutput := opts.MaxOutputBytes
 	if maxOutput == 0 {
 		maxOutput = DefaultMaxOutputBytes
@@ -316,11 +356,7 @@ func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireReques
 			Labels:     labels,
 			WorkingDir: b.cwd,
 		},
-		&container.HostConfig{
-			Init:        &init,
-			NetworkMode: container.NetworkMode(p.opts.Network),
-			Mounts:      mounts,
-		}, nil, nil, containerName(req.EvaluationID))
+		p.hostConfig(&init, mounts), nil, nil, containerName(req.EvaluationID))
 	if err != nil {
 		return prov, fmt.Errorf("creating a container from %q: %w%s", p.opts.Image, engineError(err), hint(err, real))
 	}
@@ -335,6 +371,34 @@ func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireReques
 		return prov, err
 	}
 	return prov, nil
+}
+
+// hostConfig is the HostConfig of a new container: its mounts, network
+// and resource bounds.
+func (p *Provider) hostConfig(init *bool, mounts []mount.Mount) *container.HostConfig {
+	hc := &container.HostConfig{
+		Init:           init,
+		NetworkMode:    container.NetworkMode(p.opts.Network),
+		Mounts:         mounts,
+		ReadonlyRootfs: p.opts.ReadOnlyRootFS,
+		CapDrop:        p.opts.CapDrop,
+	}
+	if p.opts.ReadOnlyRootFS {
+		hc.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev"}
+	}
+	if p.opts.Memory > 0 {
+		// Swap bounded to the memory: the bound is not escaped by
+		// swapping.
+		hc.Memory, hc.MemorySwap = p.opts.Memory, p.opts.Memory
+	}
+	if p.opts.CPUs > 0 {
+		hc.NanoCPUs = int64(p.opts.CPUs * 1e9)
+	}
+	if p.opts.PidsLimit > 0 {
+		limit := p.opts.PidsLimit
+		hc.PidsLimit = &limit
+	}
+	return hc
 }
 
 // hint says what to check for the engine errors users meet.
