@@ -266,10 +266,16 @@ type box struct {
 	// the files of the runtime, with its confinement.
 	host    eval.SandboxLease
 	staging string // host directory mounted at StagingMount
-	access  eval.Access
-	root    string // guest path of the logical root
-	cwd     string // guest path of the logical cwd
-	rt      *runtime
+	// stagingRoot is a handle on staging opened before the container
+	// existed: the container can write in the directory, so the host
+	// reaches what is below it only through this handle, never by path
+	// (a link the container plants in place of a staging or a pid file
+	// never leads the host out).
+	stagingRoot *os.Root
+	access      eval.Access
+	root        string // guest path of the logical root
+	cwd         string // guest path of the logical cwd
+	rt          *runtime
 	// relayErr says why the mounted relay does not run in the image.
 	relayErr error
 }
@@ -321,6 +327,9 @@ func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireReques
 		return prov, err
 	}
 	if err := os.Chmod(filepath.Join(b.staging, pidDir), 0o777); err != nil { // any user writes its pid
+		return prov, err
+	}
+	if b.stagingRoot, err = os.OpenRoot(b.staging); err != nil {
 		return prov, err
 	}
 	if err := p.ensureImage(ctx); err != nil {
@@ -572,6 +581,9 @@ func (p *Provider) releaseResource(ctx context.Context, prov staged.Provisioned[
 		if err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("removing container %s: %w", b.id, engineError(err)))
 		}
+	}
+	if b.stagingRoot != nil {
+		_ = b.stagingRoot.Close()
 	}
 	if b.staging != "" {
 		if err := scratch.RemoveAll(b.staging); err != nil {

@@ -3,12 +3,13 @@ package docker
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -180,7 +181,7 @@ func (r *runtime) start(ctx context.Context, command string, args []string, opts
 	}
 	id := uuid.NewString()
 	pidFile := path.Join(StagingMount, pidDir, id)
-	p := &process{r: r, name: command, id: "docker-exec:" + id, pidHost: filepath.Join(r.b.staging, pidDir, id), done: make(chan struct{}), streamDone: make(chan struct{})}
+	p := &process{r: r, name: command, id: "docker-exec:" + id, pidName: path.Join(pidDir, id), done: make(chan struct{}), streamDone: make(chan struct{})}
 	cfg := container.ExecOptions{
 		Cmd:          append([]string{"/bin/sh", "-c", wrapper, pidFile, command}, args...),
 		Env:          envList(opts.Env),
@@ -270,23 +271,50 @@ func (r *runtime) CreateFileStaging(ctx context.Context) (eval.FileStaging, erro
 	if err := r.usable(ctx); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp(r.b.staging, "s-")
-	if err != nil {
+	// The staging is made and opened through the handle the lease took
+	// before the container existed, and its mode set on the open
+	// directory: the container may swap the new name for a link at any
+	// moment, and the host must not follow it.
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	name := "s-" + hex.EncodeToString(rnd[:])
+	if err := r.b.stagingRoot.Mkdir(name, 0o755); err != nil {
 		return nil, fmt.Errorf("docker sandbox staging: %w", err)
 	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
+	root, err := r.b.stagingRoot.OpenRoot(name)
+	if err == nil {
+		err = fchmod(root, 0o755) // the container's user reads stagings
 	}
-	return &staging{r: r, host: dir, guest: path.Join(StagingMount, filepath.Base(dir))}, nil
+	if err != nil {
+		if root != nil {
+			root.Close()
+		}
+		_ = r.b.stagingRoot.RemoveAll(name)
+		return nil, fmt.Errorf("docker sandbox staging: %w", err)
+	}
+	return &staging{r: r, name: name, root: root, guest: path.Join(StagingMount, name)}, nil
+}
+
+// fchmod sets the mode of the directory root holds, on its handle.
+func fchmod(root *os.Root, mode os.FileMode) error {
+	f, err := root.Open(".")
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Chmod(mode)
 }
 
 // staging is a file staging below the staging mount.
 type staging struct {
-	r           *runtime
-	host, guest string
-	once        sync.Once
-	released    atomic.Bool
+	r *runtime
+	// name is the staging's name below the staging mount; root a handle
+	// on it, opened when it was made.
+	name     string
+	root     *os.Root
+	guest    string
+	once     sync.Once
+	released atomic.Bool
 }
 
 // Root implements eval.FileStaging: the directory as the container sees
@@ -304,11 +332,7 @@ func (s *staging) WriteFile(ctx context.Context, rel string, data []byte) error 
 	if rel == "" || path.IsAbs(rel) || strings.Contains(rel, `\`) {
 		return fmt.Errorf("docker sandbox staging path %q must be relative and slash-separated", rel)
 	}
-	root, err := os.OpenRoot(s.host)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
+	root := s.root
 	if d := path.Dir(rel); d != "." {
 		if err := root.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("docker sandbox staging %q: %w", rel, err)
@@ -325,7 +349,8 @@ func (s *staging) Release(context.Context) error {
 	var err error
 	s.once.Do(func() {
 		s.released.Store(true)
-		err = os.RemoveAll(s.host)
+		_ = s.root.Close()
+		err = s.r.b.stagingRoot.RemoveAll(s.name)
 	})
 	return err
 }
@@ -336,7 +361,7 @@ type process struct {
 	name    string
 	id      string
 	execID  string
-	pidHost string // the host path of the pid file
+	pidName string // the pid file's name below the staging mount
 	stream  types.HijackedResponse
 	stdin   io.WriteCloser
 	stdout  io.Reader
@@ -408,14 +433,45 @@ func (p *process) killed() error {
 // pid reads the process id the wrapper wrote, waiting briefly for it.
 func (p *process) pid() int {
 	for range 50 {
-		if b, err := os.ReadFile(p.pidHost); err == nil {
-			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+		if b, err := readPidFile(p.r.b.stagingRoot, p.pidName); err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
 				return n
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	return 0
+}
+
+// maxPidFile bounds a pid file read: a pid and a newline.
+const maxPidFile = 32
+
+// readPidFile reads a pid file that a process in the container wrote: the
+// container controls it, so it is opened through the staging's handle,
+// without following a link and without blocking (a FIFO in its place
+// would block an ordinary open), must be a regular file, and is read up to
+// maxPidFile bytes (a device in its place never ends).
+func readPidFile(root *os.Root, name string) ([]byte, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|pidOpenFlags, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("pid file %s is not a regular file", name)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPidFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxPidFile {
+		return nil, fmt.Errorf("pid file %s is longer than a pid", name)
+	}
+	return b, nil
 }
 
 // Wait implements eval.SandboxProcess: it waits for the exit and returns
@@ -427,7 +483,7 @@ func (p *process) Wait() (int, error) {
 			p.r.mu.Lock()
 			delete(p.r.procs, p)
 			p.r.mu.Unlock()
-			_ = os.Remove(p.pidHost)
+			_ = p.r.b.stagingRoot.Remove(p.pidName)
 		}()
 		<-p.streamDone // the output ends when the command does (or is killed)
 		ctx := context.Background()
