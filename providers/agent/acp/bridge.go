@@ -142,14 +142,22 @@ func (b *bridge) listenShared(host, guest string) error {
 	}
 	name := "bridge-" + hex.EncodeToString(raw[:]) + ".sock"
 	path := filepath.Join(host, name)
+	// The sandbox's processes can write in host: the socket's mode is set
+	// through a handle on the directory, so a link planted in its place
+	// never makes the host chmod anything outside it.
+	dir, err := os.OpenRoot(host)
+	if err != nil {
+		return fmt.Errorf("starting the tool bridge on a socket the sandbox shares: %w", err)
+	}
+	defer dir.Close()
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		return fmt.Errorf("starting the tool bridge on a socket the sandbox shares: %w", err)
 	}
 	// The sandbox's user may not be this one; the bearer secret guards it.
-	if err := os.Chmod(path, 0o777); err != nil {
+	if err := dir.Chmod(name, 0o777); err != nil {
 		ln.Close()
-		return err
+		return fmt.Errorf("starting the tool bridge on a socket the sandbox shares: %w", err)
 	}
 	b.socket, b.guestURL = path, "unix://"+strings.TrimSuffix(guest, "/")+"/"+name
 	b.guestServe = make(chan struct{})
