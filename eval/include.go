@@ -197,9 +197,17 @@ func (d *domain) includeSourceOf(ctx context.Context, n *Include, res resScope) 
 	case res.sb != nil:
 		v := res.sb
 		lp := v.logical(p)
-		return &includeSource{name: n.Path, arg: "path", fs: "sandbox:" + v.lease.ID(), path: lp, inPlace: lp,
+		src := &includeSource{name: n.Path, arg: "path", fs: "sandbox:" + v.lease.ID(), path: lp, inPlace: lp,
 			stat: func() (int64, int64, error) { return regularFileStat(v.rt.Stat(ctx, lp)) },
-			read: func() ([]byte, error) { return v.rt.ReadFile(ctx, lp) }}, nil
+			read: func() ([]byte, error) { return v.rt.ReadFile(ctx, lp) }}
+		if fo, ok := v.rt.(FileOpener); ok {
+			// Reads stop at their bound, whatever size the file claims.
+			src.open = func() (io.ReadCloser, error) { return fo.OpenFile(ctx, lp) }
+			if n.MaxBytes > 0 {
+				src.read = func() ([]byte, error) { return readBounded(src.open, n.MaxBytes) }
+			}
+		}
+		return src, nil
 	case res.ws != nil:
 		if wf, ok := res.ws.lease.(WorkspaceFiles); ok {
 			return &includeSource{name: n.Path, arg: "path", fs: "workspace:" + res.ws.lease.ID(), path: p,
@@ -246,6 +254,14 @@ func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, agent
 	if oversized && plan == nil && src.inPlace == "" {
 		return "", newError(n.Position, fmt.Sprintf("an oversized include() requires a containing agent(): %q is %d bytes, over max_bytes=%d; move the include into the agent that will read the staged file, or raise or remove max_bytes", src.name, size, n.MaxBytes))
 	}
+	if oversized && src.inPlace != "" && src.open != nil {
+		// A file left in place in a sandbox is only checked and counted,
+		// as a stream, up to maxCountBytes.
+		if err := d.includeEffect(ep, n, label, digest("size:"+strconv.FormatInt(size, 10))); err != nil {
+			return "", err
+		}
+		return d.includeInPlace(ctx, n, src, plan, agent, res, label, size)
+	}
 	if oversized && src.open != nil {
 		// A streamed file is checked by its size: its content reaches the
 		// agent as a staged file, not in the prompt.
@@ -282,14 +298,7 @@ func (d *domain) include(ctx context.Context, n *Include, plan *agentPlan, agent
 			return "", err
 		}
 	}
-	heading := ""
-	if !n.NoTitle {
-		title := "Contents of `" + src.name + "`"
-		if n.Title != nil {
-			title = *n.Title
-		}
-		heading = "## " + title + "\n\n"
-	}
+	heading := includeHeading(n, src.name)
 	if !oversized {
 		return heading + string(data), nil
 	}
@@ -348,16 +357,67 @@ func (d *domain) includeStream(ctx context.Context, n *Include, src *includeSour
 			return "", &EvaluationError{Msg: label + ": cannot stage the oversized file for the agent", Pos: n.Position, Err: err}
 		}
 	}
-	heading := ""
-	if !n.NoTitle {
-		title := "Contents of `" + src.name + "`"
-		if n.Title != nil {
-			title = *n.Title
-		}
-		heading = "## " + title + "\n\n"
-	}
+	heading := includeHeading(n, src.name)
 	return fmt.Sprintf("%s`%s` is %s and %s, over the %s-byte inline limit, so it is not inlined. Read it from `%s`.",
 		heading, src.name, plural(size, "byte"), plural(int64(lines), "line"), groupDigits(n.MaxBytes), where), nil
+}
+
+// includeHeading is the heading an include() puts before the file: its
+// title=, else "Contents of `name`", or none with title=False.
+func includeHeading(n *Include, name string) string {
+	if n.NoTitle {
+		return ""
+	}
+	title := "Contents of `" + name + "`"
+	if n.Title != nil {
+		title = *n.Title
+	}
+	return "## " + title + "\n\n"
+}
+
+// maxCountBytes bounds how much of an oversized file left in place in a
+// sandbox is read to check it and count its lines.
+const maxCountBytes = 64 << 20
+
+// includeInPlace renders an oversized file left in place in a sandbox:
+// it is read as a stream, at most maxCountBytes of it, checked as text and
+// its lines counted ("at least" when the file is longer).
+func (d *domain) includeInPlace(ctx context.Context, n *Include, src *includeSource, plan *agentPlan, agent *Agent, res resScope, label string, size int64) (string, error) {
+	rc, err := src.open()
+	if err != nil {
+		return "", &EvaluationError{Msg: label + " cannot read the file", Pos: n.Position, Err: err}
+	}
+	defer rc.Close()
+	lines, err := copyText(ctx, io.Discard, io.LimitReader(rc, maxCountBytes))
+	if err != nil {
+		return "", includeStreamError(n, label, err)
+	}
+	count := plural(int64(lines), "line")
+	if size > maxCountBytes {
+		count = "at least " + count + " (counted in its first " + groupDigits(maxCountBytes) + " bytes)"
+	}
+	heading := includeHeading(n, src.name)
+	where := relativeSlash(readerCwd(plan, agent, res.sb), src.inPlace)
+	return fmt.Sprintf("%s`%s` is %s and %s, over the %s-byte inline limit, so it is not inlined. Read it from `%s`.",
+		heading, src.name, plural(size, "byte"), count, groupDigits(n.MaxBytes), where), nil
+}
+
+// readBounded reads a whole file through open, refusing one longer than
+// limit bytes (a file that grew after it was measured).
+func readBounded(open func() (io.ReadCloser, error), limit int64) ([]byte, error) {
+	rc, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("the file grew past max_bytes=%d while it was read", limit)
+	}
+	return data, nil
 }
 
 // errNotText marks content that is not UTF-8 text.

@@ -158,6 +158,14 @@ type SandboxRuntime interface {
 	CreateFileStaging(ctx context.Context) (FileStaging, error)
 }
 
+// FileOpener is an optional interface of a SandboxRuntime: OpenFile opens
+// a complete regular file below the root for a streamed read, so that a
+// bounded read (an include() with max_bytes) stops at its bound whatever
+// the file's apparent size. The caller closes the reader.
+type FileOpener interface {
+	OpenFile(ctx context.Context, path string) (io.ReadCloser, error)
+}
+
 // GuestRuntime is an optional interface of a SandboxRuntime whose
 // processes run apart from the host (a container with no network of its
 // own): a host directory they share with it, where the host can serve

@@ -245,6 +245,20 @@ func (r *runtime) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	return r.b.host.Runtime().ReadFile(ctx, p)
 }
 
+// OpenFile implements eval.FileOpener from the host side of the mount.
+func (r *runtime) OpenFile(ctx context.Context, p string) (io.ReadCloser, error) {
+	if err := r.usable(ctx); err != nil {
+		return nil, err
+	}
+	fo, ok := r.b.host.Runtime().(eval.FileOpener)
+	if !ok {
+		return nil, errors.New("docker sandbox: the host runtime cannot stream a file")
+	}
+	return fo.OpenFile(ctx, p)
+}
+
+var _ eval.FileOpener = (*runtime)(nil)
+
 // Stat implements eval.SandboxRuntime from the host side of the mount.
 func (r *runtime) Stat(ctx context.Context, p string) (eval.FileInfo, error) {
 	if err := r.usable(ctx); err != nil {

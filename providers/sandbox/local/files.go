@@ -44,6 +44,36 @@ func (r *hostRuntime) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	return readConfined(r.lease.root, r.lease.rootReal, rel, p)
 }
 
+// OpenFile implements eval.FileOpener: the regular file at the logical
+// path below the root, opened for a streamed read through os.Root.
+func (r *hostRuntime) OpenFile(ctx context.Context, p string) (io.ReadCloser, error) {
+	if err := r.lease.usable(ctx); err != nil {
+		return nil, err
+	}
+	rel, err := cleanLogical(p, "path")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkInside(r.lease.rootReal, rel, "path"); err != nil {
+		return nil, err
+	}
+	f, err := r.lease.root.OpenFile(rel, readFlags, 0)
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox read %q: %w", p, err)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("local sandbox read %q: %w", p, err)
+	}
+	return f, nil
+}
+
+var _ eval.FileOpener = (*hostRuntime)(nil)
+
 // Stat describes the entry at the logical path below the root, following
 // symbolic links that stay inside the root.
 func (r *hostRuntime) Stat(ctx context.Context, p string) (eval.FileInfo, error) {
@@ -109,7 +139,9 @@ func readConfined(root *os.Root, base, rel, logical string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("local sandbox read %q: not a regular file", logical)
 	}
-	buf := make([]byte, 0, fi.Size()+1) // +1 reads EOF without growing
+	// The size only sizes the first buffer, up to a bound: a sparse file
+	// may claim terabytes that the read never reaches.
+	buf := make([]byte, 0, min(fi.Size(), 1<<20)+1) // +1 reads EOF without growing
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
