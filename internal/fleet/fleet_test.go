@@ -430,6 +430,16 @@ func startWorkers(t *testing.T, bin, address string, flags []string, env func(na
 // exe.
 func processesOf(t *testing.T, exe string) []int {
 	t.Helper()
+	return processes(t, func(cmdline []byte) bool {
+		argv0, _, _ := strings.Cut(string(cmdline), "\x00")
+		return argv0 == exe
+	})
+}
+
+// processes returns the pids of the processes whose command line
+// (NUL-separated, from /proc) match accepts.
+func processes(t *testing.T, match func(cmdline []byte) bool) []int {
+	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Skipf("no /proc to look for processes in: %v", err)
@@ -441,10 +451,7 @@ func processesOf(t *testing.T, exe string) []int {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if argv0, _, _ := strings.Cut(string(cmdline), "\x00"); argv0 == exe {
+		if err == nil && match(cmdline) {
 			pids = append(pids, pid)
 		}
 	}

@@ -269,22 +269,7 @@ func dockerCancel(t *testing.T, bin, address, dir string, c client.Client) {
 // holds marker.
 func processesWith(t *testing.T, marker string) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Skipf("no /proc to look for processes in: %v", err)
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmdline, []byte(marker)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return processes(t, func(cmdline []byte) bool { return bytes.Contains(cmdline, []byte(marker)) })
 }
 
 // historyOf renders a run's history, one event a line, for a failure
