@@ -200,6 +200,35 @@ func TestGrantedCallsAreAllowed(t *testing.T) {
 	}
 }
 
+// TestGrantedCallMatchedByID: a permission request that names a call
+// differently from the agent's tool_call update (Copilot announces
+// "aml-lookup" and asks for "lookup") is matched to the call by its id;
+// a call announced under an ungranted name stays rejected whatever the
+// request calls it, unless the request itself names a granted tool.
+func TestGrantedCallMatchedByID(t *testing.T) {
+	tool, _ := eval.NewTool(eval.ToolOptions{Name: "lookup", Description: "Look up.", Execute: func(context.Context, any) (any, error) { return "x", nil }})
+	req := &eval.AgentRequest{
+		Prompt:      "renamed-tool aml-lookup lookup\nrenamed-tool aml_aml_submit_result aml_submit_result\nrenamed-tool stranger-lookup lookup\nrenamed-tool bash aml-bash",
+		Permissions: eval.Permissions{Filesystem: "read-only"},
+		Tools:       []*eval.AgentTool{eval.NewAgentTool(tool)},
+		Output:      &eval.OutputRequest{JSONSchema: map[string]any{"type": "string"}},
+		ToolServer:  "aml",
+	}
+	s, err := fake(t, nil).OpenSession(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	r, err := s.RunTurn(context.Background(), eval.AgentTurn{Index: 1, Kind: "initial", Text: req.Prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "permission lookup: allow-once\npermission aml_submit_result: allow-once\npermission lookup: reject-once\npermission aml-bash: reject-once\n"
+	if r.Text != want {
+		t.Fatalf("text = %q, want %q", r.Text, want)
+	}
+}
+
 func TestMCPDescriptors(t *testing.T) {
 	req := &eval.AgentRequest{Prompt: "mcp", MCPServers: []eval.AgentMCPServer{
 		{Name: "files", Server: &eval.MCPServer{Name: "files", Transport: eval.MCPTransport{Type: "stdio", Command: "srv", Args: []string{"-v"}, Env: map[string]string{"B": "2", "A": "1"}}}},

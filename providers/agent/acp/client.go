@@ -252,22 +252,34 @@ func (s *session) trackToolCall(u acpsdk.SessionUpdate) {
 }
 
 // grantedCall reports whether a permission request is for a call to the
-// AML tool bridge or to an MCP server granted with mcp(): by the server
-// named in the raw input, or by the title agents give MCP calls
-// ("mcp.<server>.<tool>", "mcp__<server>__<tool>", or for the bridge's
-// own tools "<server>_<tool>" and "<server>-<tool>").
+// AML tool bridge or to an MCP server granted with mcp(). The request is
+// matched by what it says of the call and, failing that, by its
+// toolCallId to what the agent's tool_call updates said: agents may name
+// one call differently in each (Copilot announces "aml-lookup" and asks
+// permission for "lookup"; Codex asks by id only).
 func (s *session) grantedCall(tc acpsdk.ToolCallUpdate) bool {
 	info := toolInfo{rawInput: tc.RawInput}
 	if tc.Title != nil {
 		info.title = *tc.Title
 	}
-	if info.title == "" && info.rawInput == nil {
-		// The request names the call by id only. Requests are handled
-		// concurrently with the ordered notifications, so the tool_call
-		// update that describes the call may still be in flight.
-		known, _ := s.awaitToolCall(tc.ToolCallId)
-		info = known
+	if s.grantedInfo(info) {
+		return true
 	}
+	if tc.ToolCallId == "" {
+		return false
+	}
+	// Requests are handled concurrently with the ordered notifications,
+	// so the tool_call update that describes the call may still be in
+	// flight.
+	known, ok := s.awaitToolCall(tc.ToolCallId)
+	return ok && s.grantedInfo(known)
+}
+
+// grantedInfo reports whether a tool call names a granted server or
+// bridge tool: by the server named in the raw input, or by the title
+// agents give MCP calls ("mcp.<server>.<tool>", "mcp__<server>__<tool>",
+// or for the bridge's own tools "<server>_<tool>" and "<server>-<tool>").
+func (s *session) grantedInfo(info toolInfo) bool {
 	servers := make([]string, 0, len(s.req.MCPServers)+1)
 	for _, m := range s.req.MCPServers {
 		servers = append(servers, m.Name)

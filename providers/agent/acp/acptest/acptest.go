@@ -21,6 +21,12 @@
 //	                  (as Codex reports MCP calls), then a permission
 //	                  request naming only the call id; the choice is said
 //	                  back as "permission SRV.TOOL: OPTION"
+//	renamed-tool LABEL NAME
+//	                  a tool_call of kind other titled LABEL, then a
+//	                  permission request for the same call id titled NAME
+//	                  (as Copilot names its MCP calls "aml-lookup" and
+//	                  "lookup"); the choice is said back as
+//	                  "permission NAME: OPTION"
 //	huge N            says N bytes of "x" in one message chunk
 //	stderr TEXT       a line on stderr
 //	stderr-env NAME   the line NAME=<its value> on stderr
@@ -301,6 +307,9 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 		case "mcp-tool":
 			srv, tool, _ := strings.Cut(arg, " ")
 			err = a.mcpPermission(ctx, r.SessionId, srv, tool, chunk)
+		case "renamed-tool":
+			label, name, _ := strings.Cut(arg, " ")
+			err = a.renamedPermission(ctx, r.SessionId, label, name, chunk)
 		case "stderr":
 			fmt.Fprintln(os.Stderr, arg)
 		case "stderr-env":
@@ -569,4 +578,29 @@ func (a *agent) mcpPermission(ctx context.Context, sid acpsdk.SessionId, srv, to
 		choice = string(resp.Outcome.Selected.OptionId)
 	}
 	return chunk(fmt.Sprintf("permission %s.%s: %s\n", srv, tool, choice))
+}
+
+func (a *agent) renamedPermission(ctx context.Context, sid acpsdk.SessionId, label, name string, chunk func(string) error) error {
+	id := acpsdk.ToolCallId("renamed-" + label)
+	kind := acpsdk.ToolKindOther
+	if err := a.client().SessionUpdate(ctx, acpsdk.SessionNotification{SessionId: sid,
+		Update: acpsdk.StartToolCall(id, label, acpsdk.WithStartKind(kind))}); err != nil {
+		return err
+	}
+	resp, err := a.client().RequestPermission(ctx, acpsdk.RequestPermissionRequest{
+		SessionId: sid,
+		ToolCall:  acpsdk.ToolCallUpdate{ToolCallId: id, Title: &name, Kind: &kind, RawInput: map[string]any{"id": 9}},
+		Options: []acpsdk.PermissionOption{
+			{Kind: acpsdk.PermissionOptionKindAllowOnce, Name: "Allow once", OptionId: "allow-once"},
+			{Kind: acpsdk.PermissionOptionKindRejectOnce, Name: "Deny", OptionId: "reject-once"},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	choice := "cancelled"
+	if resp.Outcome.Selected != nil {
+		choice = string(resp.Outcome.Selected.OptionId)
+	}
+	return chunk(fmt.Sprintf("permission %s: %s\n", name, choice))
 }
