@@ -12,7 +12,10 @@
 // Directive lines run in order, one tool call per model request; after
 // the last one the model answers "RESULT: " followed by the last tool
 // result it received. A message without directives is answered with
-// "FAKE-REPLY: " and its first line.
+// "FAKE-REPLY: " and its first line. Context an agent puts before the
+// prompt is not part of the message: Copilot starts each user message
+// with a <current_datetime>...</current_datetime> element, which is
+// skipped.
 package fakemodel
 
 import (
@@ -119,8 +122,9 @@ func Script(r *Request) Reply {
 	if last < 0 {
 		return Reply{Text: "FAKE-REPLY"}
 	}
+	msg := userText(r.Messages[last].Text)
 	var calls []ToolCall
-	for _, line := range strings.Split(r.Messages[last].Text, "\n") {
+	for _, line := range strings.Split(msg, "\n") {
 		line = strings.TrimSpace(line)
 		rest, ok := strings.CutPrefix(line, "CALL ")
 		if !ok {
@@ -137,13 +141,25 @@ func Script(r *Request) Reply {
 		}
 	}
 	if len(calls) == 0 {
-		first, _, _ := strings.Cut(r.Messages[last].Text, "\n")
+		first, _, _ := strings.Cut(msg, "\n")
 		return Reply{Text: "FAKE-REPLY: " + first}
 	}
 	if done < len(calls) {
 		return Reply{ToolCalls: []ToolCall{calls[done]}}
 	}
 	return Reply{Text: "RESULT: " + lastResult}
+}
+
+// userText is a user message without the context an agent puts before
+// the prompt (Copilot's leading <current_datetime> element).
+func userText(s string) string {
+	t := strings.TrimLeft(s, " \t\r\n")
+	if rest, ok := strings.CutPrefix(t, "<current_datetime>"); ok {
+		if _, after, ok := strings.Cut(rest, "</current_datetime>"); ok {
+			return strings.TrimLeft(after, " \t\r\n")
+		}
+	}
+	return s
 }
 
 // resolveTool finds the offered tool named name, allowing an agent's

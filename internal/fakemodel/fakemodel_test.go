@@ -98,3 +98,12 @@ func TestResponsesStream(t *testing.T) {
 		t.Fatalf("function call = %v", call)
 	}
 }
+
+// TestCopilotContextSkipped: the first line of a message that starts
+// with Copilot's <current_datetime> element is the prompt's.
+func TestCopilotContextSkipped(t *testing.T) {
+	r := Script(&Request{Messages: []Message{{Role: "user", Text: "<current_datetime>2026-01-02T03:04:05Z</current_datetime>\n\nhello there\nmore\n\n<system_reminder>x</system_reminder>"}}})
+	if r.Text != "FAKE-REPLY: hello there" {
+		t.Fatalf("reply = %q", r.Text)
+	}
+}
