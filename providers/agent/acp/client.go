@@ -47,7 +47,7 @@ func (c *client) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) 
 		}
 	}
 	s.trace.Event("acp.session.update", attrs, content)
-	if m := u.AgentMessageChunk; m != nil && m.Content.Text != nil {
+	if m := u.AgentMessageChunk; m != nil && m.Content.Text != nil && !s.dropChunk(m.Content.Text.Text) {
 		s.mu.Lock()
 		if t := s.turn; t != nil && n.SessionId == s.id {
 			t.text.WriteString(m.Content.Text.Text)
@@ -66,6 +66,12 @@ func (c *client) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) 
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// dropChunk reports whether the launch leaves a message chunk out of the
+// text (Launch.DropMessageChunk).
+func (s *session) dropChunk(text string) bool {
+	return s.launch != nil && s.launch.DropMessageChunk != nil && s.launch.DropMessageChunk(text)
 }
 
 // discriminator is the sessionUpdate field the agent sent. The SDK decodes

@@ -91,6 +91,12 @@ type Launch struct {
 	// session/new response. Messages are then omitted, because their
 	// boundaries no longer map onto the text.
 	TransformText func(text string, sessionMeta map[string]any) string
+	// DropMessageChunk, when set, leaves out of the turn's text (and its
+	// messages) every agent_message_chunk whose text it reports true for:
+	// for notices an agent sends as chunks of their own, which the
+	// assembled text could no longer tell apart from the answer. The
+	// update is still traced.
+	DropMessageChunk func(text string) bool
 	// SystemHandled reports that the launch already delivers the system
 	// text (for example as agent configuration); otherwise it becomes a
 	// first-turn <SYSTEM> prelude.

@@ -109,3 +109,19 @@ func TestProfileTransformAndNoSessionMCP(t *testing.T) {
 		t.Fatalf("text %q messages %q: want the transformed text, no MCP servers and no messages", resp.Text, resp.Messages)
 	}
 }
+
+// TestDropMessageChunk: chunks the profile drops are left out of the text
+// and of the messages; the others keep their order.
+func TestDropMessageChunk(t *testing.T) {
+	cmd, env := acptest.Command()
+	p, _ := acp.New(acp.Config{Command: "unused", Profile: func(_ context.Context, lc acp.LaunchContext) (*acp.Launch, error) {
+		return &acp.Launch{Command: cmd, Env: env, DropMessageChunk: func(text string) bool { return strings.HasPrefix(text, "Info: ") }}, nil
+	}})
+	resp, err := p.Run(context.Background(), &eval.AgentRequest{Prompt: "msg a Info: notice\nmsg b first \nmsg b Info: dropped\nmsg b then Info: kept\nmsg c Info: another"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text != "first then Info: kept" || len(resp.Messages) != 1 || resp.Messages[0] != "first then Info: kept" {
+		t.Fatalf("text %q messages %q", resp.Text, resp.Messages)
+	}
+}
