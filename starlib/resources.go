@@ -3,6 +3,7 @@ package starlib
 import (
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"go.starlark.net/starlark"
 
@@ -366,9 +367,10 @@ var localSandboxBuiltin = &Builtin{
 	Group: "providers",
 	Doc: `Returns the local sandbox provider: trusted host execution, not isolation.
 
-Commands run as host processes in their own process groups with literal arguments; cancellation, timeouts, output overflow and release kill the whole tree. The sandbox works on the active workspace's directory (or workspace=, a fallback directory); paths are confined to it with real-path checks. Read-only access rejects commands (host processes cannot enforce it) but allows reads. setup= runs "sh -lc <setup>" in the sandbox on every acquisition; a non-zero exit fails the acquisition.`,
+Commands run as host processes in their own process groups with literal arguments; cancellation, timeouts, output overflow and release kill the whole tree. The sandbox works on the active workspace's directory (or workspace=, a fallback directory); paths are confined to it with real-path checks. Read-only access rejects commands (host processes cannot enforce it) but allows reads. setup= runs "sh -lc <setup>" in the sandbox on every acquisition; a non-zero exit, or running past setup_timeout_ms, fails the acquisition.`,
 	Params: []Param{
 		{Name: "setup", Type: "str | None", Default: "None", Doc: "Trusted shell command run on every acquisition."},
+		{Name: "setup_timeout_ms", Type: "int | None", Default: "None", Positive: true, Unit: "milliseconds", Doc: "Bound on setup= (default 600000, ten minutes); past it the setup's process group is killed and the acquisition fails."},
 		{Name: "workspace", Type: "str | None", Default: "None", Doc: "Fallback directory when no workspace() is active."},
 		{Name: "max_output_bytes", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on a command's combined output (default 4 MiB)."},
 	},
@@ -376,6 +378,11 @@ Commands run as host processes in their own process groups with literal argument
 	Example: `configure(sandbox_provider = local_sandbox(workspace = "."))`,
 	Impl: func(c *Call) (starlark.Value, error) {
 		opts := local.Options{Setup: c.Str("setup"), Workspace: c.Str("workspace")}
+		if ms, set, err := c.Int("setup_timeout_ms"); err != nil {
+			return nil, err
+		} else if set {
+			opts.SetupTimeout = time.Duration(ms) * time.Millisecond
+		}
 		if n, set, err := c.Int("max_output_bytes"); err != nil {
 			return nil, err
 		} else if set {

@@ -21,6 +21,8 @@ var extensions = sync.OnceValue(func() []*starlib.Extension {
 		s3star.Extension,
 		// Agents in Docker sandboxes reach their tools through this
 		// executable's mcp-relay, mounted into the container.
-		dockerstar.New(dockerstar.Options{Relay: relayCommand()[0]}),
+		// Containers that killed aml processes left are reported to the
+		// run going on.
+		dockerstar.New(dockerstar.Options{Relay: relayCommand()[0], Leftovers: runLeftovers.containers}),
 	}
 })

@@ -437,6 +437,7 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	r := newRunner(&f, file, stdout, stderr)
 	r.envKey = envKey
 	defer r.close()
+	r.reportLeftovers()
 	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(r.sigs)
 	wf, entry, rt, code := r.prepare()

@@ -142,6 +142,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	r := newRunner(&f, pos[0], stdout, stderr)
 	defer r.close()
+	r.reportLeftovers()
 	// Signals are caught from here on: a SIGINT during the workflow's
 	// top-level code (or the run) cancels it and exits 130/143 through the
 	// handler instead of killing the process.
@@ -305,6 +306,13 @@ func newRunner(f *runFlags, file string, stdout, stderr io.Writer) *runner {
 		r.logger.SetColorProfile(lipgloss.NewRenderer(fd).ColorProfile())
 	}
 	return r
+}
+
+// reportLeftovers makes the run report what killed aml processes left
+// (leftovers) until it closes.
+func (r *runner) reportLeftovers() {
+	runLeftovers.start(r.logger)
+	r.closers = append(r.closers, func() { runLeftovers.stop(r.logger) })
 }
 
 // close stops the live view and closes the run's resources, last first.

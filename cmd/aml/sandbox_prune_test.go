@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
+
+	"github.com/aml-go/aml/internal/procscope"
 )
 
 const dockerTestImage = "aml-test/busybox:1"
@@ -121,6 +124,29 @@ def main():
 	if len(left) != 1 {
 		t.Fatalf("%d containers after SIGKILL, want the one it left", len(left))
 	}
+	// An ordinary run that acquires a Docker sandbox names what the dead
+	// run left, and the command that removes it, without removing it.
+	quick := filepath.Join(dir, "quick.star")
+	if err := os.WriteFile(quick, []byte(`box = docker_sandbox(image = "`+dockerTestImage+`", workspace = `+strconv.Quote(dir)+`, labels = {"aml-test": "`+mark+`"})
+
+def main():
+    return sandbox(script("true", shell = "sh"), provider = box)
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ordinary := exec.Command(bin, "run", quick)
+	ordinary.Dir = dir
+	stderr, err := ordinary.CombinedOutput()
+	if err != nil {
+		t.Fatalf("an ordinary run after the SIGKILL: %v: %s", err, stderr)
+	}
+	name := strings.TrimPrefix(left[0].Names[0], "/")
+	if !strings.Contains(string(stderr), "left by killed aml processes") || !strings.Contains(string(stderr), name) || !strings.Contains(string(stderr), "`aml sandbox prune` removes them") {
+		t.Errorf("the ordinary run does not name the leftover container %s and the prune command:\n%s", name, stderr)
+	}
+	if n := len(labelled(t, cli, label)); n != 1 {
+		t.Errorf("the ordinary run changed the leftovers: %d containers, want the 1 left", n)
+	}
 	live := start()
 	defer func() { _ = live.Process.Kill(); _ = live.Wait() }()
 	out, err := exec.Command(bin, "sandbox", "prune", "--json").Output()
@@ -160,4 +186,111 @@ def main():
 	if !strings.Contains(string(out), `"removed"`) {
 		t.Errorf("prune output %s", out)
 	}
+}
+
+// TestOrphanProcesses: a SIGKILLed run leaves its script and the setsid
+// descendant it started; the next ordinary run names them and the command
+// that ends them (killing nothing), aml sandbox prune lists them, and
+// aml sandbox prune --kill-orphans ends them all.
+func TestOrphanProcesses(t *testing.T) {
+	if procscope.MachineTag() == "0" {
+		t.Skip("this machine has no machine id (/etc/machine-id or /proc/sys/kernel/random/boot_id): leftover processes cannot be told")
+	}
+	bin := buildAML(t)
+	dir := t.TempDir()
+	wf := filepath.Join(dir, "orphan.star")
+	if err := os.WriteFile(wf, []byte(`def main():
+    return script("setsid sleep 300 & echo started > started; sleep 300", shell = "sh")
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := exec.Command(bin, "run", "--quiet", wf)
+	run.Dir = dir
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the script to start", func() bool {
+		_, err := os.Stat(filepath.Join(dir, "started"))
+		return err == nil
+	})
+	owner := run.Process.Pid
+	_ = run.Process.Signal(syscall.SIGKILL)
+	_ = run.Wait()
+	mine := func() []int {
+		var pids []int
+		for _, o := range procscope.Orphans() {
+			if o.Owner == owner {
+				pids = append(pids, o.PID)
+			}
+		}
+		return pids
+	}
+	left := mine()
+	// The script's shell, its sleep, and the setsid one (a shell may
+	// exec its last command, so at least two).
+	if len(left) < 2 {
+		t.Fatalf("after SIGKILL %d processes of the run are left, want its script's and the setsid descendant", len(left))
+	}
+	t.Cleanup(func() {
+		for _, pid := range mine() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+
+	hello := filepath.Join(dir, "hello.star")
+	if err := os.WriteFile(hello, []byte("def main():\n    return \"hi\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ordinary := exec.Command(bin, "run", hello)
+	ordinary.Dir = dir
+	var stderr strings.Builder
+	ordinary.Stderr = &stderr
+	if out, err := ordinary.Output(); err != nil || strings.TrimSpace(string(out)) != "hi" {
+		t.Fatalf("an ordinary run: %v: %s %s", err, out, stderr.String())
+	}
+	for _, pid := range left {
+		if want := fmt.Sprintf("%d (of aml %d)", pid, owner); !strings.Contains(stderr.String(), want) {
+			t.Errorf("the ordinary run does not name %s:\n%s", want, stderr.String())
+		}
+	}
+	if !strings.Contains(stderr.String(), "`aml sandbox prune --kill-orphans` ends them") {
+		t.Errorf("the ordinary run does not name the command that ends them:\n%s", stderr.String())
+	}
+	if got := mine(); len(got) != len(left) {
+		t.Errorf("the ordinary run changed the leftovers: %v, was %v", got, left)
+	}
+	quiet := exec.Command(bin, "run", "--quiet", hello)
+	quiet.Dir = dir
+	if out, err := quiet.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "hi" {
+		t.Errorf("--quiet still prints the leftovers line (or failed: %v): %s", err, out)
+	}
+
+	// prune lists them without --kill-orphans and ends them with it. The
+	// Docker engine may be absent: the processes are handled anyway.
+	out, _ := exec.Command(bin, "sandbox", "prune").Output()
+	for _, pid := range left {
+		if want := fmt.Sprintf("orphan process %d (its aml process %d is gone", pid, owner); !strings.Contains(string(out), want) {
+			t.Errorf("aml sandbox prune does not list %d: %s", pid, out)
+		}
+	}
+	if got := mine(); len(got) != len(left) {
+		t.Errorf("aml sandbox prune without --kill-orphans killed %v", left)
+	}
+	out, _ = exec.Command(bin, "sandbox", "prune", "--kill-orphans", "--json").Output()
+	var rep struct {
+		Killed []procscope.Orphan `json:"killed"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	killed := map[int]bool{}
+	for _, o := range rep.Killed {
+		killed[o.PID] = true
+	}
+	for _, pid := range left {
+		if !killed[pid] {
+			t.Errorf("--kill-orphans does not report killing %d: %s", pid, out)
+		}
+	}
+	waitUntil(t, "the orphans to end", func() bool { return len(mine()) == 0 })
 }

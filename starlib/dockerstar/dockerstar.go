@@ -9,6 +9,7 @@ package dockerstar
 
 import (
 	"path/filepath"
+	"time"
 
 	units "github.com/docker/go-units"
 	"go.starlark.net/starlark"
@@ -28,6 +29,9 @@ type Options struct {
 	// containers: their agents' tool relay (docker.Options.Relay). The
 	// aml command passes its own executable.
 	Relay string
+	// Leftovers is docker.Options.Leftovers of every provider made: the
+	// report of containers that killed aml processes left.
+	Leftovers func([]docker.Leftover)
 }
 
 // New returns the extension with opts.
@@ -42,10 +46,12 @@ var dockerSandboxBuiltin = &starlib.Builtin{
 	Group: "providers",
 	Doc: `Returns a sandbox provider whose leases are containers on a Docker engine (DOCKER_HOST, else the local socket).
 
-Each outermost sandbox() starts one container from image= (pulled when the engine does not have it) with the workspace (the active workspace(), else workspace=) bind-mounted at /workspace, read-only for access = "read-only"; root= and cwd= are directories below it. Commands run with literal arguments through docker exec, in their own process group, killed on cancellation, timeout, output overflow and release; the image needs /bin/sh. File reads and writes go through the host side of the mount, confined to the root. The container has no network unless network= says otherwise, is labelled with the run and lease ids, and is removed on every path. setup= runs "sh -lc <setup>" in the cwd of every new container; a non-zero exit fails the acquisition.`,
+Each outermost sandbox() starts one container from image= (pulled when the engine does not have it) with the workspace (the active workspace(), else workspace=) bind-mounted at /workspace, read-only for access = "read-only"; root= and cwd= are directories below it. Commands run with literal arguments through docker exec, in their own process group, killed on cancellation, timeout, output overflow and release; the image needs /bin/sh. File reads and writes go through the host side of the mount, confined to the root. The container has no network unless network= says otherwise, is labelled with the run and lease ids, and is removed on every path. setup= runs "sh -lc <setup>" in the cwd of every new container; a non-zero exit, or running past setup_timeout_ms, fails the acquisition. Every call to the engine is bounded (engine_timeout_ms): a frozen daemon ends the run with an error naming the call, and a command's timeout_ms holds whatever the daemon does.`,
 	Params: []starlib.Param{
 		{Name: "image", Type: "str | None", Default: "None", Doc: `Container image (default "` + docker.DefaultImage + `"); pin a version or digest for reproducible runs.`},
 		{Name: "setup", Type: "str | None", Default: "None", Doc: "Trusted shell command run in every new container."},
+		{Name: "setup_timeout_ms", Type: "int | None", Default: "None", Positive: true, Unit: "milliseconds", Doc: "Bound on setup= (default 600000, ten minutes); past it the setup is killed and the acquisition fails."},
+		{Name: "engine_timeout_ms", Type: "int | None", Default: "None", Positive: true, Unit: "milliseconds", Doc: "Bound on each call to the Docker engine, and on the wait between two progress messages of a pull (default 30000); a frozen or vanished daemon fails the run with an error naming the call."},
 		{Name: "user", Type: "str | None", Default: "None", Doc: `User of the container's processes ("uid", "uid:gid" or a name the image knows); default the image's.`},
 		{Name: "workspace", Type: "str | None", Default: "None", Doc: "Fallback host directory mounted at /workspace when no workspace() is active."},
 		{Name: "max_output_bytes", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on a command's combined output (default 4 MiB)."},
@@ -63,11 +69,21 @@ Each outermost sandbox() starts one container from image= (pulled when the engin
 }
 
 func dockerSandboxImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
-	opts := docker.Options{Image: c.Str("image"), Setup: c.Str("setup"), User: c.Str("user"), Workspace: c.Str("workspace"), Network: c.Str("network"), Relay: ext.Relay}
+	opts := docker.Options{Image: c.Str("image"), Setup: c.Str("setup"), User: c.Str("user"), Workspace: c.Str("workspace"), Network: c.Str("network"), Relay: ext.Relay, Leftovers: ext.Leftovers}
 	if n, set, err := c.Int("max_output_bytes"); err != nil {
 		return nil, err
 	} else if set {
 		opts.MaxOutputBytes = n // positive: the catalog checked it
+	}
+	if ms, set, err := c.Int("setup_timeout_ms"); err != nil {
+		return nil, err
+	} else if set {
+		opts.SetupTimeout = time.Duration(ms) * time.Millisecond
+	}
+	if ms, set, err := c.Int("engine_timeout_ms"); err != nil {
+		return nil, err
+	} else if set {
+		opts.EngineTimeout = time.Duration(ms) * time.Millisecond
 	}
 	var err error
 	if opts.Env, err = c.StringDict("env"); err != nil {

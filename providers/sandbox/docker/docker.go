@@ -11,8 +11,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
@@ -58,9 +60,6 @@ const (
 // keepAlive is the container's main process: it waits for its stop.
 const keepAlive = `trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done`
 
-// removeTimeout bounds the removal of a container.
-const removeTimeout = 30 * time.Second
-
 // Options configure a Provider. The zero value is valid: the default
 // image, no setup, no fallback workspace, no network.
 type Options struct {
@@ -72,8 +71,14 @@ type Options struct {
 	Image string
 	// Setup is trusted shell source run with "sh -lc" in the cwd of every
 	// new container before the lease is returned; a non-zero exit fails
-	// the acquisition.
+	// the acquisition, and so does running longer than SetupTimeout.
 	Setup string
+	// SetupTimeout bounds Setup; 0 means DefaultSetupTimeout.
+	SetupTimeout time.Duration
+	// EngineTimeout bounds each call to the Docker engine (a pull, by the
+	// time between two progress messages); 0 means DefaultEngineTimeout.
+	// A call past it fails with an *EngineTimeoutError.
+	EngineTimeout time.Duration
 	// User runs the container's processes ("uid", "uid:gid" or a name the
 	// image knows); "" keeps the image's user.
 	User string
@@ -109,6 +114,12 @@ type Options struct {
 	// CapDrop are the Linux capabilities the container's processes lose
 	// ("ALL", or names such as "NET_RAW").
 	CapDrop []string
+	// Leftovers, when set, is called once, at the provider's first
+	// acquisition, with the containers of the provider that aml processes
+	// of this machine left when they were killed (see Leftovers), when
+	// there are any; nothing is removed. The aml command prints one line
+	// naming them and the prune command.
+	Leftovers func([]Leftover)
 	// Relay is the host path of an aml executable that runs in the image
 	// (a static Linux build, or one whose libraries the image has). It is
 	// mounted read-only at RelayPath, and agents in the container reach
@@ -129,10 +140,13 @@ const RelayPath = "/opt/aml/bin/aml"
 // Provider is the Docker eval.SandboxProvider. It is immutable after New
 // and safe for concurrent use; every Acquire creates its own container.
 type Provider struct {
-	cli       client.APIClient
-	opts      Options
-	maxOutput int64
-	staged    *staged.Provider[string, *box]
+	cli           client.APIClient
+	opts          Options
+	maxOutput     int64
+	engineTimeout time.Duration
+	staged        *staged.Provider[string, *box]
+	// leftoversOnce runs the Leftovers report once.
+	leftoversOnce sync.Once
 }
 
 var _ eval.SandboxProvider = (*Provider)(nil)
@@ -164,6 +178,16 @@ func New(opts Options) (*Provider, error) {
 		return nil, fmt.Errorf("docker sandbox memory must be at least 6 MiB, got %d bytes", opts.Memory)
 	case opts.CPUs < 0:
 		return nil, fmt.Errorf("docker sandbox cpus must be positive, got %g", opts.CPUs)
+	case opts.SetupTimeout < 0:
+		return nil, fmt.Errorf("docker sandbox setup timeout must be positive, got %v", opts.SetupTimeout)
+	case opts.EngineTimeout < 0:
+		return nil, fmt.Errorf("docker sandbox engine timeout must be positive, got %v", opts.EngineTimeout)
+	}
+	if opts.SetupTimeout == 0 {
+		opts.SetupTimeout = DefaultSetupTimeout
+	}
+	if opts.EngineTimeout == 0 {
+		opts.EngineTimeout = DefaultEngineTimeout
 	}
 	for _, c := range opts.CapDrop {
 		if err := option.String("docker sandbox", "cap_drop entry", c, true); err != nil {
@@ -210,7 +234,7 @@ func New(opts Options) (*Provider, error) {
 		}
 		cli = c
 	}
-	p := &Provider{cli: cli, opts: opts, maxOutput: maxOutput}
+	p := &Provider{cli: cli, opts: opts, maxOutput: maxOutput, engineTimeout: opts.EngineTimeout}
 	sp, err := staged.New(staged.Hooks[string, *box]{
 		Name:            "docker",
 		Provision:       p.provision,
@@ -254,6 +278,15 @@ func (p *Provider) Image() string { return p.opts.Image }
 func (p *Provider) Acquire(ctx context.Context, req *eval.SandboxAcquireRequest) (eval.SandboxLease, error) {
 	if req == nil {
 		return nil, errors.New("docker sandbox: nil acquire request")
+	}
+	if p.opts.Leftovers != nil {
+		p.leftoversOnce.Do(func() {
+			// A failed listing says nothing here: the acquisition that
+			// follows reports an engine that does not answer.
+			if l, err := p.leftovers(ctx); err == nil && len(l) > 0 {
+				p.opts.Leftovers(l)
+			}
+		})
 	}
 	return p.staged.Acquire(ctx, req)
 }
@@ -353,28 +386,30 @@ func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireReques
 	// A cancelled request could leave a container the engine created
 	// after all, with no id to remove it by: the creation is not
 	// cancelled, only bounded, and cancellation is checked after it.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-	defer cancel()
-	created, err := p.cli.ContainerCreate(cctx,
-		&container.Config{
-			Image:      p.opts.Image,
-			Entrypoint: []string{"/bin/sh", "-c", keepAlive},
-			Cmd:        []string{},
-			User:       p.opts.User,
-			Env:        envList(p.opts.Env),
-			Labels:     labels,
-			WorkingDir: b.cwd,
-		},
-		p.hostConfig(&init, mounts), nil, nil, containerName(req.EvaluationID))
+	created, err := engineCall(p, context.WithoutCancel(ctx), "create container", func(cctx context.Context) (container.CreateResponse, error) {
+		return p.cli.ContainerCreate(cctx,
+			&container.Config{
+				Image:      p.opts.Image,
+				Entrypoint: []string{"/bin/sh", "-c", keepAlive},
+				Cmd:        []string{},
+				User:       p.opts.User,
+				Env:        envList(p.opts.Env),
+				Labels:     labels,
+				WorkingDir: b.cwd,
+			},
+			p.hostConfig(&init, mounts), nil, nil, containerName(req.EvaluationID))
+	})
 	if err != nil {
-		return prov, fmt.Errorf("creating a container from %q: %w%s", p.opts.Image, engineError(err), hint(err, real))
+		return prov, fmt.Errorf("creating a container from %q: %w%s", p.opts.Image, err, hint(err, real))
 	}
 	b.id = created.ID
 	if err := ctx.Err(); err != nil {
 		return prov, context.Cause(ctx)
 	}
-	if err := p.cli.ContainerStart(ctx, b.id, container.StartOptions{}); err != nil {
-		return prov, fmt.Errorf("starting a container from %q: %w%s", p.opts.Image, engineError(err), hint(err, real))
+	if err := engineDo(p, ctx, "start container", func(c context.Context) error {
+		return p.cli.ContainerStart(c, b.id, container.StartOptions{})
+	}); err != nil {
+		return prov, fmt.Errorf("starting a container from %q: %w%s", p.opts.Image, err, hint(err, real))
 	}
 	if err := p.probe(ctx, b); err != nil {
 		return prov, err
@@ -427,37 +462,61 @@ func hint(err error, dir string) string {
 // probe checks that the new container runs a shell command: an image
 // without /bin/sh starts, then stops at once.
 func (p *Provider) probe(ctx context.Context, b *box) error {
+	inspect := func(ctx context.Context) (container.InspectResponse, error) {
+		return engineCall(p, ctx, "inspect container", func(c context.Context) (container.InspectResponse, error) {
+			return p.cli.ContainerInspect(c, b.id)
+		})
+	}
 	fail := func(err error) error {
-		ins, ierr := p.cli.ContainerInspect(context.WithoutCancel(ctx), b.id)
+		var te *EngineTimeoutError
+		if errors.As(err, &te) {
+			return fmt.Errorf("the container of %q does not run commands: %w", p.opts.Image, err)
+		}
+		ins, ierr := inspect(context.WithoutCancel(ctx))
 		if ierr == nil && ins.State != nil && !ins.State.Running {
 			return fmt.Errorf("the container of %q stopped right after it started (exit status %d%s): the image must have /bin/sh", p.opts.Image, ins.State.ExitCode, stateError(ins.State.Error))
 		}
-		return fmt.Errorf("the container of %q does not run commands: %w", p.opts.Image, engineError(err))
+		return fmt.Errorf("the container of %q does not run commands: %w", p.opts.Image, err)
 	}
-	ex, err := p.cli.ContainerExecCreate(ctx, b.id, container.ExecOptions{Cmd: []string{"/bin/sh", "-c", ":"}, AttachStdout: true, AttachStderr: true})
+	ex, err := engineCall(p, ctx, "create exec", func(c context.Context) (container.ExecCreateResponse, error) {
+		return p.cli.ContainerExecCreate(c, b.id, container.ExecOptions{Cmd: []string{"/bin/sh", "-c", ":"}, AttachStdout: true, AttachStderr: true})
+	})
 	if err != nil {
 		return fail(err)
 	}
-	att, err := p.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	att, err := attach(p, ctx, "attach exec", func(c context.Context) (types.HijackedResponse, error) {
+		return p.cli.ContainerExecAttach(c, ex.ID, container.ExecAttachOptions{})
+	})
 	if err != nil {
 		return fail(err)
 	}
+	// The probe's output is a few bytes at most; a daemon that stops
+	// sending it is cut at the engine timeout.
+	stop := context.AfterFunc(ctx, func() { att.Close() })
+	idle := time.AfterFunc(p.engineTimeout, func() { att.Close() })
 	out, _ := io.ReadAll(io.LimitReader(att.Reader, 4096))
+	idle.Stop()
+	stop()
 	att.Close()
-	ins, err := p.cli.ContainerExecInspect(ctx, ex.ID)
+	execInspect := func() (container.ExecInspect, error) {
+		return engineCall(p, ctx, "inspect exec", func(c context.Context) (container.ExecInspect, error) {
+			return p.cli.ContainerExecInspect(c, ex.ID)
+		})
+	}
+	ins, err := execInspect()
 	if err != nil {
 		return fail(err)
 	}
 	for ins.Running {
 		time.Sleep(5 * time.Millisecond)
-		if ins, err = p.cli.ContainerExecInspect(ctx, ex.ID); err != nil {
+		if ins, err = execInspect(); err != nil {
 			return fail(err)
 		}
 	}
 	if ins.ExitCode != 0 {
 		// The container may be stopping: say so when it has stopped.
 		for range 20 {
-			c, err := p.cli.ContainerInspect(ctx, b.id)
+			c, err := inspect(ctx)
 			if err == nil && c.State != nil && !c.State.Running {
 				return fail(fmt.Errorf("exit status %d", ins.ExitCode))
 			}
@@ -476,23 +535,46 @@ func stateError(s string) string {
 }
 
 // ensureImage pulls the image when the engine does not have it, as
-// "docker run" does.
+// "docker run" does. The pull is bounded by the engine timeout between
+// two progress messages, not as a whole: a large image keeps pulling.
 func (p *Provider) ensureImage(ctx context.Context) error {
-	_, err := p.cli.ImageInspect(ctx, p.opts.Image)
+	imageInspect := func() error {
+		return engineDo(p, ctx, "inspect image", func(c context.Context) error {
+			_, err := p.cli.ImageInspect(c, p.opts.Image)
+			return err
+		})
+	}
+	err := imageInspect()
 	if err == nil {
 		return nil
 	}
 	if !errdefs.IsNotFound(err) {
-		return engineError(err)
+		return err
 	}
-	rc, perr := p.cli.ImagePull(ctx, p.opts.Image, image.PullOptions{})
+	// The request's context outlives the call that starts it (the
+	// progress is read after), so the bounds cancel it: first the wait
+	// for an answer, then the wait for each progress message.
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	answer := &EngineTimeoutError{Op: "pull image", After: p.engineTimeout}
+	idle := &EngineTimeoutError{Op: "pull image (no progress)", After: p.engineTimeout}
+	progress := newIdleReader(nil, p.engineTimeout, func() { cancel(answer) })
+	rc, perr := p.cli.ImagePull(pctx, p.opts.Image, image.PullOptions{})
 	if perr == nil {
-		_, perr = io.Copy(io.Discard, rc) // the pull runs while its progress is read
+		progress.r = rc
+		progress.timer.Stop()
+		progress.timer = time.AfterFunc(p.engineTimeout, func() { cancel(idle) })
+		_, perr = io.Copy(io.Discard, progress) // the pull runs while its progress is read
 		rc.Close()
-		if perr == nil {
-			if _, err := p.cli.ImageInspect(ctx, p.opts.Image); err == nil {
-				return nil
-			}
+	}
+	progress.close()
+	var te *EngineTimeoutError
+	if errors.As(context.Cause(pctx), &te) {
+		perr = te
+	}
+	if perr == nil {
+		if err := imageInspect(); err == nil {
+			return nil
 		}
 	}
 	return fmt.Errorf("image %q is not on the Docker engine and pulling it failed (%v): check the image name and the registry login, or build the image (docker build) and pass image = its tag", p.opts.Image, perr)
@@ -546,8 +628,12 @@ func (p *Provider) initialize(ctx context.Context, prov staged.Provisioned[strin
 	if p.opts.Setup == "" {
 		return nil
 	}
-	res, err := rt.Exec(ctx, "sh", []string{"-lc", p.opts.Setup}, eval.ExecOptions{})
+	res, err := rt.Exec(ctx, "sh", []string{"-lc", p.opts.Setup}, eval.ExecOptions{Timeout: p.opts.SetupTimeout})
 	if err != nil {
+		var te *EngineTimeoutError
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &te) {
+			return fmt.Errorf("setup did not finish within %v (setup_timeout_ms raises the bound): %w", p.opts.SetupTimeout, err)
+		}
 		return fmt.Errorf("setup: %w", err)
 	}
 	if res.ExitCode != 0 {
@@ -575,11 +661,11 @@ func (p *Provider) releaseResource(ctx context.Context, prov staged.Provisioned[
 		b.rt.release()
 	}
 	if b.id != "" {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removeTimeout)
-		err := p.cli.ContainerRemove(rctx, b.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		cancel()
+		err := engineDo(p, context.WithoutCancel(ctx), "remove container", func(c context.Context) error {
+			return p.cli.ContainerRemove(c, b.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		})
 		if err != nil && !errdefs.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("removing container %s: %w", b.id, engineError(err)))
+			errs = append(errs, fmt.Errorf("removing container %s (aml sandbox prune removes it once the engine answers): %w", b.id, err))
 		}
 	}
 	if b.stagingRoot != nil {

@@ -40,7 +40,8 @@ type PruneResult struct {
 // when they were killed outright (SIGKILL, OOM, power loss): those that
 // carry the provider's labels and whose aml.owner names a process that
 // no longer exists. Containers of live runs and of other machines are
-// only reported. cli nil means NewClient.
+// only reported. cli nil means NewClient. Every call to the engine is
+// bounded by DefaultEngineTimeout.
 func Prune(ctx context.Context, cli client.APIClient) (PruneResult, error) {
 	res := PruneResult{Removed: []Leftover{}, Busy: []Leftover{}, Foreign: []Leftover{}}
 	if cli == nil {
@@ -51,19 +52,18 @@ func Prune(ctx context.Context, cli client.APIClient) (PruneResult, error) {
 		defer c.Close()
 		cli = c
 	}
-	list, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelOwner), filters.Arg("label", LabelLease))})
+	b := &Provider{cli: cli, engineTimeout: DefaultEngineTimeout}
+	found, err := b.containers(ctx)
 	if err != nil {
-		return res, fmt.Errorf("listing containers: %w", engineError(err))
+		return res, err
 	}
 	var errs []error
-	for _, c := range list {
-		l := Leftover{ID: c.ID, Run: c.Labels[LabelRun], Owner: c.Labels[LabelOwner]}
-		if len(c.Names) > 0 {
-			l.Name = strings.TrimPrefix(c.Names[0], "/")
-		}
+	for _, l := range found {
 		switch {
 		case procscope.MarkerGone(l.Owner):
-			err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			err := engineDo(b, ctx, "remove container", func(c context.Context) error {
+				return cli.ContainerRemove(c, l.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			})
 			if err != nil && !errdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("removing %s: %w", l.Name, err))
 				continue
@@ -76,6 +76,57 @@ func Prune(ctx context.Context, cli client.APIClient) (PruneResult, error) {
 		}
 	}
 	return res, errors.Join(errs...)
+}
+
+// Leftovers returns the containers of the provider on cli's engine that
+// aml processes of this machine left when they were killed: what Prune
+// would remove. It removes nothing. cli nil means NewClient.
+func Leftovers(ctx context.Context, cli client.APIClient) ([]Leftover, error) {
+	if cli == nil {
+		c, err := NewClient()
+		if err != nil {
+			return nil, fmt.Errorf("the Docker client: %w", err)
+		}
+		defer c.Close()
+		cli = c
+	}
+	return (&Provider{cli: cli, engineTimeout: DefaultEngineTimeout}).leftovers(ctx)
+}
+
+// leftovers is Leftovers on the provider's engine, under its bound.
+func (p *Provider) leftovers(ctx context.Context) ([]Leftover, error) {
+	found, err := p.containers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Leftover
+	for _, l := range found {
+		if procscope.MarkerGone(l.Owner) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// containers lists every container that carries the provider's labels.
+// (A Provider made only of a client and a bound serves the functions
+// that take a client.)
+func (p *Provider) containers(ctx context.Context) ([]Leftover, error) {
+	list, err := engineCall(p, ctx, "list containers", func(c context.Context) ([]container.Summary, error) {
+		return p.cli.ContainerList(c, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelOwner), filters.Arg("label", LabelLease))})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing containers: %w", err)
+	}
+	out := make([]Leftover, 0, len(list))
+	for _, c := range list {
+		l := Leftover{ID: c.ID, Run: c.Labels[LabelRun], Owner: c.Labels[LabelOwner]}
+		if len(c.Names) > 0 {
+			l.Name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		out = append(out, l)
+	}
+	return out, nil
 }
 
 // ownerHere reports whether a marker names a process of this machine.

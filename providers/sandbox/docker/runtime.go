@@ -182,6 +182,12 @@ func (r *runtime) start(ctx context.Context, command string, args []string, opts
 	id := uuid.NewString()
 	pidFile := path.Join(StagingMount, pidDir, id)
 	p := &process{r: r, name: command, id: "docker-exec:" + id, pidName: path.Join(pidDir, id), done: make(chan struct{}), streamDone: make(chan struct{})}
+	p.waitCtx, p.cancelWait = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			p.cancelWait()
+		}
+	}()
 	cfg := container.ExecOptions{
 		Cmd:          append([]string{"/bin/sh", "-c", wrapper, pidFile, command}, args...),
 		Env:          envList(opts.Env),
@@ -190,14 +196,18 @@ func (r *runtime) start(ctx context.Context, command string, args []string, opts
 		AttachStdout: true,
 		AttachStderr: true,
 	}
-	created, err := r.p.cli.ContainerExecCreate(ctx, r.b.id, cfg)
+	created, err := engineCall(r.p, ctx, "create exec", func(c context.Context) (container.ExecCreateResponse, error) {
+		return r.p.cli.ContainerExecCreate(c, r.b.id, cfg)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("docker sandbox command %q: %w", command, engineError(err))
+		return nil, fmt.Errorf("docker sandbox command %q: %w", command, err)
 	}
 	p.execID = created.ID
-	stream, err := r.p.cli.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	stream, err := attach(r.p, ctx, "attach exec", func(c context.Context) (types.HijackedResponse, error) {
+		return r.p.cli.ContainerExecAttach(c, created.ID, container.ExecAttachOptions{})
+	})
 	if err != nil {
-		return nil, fmt.Errorf("docker sandbox command %q: %w", command, engineError(err))
+		return nil, fmt.Errorf("docker sandbox command %q: %w", command, err)
 	}
 	p.stream = stream
 	r.mu.Lock()
@@ -223,7 +233,7 @@ func (r *runtime) start(ctx context.Context, command string, args []string, opts
 	// The context (and the timeout) bound the command's lifetime.
 	wctx, cancel := ctx, context.CancelFunc(func() {})
 	if opts.Timeout > 0 {
-		wctx, cancel = context.WithTimeoutCause(ctx, opts.Timeout, fmt.Errorf("docker sandbox command %q timed out after %v", command, opts.Timeout))
+		wctx, cancel = context.WithTimeoutCause(ctx, opts.Timeout, fmt.Errorf("docker sandbox command %q timed out after %v: %w", command, opts.Timeout, context.DeadlineExceeded))
 	}
 	go func() {
 		defer cancel()
@@ -381,6 +391,11 @@ type process struct {
 	stdout  io.Reader
 	stderr  io.Reader
 
+	// waitCtx bounds Wait's inspections; cancelWait ends them when the
+	// command is ended.
+	waitCtx    context.Context
+	cancelWait context.CancelFunc
+
 	killOnce sync.Once
 	causeMu  sync.Mutex
 	cause    error
@@ -426,15 +441,39 @@ func (p *process) end(cause error, signal bool) {
 			pid = p.pid()
 		}
 		if pid > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			cmd := []string{"/bin/sh", "-c", `kill -KILL -"$0" 2>/dev/null || kill -KILL "$0"`, strconv.Itoa(pid)}
-			if ex, err := p.r.p.cli.ContainerExecCreate(ctx, p.r.b.id, container.ExecOptions{Cmd: cmd, User: "0"}); err == nil {
-				_ = p.r.p.cli.ContainerExecStart(ctx, ex.ID, container.ExecStartOptions{Detach: true})
+			// The kill is waited for briefly: a frozen engine must not
+			// hold the command's end (its timeout, its cancellation)
+			// for the whole engine timeout. The kill goes on, bounded,
+			// and removing the container ends the command in any case.
+			killed := make(chan struct{})
+			go func() {
+				defer close(killed)
+				p.signal(pid)
+			}()
+			t := time.NewTimer(killWait)
+			select {
+			case <-killed:
+			case <-t.C:
 			}
+			t.Stop()
 		}
 		p.stream.Close()
+		p.cancelWait()
 	})
+}
+
+// signal kills the process group of pid in the container.
+func (p *process) signal(pid int) {
+	cmd := []string{"/bin/sh", "-c", `kill -KILL -"$0" 2>/dev/null || kill -KILL "$0"`, strconv.Itoa(pid)}
+	ctx := context.Background()
+	ex, err := engineCall(p.r.p, ctx, "create exec (kill)", func(c context.Context) (container.ExecCreateResponse, error) {
+		return p.r.p.cli.ContainerExecCreate(c, p.r.b.id, container.ExecOptions{Cmd: cmd, User: "0"})
+	})
+	if err == nil {
+		_ = engineDo(p.r.p, ctx, "start exec (kill)", func(c context.Context) error {
+			return p.r.p.cli.ContainerExecStart(c, ex.ID, container.ExecStartOptions{Detach: true})
+		})
+	}
 }
 
 // killed returns the error the command was ended with, or nil.
@@ -493,6 +532,7 @@ func readPidFile(root *os.Root, name string) ([]byte, error) {
 func (p *process) Wait() (int, error) {
 	p.waitOnce.Do(func() {
 		defer close(p.done)
+		defer p.cancelWait()
 		defer func() {
 			p.r.mu.Lock()
 			delete(p.r.procs, p)
@@ -500,11 +540,16 @@ func (p *process) Wait() (int, error) {
 			_ = p.r.b.stagingRoot.Remove(p.pidName)
 		}()
 		<-p.streamDone // the output ends when the command does (or is killed)
-		ctx := context.Background()
-		for delay := time.Millisecond; ; delay = min(2*delay, 100*time.Millisecond) {
-			ins, err := p.r.p.cli.ContainerExecInspect(ctx, p.execID)
+		// An inspection is cut when the command is ended: its exit code
+		// no longer matters, and a frozen engine must not hold the end.
+		for delay := time.Millisecond; p.killed() == nil; delay = min(2*delay, 100*time.Millisecond) {
+			ins, err := engineCall(p.r.p, p.waitCtx, "inspect exec", func(c context.Context) (container.ExecInspect, error) {
+				return p.r.p.cli.ContainerExecInspect(c, p.execID)
+			})
 			if err != nil {
-				p.err = fmt.Errorf("docker sandbox command %q: %w", p.name, engineError(err))
+				if p.killed() == nil {
+					p.err = fmt.Errorf("docker sandbox command %q: %w", p.name, err)
+				}
 				break
 			}
 			if !ins.Running {

@@ -39,6 +39,10 @@ func (e *readOnlyError) Unwrap() error { return eval.ErrReadOnly }
 // errReadOnlyExec rejects Exec, Spawn and Setup under read-only access.
 var errReadOnlyExec error = &readOnlyError{msg: readOnlyExecMessage}
 
+// DefaultSetupTimeout bounds Options.Setup when Options.SetupTimeout is
+// 0: room for a package install, not for a hang.
+const DefaultSetupTimeout = 10 * time.Minute
+
 // releaseWait bounds how long Release waits for the kernel to reap the
 // leaders of the process groups it killed.
 const releaseWait = 5 * time.Second
@@ -52,8 +56,12 @@ type Options struct {
 	// acquisition. Because it is a host process, a configured Setup makes
 	// read-only acquisitions fail (see the package documentation). It must
 	// equal its trimmed form and contain no NUL byte. Never interpolate
-	// untrusted text into it.
+	// untrusted text into it. A setup running longer than SetupTimeout
+	// is killed (its process group) and fails the acquisition.
 	Setup string
+	// SetupTimeout bounds Setup; 0 means DefaultSetupTimeout. It must not
+	// be negative.
+	SetupTimeout time.Duration
 	// Workspace is the fallback host directory used when a request has no
 	// active workspace materialization; "" means none. A relative path is
 	// resolved against the process working directory by New; the directory
@@ -71,9 +79,10 @@ type Options struct {
 // and safe for concurrent use; every Acquire creates an independent
 // lease.
 type Provider struct {
-	setup     string
-	workspace string
-	maxOutput int64
+	setup        string
+	setupTimeout time.Duration
+	workspace    string
+	maxOutput    int64
 }
 
 var _ eval.SandboxProvider = (*Provider)(nil)
@@ -92,7 +101,13 @@ func New(opts Options) (*Provider, error) {
 	if err := checkOption(opts.Workspace, "workspace"); err != nil {
 		return nil, err
 	}
-	p := &Provider{setup: opts.Setup, maxOutput: opts.MaxOutputBytes}
+	p := &Provider{setup: opts.Setup, setupTimeout: opts.SetupTimeout, maxOutput: opts.MaxOutputBytes}
+	switch {
+	case p.setupTimeout == 0:
+		p.setupTimeout = DefaultSetupTimeout
+	case p.setupTimeout < 0:
+		return nil, fmt.Errorf("local sandbox SetupTimeout must be positive, got %v", opts.SetupTimeout)
+	}
 	switch {
 	case p.maxOutput == 0:
 		p.maxOutput = DefaultMaxOutputBytes
@@ -186,7 +201,7 @@ func (p *Provider) Acquire(ctx context.Context, req *eval.SandboxAcquireRequest)
 	}
 	l.rt = &hostRuntime{lease: l, access: req.Access, rootPath: req.Root, cwdPath: req.Cwd, cwdRel: cwdRel}
 	if p.setup != "" {
-		if err := l.runSetup(ctx, p.setup, cwdReal, req.Access); err != nil {
+		if err := l.runSetup(ctx, p.setup, p.setupTimeout, cwdReal, req.Access); err != nil {
 			_ = l.Release(context.WithoutCancel(ctx))
 			return nil, err
 		}
@@ -199,12 +214,15 @@ func (p *Provider) Acquire(ctx context.Context, req *eval.SandboxAcquireRequest)
 }
 
 // runSetup runs the setup source in dir.
-func (l *lease) runSetup(ctx context.Context, setup, dir string, access eval.Access) error {
+func (l *lease) runSetup(ctx context.Context, setup string, timeout time.Duration, dir string, access eval.Access) error {
 	if access != eval.ReadWrite {
 		return &readOnlyError{msg: "local sandbox setup: " + readOnlyExecMessage}
 	}
-	res, err := l.run(ctx, "sh", []string{"-lc", setup}, dir, eval.ExecOptions{})
+	res, err := l.run(ctx, "sh", []string{"-lc", setup}, dir, eval.ExecOptions{Timeout: timeout})
 	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("local sandbox setup did not finish within %v (setup_timeout_ms raises the bound): %w", timeout, err)
+		}
 		return fmt.Errorf("local sandbox setup: %w", err)
 	}
 	if res.ExitCode != 0 {

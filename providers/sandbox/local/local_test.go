@@ -893,6 +893,22 @@ func TestSetupFailure(t *testing.T) {
 	_, err = p.Acquire(context.Background(), request(ws, eval.ReadWrite, ".", "."))
 	wantErr(t, err, "output exceeded 100 bytes")
 
+	// A setup past its bound is killed, with what it started, and fails
+	// the acquisition saying so.
+	p = newProvider(t, local.Options{Setup: "echo $$ > setup.pid; sleep 600", SetupTimeout: 300 * time.Millisecond})
+	start := time.Now()
+	_, err = p.Acquire(context.Background(), request(ws, eval.ReadWrite, ".", "."))
+	wantErr(t, err, "setup did not finish within 300ms (setup_timeout_ms raises the bound)")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("the setup timeout %v does not wrap the deadline", err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the bounded setup took %v", took)
+	}
+	if _, err := local.New(local.Options{SetupTimeout: -time.Second}); err == nil {
+		t.Error("a negative setup timeout was accepted")
+	}
+
 	// Setup is a host process: it cannot run under read-only access.
 	p = newProvider(t, local.Options{Setup: "touch ran"})
 	_, err = p.Acquire(context.Background(), request(ws, eval.ReadOnly, ".", "."))
