@@ -3,11 +3,7 @@ package docker_test
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,133 +11,22 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/testdocker"
 	"github.com/aml-go/aml/providers/sandbox/docker"
 )
-
-// privateDaemon is a dockerd the test started for itself, so that it can
-// freeze it (SIGSTOP) without touching the engine other tests use.
-type privateDaemon struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	host string
-	cli  *client.Client
-}
-
-// startPrivateDaemon starts a dockerd of its own (its data, exec root
-// and socket in a temporary directory) with the test image loaded from
-// the shared engine, or skips saying what is missing.
-func startPrivateDaemon(t *testing.T) *privateDaemon {
-	t.Helper()
-	engine(t) // the shared engine has the test image to copy
-	if os.Geteuid() != 0 {
-		t.Skip("starting a private dockerd needs root: run the tests as root (as .ci/run does on its machine)")
-	}
-	dockerd, err := exec.LookPath("dockerd")
-	if err != nil {
-		t.Skip("dockerd is not on PATH: install docker.io (scripts/docker-for-tests.sh does)")
-	}
-	dockerCLI, err := exec.LookPath("docker")
-	if err != nil {
-		t.Skip("the docker CLI is not on PATH: install docker.io (scripts/docker-for-tests.sh does)")
-	}
-	// A short path: the socket's path must fit in sun_path.
-	dir, err := os.MkdirTemp("", "amldk")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "sock")
-	d := &privateDaemon{t: t, host: "unix://" + sock}
-	d.cmd = exec.Command(dockerd, "--bridge=none", "--iptables=false", "--ip-forward=false",
-		"--data-root="+filepath.Join(dir, "data"), "--exec-root="+filepath.Join(dir, "exec"),
-		"--pidfile="+filepath.Join(dir, "pid"), "-H", d.host)
-	log, err := os.Create(filepath.Join(dir, "log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.cmd.Stdout, d.cmd.Stderr = log, log
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatalf("starting dockerd: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = d.cmd.Process.Signal(syscall.SIGCONT)
-		if d.cli != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if list, err := d.cli.ContainerList(ctx, container.ListOptions{All: true}); err == nil {
-				for _, c := range list {
-					_ = d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-				}
-			}
-			cancel()
-			d.cli.Close()
-		}
-		_ = d.cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = d.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		log.Close()
-		_ = exec.Command("umount", "-R", filepath.Join(dir, "data")).Run()
-		_ = os.RemoveAll(dir)
-	})
-	d.cli, err = client.NewClientWithOpts(client.WithHost(d.host), client.WithAPIVersionNegotiation())
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := d.cli.Ping(ctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			out, _ := os.ReadFile(filepath.Join(dir, "log"))
-			t.Skipf("a private dockerd did not start within 60 s (%v); its log ends: %s", err, tail(string(out), 600))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	load := exec.Command("sh", "-c", `"$0" save "$1" | "$0" -H "$2" load`, dockerCLI, testImage, d.host)
-	if out, err := load.CombinedOutput(); err != nil {
-		t.Fatalf("loading %s into the private dockerd: %v: %s", testImage, err, out)
-	}
-	return d
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
-
-// freeze stops the daemon (SIGSTOP) until thaw or the test's end: it
-// keeps its socket, accepts connections and answers nothing.
-func (d *privateDaemon) freeze() {
-	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		d.t.Fatal(err)
-	}
-}
-
-func (d *privateDaemon) thaw() { _ = d.cmd.Process.Signal(syscall.SIGCONT) }
 
 // TestFrozenDaemon: a dockerd frozen with SIGSTOP before an acquisition,
 // during a command and during a release never holds the run for longer
 // than the engine timeout (plus the kill wait for a command); every error
 // names the call that got no answer, and a command's timeout_ms holds.
 func TestFrozenDaemon(t *testing.T) {
-	d := startPrivateDaemon(t)
+	d := testdocker.PrivateDaemon(t, testImage)
 	const bound = 2 * time.Second
 	// slack covers scheduling on a loaded two-core machine; a hang
 	// would be minutes, not seconds.
 	const slack = 8 * time.Second
 	newP := func(t *testing.T) *docker.Provider {
-		p, err := docker.New(docker.Options{Client: d.cli, Image: testImage, EngineTimeout: bound})
+		p, err := docker.New(docker.Options{Client: d.Client, Image: testImage, EngineTimeout: bound})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,8 +52,8 @@ func TestFrozenDaemon(t *testing.T) {
 
 	t.Run("before acquisition", func(t *testing.T) {
 		p := newP(t)
-		d.freeze()
-		defer d.thaw()
+		d.Freeze()
+		defer d.Thaw()
 		start := time.Now()
 		lease, err := p.Acquire(context.Background(), request(t))
 		took := time.Since(start)
@@ -201,8 +86,8 @@ func TestFrozenDaemon(t *testing.T) {
 			done <- result{err, time.Since(start)}
 		}()
 		time.Sleep(time.Second) // the command runs
-		d.freeze()
-		defer d.thaw()
+		d.Freeze()
+		defer d.Thaw()
 		var r result
 		select {
 		case r = <-done:
@@ -226,8 +111,8 @@ func TestFrozenDaemon(t *testing.T) {
 		t.Logf("then released after %v: %v", took.Round(time.Millisecond), err)
 		// What the frozen daemon kept is still there, labelled with this
 		// process as its owner: the orphan report and the prune find it.
-		d.thaw()
-		left := containersOf(t, d.cli)
+		d.Thaw()
+		left := containersOf(t, d.Client)
 		if len(left) != 1 {
 			t.Errorf("the frozen daemon keeps %d containers, want the one it could not remove", len(left))
 		}
@@ -246,8 +131,8 @@ func TestFrozenDaemon(t *testing.T) {
 			done <- err
 		}()
 		time.Sleep(time.Second)
-		d.freeze()
-		defer d.thaw()
+		d.Freeze()
+		defer d.Thaw()
 		start := time.Now()
 		cancel()
 		select {
@@ -275,8 +160,8 @@ func TestFrozenDaemon(t *testing.T) {
 		if err != nil || strings.TrimSpace(string(res.Stdout)) != "ok" {
 			t.Fatalf("echo: %v %v", res, err)
 		}
-		d.freeze()
-		defer d.thaw()
+		d.Freeze()
+		defer d.Thaw()
 		start := time.Now()
 		err = lease.Release(context.Background())
 		took := time.Since(start)
@@ -288,7 +173,7 @@ func TestFrozenDaemon(t *testing.T) {
 	})
 
 	t.Run("setup past setup_timeout_ms", func(t *testing.T) {
-		p, err := docker.New(docker.Options{Client: d.cli, Image: testImage, EngineTimeout: bound, Setup: "sleep 600", SetupTimeout: 2 * time.Second})
+		p, err := docker.New(docker.Options{Client: d.Client, Image: testImage, EngineTimeout: bound, Setup: "sleep 600", SetupTimeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +190,7 @@ func TestFrozenDaemon(t *testing.T) {
 		if took > 2*time.Second+slack {
 			t.Errorf("the acquisition took %v", took)
 		}
-		if left := containersOf(t, d.cli); len(left) != 0 {
+		if left := containersOf(t, d.Client); len(left) != 0 {
 			t.Errorf("a failed setup left %d containers", len(left))
 		}
 	})
