@@ -14,9 +14,33 @@
 // GITHUB_TOKEN set in Options.Env or, for a launch on the host, in the
 // process environment; only its name is passed, never its value.
 //
-// Permissions: filesystem "read-only" denies the write tool and excludes
-// edit and write; shell=False denies shell and excludes bash;
-// network=False denies url and excludes web_fetch and web_search.
+// Package cache: the Copilot CLI unpacks its package (about 200 MB) into
+// a cache below HOME on first start, which with a private HOME would be
+// every session (8 to 10 s each). Sessions share one cache instead,
+// through COPILOT_PKG_CACHE_HOME: Options.PackageCache, else the
+// variable's value in Options.Env or (on the host) the process
+// environment, else, on the host, <user cache dir>/aml/copilot
+// (os.UserCacheDir: $XDG_CACHE_HOME or ~/.cache on Linux). Copilot keeps
+// one directory per version there and unpacks into a temporary name
+// before renaming, so concurrent sessions and versions share it safely.
+// Inside a sandbox the cache is set only when given.
+//
+// Permissions are flags: a denied tool kind (--deny-tool) is refused when
+// called, and an excluded tool (--excluded-tools) is not offered to the
+// model at all. Filesystem "read-only" denies write and excludes every
+// file-writing tool Copilot has had (ReadOnlyExcluded: create, edit,
+// apply_patch for GPT-5 models, str_replace_editor and others); shell=False
+// denies shell and excludes bash, powershell and their session tools;
+// network=False denies url and excludes web_fetch, web_search and
+// fetch_copilot_cli_documentation. Names a version does not have are
+// ignored by it. Sub-agents started with the task tool inherit the
+// exclusions. Copilot 1.0.80 is what the end-to-end tests drive.
+//
+// Copilot reports notices (the excluded tools, unknown tool names and the
+// like) as message chunks of their own that start with "Info: "; they are
+// left out of the agent's text. A chunk of the model's answer that starts
+// with "Info: " would be left out too. Copilot's warnings ("Warning: ")
+// and errors ("Error: ") are kept.
 package copilot
 
 import (
@@ -24,6 +48,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -40,7 +65,26 @@ type Options struct {
 	acp.Base
 	// ReasoningEffort is passed as --reasoning-effort.
 	ReasoningEffort string
+	// PackageCache is the directory sessions share for Copilot's unpacked
+	// package (COPILOT_PKG_CACHE_HOME); "" means the default described
+	// in the package doc.
+	PackageCache string
 }
+
+// ReadOnlyExcluded are the file-writing tools excluded under filesystem
+// "read-only": those of Copilot 1.0.80 (create and edit, or apply_patch
+// for GPT-5 models) and the names its runtime knows for writing tools.
+var ReadOnlyExcluded = []string{"apply_patch", "create", "edit", "insert", "multiedit", "notebookedit", "str_replace", "str_replace_editor", "write", "delete", "move"}
+
+// ShellExcluded are the tools excluded under shell=False.
+var ShellExcluded = []string{"bash", "read_bash", "write_bash", "stop_bash", "list_bash", "local_shell",
+	"powershell", "read_powershell", "write_powershell", "stop_powershell", "list_powershell"}
+
+// NetworkExcluded are the tools excluded under network=False.
+var NetworkExcluded = []string{"web_fetch", "web_search", "fetch_copilot_cli_documentation"}
+
+// pkgCacheVar names Copilot's package cache directory.
+const pkgCacheVar = "COPILOT_PKG_CACHE_HOME"
 
 // tokenVars are the token variables in priority order.
 var tokenVars = []string{"COPILOT_GITHUB_TOKEN", "GH_TOKEN", "GITHUB_TOKEN"}
@@ -61,25 +105,29 @@ func New(o Options) (*acp.Provider, error) {
 		}
 		var deny, exclude []string
 		if req.Permissions.Filesystem != eval.ReadWrite {
-			deny, exclude = append(deny, "write"), append(exclude, "edit", "write")
+			deny, exclude = append(deny, "write"), append(exclude, ReadOnlyExcluded...)
 		}
 		if !req.Permissions.Shell {
-			deny, exclude = append(deny, "shell"), append(exclude, "bash")
+			deny, exclude = append(deny, "shell"), append(exclude, ShellExcluded...)
 		}
 		if !req.Permissions.Network {
-			deny, exclude = append(deny, "url"), append(exclude, "web_fetch", "web_search")
+			deny, exclude = append(deny, "url"), append(exclude, NetworkExcluded...)
 		}
 		for _, d := range deny {
 			flags = append(flags, "--deny-tool="+d)
 		}
 		if len(exclude) > 0 {
-			flags = append(flags, "--excluded-tools")
-			flags = append(flags, exclude...)
+			// One comma-separated value: the option takes a variable
+			// number of values, which would swallow a later argument.
+			flags = append(flags, "--excluded-tools="+strings.Join(exclude, ","))
 		}
 		e := b.LaunchEnv()
 		e["COPILOT_HOME"] = lc.StateDir
 		e["HOME"] = lc.StateDir
-		l := &acp.Launch{Command: b.Command, Args: flags, Env: e, ModelHandled: true}
+		if dir := packageCache(o.PackageCache, e, lc.Local); dir != "" {
+			e[pkgCacheVar] = dir
+		}
+		l := &acp.Launch{Command: b.Command, Args: flags, Env: e, ModelHandled: true, DropMessageChunk: isNotice}
 		server := req.ToolServerName()
 		if len(req.Tools) > 0 {
 			var sb strings.Builder
@@ -94,7 +142,7 @@ func New(o Options) (*acp.Provider, error) {
 		return l, nil
 	}
 	return acp.NewProfile(o.Base, acp.ProfileSpec{Factory: "copilot_agent", Name: "copilot", Command: "copilot", Model: "auto",
-		Strings: map[string]string{"reasoning_effort": o.ReasoningEffort}, Launch: profile})
+		Strings: map[string]string{"reasoning_effort": o.ReasoningEffort, "package_cache": o.PackageCache}, Launch: profile})
 }
 
 // tokenVar names the token variable to pass: from env first, then (for a
@@ -113,4 +161,32 @@ func tokenVar(env map[string]string, local bool) string {
 		}
 	}
 	return ""
+}
+
+// packageCache is the package cache directory of a launch, or "" to leave
+// Copilot's default (see the package doc).
+func packageCache(option string, env map[string]string, local bool) string {
+	if option != "" {
+		return option
+	}
+	if v := env[pkgCacheVar]; v != "" {
+		return v
+	}
+	if !local {
+		return ""
+	}
+	if v := os.Getenv(pkgCacheVar); v != "" {
+		return v
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "aml", "copilot")
+}
+
+// isNotice reports whether a message chunk is one of Copilot's notices,
+// which it sends as chunks of their own.
+func isNotice(text string) bool {
+	return strings.HasPrefix(text, "Info: ")
 }

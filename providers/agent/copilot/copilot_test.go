@@ -2,7 +2,10 @@ package copilot_test
 
 import (
 	"context"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,7 +44,7 @@ func TestLaunch(t *testing.T) {
 	for _, want := range []string{
 		"--user-flag --acp --no-auto-update --log-dir=",
 		"--no-custom-instructions --disable-builtin-mcps --no-ask-user --auth-token-env=GH_TOKEN --no-auto-login --no-color --no-remote --no-remote-export --model=gpt-5 --reasoning-effort=high",
-		"--deny-tool=write --deny-tool=shell --excluded-tools edit write bash",
+		"--deny-tool=write --deny-tool=shell --excluded-tools=" + strings.Join(append(slices.Clone(copilot.ReadOnlyExcluded), copilot.ShellExcluded...), ","),
 	} {
 		if !strings.Contains(argv, want) {
 			t.Errorf("argv %q lacks %q", argv, want)
@@ -99,5 +102,43 @@ func TestNoTokenNoFlag(t *testing.T) {
 	}
 	if strings.Contains(resp.Text, "--auth-token-env") || strings.Contains(resp.Text, "--deny-tool") || !strings.Contains(resp.Text, "--model=auto") {
 		t.Fatalf("argv = %q", resp.Text)
+	}
+}
+
+// TestPackageCache: sessions share one package cache: the option, else
+// COPILOT_PKG_CACHE_HOME from env= or the process environment, else one
+// below the user cache directory.
+func TestPackageCache(t *testing.T) {
+	t.Setenv("COPILOT_PKG_CACHE_HOME", "")
+	t.Setenv("XDG_CACHE_HOME", "/cache-home")
+	cmd, env := acptest.Command()
+	run := func(o copilot.Options) string {
+		t.Helper()
+		o.Command = cmd
+		o.Env = env
+		p, err := copilot.New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := p.Run(context.Background(), &eval.AgentRequest{Prompt: "env COPILOT_PKG_CACHE_HOME", Permissions: eval.DefaultPermissions()}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Text
+	}
+	if got, want := run(copilot.Options{}), filepath.Join("/cache-home", "aml", "copilot"); got != want {
+		t.Errorf("default cache = %q, want %q", got, want)
+	}
+	t.Setenv("COPILOT_PKG_CACHE_HOME", "/from-process")
+	if got := run(copilot.Options{}); got != "/from-process" {
+		t.Errorf("cache = %q, want the process environment's", got)
+	}
+	env = maps.Clone(env)
+	env["COPILOT_PKG_CACHE_HOME"] = "/from-env"
+	if got := run(copilot.Options{}); got != "/from-env" {
+		t.Errorf("cache = %q, want env='s", got)
+	}
+	if got := run(copilot.Options{PackageCache: "/from-option"}); got != "/from-option" {
+		t.Errorf("cache = %q, want the option's", got)
 	}
 }
