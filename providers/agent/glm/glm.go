@@ -7,8 +7,16 @@
 // ACP_GLM_MODEL (agent(model=), else Options.Model) and
 // ACP_GLM_SESSION_DIR (in the session's private state directory). The ACP
 // authentication method z-ai-api-key is used when an API key is given or
-// env has Z_AI_API_KEY. The adapter's tools cannot be disabled: shell and
-// network permissions have no mapping, and the sandbox is the boundary.
+// env has Z_AI_API_KEY.
+//
+// Permissions: the adapter's tools cannot be disabled. It asks permission
+// for write_file and run_command, which AML answers from the agent's
+// permissions (filesystem "read-only" refuses write_file, shell=False
+// refuses run_command). Its web_search, web_reader and image_analysis
+// tools never ask and reach Z.AI's servers (image_analysis through npx
+// @z_ai/mcp-server): network=False has no mapping, and a sandbox without
+// network is the boundary. The end-to-end tests drive glm-acp-agent 1.5.0
+// and never let the model call those three.
 package glm
 
 import (
