@@ -107,6 +107,7 @@ func dump(t *testing.T, model *fakemodel.Server) {
 // first-turn prelude; the package is unpacked into the shared cache, not
 // into the session's private home.
 func TestTurns(t *testing.T) {
+	cli(t)
 	for _, wire := range []string{"completions", "responses"} {
 		t.Run(wire, func(t *testing.T) {
 			model, provider := setup(t, nil, wire)
