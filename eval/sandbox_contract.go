@@ -174,7 +174,9 @@ type FileOpener interface {
 // sandbox use them instead of a loopback address.
 type GuestRuntime interface {
 	// SharedDirectory returns a host directory and the path at which the
-	// sandbox's processes see it.
+	// sandbox's processes see it. They must be able to reach a socket in
+	// it but not to write in it (a read-only mount): the host trusts what
+	// it finds there.
 	SharedDirectory() (host, guest string)
 	// RelayCommand returns the command (and leading arguments) that runs
 	// the stdio relay to a tool bridge (aml mcp-relay) in the sandbox; an

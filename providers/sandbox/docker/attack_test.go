@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -228,4 +229,49 @@ func TestPlantedStagingLinkToFile(t *testing.T) {
 		t.Fatalf("the host file now holds %q", data)
 	}
 	t.Logf("50 stagings, %d swapped for links to a 0600 host file: its mode and content unchanged", strings.Count(string(attacks), "swapped"))
+}
+
+// TestSocketDirectoryReadOnly: the directory where the host serves the
+// container its unix sockets is one the container cannot write: it can
+// neither replace a socket nor plant a link there, yet it sees the
+// socket (agents in containers connect to the tool bridge's through it:
+// the Codex and OpenCode container tests).
+func TestSocketDirectoryReadOnly(t *testing.T) {
+	p, _ := newProvider(t, docker.Options{})
+	rt := acquire(t, p, t.TempDir(), eval.ReadWrite).Runtime()
+	host, guest := rt.(eval.GuestRuntime).SharedDirectory()
+	if guest != docker.SocketMount || strings.HasPrefix(guest, docker.StagingMount) {
+		t.Fatalf("sockets are served at %s, want %s, apart from the staging mount", guest, docker.SocketMount)
+	}
+	ln, err := net.Listen("unix", filepath.Join(host, "s.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := os.Chmod(filepath.Join(host, "s.sock"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, attack := range []string{
+		`rm -f /opt/aml/run/s.sock`,
+		`ln -s /etc/passwd /opt/aml/run/planted`,
+		`mkfifo /opt/aml/run/fifo`,
+		`touch /opt/aml/run/file`,
+	} {
+		res, err := rt.Exec(ctx, "sh", []string{"-c", attack}, eval.ExecOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode == 0 {
+			t.Errorf("%q succeeded in the socket directory", attack)
+		}
+	}
+	entries, _ := os.ReadDir(host)
+	if len(entries) != 1 || entries[0].Name() != "s.sock" {
+		t.Errorf("the socket directory holds %v, want only the host's socket", entries)
+	}
+	res, err := rt.Exec(ctx, "sh", []string{"-c", `test -S /opt/aml/run/s.sock`}, eval.ExecOptions{})
+	if err != nil || res.ExitCode != 0 {
+		t.Errorf("the container does not see the socket: %v %v", res, err)
+	}
 }

@@ -14,15 +14,24 @@
 // bind-mounted at /workspace, read-only for eval.ReadOnly leases, so the
 // engine itself holds the lease to its access; the logical root and cwd
 // are directories below /workspace. A private host directory for file
-// stagings is mounted at /tmp/aml. The container has Options.Network
+// stagings is mounted at /tmp/aml, and another one read-only at
+// /opt/aml/run, where the host serves the tool bridge's unix socket (the
+// container can connect to it but neither replace nor plant anything
+// beside it). The host reaches what is below /tmp/aml, which the
+// container can write, only through a handle it opened before the
+// container existed: it never follows a link planted there, opens pid
+// files without following links or blocking and reads them bounded. The
+// container has Options.Network
 // ("none" unless set), Options.User and Options.Env, and the labels
 // Options.Labels plus aml.run (the evaluation id), aml.lease (the lease
 // id) and aml.owner (this process). Options.Setup, when set, runs with
-// "sh -lc" in the cwd; a non-zero exit fails the acquisition.
+// "sh -lc" in the cwd; a non-zero exit, or running past
+// Options.SetupTimeout, fails the acquisition. Every call to the engine
+// is bounded by Options.EngineTimeout (see EngineTimeoutError).
 //
 // A failed acquisition, a release, a cancelled acquisition: every path
 // removes the container (forcibly, with its anonymous volumes) and the
-// host staging directory, exactly once.
+// host staging and socket directories, exactly once.
 //
 // # Commands
 //

@@ -44,6 +44,10 @@ const (
 	WorkspaceMount = "/workspace"
 	// StagingMount is where the lease's file stagings are mounted.
 	StagingMount = "/tmp/aml"
+	// SocketMount is where the host serves the container unix sockets
+	// (the tool bridge): a read-only mount, so that nothing in the
+	// container can replace a socket or plant a link beside it.
+	SocketMount = "/opt/aml/run"
 )
 
 // Labels every container of the provider carries.
@@ -124,7 +128,7 @@ type Options struct {
 	// (a static Linux build, or one whose libraries the image has). It is
 	// mounted read-only at RelayPath, and agents in the container reach
 	// their Starlark tools through its "mcp-relay" over a unix socket in
-	// the staging mount, with no network. "" means none: agents with tools
+	// the read-only SocketMount, with no network. "" means none: agents with tools
 	// cannot run in the container.
 	Relay string
 }
@@ -305,10 +309,12 @@ type box struct {
 	// (a link the container plants in place of a staging or a pid file
 	// never leads the host out).
 	stagingRoot *os.Root
-	access      eval.Access
-	root        string // guest path of the logical root
-	cwd         string // guest path of the logical cwd
-	rt          *runtime
+	// sockets is the host directory mounted read-only at SocketMount.
+	sockets string
+	access  eval.Access
+	root    string // guest path of the logical root
+	cwd     string // guest path of the logical cwd
+	rt      *runtime
 	// relayErr says why the mounted relay does not run in the image.
 	relayErr error
 }
@@ -365,6 +371,12 @@ func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireReques
 	if b.stagingRoot, err = os.OpenRoot(b.staging); err != nil {
 		return prov, err
 	}
+	if b.sockets, err = scratch.MkdirTemp("aml-docker-"); err != nil {
+		return prov, err
+	}
+	if err := os.Chmod(b.sockets, 0o711); err != nil { // the container's user reaches a socket by its name
+		return prov, err
+	}
 	if err := p.ensureImage(ctx); err != nil {
 		return prov, err
 	}
@@ -379,6 +391,7 @@ func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireReques
 	mounts := []mount.Mount{
 		{Type: mount.TypeBind, Source: real, Target: WorkspaceMount, ReadOnly: req.Access == eval.ReadOnly},
 		{Type: mount.TypeBind, Source: b.staging, Target: StagingMount},
+		{Type: mount.TypeBind, Source: b.sockets, Target: SocketMount, ReadOnly: true},
 	}
 	if p.opts.Relay != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: p.opts.Relay, Target: RelayPath, ReadOnly: true})
@@ -671,8 +684,11 @@ func (p *Provider) releaseResource(ctx context.Context, prov staged.Provisioned[
 	if b.stagingRoot != nil {
 		_ = b.stagingRoot.Close()
 	}
-	if b.staging != "" {
-		if err := scratch.RemoveAll(b.staging); err != nil {
+	for _, dir := range []string{b.staging, b.sockets} {
+		if dir == "" {
+			continue
+		}
+		if err := scratch.RemoveAll(dir); err != nil {
 			errs = append(errs, err)
 		}
 	}

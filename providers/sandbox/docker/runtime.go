@@ -49,8 +49,9 @@ type runtime struct {
 
 var _ eval.GuestRuntime = (*runtime)(nil)
 
-// SharedDirectory implements eval.GuestRuntime: the staging mount.
-func (r *runtime) SharedDirectory() (host, guest string) { return r.b.staging, StagingMount }
+// SharedDirectory implements eval.GuestRuntime: the read-only socket
+// mount.
+func (r *runtime) SharedDirectory() (host, guest string) { return r.b.sockets, SocketMount }
 
 // RelayCommand implements eval.GuestRuntime: the mounted aml's mcp-relay,
 // when the provider has one and it runs in the image.
