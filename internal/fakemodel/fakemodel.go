@@ -207,6 +207,11 @@ func (s *Server) chat(w http.ResponseWriter, hr *http.Request) {
 			Function struct {
 				Name string `json:"name"`
 			} `json:"function"`
+			// A custom (freeform) tool, as Copilot offers apply_patch
+			// to GPT-5 models.
+			Custom struct {
+				Name string `json:"name"`
+			} `json:"custom"`
 		} `json:"tools"`
 	}
 	raw, err := readBody(hr)
@@ -219,7 +224,11 @@ func (s *Server) chat(w http.ResponseWriter, hr *http.Request) {
 	}
 	req := &Request{API: "chat", Model: body.Model, Stream: body.Stream, Raw: raw}
 	for _, t := range body.Tools {
-		req.Tools = append(req.Tools, t.Function.Name)
+		name := t.Function.Name
+		if name == "" {
+			name = t.Custom.Name
+		}
+		req.Tools = append(req.Tools, name)
 	}
 	for _, m := range body.Messages {
 		msg := Message{Role: fmt.Sprint(m["role"]), Text: text(m["content"])}

@@ -107,3 +107,14 @@ func TestCopilotContextSkipped(t *testing.T) {
 		t.Fatalf("reply = %q", r.Text)
 	}
 }
+
+// TestCustomToolNamed: a custom (freeform) chat tool is recorded by its
+// name.
+func TestCustomToolNamed(t *testing.T) {
+	s := Start(nil)
+	defer s.Close()
+	post(t, s.URL+"/chat/completions", `{"model":"m","tools":[{"type":"function","function":{"name":"view"}},{"type":"custom","custom":{"name":"apply_patch"}}],"messages":[{"role":"user","content":"hi"}]}`)
+	if got := s.Requests()[0].Tools; len(got) != 2 || got[0] != "view" || got[1] != "apply_patch" {
+		t.Fatalf("tools = %q", got)
+	}
+}

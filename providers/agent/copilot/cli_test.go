@@ -5,6 +5,7 @@ package copilot_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -148,7 +149,15 @@ func TestTurns(t *testing.T) {
 		}
 		cache = filepath.Join(dir, "aml", "copilot")
 	}
-	version := strings.TrimPrefix(copilotPkg, "@github/copilot@")
+	var pkg struct{ Version string }
+	raw, err := os.ReadFile(filepath.Join(peers.Dir(), "node_modules", "@github", "copilot", "package.json"))
+	if err == nil {
+		err = json.Unmarshal(raw, &pkg)
+	}
+	if err != nil || pkg.Version == "" {
+		t.Fatalf("reading the installed Copilot's version: %v", err)
+	}
+	version := pkg.Version
 	if _, err := os.Stat(filepath.Join(cache, "pkg", "linux-x64", version)); err != nil {
 		t.Errorf("Copilot %s was not unpacked into the shared package cache %s: %v", version, cache, err)
 	}
