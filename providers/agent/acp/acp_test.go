@@ -202,14 +202,16 @@ func TestGrantedCallsAreAllowed(t *testing.T) {
 
 // TestGrantedCallMatchedByID: a permission request that names a call
 // differently from the agent's tool_call update (Copilot announces
-// "aml-lookup" and asks for "lookup") is matched to the call by its id;
-// a call announced under an ungranted name stays rejected whatever the
-// request calls it, unless the request itself names a granted tool.
+// "aml-lookup" or "files-write" and asks for "lookup", "write" or the
+// tool's title) is matched to the call by its id, for the bridge and for
+// granted servers; calls announced under other names, or with a free-text
+// title after a server's name, stay rejected.
 func TestGrantedCallMatchedByID(t *testing.T) {
 	tool, _ := eval.NewTool(eval.ToolOptions{Name: "lookup", Description: "Look up.", Execute: func(context.Context, any) (any, error) { return "x", nil }})
 	req := &eval.AgentRequest{
-		Prompt:      "renamed-tool aml-lookup lookup\nrenamed-tool aml_aml_submit_result aml_submit_result\nrenamed-tool stranger-lookup lookup\nrenamed-tool bash aml-bash",
+		Prompt:      "renamed-tool aml-lookup lookup\nrenamed-tool aml_aml_submit_result aml_submit_result\nrenamed-tool files-write write\nrenamed-tool stranger-lookup lookup\nrenamed-tool stranger-write write\nrenamed-tool bash shell\nrenamed-tool files-x Write File\nrenamed-tool files-(free:text) run",
 		Permissions: eval.Permissions{Filesystem: "read-only"},
+		MCPServers:  []eval.AgentMCPServer{{Name: "files", Server: &eval.MCPServer{Name: "files", Transport: eval.MCPTransport{Type: "stdio", Command: "srv"}}}},
 		Tools:       []*eval.AgentTool{eval.NewAgentTool(tool)},
 		Output:      &eval.OutputRequest{JSONSchema: map[string]any{"type": "string"}},
 		ToolServer:  "aml",
@@ -223,7 +225,7 @@ func TestGrantedCallMatchedByID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "permission lookup: allow-once\npermission aml_submit_result: allow-once\npermission lookup: reject-once\npermission aml-bash: reject-once\n"
+	want := "permission lookup: allow-once\npermission aml_submit_result: allow-once\npermission write: allow-once\npermission lookup: reject-once\npermission write: reject-once\npermission shell: reject-once\npermission Write File: allow-once\npermission run: reject-once\n"
 	if r.Text != want {
 		t.Fatalf("text = %q, want %q", r.Text, want)
 	}

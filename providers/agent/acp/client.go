@@ -261,8 +261,9 @@ func (s *session) trackToolCall(u acpsdk.SessionUpdate) {
 // AML tool bridge or to an MCP server granted with mcp(). The request is
 // matched by what it says of the call and, failing that, by its
 // toolCallId to what the agent's tool_call updates said: agents may name
-// one call differently in each (Copilot announces "aml-lookup" and asks
-// permission for "lookup"; Codex asks by id only).
+// one call differently in each. Copilot announces "<server>-<tool>"
+// ("aml-lookup", "files-write") and asks permission under the tool's name
+// or title ("lookup", "Write File"); Codex asks by id only.
 func (s *session) grantedCall(tc acpsdk.ToolCallUpdate) bool {
 	info := toolInfo{rawInput: tc.RawInput}
 	if tc.Title != nil {
@@ -283,8 +284,9 @@ func (s *session) grantedCall(tc acpsdk.ToolCallUpdate) bool {
 
 // grantedInfo reports whether a tool call names a granted server or
 // bridge tool: by the server named in the raw input, or by the title
-// agents give MCP calls ("mcp.<server>.<tool>", "mcp__<server>__<tool>",
-// or for the bridge's own tools "<server>_<tool>" and "<server>-<tool>").
+// agents give MCP calls: "mcp.<server>.<tool>", "mcp__<server>__<tool>",
+// "<server>-<tool>" where <tool> is a name (no spaces), or for the
+// bridge's own tools "<server>_<tool>".
 func (s *session) grantedInfo(info toolInfo) bool {
 	servers := make([]string, 0, len(s.req.MCPServers)+1)
 	for _, m := range s.req.MCPServers {
@@ -305,6 +307,9 @@ func (s *session) grantedInfo(info toolInfo) bool {
 		if strings.HasPrefix(info.title, "mcp."+name+".") || strings.HasPrefix(info.title, "mcp__"+name+"__") {
 			return true
 		}
+		if tool, ok := strings.CutPrefix(info.title, name+"-"); ok && isToolName(tool) {
+			return true
+		}
 	}
 	if s.bridge != nil {
 		names := []string{}
@@ -315,12 +320,26 @@ func (s *session) grantedInfo(info toolInfo) bool {
 			names = append(names, SubmitToolName)
 		}
 		for _, t := range names {
-			if info.title == s.bridgeName+"_"+t || info.title == s.bridgeName+"-"+t {
+			if info.title == s.bridgeName+"_"+t {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// isToolName reports whether s looks like an MCP tool name rather than
+// free text: non-empty, of letters, digits, "_", "-" and ".".
+func isToolName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // awaitToolCall returns what is known of a tool call, waiting up to

@@ -261,20 +261,43 @@ func everythingHTTP(t *testing.T) string {
 }
 
 // TestMCPGrant: a granted streamable-HTTP MCP server reaches Copilot,
-// which calls its tool.
+// which calls its tools: echo, which Copilot runs without asking (the
+// server marks it read-only), and toggle-simulated-logging, which it asks
+// permission for under the tool's title ("Toggle Simulated Logging")
+// after announcing "everything-toggle-simulated-logging".
 func TestMCPGrant(t *testing.T) {
 	model, provider := setup(t, nil, "")
 	srv := &eval.MCPServer{Name: "everything", Transport: eval.MCPTransport{Type: "streamable-http", URL: everythingHTTP(t)}}
+	rec := &tracetest.Recorder{}
 	out, err := evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{
 		&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-mcp"}`,
-	}}, nil)
+		&eval.FollowUp{Children: []any{`CALL toggle-simulated-logging {}`}},
+	}}, rec)
 	if err != nil {
 		dump(t, model)
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "Echo: via-mcp") {
+	var results []string
+	for _, r := range model.Requests() {
+		for _, m := range r.Messages {
+			if m.Role == "tool" && !slices.Contains(results, m.Text) {
+				results = append(results, m.Text)
+			}
+		}
+	}
+	if len(results) != 2 || results[0] != "Echo: via-mcp" || !strings.Contains(strings.ToLower(results[1]), "logging") || strings.Contains(results[1], "rejected") {
 		dump(t, model)
-		t.Fatalf("result = %q", out)
+		t.Fatalf("tool results %q, result %q", results, out)
+	}
+	t.Logf("tool results: %q", results)
+	var granted int
+	for _, e := range rec.Named("acp.session.permission") {
+		if e.Attributes["granted"] == true {
+			granted++
+		}
+	}
+	if granted != 1 {
+		t.Fatalf("granted permission requests = %d, want 1 (toggle-simulated-logging)", granted)
 	}
 }
 
