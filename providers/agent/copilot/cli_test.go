@@ -301,6 +301,25 @@ func TestMCPGrant(t *testing.T) {
 	}
 }
 
+// TestMCPGrantStdio: a granted stdio MCP server, which Copilot rejects
+// from session/new, reaches it through its own configuration.
+func TestMCPGrantStdio(t *testing.T) {
+	model, provider := setup(t, nil, "")
+	everything := peers.Bin(t, "mcp-server-everything", everythingPkg)
+	srv := &eval.MCPServer{Name: "everything", Transport: eval.MCPTransport{Type: "stdio", Command: everything, Args: []string{"stdio"}}}
+	out, err := evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Children: []any{
+		&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-stdio"}`,
+	}}, nil)
+	if err != nil {
+		dump(t, model)
+		t.Fatal(err)
+	}
+	if out != "RESULT: Echo: via-stdio" {
+		dump(t, model)
+		t.Fatalf("result = %q", out)
+	}
+}
+
 // writing are the tools that write files: those the profile excludes
 // under filesystem "read-only".
 var writing = copilot.ReadOnlyExcluded

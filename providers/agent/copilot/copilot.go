@@ -36,6 +36,13 @@
 // ignored by it. Sub-agents started with the task tool inherit the
 // exclusions. Copilot 1.0.80 is what the end-to-end tests drive.
 //
+// MCP servers: Copilot takes streamable-HTTP servers (and the AML tool
+// bridge) with session/new but rejects stdio servers sent that way, so
+// the granted stdio servers are written to its own configuration,
+// mcp-config.json in the private COPILOT_HOME, which it starts itself.
+// Their env= values are in that file (mode 0600, removed with the
+// session). A stdio cwd cannot be passed, as with every ACP agent.
+//
 // Copilot reports notices (the excluded tools, unknown tool names and the
 // like) as message chunks of their own that start with "Info: "; they are
 // left out of the agent's text. A chunk of the model's answer that starts
@@ -45,6 +52,7 @@ package copilot
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path"
@@ -128,6 +136,11 @@ func New(o Options) (*acp.Provider, error) {
 			e[pkgCacheVar] = dir
 		}
 		l := &acp.Launch{Command: b.Command, Args: flags, Env: e, ModelHandled: true, DropMessageChunk: isNotice}
+		if cfg, err := stdioConfig(req.MCPServers); err != nil {
+			return nil, err
+		} else if cfg != nil {
+			l.Files = append(l.Files, acp.LaunchFile{Path: "mcp-config.json", Content: cfg})
+		}
 		server := req.ToolServerName()
 		if len(req.Tools) > 0 {
 			var sb strings.Builder
@@ -189,4 +202,35 @@ func packageCache(option string, env map[string]string, local bool) string {
 // which it sends as chunks of their own.
 func isNotice(text string) bool {
 	return strings.HasPrefix(text, "Info: ")
+}
+
+// stdioConfig is Copilot's MCP configuration (mcp-config.json in
+// COPILOT_HOME) for the granted stdio servers, or nil when there are
+// none: Copilot rejects stdio servers that an ACP client sends with
+// session/new, but starts those of its own configuration.
+func stdioConfig(grants []eval.AgentMCPServer) ([]byte, error) {
+	servers := map[string]any{}
+	for _, g := range grants {
+		if g.Server == nil || g.Server.Transport.Type != "stdio" {
+			continue
+		}
+		t := g.Server.Transport
+		args := t.Args
+		if args == nil {
+			args = []string{}
+		}
+		entry := map[string]any{"type": "local", "command": t.Command, "args": args, "tools": []string{"*"}}
+		if len(t.Env) > 0 {
+			entry["env"] = t.Env
+		}
+		servers[g.Server.Name] = entry
+	}
+	if len(servers) == 0 {
+		return nil, nil
+	}
+	b, err := json.MarshalIndent(map[string]any{"mcpServers": servers}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("copilot_agent: encoding the MCP configuration: %w", err)
+	}
+	return b, nil
 }

@@ -2,6 +2,8 @@ package copilot_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -140,5 +142,30 @@ func TestPackageCache(t *testing.T) {
 	}
 	if got := run(copilot.Options{PackageCache: "/from-option"}); got != "/from-option" {
 		t.Errorf("cache = %q, want the option's", got)
+	}
+}
+
+// TestStdioServersInConfig: granted stdio MCP servers go to Copilot's own
+// mcp-config.json (it rejects them from session/new); HTTP servers do not.
+func TestStdioServersInConfig(t *testing.T) {
+	cmd, env := acptest.Command()
+	p, _ := copilot.New(copilot.Options{Base: acp.Base{Command: cmd, Env: env}})
+	resp, err := p.Run(context.Background(), &eval.AgentRequest{Prompt: "cat $COPILOT_HOME/mcp-config.json", Permissions: eval.DefaultPermissions(), MCPServers: []eval.AgentMCPServer{
+		{Name: "files", Server: &eval.MCPServer{Name: "files", Transport: eval.MCPTransport{Type: "stdio", Command: "files-mcp", Args: []string{"--root", "/"}, Env: map[string]string{"TOKEN": "t"}}}},
+		{Name: "web", Server: &eval.MCPServer{Name: "web", Transport: eval.MCPTransport{Type: "streamable-http", URL: "http://127.0.0.1:9/mcp"}}},
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		MCPServers map[string]map[string]any `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(resp.Text), &cfg); err != nil {
+		t.Fatalf("mcp-config.json %q: %v", resp.Text, err)
+	}
+	files := cfg.MCPServers["files"]
+	if len(cfg.MCPServers) != 1 || files["type"] != "local" || files["command"] != "files-mcp" ||
+		fmt.Sprint(files["args"]) != "[--root /]" || fmt.Sprint(files["env"]) != "map[TOKEN:t]" || fmt.Sprint(files["tools"]) != "[*]" {
+		t.Fatalf("mcp-config.json = %s", resp.Text)
 	}
 }
