@@ -375,6 +375,48 @@ func TestReadOnly(t *testing.T) {
 	}
 }
 
+// TestSubAgentReadOnly: a sub-agent Copilot starts with its task tool
+// (the general-purpose one has "all CLI tools") is offered no writing,
+// shell or fetch tool under read-only either.
+func TestSubAgentReadOnly(t *testing.T) {
+	model, provider := setup(t, func(r *fakemodel.Request) fakemodel.Reply {
+		for _, m := range r.Messages {
+			if m.Role == "tool" {
+				return fakemodel.Reply{Text: "main done"}
+			}
+		}
+		for _, m := range r.Messages {
+			if m.Role == "user" && strings.Contains(m.Text, "SUBTASK") {
+				return fakemodel.Reply{Text: "sub done"}
+			}
+		}
+		return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: "task",
+			Arguments: `{"name": "helper", "prompt": "SUBTASK look around", "agent_type": "general-purpose", "description": "look around", "mode": "sync"}`}}}
+	}, "")
+	if _, err := evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{"hello"}}, nil); err != nil {
+		dump(t, model)
+		t.Fatal(err)
+	}
+	var sub []string
+	for _, r := range model.Requests() {
+		for _, m := range r.Messages {
+			if m.Role == "user" && strings.Contains(m.Text, "SUBTASK") {
+				sub = r.Tools
+			}
+		}
+	}
+	if sub == nil {
+		dump(t, model)
+		t.Fatal("no sub-agent request reached the model")
+	}
+	for _, name := range sub {
+		if slices.Contains(writing, name) || slices.Contains(copilot.ShellExcluded, name) || slices.Contains(copilot.NetworkExcluded, name) {
+			t.Errorf("the read-only sub-agent was offered %q: %v", name, sub)
+		}
+	}
+	t.Logf("sub-agent tools: %v", sub)
+}
+
 // TestInfoNoticesLeftOut: Copilot's "Info: " notices (here about the
 // excluded tools) are sent as message chunks but kept out of the result.
 func TestInfoNoticesLeftOut(t *testing.T) {

@@ -16,7 +16,7 @@
 //
 // Package cache: the Copilot CLI unpacks its package (about 200 MB) into
 // a cache below HOME on first start, which with a private HOME would be
-// every session (8 to 10 s each). Sessions share one cache instead,
+// every session (8 to 13 s each). Sessions share one cache instead,
 // through COPILOT_PKG_CACHE_HOME: Options.PackageCache, else the
 // variable's value in Options.Env or (on the host) the process
 // environment, else, on the host, <user cache dir>/aml/copilot
