@@ -197,7 +197,7 @@ def main():
 		t.Fatal(err)
 	}
 	prose, structured, _ := strings.Cut(out, "|")
-	if !strings.Contains(prose, `"command":"/opt/aml/bin/aml"`) || !strings.Contains(prose, "unix:///tmp/aml/bridge-") {
+	if !strings.Contains(prose, `"command":"/opt/aml/bin/aml"`) || !strings.Contains(prose, "unix:///opt/aml/run/bridge-") {
 		t.Errorf("the bridge is not reached through the mounted relay over the shared socket: %q", prose)
 	}
 	if !strings.Contains(prose, "/workspace") || !strings.Contains(prose, "result: found ocelot") {

@@ -19,9 +19,9 @@
 // container can connect to it but neither replace nor plant anything
 // beside it). The host reaches what is below /tmp/aml, which the
 // container can write, only through a handle it opened before the
-// container existed: it never follows a link planted there, opens pid
-// files without following links or blocking and reads them bounded. The
-// container has Options.Network
+// container existed: it never follows a link planted there. A command's
+// process id (to kill its group) comes in the exec's own stream, never
+// from a file the container could replace. The container has Options.Network
 // ("none" unless set), Options.User and Options.Env, and the labels
 // Options.Labels plus aml.run (the evaluation id), aml.lease (the lease
 // id) and aml.owner (this process). Options.Setup, when set, runs with

@@ -306,7 +306,7 @@ type box struct {
 	// stagingRoot is a handle on staging opened before the container
 	// existed: the container can write in the directory, so the host
 	// reaches what is below it only through this handle, never by path
-	// (a link the container plants in place of a staging or a pid file
+	// (a link the container plants in place of a staging
 	// never leads the host out).
 	stagingRoot *os.Root
 	// sockets is the host directory mounted read-only at SocketMount.
@@ -360,12 +360,6 @@ func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireReques
 		return prov, err
 	}
 	if err := os.Chmod(b.staging, 0o755); err != nil { // the container's user reads stagings
-		return prov, err
-	}
-	if err := os.Mkdir(filepath.Join(b.staging, pidDir), 0o777); err != nil {
-		return prov, err
-	}
-	if err := os.Chmod(filepath.Join(b.staging, pidDir), 0o777); err != nil { // any user writes its pid
 		return prov, err
 	}
 	if b.stagingRoot, err = os.OpenRoot(b.staging); err != nil {

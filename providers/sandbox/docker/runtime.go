@@ -28,12 +28,11 @@ import (
 // error of a command the release killed.
 var ErrReleased = errors.New("docker sandbox lease released")
 
-// pidDir is the staging subdirectory where wrapped commands write their
-// process ids.
-const pidDir = ".pids"
-
-// wrapper records the command's process id, then becomes the command.
-const wrapper = `echo $$ > "$0" && exec "$@"`
+// wrapper says the command's process id on the first line of its stderr,
+// then becomes the command. The id travels in the exec's own stream, not
+// through a file the container could replace: the host reads it from the
+// stream and passes the rest on.
+const wrapper = `echo $$ >&2 && exec "$@"`
 
 // runtime is the eval.SandboxRuntime of a container.
 type runtime struct {
@@ -131,7 +130,8 @@ func (r *runtime) Exec(ctx context.Context, command string, args []string, opts 
 	bound := &bounded{max: r.p.maxOutput, onOverflow: func() {
 		p.kill(fmt.Errorf("docker sandbox command %q output exceeded %d bytes", command, r.p.maxOutput))
 	}}
-	_, copyErr := stdcopy.StdCopy(bound.writer(&stdout), bound.writer(&stderr), p.stream.Reader)
+	_, copyErr := stdcopy.StdCopy(bound.writer(&stdout), &pidLine{p: p, dst: bound.writer(&stderr)}, p.stream.Reader)
+	p.setPid(nil)
 	close(p.streamDone)
 	code, err := p.Wait()
 	switch {
@@ -154,7 +154,8 @@ func (r *runtime) Spawn(ctx context.Context, command string, args []string, opts
 	errR, errW := io.Pipe()
 	p.stdout, p.stderr = outR, errR
 	go func() {
-		_, err := stdcopy.StdCopy(outW, errW, p.stream.Reader)
+		_, err := stdcopy.StdCopy(outW, &pidLine{p: p, dst: errW}, p.stream.Reader)
+		p.setPid(nil)
 		if err == nil {
 			err = io.EOF
 		}
@@ -181,8 +182,7 @@ func (r *runtime) start(ctx context.Context, command string, args []string, opts
 		return nil, err
 	}
 	id := uuid.NewString()
-	pidFile := path.Join(StagingMount, pidDir, id)
-	p := &process{r: r, name: command, id: "docker-exec:" + id, pidName: path.Join(pidDir, id), done: make(chan struct{}), streamDone: make(chan struct{})}
+	p := &process{r: r, name: command, id: "docker-exec:" + id, done: make(chan struct{}), streamDone: make(chan struct{}), pidReady: make(chan struct{})}
 	p.waitCtx, p.cancelWait = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -190,7 +190,7 @@ func (r *runtime) start(ctx context.Context, command string, args []string, opts
 		}
 	}()
 	cfg := container.ExecOptions{
-		Cmd:          append([]string{"/bin/sh", "-c", wrapper, pidFile, command}, args...),
+		Cmd:          append([]string{"/bin/sh", "-c", wrapper, "aml-exec", command}, args...),
 		Env:          envList(opts.Env),
 		WorkingDir:   dir,
 		AttachStdin:  spawn || opts.Stdin != nil,
@@ -382,15 +382,20 @@ func (s *staging) Release(context.Context) error {
 
 // process is one docker exec.
 type process struct {
-	r       *runtime
-	name    string
-	id      string
-	execID  string
-	pidName string // the pid file's name below the staging mount
-	stream  types.HijackedResponse
-	stdin   io.WriteCloser
-	stdout  io.Reader
-	stderr  io.Reader
+	r      *runtime
+	name   string
+	id     string
+	execID string
+	// pidReady is closed when the wrapper's first stderr line (the
+	// command's process id in the container, pidValue) was read, or the
+	// stream ended without it.
+	pidReady chan struct{}
+	pidOnce  sync.Once
+	pidValue atomic.Int64
+	stream   types.HijackedResponse
+	stdin    io.WriteCloser
+	stdout   io.Reader
+	stderr   io.Reader
 
 	// waitCtx bounds Wait's inspections; cancelWait ends them when the
 	// command is ended.
@@ -484,48 +489,71 @@ func (p *process) killed() error {
 	return p.cause
 }
 
-// pid reads the process id the wrapper wrote, waiting briefly for it.
+// pidWait bounds how long ending a command waits for its process id (a
+// command ended right after it started).
+const pidWait = 500 * time.Millisecond
+
+// pid returns the process id the wrapper said, waiting briefly for it; 0
+// when it never came.
 func (p *process) pid() int {
-	for range 50 {
-		if b, err := readPidFile(p.r.b.stagingRoot, p.pidName); err == nil {
-			if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
-				return n
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
+	t := time.NewTimer(pidWait)
+	defer t.Stop()
+	select {
+	case <-p.pidReady:
+	case <-t.C:
 	}
-	return 0
+	return int(p.pidValue.Load())
 }
 
-// maxPidFile bounds a pid file read: a pid and a newline.
-const maxPidFile = 32
+// setPid records the wrapper's line (0 when it was not a process id) and
+// releases pid's waiters; the first call wins.
+func (p *process) setPid(line []byte) {
+	p.pidOnce.Do(func() {
+		if n, err := strconv.Atoi(string(line)); err == nil && n > 1 {
+			p.pidValue.Store(int64(n))
+		}
+		close(p.pidReady)
+	})
+}
 
-// readPidFile reads a pid file that a process in the container wrote: the
-// container controls it, so it is opened through the staging's handle,
-// without following a link and without blocking (a FIFO in its place
-// would block an ordinary open), must be a regular file, and is read up to
-// maxPidFile bytes (a device in its place never ends).
-func readPidFile(root *os.Root, name string) ([]byte, error) {
-	f, err := root.OpenFile(name, os.O_RDONLY|pidOpenFlags, 0)
-	if err != nil {
-		return nil, err
+// maxPidLine bounds the wrapper's line: a process id.
+const maxPidLine = 20
+
+// pidLine is the writer of a command's stderr: it takes the wrapper's
+// first line (the process id) and passes everything after it to dst.
+type pidLine struct {
+	p    *process
+	dst  io.Writer
+	buf  []byte
+	done bool
+}
+
+func (w *pidLine) Write(b []byte) (int, error) {
+	n := len(b)
+	if !w.done {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 && len(w.buf)+len(b) <= maxPidLine {
+			w.buf = append(w.buf, b...)
+			return n, nil
+		}
+		w.done = true
+		if i >= 0 && len(w.buf)+i <= maxPidLine {
+			w.p.setPid(append(w.buf, b[:i]...))
+			b = b[i+1:]
+		} else {
+			// Not the wrapper's line (it always comes first, so this
+			// does not happen): nothing is lost.
+			w.p.setPid(nil)
+			b = append(w.buf, b...)
+		}
+		w.buf = nil
 	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
+	if len(b) > 0 {
+		if _, err := w.dst.Write(b); err != nil {
+			return 0, err
+		}
 	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("pid file %s is not a regular file", name)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxPidFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxPidFile {
-		return nil, fmt.Errorf("pid file %s is longer than a pid", name)
-	}
-	return b, nil
+	return n, nil
 }
 
 // Wait implements eval.SandboxProcess: it waits for the exit and returns
@@ -538,7 +566,6 @@ func (p *process) Wait() (int, error) {
 			p.r.mu.Lock()
 			delete(p.r.procs, p)
 			p.r.mu.Unlock()
-			_ = p.r.b.stagingRoot.Remove(p.pidName)
 		}()
 		<-p.streamDone // the output ends when the command does (or is killed)
 		// An inspection is cut when the command is ended: its exit code
