@@ -34,20 +34,33 @@
 // network=False denies url and excludes web_fetch, web_search and
 // fetch_copilot_cli_documentation. Names a version does not have are
 // ignored by it. Sub-agents started with the task tool inherit the
-// exclusions. Copilot 1.0.80 is what the end-to-end tests drive.
+// exclusions.
+//
+// Versions: the end-to-end tests (cli_test.go) drive Copilot 1.0.80, the
+// version .ci/run installs, offline against a fake model (COPILOT_OFFLINE
+// with a COPILOT_PROVIDER_BASE_URL model); they also pass against 1.0.102,
+// which offers GPT-5 models apply_patch as a freeform (custom) tool and
+// leaves skill and session_store_sql out of its offline tool set. Signing
+// in to GitHub and Copilot's own models were not tried.
 //
 // MCP servers: Copilot takes streamable-HTTP servers (and the AML tool
 // bridge) with session/new but rejects stdio servers sent that way, so
 // the granted stdio servers are written to its own configuration,
 // mcp-config.json in the private COPILOT_HOME, which it starts itself.
 // Their env= values are in that file (mode 0600, removed with the
-// session). A stdio cwd cannot be passed, as with every ACP agent.
+// session). A stdio cwd cannot be passed, as with every ACP agent. In a
+// sandbox apart from the host (Docker) the engine offers the bridge as a
+// stdio relay, which Copilot refuses like any stdio server from
+// session/new: that combination is untried and would leave the agent
+// without its tools.
 //
 // Copilot reports notices (the excluded tools, unknown tool names and the
 // like) as message chunks of their own that start with "Info: "; they are
 // left out of the agent's text. A chunk of the model's answer that starts
 // with "Info: " would be left out too. Copilot's warnings ("Warning: ")
-// and errors ("Error: ") are kept.
+// and errors ("Error: ") are kept. So is the text of a sub-agent started
+// with the task tool, which Copilot forwards as message chunks of the
+// session like its own (1.0.80 and 1.0.102): it precedes the answer.
 package copilot
 
 import (
