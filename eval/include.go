@@ -210,9 +210,18 @@ func (d *domain) includeSourceOf(ctx context.Context, n *Include, res resScope) 
 		return src, nil
 	case res.ws != nil:
 		if wf, ok := res.ws.lease.(WorkspaceFiles); ok {
-			return &includeSource{name: n.Path, arg: "path", fs: "workspace:" + res.ws.lease.ID(), path: p,
+			src := &includeSource{name: n.Path, arg: "path", fs: "workspace:" + res.ws.lease.ID(), path: p,
 				stat: func() (int64, int64, error) { return regularFileStat(wf.Stat(ctx, p)) },
-				read: func() ([]byte, error) { return wf.ReadFile(ctx, p) }}, nil
+				read: func() ([]byte, error) { return wf.ReadFile(ctx, p) }}
+			if fo, ok := wf.(FileOpener); ok {
+				// A workspace held elsewhere is read no further than the
+				// bound, as a sandbox's is.
+				src.open = func() (io.ReadCloser, error) { return fo.OpenFile(ctx, p) }
+				if n.MaxBytes > 0 {
+					src.read = func() ([]byte, error) { return readBounded(src.open, n.MaxBytes) }
+				}
+			}
+			return src, nil
 		}
 		dir := res.ws.lease.Directory()
 		return &includeSource{name: n.Path, arg: "path", fs: "workspace:" + dir, path: p,

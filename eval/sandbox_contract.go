@@ -158,10 +158,12 @@ type SandboxRuntime interface {
 	CreateFileStaging(ctx context.Context) (FileStaging, error)
 }
 
-// FileOpener is an optional interface of a SandboxRuntime: OpenFile opens
-// a complete regular file below the root for a streamed read, so that a
-// bounded read (an include() with max_bytes) stops at its bound whatever
-// the file's apparent size. The caller closes the reader.
+// FileOpener is an optional interface of a SandboxRuntime (and of a
+// WorkspaceFiles lease): OpenFile opens a complete regular file below the
+// root for a streamed read, so that a bounded read (an include() with
+// max_bytes) stops at its bound whatever the file's apparent size. The
+// caller closes the reader. A runtime without it is read with ReadFile,
+// whole: every runtime whose files its processes can make should have it.
 type FileOpener interface {
 	OpenFile(ctx context.Context, path string) (io.ReadCloser, error)
 }

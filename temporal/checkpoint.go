@@ -321,6 +321,29 @@ func statInRoot(dir, p string) (eval.FileInfo, error) {
 // activity result.
 const maxReadBytes = MaxBlobBytes
 
+// openInRoot opens a regular file below dir, never through a link that
+// leaves it.
+func openInRoot(dir, p string) (io.ReadCloser, error) {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.Open(filepath.FromSlash(p))
+	if err != nil {
+		return nil, err
+	}
+	info, err := f.Stat()
+	if err == nil && !info.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file", p)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 func readInRoot(dir, p string) ([]byte, error) {
 	r, err := os.OpenRoot(dir)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 
@@ -427,6 +428,11 @@ func (a *activities) fileOp(ctx context.Context, h *heldLease, call FileCall, re
 			reply.Info = info
 			return err
 		case fileRead:
+			if call.Limit > 0 {
+				var err error
+				reply.Data, err = readRange(func() (io.ReadCloser, error) { return openInRoot(dir, call.Path) }, call)
+				return err
+			}
 			data, err := readInRoot(dir, call.Path)
 			reply.Data = data
 			return err
@@ -444,7 +450,23 @@ func (a *activities) fileOp(ctx context.Context, h *heldLease, call FileCall, re
 		reply.Info, err = rt.Stat(ctx, call.Path)
 		return err
 	case fileRead:
-		reply.Data, err = rt.ReadFile(ctx, call.Path)
+		fo, ok := rt.(eval.FileOpener)
+		switch {
+		case ok && call.Limit > 0:
+			reply.Data, err = readRange(func() (io.ReadCloser, error) { return fo.OpenFile(ctx, call.Path) }, call)
+		case ok:
+			// The whole file, but never more than the read bound: a
+			// file the sandbox made may claim any size.
+			reply.Data, err = readRange(func() (io.ReadCloser, error) { return fo.OpenFile(ctx, call.Path) }, FileCall{Limit: maxReadBytes + 1})
+			if err == nil && len(reply.Data) > maxReadBytes {
+				reply.Data, err = nil, fmt.Errorf("%s is over %d bytes", call.Path, maxReadBytes)
+			}
+		default:
+			reply.Data, err = rt.ReadFile(ctx, call.Path)
+			if err == nil && call.Limit > 0 {
+				reply.Data = window(reply.Data, call.Offset, call.Limit)
+			}
+		}
 		return err
 	case fileStagingCreate:
 		fs, err := rt.CreateFileStaging(ctx)
@@ -511,4 +533,39 @@ func (a *activities) release(ctx context.Context, call ReleaseCall) error {
 		return failure(err, nil)
 	}
 	return nil
+}
+
+// readRange reads at most call.Limit bytes of the file open opens, from
+// call.Offset, without reading what lies before it into memory.
+func readRange(open func() (io.ReadCloser, error), call FileCall) ([]byte, error) {
+	if call.Offset < 0 || call.Limit <= 0 || call.Limit > maxReadBytes+1 {
+		return nil, fmt.Errorf("a read of %d bytes from %d is out of range", call.Limit, call.Offset)
+	}
+	rc, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	if call.Offset > 0 {
+		if sk, ok := rc.(io.Seeker); ok {
+			_, err = sk.Seek(call.Offset, io.SeekStart)
+		} else {
+			_, err = io.CopyN(io.Discard, rc, call.Offset)
+			if errors.Is(err, io.EOF) {
+				return nil, nil
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return io.ReadAll(io.LimitReader(rc, call.Limit))
+}
+
+// window is data[off:off+n], clipped to data.
+func window(data []byte, off, n int64) []byte {
+	if off >= int64(len(data)) {
+		return nil
+	}
+	return data[off:min(int64(len(data)), off+n)]
 }

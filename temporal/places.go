@@ -142,6 +142,11 @@ type FileCall struct {
 	// staging.release).
 	Staging    string `json:"staging,omitempty"`
 	Checkpoint bool   `json:"checkpoint,omitempty"`
+	// Offset and Limit make a read return at most Limit bytes of the file
+	// from Offset (fewer at its end); Limit 0 reads the whole file, up to
+	// the read bound.
+	Offset int64 `json:"offset,omitempty"`
+	Limit  int64 `json:"limit,omitempty"`
 }
 
 // FileReply is what FileActivity returns.
@@ -607,7 +612,60 @@ func (w remoteWorkspace) ReadFile(ctx context.Context, path string) ([]byte, err
 	return r.Data, err
 }
 
-var _ eval.WorkspaceFiles = remoteWorkspace{}
+// OpenFile implements eval.FileOpener: the file is read in chunks, one
+// activity each, so that a bounded read (include() with max_bytes) stops
+// at its bound on the worker too.
+func (w remoteWorkspace) OpenFile(ctx context.Context, path string) (io.ReadCloser, error) {
+	return &remoteFile{ctx: ctx, fetch: func(ctx context.Context, off, n int64) ([]byte, error) {
+		var r FileReply
+		err := w.l.pl.do(ctx, FileActivity, placeOptions(0), func() any {
+			return FileCall{Key: w.l.res.Key, Op: fileRead, Path: path, Offset: off, Limit: n}
+		}, &r)
+		return r.Data, err
+	}}, nil
+}
+
+var (
+	_ eval.WorkspaceFiles = remoteWorkspace{}
+	_ eval.FileOpener     = remoteWorkspace{}
+	_ eval.FileOpener     = remoteRuntime{}
+)
+
+// readChunk is how much of a file one read activity returns to workflow
+// code: well under the service's payload limit (2 MB by default).
+const readChunk = 1 << 20
+
+// remoteFile reads a file of a place in chunks, one activity each, as
+// its reader asks for them.
+type remoteFile struct {
+	ctx   context.Context
+	fetch func(ctx context.Context, off, n int64) ([]byte, error)
+	off   int64
+	buf   []byte
+	eof   bool
+}
+
+func (f *remoteFile) Read(b []byte) (int, error) {
+	if len(f.buf) == 0 {
+		if f.eof {
+			return 0, io.EOF
+		}
+		data, err := f.fetch(f.ctx, f.off, readChunk)
+		if err != nil {
+			return 0, err
+		}
+		f.off += int64(len(data))
+		f.buf, f.eof = data, len(data) < readChunk
+		if len(data) == 0 {
+			return 0, io.EOF
+		}
+	}
+	n := copy(b, f.buf)
+	f.buf = f.buf[n:]
+	return n, nil
+}
+
+func (f *remoteFile) Close() error { return nil }
 
 // Sandbox providers in workflow code.
 
@@ -725,6 +783,17 @@ func (r remoteRuntime) ReadFile(ctx context.Context, path string) ([]byte, error
 	var reply FileReply
 	err := r.l.pl.do(ctx, FileActivity, placeOptions(0), func() any { return FileCall{Key: r.l.res.Key, Op: fileRead, Path: path} }, &reply)
 	return reply.Data, err
+}
+
+// OpenFile implements eval.FileOpener as remoteWorkspace's does.
+func (r remoteRuntime) OpenFile(ctx context.Context, path string) (io.ReadCloser, error) {
+	return &remoteFile{ctx: ctx, fetch: func(ctx context.Context, off, n int64) ([]byte, error) {
+		var reply FileReply
+		err := r.l.pl.do(ctx, FileActivity, placeOptions(0), func() any {
+			return FileCall{Key: r.l.res.Key, Op: fileRead, Path: path, Offset: off, Limit: n}
+		}, &reply)
+		return reply.Data, err
+	}}, nil
 }
 
 func (r remoteRuntime) Stat(ctx context.Context, path string) (eval.FileInfo, error) {

@@ -502,3 +502,85 @@ func TestSkillsOnTemporal(t *testing.T) {
 		t.Fatalf("on Temporal: %q (%d leases held), %v", got, held, err)
 	}
 }
+
+const boundedIncludeFlow = `configure(
+    agent_provider = deterministic_agent(supports_sandbox = True, respond = lambda req: req.prompt),
+    workspace_provider = local_workspace(directory = %q),
+    sandbox_provider = local_sandbox(),
+)
+
+def main():
+    return workspace(
+        agent(include(path = "mid.txt", max_bytes = 1000, title = False)),
+        " | ",
+        sandbox(agent(include(path = "long.txt", max_bytes = 1000, title = False), " ", include(path = "small.txt", max_bytes = 1000, title = False))),
+        " | ",
+        sandbox(agent(include(path = "huge.bin", max_bytes = 1000))),
+    )
+`
+
+// TestBoundedIncludeOnTemporal: include(path=) with max_bytes of a file in
+// a workspace or sandbox held on a worker reads no further than its bound
+// there either: a 71 MB text in the sandbox is counted in its first
+// 64 MiB, in chunks (one activity each) that stay under the service's
+// payload limit, the workspace's (3 MB) is staged for the agent through
+// such chunks, and a 100 GB
+// sparse file is refused at its first NUL byte.
+func TestBoundedIncludeOnTemporal(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "huge.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(100 << 30); err != nil {
+		t.Skipf("skipping: cannot create a 100 GB sparse file here (%v)", err)
+	}
+	f.Close()
+	text := strings.Repeat("0123456789abcdef\n", 4_200_000) // 71 MB, over the 64 MiB counted
+	if err := os.WriteFile(filepath.Join(dir, "long.txt"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "small.txt"), []byte("small\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "mid.txt"), []byte(text[:3_400_000]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "bounded.star")
+	if err := os.WriteFile(path, []byte(fmt.Sprintf(boundedIncludeFlow, dir)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, held, err := runLeases(t, path, temporal.Options{})
+	if err == nil || !strings.Contains(err.Error(), "the file contains a NUL byte at offset 0") {
+		t.Fatalf("a 100 GB sparse include on a worker: %v", err)
+	}
+	if held != 0 {
+		t.Fatalf("%d leases still held after the run", held)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(fmt.Sprintf(boundedIncludeFlow, dir), `        " | ",
+        sandbox(agent(include(path = "huge.bin", max_bytes = 1000))),
+`, "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, held, err := runLeases(t, path, temporal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := inProcess(t, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staged := regexp.MustCompile(`/aml-agent-[0-9]+/`)
+	if staged.ReplaceAllString(got, "/STAGING/") != staged.ReplaceAllString(want, "/STAGING/") {
+		t.Fatalf("on Temporal:\n%.600s\nin process:\n%.600s", got, want)
+	}
+	// The workspace's file is staged for the agent (streamed, whole); the
+	// sandbox's is left in place and counted in its first 64 MiB.
+	const counted = "is 71,400,000 bytes and at least 3,947,581 lines (counted in its first 67,108,864 bytes)"
+	if !strings.Contains(got, "`mid.txt` is 3,400,000 bytes and 200,000 lines") || strings.Count(got, counted) != 1 || !strings.HasSuffix(got, "small") {
+		t.Fatalf("result %.600q", got)
+	}
+	if held != 0 {
+		t.Fatalf("%d leases still held after the run", held)
+	}
+}

@@ -444,6 +444,35 @@ func (r *sandboxRuntime) Spawn(ctx context.Context, command string, args []strin
 	return p, nil
 }
 
+// OpenFile implements eval.FileOpener: a reader of a file of the lease's
+// in-memory filesystem as it is now (a later write replaces the file, not
+// what the reader reads).
+func (r *sandboxRuntime) OpenFile(ctx context.Context, p string) (io.ReadCloser, error) {
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
+	rel, key, err := r.key(p)
+	if err != nil {
+		return nil, err
+	}
+	l := r.lease
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.alive(); err != nil {
+		return nil, err
+	}
+	data, ok := l.files[key]
+	if !ok {
+		if isDir(l.files, key) {
+			return nil, &fs.PathError{Op: "open", Path: rel, Err: errors.New("is a directory")}
+		}
+		return nil, &fs.PathError{Op: "open", Path: rel, Err: fs.ErrNotExist}
+	}
+	return io.NopCloser(bytes.NewReader(data)), nil
+}
+
+var _ eval.FileOpener = (*sandboxRuntime)(nil)
+
 // ReadFile returns a copy of a file of the lease's in-memory filesystem.
 func (r *sandboxRuntime) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	if ctx.Err() != nil {
