@@ -448,25 +448,9 @@ func (r *sandboxRuntime) Spawn(ctx context.Context, command string, args []strin
 // in-memory filesystem as it is now (a later write replaces the file, not
 // what the reader reads).
 func (r *sandboxRuntime) OpenFile(ctx context.Context, p string) (io.ReadCloser, error) {
-	if ctx.Err() != nil {
-		return nil, context.Cause(ctx)
-	}
-	rel, key, err := r.key(p)
+	data, err := r.file(ctx, p, "open")
 	if err != nil {
 		return nil, err
-	}
-	l := r.lease
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err := l.alive(); err != nil {
-		return nil, err
-	}
-	data, ok := l.files[key]
-	if !ok {
-		if isDir(l.files, key) {
-			return nil, &fs.PathError{Op: "open", Path: rel, Err: errors.New("is a directory")}
-		}
-		return nil, &fs.PathError{Op: "open", Path: rel, Err: fs.ErrNotExist}
 	}
 	return io.NopCloser(bytes.NewReader(data)), nil
 }
@@ -475,6 +459,17 @@ var _ eval.FileOpener = (*sandboxRuntime)(nil)
 
 // ReadFile returns a copy of a file of the lease's in-memory filesystem.
 func (r *sandboxRuntime) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	data, err := r.file(ctx, p, "read")
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(data), nil
+}
+
+// file returns the content of a file of the lease's in-memory filesystem
+// (never written to in place: a write replaces it); op names the
+// operation in its errors.
+func (r *sandboxRuntime) file(ctx context.Context, p, op string) ([]byte, error) {
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
@@ -491,11 +486,11 @@ func (r *sandboxRuntime) ReadFile(ctx context.Context, p string) ([]byte, error)
 	data, ok := l.files[key]
 	if !ok {
 		if isDir(l.files, key) {
-			return nil, &fs.PathError{Op: "read", Path: rel, Err: errors.New("is a directory")}
+			return nil, &fs.PathError{Op: op, Path: rel, Err: errors.New("is a directory")}
 		}
-		return nil, &fs.PathError{Op: "read", Path: rel, Err: fs.ErrNotExist}
+		return nil, &fs.PathError{Op: op, Path: rel, Err: fs.ErrNotExist}
 	}
-	return bytes.Clone(data), nil
+	return data, nil
 }
 
 // Stat describes a file or an implied directory (every parent of a file,
