@@ -1,0 +1,429 @@
+// Package remotetest runs remote sandboxes for tests as real containers
+// on a Docker engine: Docker implements remote.Service, so that the
+// provider's core, and the doubles of the Daytona and Modal services
+// behind their own protocols, exercise hydration by tar, processes,
+// cancellation and the mirrored release for real. Tests skip, saying what
+// is missing, when no engine with the test image answers.
+package remotetest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/aml-go/aml/providers/sandbox/remote"
+)
+
+// Image is the image the sandboxes run: a static busybox (sh, tar,
+// mkdir, rm), which scripts/docker-for-tests.sh imports.
+const Image = "aml-test/busybox:1"
+
+// label marks every container of this package, so that tests find and
+// remove what they left.
+const label = "aml-remotetest"
+
+// Docker is a remote.Service whose sandboxes are containers. It is safe
+// for concurrent use.
+type Docker struct {
+	cli *client.Client
+	// Home is the guest directory relative paths resolve against (a
+	// Daytona sandbox's user home); "" means "/".
+	Home string
+	// Image is the containers' image; "" means Image.
+	Image string
+	// Mark is a label value every container carries (aml-remotetest=Mark)
+	// besides the request's labels.
+	Mark string
+}
+
+var _ remote.Service = (*Docker)(nil)
+
+// New returns a Docker service on the engine DOCKER_HOST names (else the
+// local socket), or skips the test saying what is missing. Containers
+// left when the test ends are removed.
+func New(t testing.TB, home string) *Docker {
+	t.Helper()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err = cli.Ping(ctx); err == nil {
+			_, err = cli.ImageInspect(ctx, Image)
+		}
+	}
+	if err != nil {
+		t.Skipf("no Docker engine with the image %s (%v): run scripts/docker-for-tests.sh, as .ci/run does", Image, err)
+	}
+	d := &Docker{cli: cli, Home: home, Mark: fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())}
+	t.Cleanup(func() {
+		for _, id := range d.Left(t) {
+			_ = cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true})
+		}
+		cli.Close()
+	})
+	return d
+}
+
+// Left returns the ids of the containers of d that still exist.
+func (d *Docker) Left(t testing.TB) []string {
+	t.Helper()
+	list, err := d.cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", label+"="+d.Mark))})
+	if err != nil {
+		t.Fatalf("listing containers: %v", err)
+	}
+	ids := make([]string, 0, len(list))
+	for _, c := range list {
+		ids = append(ids, c.ID)
+	}
+	return ids
+}
+
+// Client is the engine client.
+func (d *Docker) Client() *client.Client { return d.cli }
+
+// Name returns "docker-remote".
+func (d *Docker) Name() string { return "docker-remote" }
+
+func (d *Docker) home() string {
+	if d.Home == "" {
+		return "/"
+	}
+	return d.Home
+}
+
+func (d *Docker) image() string {
+	if d.Image == "" {
+		return Image
+	}
+	return d.Image
+}
+
+// Create implements remote.Service: a container that waits, with the home
+// directory made.
+func (d *Docker) Create(ctx context.Context, req remote.CreateRequest) (remote.Machine, error) {
+	labels := maps.Clone(req.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[label] = d.Mark
+	init := true
+	created, err := d.cli.ContainerCreate(context.WithoutCancel(ctx), &container.Config{
+		Image:      d.image(),
+		Entrypoint: []string{"/bin/sh", "-c", `trap 'exit 0' TERM INT; mkdir -p "$0"; while :; do sleep 3600 & wait $!; done`, d.home()},
+		Cmd:        []string{},
+		Labels:     labels,
+	}, &container.HostConfig{Init: &init, NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		return nil, fmt.Errorf("creating a container: %w", err)
+	}
+	m := &machine{d: d, id: created.ID}
+	if err := ctx.Err(); err != nil {
+		_ = m.Destroy(context.WithoutCancel(ctx))
+		return nil, context.Cause(ctx)
+	}
+	if err := d.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		_ = m.Destroy(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("starting a container: %w", err)
+	}
+	// The home exists once the entrypoint made it.
+	for range 200 {
+		p, err := m.Start(ctx, remote.Command{Args: []string{"test", "-d", d.home()}, Dir: "/"})
+		if err == nil {
+			go io.Copy(io.Discard, p.Stdout())
+			go io.Copy(io.Discard, p.Stderr())
+			if code, err := p.Wait(); err == nil && code == 0 {
+				return m, nil
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = m.Destroy(context.WithoutCancel(ctx))
+	return nil, errors.New("the container did not start")
+}
+
+// List implements remote.Service.
+func (d *Docker) List(ctx context.Context, labels map[string]string) ([]remote.Found, error) {
+	args := filters.NewArgs(filters.Arg("label", label+"="+d.Mark))
+	for k, v := range labels {
+		args.Add("label", k+"="+v)
+	}
+	list, err := d.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]remote.Found, 0, len(list))
+	for _, c := range list {
+		out = append(out, remote.Found{ID: c.ID, Labels: c.Labels})
+	}
+	return out, nil
+}
+
+// Destroy implements remote.Service.
+func (d *Docker) Destroy(ctx context.Context, id string) error {
+	err := d.cli.ContainerRemove(context.WithoutCancel(ctx), id, container.RemoveOptions{Force: true})
+	if err != nil && !errdefs.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// Machine returns the sandbox id as a machine (for doubles that keep
+// only ids).
+func (d *Docker) Machine(id string) remote.Machine { return &machine{d: d, id: id} }
+
+type machine struct {
+	d  *Docker
+	id string
+}
+
+func (m *machine) ID() string { return m.id }
+
+func (m *machine) abs(p string) string {
+	if path.IsAbs(p) {
+		return path.Clean(p)
+	}
+	return path.Join(m.d.home(), p)
+}
+
+// wrapper says the process id on stderr's first line, then becomes the
+// command, so that Kill can end its group.
+const wrapper = `echo $$ >&2 && exec "$@"`
+
+func (m *machine) Start(ctx context.Context, c remote.Command) (remote.Process, error) {
+	if len(c.Args) == 0 {
+		return nil, errors.New("empty argv")
+	}
+	env := make([]string, 0, len(c.Env))
+	for k, v := range c.Env {
+		env = append(env, k+"="+v)
+	}
+	ex, err := m.d.cli.ContainerExecCreate(ctx, m.id, container.ExecOptions{
+		Cmd:         append([]string{"/bin/sh", "-c", wrapper, "remote-exec"}, c.Args...),
+		Env:         env,
+		WorkingDir:  m.abs(c.Dir),
+		AttachStdin: c.Stdin, AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	att, err := m.d.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if !c.Stdin {
+		_ = att.CloseWrite()
+	}
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	p := &process{m: m, exec: ex.ID, att: att, stdout: outR, stderr: errR, pidc: make(chan int, 1), done: make(chan struct{})}
+	go func() {
+		pl := &pidLine{dst: errW, pidc: p.pidc}
+		_, err := stdcopy.StdCopy(outW, pl, att.Reader)
+		pl.finish()
+		if err == nil {
+			err = io.EOF
+		}
+		outW.CloseWithError(err)
+		errW.CloseWithError(err)
+		close(p.done)
+	}()
+	if c.Timeout > 0 {
+		go func() {
+			select {
+			case <-time.After(c.Timeout):
+				_ = p.Kill()
+			case <-p.done:
+			}
+		}()
+	}
+	return p, nil
+}
+
+type process struct {
+	m              *machine
+	exec           string
+	att            types.HijackedResponse
+	stdout, stderr io.Reader
+	pidc           chan int
+	pidOnce        sync.Once
+	pid            int
+	done           chan struct{}
+	killOnce       sync.Once
+	killed         bool
+	waitOnce       sync.Once
+	code           int
+	err            error
+}
+
+func (p *process) Stdin() io.WriteCloser { return stdin{p.att} }
+func (p *process) Stdout() io.Reader     { return p.stdout }
+func (p *process) Stderr() io.Reader     { return p.stderr }
+
+type stdin struct{ att types.HijackedResponse }
+
+func (s stdin) Write(b []byte) (int, error) { return s.att.Conn.Write(b) }
+func (s stdin) Close() error                { return s.att.CloseWrite() }
+
+func (p *process) getPid() int {
+	p.pidOnce.Do(func() {
+		select {
+		case p.pid = <-p.pidc:
+		case <-time.After(2 * time.Second):
+		}
+	})
+	return p.pid
+}
+
+func (p *process) Kill() error {
+	p.killOnce.Do(func() {
+		p.killed = true
+		if pid := p.getPid(); pid > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			ex, err := p.m.d.cli.ContainerExecCreate(ctx, p.m.id, container.ExecOptions{User: "0",
+				Cmd: []string{"/bin/sh", "-c", `kill -KILL -"$0" 2>/dev/null || kill -KILL "$0"`, strconv.Itoa(pid)}})
+			if err == nil {
+				_ = p.m.d.cli.ContainerExecStart(ctx, ex.ID, container.ExecStartOptions{Detach: true})
+			}
+		}
+		p.att.Close()
+	})
+	return nil
+}
+
+func (p *process) Wait() (int, error) {
+	p.waitOnce.Do(func() {
+		<-p.done
+		for {
+			ins, err := p.m.d.cli.ContainerExecInspect(context.Background(), p.exec)
+			if err != nil {
+				p.code, p.err = 137, nil
+				if !p.killed {
+					p.err = err
+				}
+				return
+			}
+			if !ins.Running {
+				p.code = ins.ExitCode
+				if p.killed && p.code == 0 {
+					p.code = 137
+				}
+				return
+			}
+			if p.killed {
+				p.code = 137
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	return p.code, p.err
+}
+
+// pidLine takes the wrapper's first stderr line.
+type pidLine struct {
+	dst  io.Writer
+	pidc chan int
+	buf  []byte
+	done bool
+}
+
+func (w *pidLine) Write(b []byte) (int, error) {
+	n := len(b)
+	if !w.done {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 && len(w.buf)+len(b) <= 20 {
+			w.buf = append(w.buf, b...)
+			return n, nil
+		}
+		w.done = true
+		if i >= 0 {
+			w.buf = append(w.buf, b[:i]...)
+			b = b[i+1:]
+			if pid, err := strconv.Atoi(string(w.buf)); err == nil {
+				w.pidc <- pid
+			}
+		}
+		w.buf = nil
+	}
+	if len(b) > 0 {
+		if _, err := w.dst.Write(b); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+func (w *pidLine) finish() { w.done = true }
+
+func (m *machine) Upload(ctx context.Context, p string, r io.Reader) error {
+	// The engine takes a tar stream, whose header needs the size: the
+	// content goes to a temporary file first.
+	f, err := os.CreateTemp("", "remotetest-upload-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	size, err := io.Copy(f, r)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	dst := m.abs(p)
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := tw.WriteHeader(&tar.Header{Name: path.Base(dst), Mode: 0o644, Size: size, Typeflag: tar.TypeReg, ModTime: time.Now()})
+		if err == nil {
+			_, err = io.Copy(tw, f)
+		}
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	return m.d.cli.CopyToContainer(ctx, m.id, path.Dir(dst), pr, container.CopyToContainerOptions{})
+}
+
+func (m *machine) Download(ctx context.Context, p string) (io.ReadCloser, error) {
+	rc, stat, err := m.d.cli.CopyFromContainer(ctx, m.id, m.abs(p))
+	if err != nil {
+		return nil, err
+	}
+	if !stat.Mode.IsRegular() {
+		rc.Close()
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
+	tr := tar.NewReader(rc)
+	if _, err := tr.Next(); err != nil {
+		rc.Close()
+		return nil, err
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{tr, rc}, nil
+}
+
+func (m *machine) Destroy(ctx context.Context) error { return m.d.Destroy(ctx, m.id) }
