@@ -1,0 +1,395 @@
+package remote
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/aml-go/aml/internal/scratch"
+)
+
+// hydrate transfers the root subtree into the guest root: a tar stream
+// of the host directory is uploaded to a unique archive below /tmp, and a
+// remote shell clears the guest root, makes it again, extracts the
+// archive and removes it.
+func (p *Provider) hydrate(ctx context.Context, b *box) error {
+	archive := "/tmp/aml-workspace-" + uuid.NewString() + ".tar"
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeTree(pw, b.dir)) }()
+	err := b.m.Upload(ctx, archive, pr)
+	pr.CloseWithError(errors.New("upload ended"))
+	if err != nil {
+		return fmt.Errorf("uploading the workspace %s: %w", b.dir, err)
+	}
+	return b.rt.shell(ctx, "extracting the workspace into "+b.root,
+		`rm -rf -- "$1" && mkdir -p -- "$1" && tar -xf "$2" -C "$1" && rm -f -- "$2"`, b.root, archive)
+}
+
+// writeTree writes the tree below dir as a tar stream: directories,
+// regular files and symbolic links (as links, never followed); other
+// kinds (sockets, FIFOs, devices) are left out. Files are read through a
+// handle on dir, so a link planted below it never leads out.
+func writeTree(w io.Writer, dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	tw := tar.NewWriter(w)
+	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if rel == "." {
+			return nil
+		}
+		info, err := root.Lstat(rel)
+		if err != nil {
+			return err
+		}
+		link := ""
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			if link, err = root.Readlink(rel); err != nil {
+				return err
+			}
+		case info.IsDir(), info.Mode().IsRegular():
+		default:
+			return nil
+		}
+		h, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return err
+		}
+		h.Name, h.Uid, h.Gid, h.Uname, h.Gname = rel, 0, 0, "", ""
+		h.Format = tar.FormatPAX
+		if info.IsDir() {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		f, err := root.OpenFile(rel, os.O_RDONLY|noFollow, 0)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		n, err := io.Copy(tw, io.LimitReader(f, h.Size))
+		if err == nil && n != h.Size {
+			err = fmt.Errorf("%s changed while it was archived", rel)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// reconcile mirrors the guest root into the host directory of the root
+// subtree: the remote tree is archived, downloaded (streamed) and
+// extracted into a private host directory, then additions, changes and
+// deletions are applied to the source. A failed transfer changes nothing
+// in the source.
+func (p *Provider) reconcile(ctx context.Context, b *box) error {
+	archive := "/tmp/aml-reconcile-" + uuid.NewString() + ".tar"
+	if err := b.rt.shell(ctx, "archiving "+b.root, `tar -cf "$2" -C "$1" .`, b.root, archive); err != nil {
+		return err
+	}
+	rc, err := b.m.Download(ctx, archive)
+	if err != nil {
+		return fmt.Errorf("downloading %s: %w", archive, err)
+	}
+	defer rc.Close()
+	tmp, err := scratch.MkdirTemp("aml-reconcile-")
+	if err != nil {
+		return err
+	}
+	defer scratch.RemoveAll(tmp)
+	got, err := extract(rc, tmp)
+	if err != nil {
+		return fmt.Errorf("extracting the remote tree: %w", err)
+	}
+	return mirror(tmp, b.dir, got)
+}
+
+// extract writes the tar stream r below dir through a handle on it
+// (entries that would leave it are refused) and returns the kind of every
+// path it made. Directories, regular files, symbolic links and hard links
+// are made; other kinds are left out.
+func extract(r io.Reader, dir string) (map[string]fs.FileMode, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	got := map[string]fs.FileMode{}
+	tr := tar.NewReader(r)
+	type dirTime struct {
+		name string
+		t    time.Time
+	}
+	var dirs []dirTime
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		name := path.Clean(strings.TrimPrefix(h.Name, "./"))
+		if name == "." || name == "" {
+			continue
+		}
+		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") || strings.ContainsRune(name, 0) {
+			return nil, fmt.Errorf("archive entry %q leaves the tree", h.Name)
+		}
+		if d := path.Dir(name); d != "." {
+			if err := root.MkdirAll(d, 0o755); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := root.Lstat(name); err == nil && h.Typeflag != tar.TypeDir {
+			if err := root.RemoveAll(name); err != nil {
+				return nil, err
+			}
+		}
+		mode := fs.FileMode(h.Mode) & fs.ModePerm
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := root.MkdirAll(name, 0o755); err != nil {
+				return nil, err
+			}
+			if err := root.Chmod(name, mode|0o700); err != nil {
+				return nil, err
+			}
+			got[name] = fs.ModeDir
+			dirs = append(dirs, dirTime{name, h.ModTime})
+		case tar.TypeReg:
+			f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, mode|0o600)
+			if err != nil {
+				return nil, err
+			}
+			_, err = io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return nil, err
+			}
+			if err := root.Chmod(name, mode|0o600); err != nil {
+				return nil, err
+			}
+			if err := root.Chtimes(name, h.ModTime, h.ModTime); err != nil {
+				return nil, err
+			}
+			got[name] = 0
+		case tar.TypeSymlink:
+			if err := root.Symlink(h.Linkname, name); err != nil {
+				return nil, err
+			}
+			got[name] = fs.ModeSymlink
+		case tar.TypeLink:
+			target := path.Clean(strings.TrimPrefix(h.Linkname, "./"))
+			if got[target] != 0 || target == "." {
+				return nil, fmt.Errorf("archive hard link %q names %q, not a file of the archive", h.Name, h.Linkname)
+			}
+			if _, ok := got[target]; !ok {
+				return nil, fmt.Errorf("archive hard link %q names %q, not a file of the archive", h.Name, h.Linkname)
+			}
+			// A copy, not a link: the mirror writes files one by one.
+			if err := copyWithin(root, target, name); err != nil {
+				return nil, err
+			}
+			got[name] = 0
+		}
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		_ = root.Chtimes(dirs[i].name, dirs[i].t, dirs[i].t)
+	}
+	return got, nil
+}
+
+// copyWithin copies the regular file from to to below root.
+func copyWithin(root *os.Root, from, to string) error {
+	src, err := root.OpenFile(from, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	info, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	dst, err := root.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, info.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(dst, src)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Chtimes(to, info.ModTime(), info.ModTime())
+	}
+	return err
+}
+
+// mirror makes dst hold what src holds: additions and changes are
+// written (each file replaced by a rename, never through a link), and
+// what dst holds of the kinds a transfer carries (directories, regular
+// files, links) but src does not is deleted. A file of the same size and
+// modification time as its copy is left as it is. kinds is what extract
+// returned for src.
+func mirror(src, dst string, kinds map[string]fs.FileMode) error {
+	from, err := os.OpenRoot(src)
+	if err != nil {
+		return err
+	}
+	defer from.Close()
+	to, err := os.OpenRoot(dst)
+	if err != nil {
+		return err
+	}
+	defer to.Close()
+	// Additions and changes, parents first (the walk's order).
+	err = fs.WalkDir(from.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil || rel == "." {
+			return err
+		}
+		info, err := from.Lstat(rel)
+		if err != nil {
+			return err
+		}
+		have, herr := to.Lstat(rel)
+		switch {
+		case info.IsDir():
+			if herr == nil && !have.IsDir() {
+				if err := to.RemoveAll(rel); err != nil {
+					return err
+				}
+				herr = fs.ErrNotExist
+			}
+			if herr != nil {
+				if err := to.Mkdir(rel, info.Mode().Perm()); err != nil {
+					return err
+				}
+			} else if have.Mode().Perm() != info.Mode().Perm() {
+				if err := to.Chmod(rel, info.Mode().Perm()); err != nil {
+					return err
+				}
+			}
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := from.Readlink(rel)
+			if err != nil {
+				return err
+			}
+			if herr == nil && have.Mode()&fs.ModeSymlink != 0 {
+				if old, err := to.Readlink(rel); err == nil && old == target {
+					return nil
+				}
+			}
+			if herr == nil {
+				if err := to.RemoveAll(rel); err != nil {
+					return err
+				}
+			}
+			return to.Symlink(target, rel)
+		case info.Mode().IsRegular():
+			if herr == nil && have.Mode().IsRegular() && have.Size() == info.Size() && have.ModTime().Truncate(time.Second).Equal(info.ModTime().Truncate(time.Second)) {
+				if have.Mode().Perm() != info.Mode().Perm() {
+					return to.Chmod(rel, info.Mode().Perm())
+				}
+				return nil
+			}
+			if herr == nil && have.IsDir() {
+				if err := to.RemoveAll(rel); err != nil {
+					return err
+				}
+			}
+			return replaceFile(from, to, rel, info)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Deletions: what the transfer would have carried and src lacks.
+	var gone []string
+	err = fs.WalkDir(to.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil || rel == "." {
+			return err
+		}
+		t := d.Type()
+		if t != 0 && t != fs.ModeDir && t != fs.ModeSymlink {
+			return nil // sockets, FIFOs, devices: never transferred
+		}
+		if _, ok := kinds[rel]; ok {
+			return nil
+		}
+		gone = append(gone, rel)
+		if d.IsDir() {
+			return fs.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, rel := range gone {
+		if err := to.RemoveAll(rel); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replaceFile copies rel from src to dst through a temporary file in the
+// destination's directory renamed over it.
+func replaceFile(from, to *os.Root, rel string, info fs.FileInfo) error {
+	in, err := from.OpenFile(rel, os.O_RDONLY|noFollow, 0)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := filepath.Join(filepath.Dir(rel), ".aml-mirror-"+hex.EncodeToString(rnd[:]))
+	out, err := to.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, info.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = to.Chmod(tmp, info.Mode().Perm())
+	}
+	if err == nil {
+		err = to.Chtimes(tmp, info.ModTime(), info.ModTime())
+	}
+	if err == nil {
+		err = to.Rename(tmp, rel)
+	}
+	if err != nil {
+		_ = to.Remove(tmp)
+	}
+	return err
+}
