@@ -72,16 +72,27 @@ func TestSignalsLeaveNothing(t *testing.T) {
 		if err != nil {
 			t.Skip("GNU timeout is not on PATH (coreutils)")
 		}
-		dir := prepare(t)
-		cmd := exec.Command(timeoutCmd, "2", bin, "run", "w.star")
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 124 {
-			t.Fatalf("timeout 2 aml run: %v, want exit 124\n%s", err, out)
-		}
-		if !started(dir) {
-			t.Fatalf("the script did not start within 2 s, so the test proves nothing:\n%s", out)
+		// Without -race the binary starts in milliseconds, so that the
+		// script runs well within the 2 s even on a loaded machine; a
+		// run whose script did not start yet is tried again.
+		fast := buildAMLRace(t, false)
+		var dir string
+		var out []byte
+		for try := range 3 {
+			dir = prepare(t)
+			cmd := exec.Command(timeoutCmd, "2", fast, "run", "w.star")
+			cmd.Dir = dir
+			out, err = cmd.CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 124 {
+				t.Fatalf("timeout 2 aml run: %v, want exit 124\n%s", err, out)
+			}
+			if started(dir) {
+				break
+			}
+			if try == 2 {
+				t.Fatalf("the script did not start within 2 s in 3 tries, so the test proves nothing:\n%s", out)
+			}
 		}
 		if strings.Contains(string(out), "second signal") || !strings.Contains(string(out), "stopped after cleanup") {
 			t.Errorf("the signal GNU timeout delivered twice was not taken as one:\n%s", out)
@@ -121,8 +132,9 @@ func TestSignalsLeaveNothing(t *testing.T) {
 // TestSecondSignalDuringSlowCleanup: when cleanup is slow (here the
 // Docker daemon froze with the run's container in it, so its removal
 // waits for engine_timeout_ms), a second SIGINT 2 s after the first still
-// forces the exit at once; the container left is then removed by aml
-// sandbox prune once the daemon answers again.
+// forces the exit at once; once the daemon answers again, nothing is
+// left after aml sandbox prune (the daemon may also carry out the
+// removal aml asked for before it exited).
 func TestSecondSignalDuringSlowCleanup(t *testing.T) {
 	d := testdocker.PrivateDaemon(t, dockerTestImage)
 	bin := buildAML(t)
@@ -168,7 +180,6 @@ def main():
 	}
 	t.Logf("exited %v after the second SIGINT", took.Round(time.Millisecond))
 
-	d.Thaw()
 	list := func() []container.Summary {
 		t.Helper()
 		l, err := d.Client.ContainerList(t.Context(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "aml.lease"))})
@@ -177,13 +188,17 @@ def main():
 		}
 		return l
 	}
-	if n := len(list()); n != 1 {
-		t.Fatalf("%d containers after the forced exit, want the 1 the frozen daemon kept", n)
-	}
+	// Once thawed, the daemon may still carry out the removal aml asked
+	// for before it exited; what it does not, aml sandbox prune removes.
+	d.Thaw()
 	prune := exec.Command(bin, "sandbox", "prune")
 	prune.Env = append(os.Environ(), "DOCKER_HOST="+d.Host)
-	if out, err := prune.CombinedOutput(); err != nil || !strings.Contains(string(out), "removed ") {
+	if out, err := prune.CombinedOutput(); err != nil {
 		t.Errorf("aml sandbox prune: %v: %s", err, out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(list()) != 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
 	}
 	if n := len(list()); n != 0 {
 		t.Errorf("%d containers after aml sandbox prune", n)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -225,9 +226,18 @@ func TestOrphanProcesses(t *testing.T) {
 		}
 		return pids
 	}
+	// The script's shell dies with aml (the kernel's parent-death
+	// signal), asynchronously: the leftovers are what stays.
 	left := mine()
-	// The script's shell, its sleep, and the setsid one (a shell may
-	// exec its last command, so at least two).
+	for range 100 {
+		time.Sleep(100 * time.Millisecond)
+		now := mine()
+		if slices.Equal(now, left) {
+			break
+		}
+		left = now
+	}
+	// The script's sleep and the setsid one.
 	if len(left) < 2 {
 		t.Fatalf("after SIGKILL %d processes of the run are left, want its script's and the setsid descendant", len(left))
 	}

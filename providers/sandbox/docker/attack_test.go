@@ -302,11 +302,12 @@ func TestSocketDirectoryReadOnly(t *testing.T) {
 }
 
 // running counts the processes in the container whose command line is
-// args, waiting up to ten seconds for it to become 0.
+// args, waiting up to thirty seconds (a busy engine runs kills late) for
+// it to become 0.
 func running(t *testing.T, rt eval.SandboxRuntime, args string) int {
 	t.Helper()
 	n := -1
-	for range 100 {
+	for range 300 {
 		res, err := rt.Exec(context.Background(), "sh", []string{"-c", "ps -o args | grep -cx \"$0\" || true", args}, eval.ExecOptions{})
 		if err != nil {
 			t.Fatal(err)

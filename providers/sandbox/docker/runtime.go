@@ -122,23 +122,25 @@ func (r *runtime) guestDir(cwd string) (string, error) {
 // Exec implements eval.SandboxRuntime: one command to completion, its
 // combined output bounded by the provider's MaxOutputBytes.
 func (r *runtime) Exec(ctx context.Context, command string, args []string, opts eval.ExecOptions) (*eval.ExecResult, error) {
-	p, err := r.start(ctx, command, args, opts, false)
+	var stdout, stderr bytes.Buffer
+	var overflowed atomic.Bool
+	bound := &bounded{max: r.p.maxOutput, onOverflow: func() { overflowed.Store(true) }}
+	p, err := r.start(ctx, command, args, opts, false, bound.writer(&stdout), bound.writer(&stderr))
 	if err != nil {
 		return nil, err
 	}
-	var stdout, stderr bytes.Buffer
-	bound := &bounded{max: r.p.maxOutput, onOverflow: func() {
+	// An overflow stops the output copy at once; the command is then
+	// killed (not from inside the copy, which holds the output).
+	<-p.outputDone
+	if overflowed.Load() {
 		p.kill(fmt.Errorf("docker sandbox command %q output exceeded %d bytes", command, r.p.maxOutput))
-	}}
-	_, copyErr := stdcopy.StdCopy(bound.writer(&stdout), &pidLine{p: p, dst: bound.writer(&stderr)}, p.stream.Reader)
-	p.setPid(nil)
-	close(p.streamDone)
+	}
 	code, err := p.Wait()
 	switch {
 	case err != nil:
 		return nil, err
-	case copyErr != nil && !errors.Is(copyErr, errOverflow):
-		return nil, fmt.Errorf("docker sandbox command %q: reading its output: %w", command, copyErr)
+	case p.copyErr != nil && !errors.Is(p.copyErr, errOverflow):
+		return nil, fmt.Errorf("docker sandbox command %q: reading its output: %w", command, p.copyErr)
 	}
 	return &eval.ExecResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), ExitCode: code}, nil
 }
@@ -146,28 +148,21 @@ func (r *runtime) Exec(ctx context.Context, command string, args []string, opts 
 // Spawn implements eval.SandboxRuntime: a command with streaming stdin,
 // stdout and stderr, which the caller must drain.
 func (r *runtime) Spawn(ctx context.Context, command string, args []string, opts eval.ExecOptions) (eval.SandboxProcess, error) {
-	p, err := r.start(ctx, command, args, opts, true)
+	outR, outW := io.Pipe()
+	errR, errW := io.Pipe()
+	p, err := r.start(ctx, command, args, opts, true, outW, errW)
 	if err != nil {
 		return nil, err
 	}
-	outR, outW := io.Pipe()
-	errR, errW := io.Pipe()
 	p.stdout, p.stderr = outR, errR
-	go func() {
-		_, err := stdcopy.StdCopy(outW, &pidLine{p: p, dst: errW}, p.stream.Reader)
-		p.setPid(nil)
-		if err == nil {
-			err = io.EOF
-		}
-		outW.CloseWithError(err)
-		errW.CloseWithError(err)
-		close(p.streamDone)
-		_, _ = p.Wait() // ends the lifetime watch even when the caller never waits
-	}()
+	go func() { _, _ = p.Wait() }() // ends the lifetime watch even when the caller never waits
 	return p, nil
 }
 
-func (r *runtime) start(ctx context.Context, command string, args []string, opts eval.ExecOptions, spawn bool) (_ *process, err error) {
+// start starts the command; its output goes to stdout and stderr (the
+// wrapper's process id line taken off) until the command ends or is
+// ended.
+func (r *runtime) start(ctx context.Context, command string, args []string, opts eval.ExecOptions, spawn bool, stdout, stderr io.Writer) (_ *process, err error) {
 	if err := r.usable(ctx); err != nil {
 		return nil, err
 	}
@@ -182,7 +177,7 @@ func (r *runtime) start(ctx context.Context, command string, args []string, opts
 		return nil, err
 	}
 	id := uuid.NewString()
-	p := &process{r: r, name: command, id: "docker-exec:" + id, done: make(chan struct{}), streamDone: make(chan struct{}), pidReady: make(chan struct{})}
+	p := &process{r: r, name: command, id: "docker-exec:" + id, done: make(chan struct{}), outputDone: make(chan struct{}), pidReady: make(chan struct{})}
 	p.waitCtx, p.cancelWait = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -211,6 +206,13 @@ func (r *runtime) start(ctx context.Context, command string, args []string, opts
 		return nil, fmt.Errorf("docker sandbox command %q: %w", command, err)
 	}
 	p.stream = stream
+	p.out, p.errOut = &gate{w: stdout}, &gate{w: stderr}
+	for _, w := range []io.Writer{stdout, stderr} {
+		if pw, ok := w.(*io.PipeWriter); ok {
+			p.pipes = append(p.pipes, pw)
+		}
+	}
+	go p.demux()
 	r.mu.Lock()
 	if r.released {
 		r.mu.Unlock()
@@ -405,8 +407,16 @@ type process struct {
 	killOnce sync.Once
 	causeMu  sync.Mutex
 	cause    error
-	// streamDone is closed when the command's output stream has ended.
-	streamDone chan struct{}
+	// out and errOut pass the output on until the command is ended.
+	out, errOut *gate
+	// pipes are a spawned command's output pipes, closed at its end.
+	pipes []*io.PipeWriter
+	// copyErr is why the output copy stopped early, if it did.
+	copyErr error
+	// outputDone is closed when the output has ended: the stream's end,
+	// or the command's.
+	outputDone chan struct{}
+	outputOnce sync.Once
 	waitOnce   sync.Once
 	code       int
 	err        error
@@ -435,37 +445,94 @@ func (p *process) Kill() error {
 // kill ends the command's process group with cause as its error.
 func (p *process) kill(cause error) { p.end(cause, true) }
 
-// end records cause as the command's error and closes its stream; with
-// signal, it also kills the command's process group in the container.
+// end records cause as the command's error and ends its output at once;
+// with signal, it also kills the command's process group in the
+// container. The kill needs the command's process id, which its stream
+// brings: the stream stays open until it came (or the engine timeout
+// passed), so that a command that started late is still killed. A frozen
+// engine holds end for killWait at most.
 func (p *process) end(cause error, signal bool) {
 	p.killOnce.Do(func() {
 		p.causeMu.Lock()
 		p.cause = cause
 		p.causeMu.Unlock()
-		pid := 0
-		if signal {
-			pid = p.pid()
-		}
-		if pid > 0 {
-			// The kill is waited for briefly: a frozen engine must not
-			// hold the command's end (its timeout, its cancellation)
-			// for the whole engine timeout. The kill goes on, bounded,
-			// and removing the container ends the command in any case.
-			killed := make(chan struct{})
-			go func() {
-				defer close(killed)
-				p.signal(pid)
-			}()
-			t := time.NewTimer(killWait)
+		// The pipes first: a write blocked on a spawned command's pipe
+		// that nobody reads returns, and the gates can be detached.
+		p.finishOutput(nil)
+		p.out.detach()
+		p.errOut.detach()
+		p.cancelWait()
+		killed := make(chan struct{})
+		go func() {
+			defer close(killed)
+			defer p.stream.Close()
+			if !signal {
+				return
+			}
+			t := time.NewTimer(p.r.p.engineTimeout)
+			defer t.Stop()
 			select {
-			case <-killed:
+			case <-p.pidReady:
 			case <-t.C:
 			}
-			t.Stop()
+			if pid := int(p.pidValue.Load()); pid > 0 {
+				p.signal(pid)
+			}
+		}()
+		t := time.NewTimer(killWait)
+		defer t.Stop()
+		select {
+		case <-killed:
+		case <-t.C:
 		}
-		p.stream.Close()
-		p.cancelWait()
 	})
+}
+
+// demux copies the stream's output to the gates until it ends.
+func (p *process) demux() {
+	_, err := stdcopy.StdCopy(p.out, &pidLine{p: p, dst: p.errOut}, p.stream.Reader)
+	p.setPid(nil)
+	p.finishOutput(err)
+}
+
+// finishOutput ends the output once: err is why the copy stopped, nil
+// for its end.
+func (p *process) finishOutput(err error) {
+	p.outputOnce.Do(func() {
+		p.copyErr = err
+		if err == nil {
+			err = io.EOF
+		}
+		for _, w := range p.pipes {
+			w.CloseWithError(err)
+		}
+		close(p.outputDone)
+	})
+}
+
+// gate passes writes on until it is detached, then takes them without
+// passing them on: the command's output is still read (its process id
+// line may yet come) but no longer reaches a caller that has moved on.
+type gate struct {
+	mu       sync.Mutex
+	w        io.Writer
+	detached bool
+}
+
+func (g *gate) Write(b []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.detached {
+		return len(b), nil
+	}
+	return g.w.Write(b)
+}
+
+// detach stops passing writes on; no write is under way when it returns.
+func (g *gate) detach() {
+	g.mu.Lock()
+	g.detached = true
+	g.mu.Unlock()
 }
 
 // signal kills the process group of pid in the container.
@@ -487,22 +554,6 @@ func (p *process) killed() error {
 	p.causeMu.Lock()
 	defer p.causeMu.Unlock()
 	return p.cause
-}
-
-// pidWait bounds how long ending a command waits for its process id (a
-// command ended right after it started).
-const pidWait = 500 * time.Millisecond
-
-// pid returns the process id the wrapper said, waiting briefly for it; 0
-// when it never came.
-func (p *process) pid() int {
-	t := time.NewTimer(pidWait)
-	defer t.Stop()
-	select {
-	case <-p.pidReady:
-	case <-t.C:
-	}
-	return int(p.pidValue.Load())
 }
 
 // setPid records the wrapper's line (0 when it was not a process id) and
@@ -567,7 +618,7 @@ func (p *process) Wait() (int, error) {
 			delete(p.r.procs, p)
 			p.r.mu.Unlock()
 		}()
-		<-p.streamDone // the output ends when the command does (or is killed)
+		<-p.outputDone // the output ends when the command does (or is ended)
 		// An inspection is cut when the command is ended: its exit code
 		// no longer matters, and a frozen engine must not hold the end.
 		for delay := time.Millisecond; p.killed() == nil; delay = min(2*delay, 100*time.Millisecond) {
