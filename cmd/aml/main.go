@@ -30,6 +30,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/aml-go/aml/internal/tunnel"
 	"github.com/aml-go/aml/providers/agent/acp"
 )
 
@@ -119,6 +120,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdSandbox(args[1:], stdout, stderr)
 	case "mcp-relay":
 		return cmdMCPRelay(stdin, stdout, stderr)
+	case "sandbox-tunnel":
+		return cmdSandboxTunnel(args[1:], stdin, stdout, stderr)
 	case "version", "--version", "-v":
 		return cmdVersion(stdout)
 	case "help", "-h", "--help":
@@ -176,6 +179,9 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 	case "mcp-relay":
 		fmt.Fprintln(stdout, "usage: aml mcp-relay\n\nServes the tool bridge of an ACP agent session over stdio; aml starts it itself (the bridge URL and secret come from the environment), never by hand.")
 		return exitOK
+	case "sandbox-tunnel":
+		fmt.Fprintln(stdout, sandboxTunnelUsage)
+		return exitOK
 	case "help":
 		fmt.Fprint(stdout, usageSummary)
 		return exitOK
@@ -205,6 +211,29 @@ func cmdMCPRelay(stdin io.Reader, stdout, stderr io.Writer) int {
 	defer stop()
 	if err := acp.RunRelay(ctx, io.NopCloser(stdin), nopWriteCloser{stdout}, acp.RelayOptions{Version: amlVersion()}); err != nil {
 		fmt.Fprintln(stderr, err)
+		return exitFailure
+	}
+	return exitOK
+}
+
+const sandboxTunnelUsage = `usage: aml sandbox-tunnel DIR
+
+Carries unix socket connections between a remote sandbox and the aml
+process that started it over its standard streams: it listens in DIR on
+the socket names aml sends, so that an agent's tool relay in the sandbox
+reaches the tool bridge on the host. aml starts it itself in Daytona and
+Modal sandboxes, never by hand.`
+
+// cmdSandboxTunnel runs the guest end of a remote sandbox's tunnel.
+func cmdSandboxTunnel(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) != 1 || args[0] == "" || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(stderr, sandboxTunnelUsage)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := tunnel.Guest(ctx, args[0], stdin, stdout); err != nil {
+		fmt.Fprintf(stderr, "aml sandbox-tunnel: %v\n", err)
 		return exitFailure
 	}
 	return exitOK

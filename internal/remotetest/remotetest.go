@@ -52,6 +52,9 @@ type Docker struct {
 	// Mark is a label value every container carries (aml-remotetest=Mark)
 	// besides the request's labels.
 	Mark string
+	// Files are executables copied into every new sandbox: guest path to
+	// host path (an image with the aml relay, for instance).
+	Files map[string]string
 }
 
 var _ remote.Service = (*Docker)(nil)
@@ -150,6 +153,10 @@ func (d *Docker) Create(ctx context.Context, req remote.CreateRequest) (remote.M
 			go io.Copy(io.Discard, p.Stdout())
 			go io.Copy(io.Discard, p.Stderr())
 			if code, err := p.Wait(); err == nil && code == 0 {
+				if err := m.install(ctx); err != nil {
+					_ = m.Destroy(context.WithoutCancel(ctx))
+					return nil, err
+				}
 				return m, nil
 			}
 		}
@@ -188,6 +195,38 @@ func (d *Docker) Destroy(ctx context.Context, id string) error {
 // Machine returns the sandbox id as a machine (for doubles that keep
 // only ids).
 func (d *Docker) Machine(id string) remote.Machine { return &machine{d: d, id: id} }
+
+// install copies d.Files into the sandbox, executable.
+func (m *machine) install(ctx context.Context) error {
+	for guest, host := range m.d.Files {
+		f, err := os.Open(host)
+		if err != nil {
+			return err
+		}
+		p, err := m.Start(ctx, remote.Command{Args: []string{"mkdir", "-p", path.Dir(guest)}, Dir: "/"})
+		if err == nil {
+			go io.Copy(io.Discard, p.Stdout())
+			go io.Copy(io.Discard, p.Stderr())
+			_, err = p.Wait()
+		}
+		if err == nil {
+			err = m.Upload(ctx, guest, f)
+		}
+		f.Close()
+		if err == nil {
+			p, err = m.Start(ctx, remote.Command{Args: []string{"chmod", "755", guest}, Dir: "/"})
+			if err == nil {
+				go io.Copy(io.Discard, p.Stdout())
+				go io.Copy(io.Discard, p.Stderr())
+				_, err = p.Wait()
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("installing %s: %w", guest, err)
+		}
+	}
+	return nil
+}
 
 type machine struct {
 	d  *Docker

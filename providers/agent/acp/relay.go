@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -52,8 +54,7 @@ func RunRelay(ctx context.Context, in io.ReadCloser, out io.WriteCloser, opts Re
 		// The bridge of an agent in a sandbox without the host's network:
 		// HTTP over a unix socket in a directory the sandbox shares.
 		next = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
+			return dialSocket(ctx, socket, socketWait)
 		}}
 		url = "http://aml-bridge/mcp"
 	}
@@ -91,4 +92,27 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)
+}
+
+// socketWait bounds how long the relay waits for the bridge's socket to
+// appear: in a remote sandbox a tunnel makes it, shortly after the host
+// made its own.
+const socketWait = 10 * time.Second
+
+// dialSocket connects to the unix socket at path, trying again while it
+// does not exist yet or refuses, for up to wait.
+func dialSocket(ctx context.Context, path string, wait time.Duration) (net.Conn, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "unix", path)
+		if err == nil || !(errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)) || time.Now().After(deadline) {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

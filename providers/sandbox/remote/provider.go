@@ -62,6 +62,11 @@ type Options struct {
 	// Labels are added to every sandbox's labels (the aml.* labels are
 	// the provider's own).
 	Labels map[string]string
+	// Relay is the aml executable in the sandbox's image ("" means "aml",
+	// found on its PATH, as the AML images have it): an agent's tool relay
+	// (aml mcp-relay) and the tunnel that carries its connection to the
+	// host (aml sandbox-tunnel) run it.
+	Relay string
 }
 
 // Provider is an eval.SandboxProvider whose leases are remote sandboxes:
@@ -84,7 +89,7 @@ func New(opts Options) (*Provider, error) {
 		return nil, errors.New("remote sandbox: no service")
 	}
 	name := opts.Service.Name() + " sandbox"
-	for _, o := range []struct{ label, v string }{{"setup", opts.Setup}, {"workspace", opts.Workspace}} {
+	for _, o := range []struct{ label, v string }{{"setup", opts.Setup}, {"workspace", opts.Workspace}, {"relay", opts.Relay}} {
 		if err := option.String(name, o.label, o.v, false); err != nil {
 			return nil, err
 		}
@@ -100,6 +105,9 @@ func New(opts Options) (*Provider, error) {
 	}
 	if opts.SetupTimeout == 0 {
 		opts.SetupTimeout = DefaultSetupTimeout
+	}
+	if opts.Relay == "" {
+		opts.Relay = "aml"
 	}
 	for k := range opts.Labels {
 		if k == "" || strings.HasPrefix(k, "aml.") {
@@ -269,6 +277,9 @@ func (p *Provider) discard(ctx context.Context, prov staged.Provisioned[string, 
 		if err := b.m.Destroy(context.WithoutCancel(ctx)); err != nil {
 			errs = append(errs, fmt.Errorf("destroying %s sandbox %s: %w", p.Name(), b.m.ID(), err))
 		}
+	}
+	if b.rt != nil {
+		b.rt.stopTunnel()
 	}
 	if b.host != nil {
 		if err := b.host.Release(context.WithoutCancel(ctx)); err != nil {

@@ -17,6 +17,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/scratch"
+	"github.com/aml-go/aml/internal/tunnel"
 )
 
 // ErrReleased is wrapped by operations on a released lease and by the
@@ -40,6 +42,7 @@ type runtime struct {
 	released bool
 	procs    map[*process]struct{}
 	stagings []*staging
+	tunnel   guestTunnel
 }
 
 var _ eval.FileOpener = (*runtime)(nil)
@@ -474,4 +477,100 @@ func (s *staging) remove(ctx context.Context) error {
 		s.err = s.r.shell(context.WithoutCancel(ctx), "removing a staging", `rm -rf -- "$1"`, s.dir)
 	})
 	return s.err
+}
+
+var _ eval.GuestRuntime = (*runtime)(nil)
+
+// tunnelWait bounds how long the tunnel's guest end may take to start.
+const tunnelWait = 30 * time.Second
+
+// guestTunnel is the tunnel of a runtime: a host directory where the tool
+// bridge makes its socket, the guest directory where the sandbox sees it,
+// and the guest end's process (aml sandbox-tunnel) that carries its
+// connections.
+type guestTunnel struct {
+	once        sync.Once
+	err         error
+	host, guest string
+	stop        context.CancelFunc
+	wait        func() error
+}
+
+// RelayCommand implements eval.GuestRuntime: the image's aml, whose
+// mcp-relay reaches the tool bridge through the tunnel, which it starts
+// on first use.
+func (r *runtime) RelayCommand() ([]string, error) {
+	r.tunnel.once.Do(func() { r.tunnel.err = r.startTunnel() })
+	if r.tunnel.err != nil {
+		return nil, r.tunnel.err
+	}
+	return []string{r.p.opts.Relay, "mcp-relay"}, nil
+}
+
+// SharedDirectory implements eval.GuestRuntime: a private host directory
+// and the guest directory the tunnel listens in; a socket the host makes
+// in the first is served in the second. The guest cannot write the host
+// directory at all.
+func (r *runtime) SharedDirectory() (host, guest string) {
+	r.tunnel.once.Do(func() { r.tunnel.err = r.startTunnel() })
+	return r.tunnel.host, r.tunnel.guest
+}
+
+// startTunnel starts the guest end in the sandbox and the host end here.
+func (r *runtime) startTunnel() error {
+	host, err := scratch.MkdirTemp("aml-remote-")
+	if err != nil {
+		return err
+	}
+	guest := "/tmp/aml-run-" + uuid.NewString()
+	relay := r.p.opts.Relay
+	fail := func(err error) error {
+		_ = scratch.RemoveAll(host)
+		return fmt.Errorf("the %s sandbox cannot run the tool relay %s (%w): the image needs the aml executable, a static build (CGO_ENABLED=0) or one whose libraries it has (%s_sandbox(relay = ...) names its path)", r.p.Name(), relay, err, r.p.Name())
+	}
+	p, err := r.start(context.Background(), []string{relay, "sandbox-tunnel", guest}, "", nil, true, 0, true)
+	if err != nil {
+		return fail(err)
+	}
+	var stderr bytes.Buffer
+	var mu sync.Mutex
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := p.Stderr().Read(buf)
+			mu.Lock()
+			if stderr.Len() < 4096 {
+				stderr.Write(buf[:n])
+			}
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	wait, err := tunnel.Start(ctx, host, 20*time.Millisecond, p.Stdin(), p.Stdout(), tunnelWait)
+	if err != nil {
+		cancel()
+		p.end(fmt.Errorf("the tunnel did not start: %w", err))
+		code, _ := p.proc.Wait()
+		_, _ = p.Wait()
+		mu.Lock()
+		out := strings.TrimSpace(stderr.String())
+		mu.Unlock()
+		return fail(fmt.Errorf("exit status %d: %s", code, out))
+	}
+	r.tunnel.host, r.tunnel.guest, r.tunnel.stop, r.tunnel.wait = host, guest, cancel, wait
+	go func() { _, _ = p.Wait() }() // it runs until the release kills it
+	return nil
+}
+
+// stopTunnel ends the host end and removes its directory (the guest end
+// ends with the sandbox).
+func (r *runtime) stopTunnel() {
+	r.tunnel.once.Do(func() { r.tunnel.err = ErrReleased })
+	if r.tunnel.stop != nil {
+		r.tunnel.stop()
+		_ = scratch.RemoveAll(r.tunnel.host)
+	}
 }
