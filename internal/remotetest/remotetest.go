@@ -130,7 +130,7 @@ func (d *Docker) Create(ctx context.Context, req remote.CreateRequest) (remote.M
 	init := true
 	created, err := d.cli.ContainerCreate(context.WithoutCancel(ctx), &container.Config{
 		Image:      d.image(),
-		Entrypoint: []string{"/bin/sh", "-c", `trap 'exit 0' TERM INT; mkdir -p "$0"; while :; do sleep 3600 & wait $!; done`, d.home()},
+		Entrypoint: []string{"/bin/sh", "-c", `trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done`},
 		Cmd:        []string{},
 		Labels:     labels,
 	}, &container.HostConfig{Init: &init, NetworkMode: "none"}, nil, nil, "")
@@ -146,9 +146,10 @@ func (d *Docker) Create(ctx context.Context, req remote.CreateRequest) (remote.M
 		_ = m.Destroy(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("starting a container: %w", err)
 	}
-	// The home exists once the entrypoint made it.
-	for range 200 {
-		p, err := m.Start(ctx, remote.Command{Args: []string{"test", "-d", d.home()}, Dir: "/"})
+	// The home is made by the first command (the engine runs it once
+	// the container runs).
+	for range 100 {
+		p, err := m.Start(ctx, remote.Command{Args: []string{"mkdir", "-p", d.home()}, Dir: "/"})
 		if err == nil {
 			go io.Copy(io.Discard, p.Stdout())
 			go io.Copy(io.Discard, p.Stderr())
