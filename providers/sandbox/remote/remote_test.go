@@ -3,7 +3,9 @@ package remote_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/procscope"
 	"github.com/aml-go/aml/internal/remotetest"
 	"github.com/aml-go/aml/providers/providertest"
 	"github.com/aml-go/aml/providers/sandbox/remote"
@@ -305,5 +308,57 @@ func TestCancelledAcquisition(t *testing.T) {
 	}
 	if got := strings.Join(tree(t, dir), " "); got != "a.txt=a" {
 		t.Errorf("the source after cancelled acquisitions: %s", got)
+	}
+}
+
+// TestPrune: a sandbox whose aml process is gone is destroyed, one of a
+// live process is busy, one of another machine is left alone, and one
+// without the provider's labels is not touched.
+func TestPrune(t *testing.T) {
+	d := remotetest.New(t, "/home/user")
+	ctx := context.Background()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if procscope.MachineTag() == "0" {
+		t.Skip("this machine has no machine id: owners cannot be judged")
+	}
+	dead := fmt.Sprintf("aml-%d-%s-x", cmd.Process.Pid, procscope.MachineTag())
+	create := func(owner string) string {
+		labels := map[string]string{remote.LabelLease: "l", remote.LabelRun: "r"}
+		if owner != "" {
+			labels[remote.LabelOwner] = owner
+		}
+		m, err := d.Create(ctx, remote.CreateRequest{Labels: labels})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.ID()
+	}
+	gone, busy, foreign, unlabelled := create(dead), create(procscope.Marker()), create("aml-1-ffffffff-x"), create("")
+	res, err := remote.Prune(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(l []remote.Leftover) string {
+		var s []string
+		for _, x := range l {
+			s = append(s, x.ID)
+		}
+		return strings.Join(s, ",")
+	}
+	if ids(res.Removed) != gone || ids(res.Busy) != busy || ids(res.Foreign) != foreign {
+		t.Errorf("removed %s busy %s foreign %s; want %s, %s, %s", ids(res.Removed), ids(res.Busy), ids(res.Foreign), gone, busy, foreign)
+	}
+	left := map[string]bool{}
+	for _, id := range d.Left(t) {
+		left[id] = true
+	}
+	if left[gone] || !left[busy] || !left[foreign] || !left[unlabelled] {
+		t.Errorf("after prune: %v", left)
+	}
+	for id := range left {
+		_ = d.Destroy(ctx, id)
 	}
 }

@@ -17,8 +17,9 @@ type Service interface {
 	// behind: when the service made the sandbox after all, Create destroys
 	// it before it returns.
 	Create(ctx context.Context, req CreateRequest) (Machine, error)
-	// List returns the sandboxes that carry every label in labels (the
-	// owner mark of aml sandbox prune).
+	// List returns the sandboxes that carry every label in labels, with
+	// all their labels; nil labels lists every sandbox the client sees
+	// (aml sandbox prune picks those with the provider's owner mark).
 	List(ctx context.Context, labels map[string]string) ([]Found, error)
 	// Destroy destroys the sandbox id; a sandbox that no longer exists is
 	// not an error.
