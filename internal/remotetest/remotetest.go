@@ -366,6 +366,11 @@ func (p *process) Wait() (int, error) {
 				if p.killed && p.code == 0 {
 					p.code = 137
 				}
+				// A sandbox destroyed under the process ends it too: a
+				// service says so rather than report an exit.
+				if c, err := p.m.d.cli.ContainerInspect(context.Background(), p.m.id); !p.killed && (err != nil || c.State == nil || !c.State.Running) {
+					p.code, p.err = 137, fmt.Errorf("the sandbox %s was terminated", p.m.id)
+				}
 				return
 			}
 			if p.killed {

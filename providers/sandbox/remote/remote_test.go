@@ -362,3 +362,50 @@ func TestPrune(t *testing.T) {
 		_ = d.Destroy(ctx, id)
 	}
 }
+
+// TestSandboxDiesMidRun: a sandbox destroyed from outside fails the
+// command that ran in it, and the release says that its changes are lost,
+// leaving the source as it was.
+func TestSandboxDiesMidRun(t *testing.T) {
+	p, d := newProvider(t, remote.Options{})
+	dir := t.TempDir()
+	write(t, dir, map[string]string{"a.txt": "a"})
+	ctx := context.Background()
+	lease, err := p.Acquire(ctx, request(dir, eval.ReadWrite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lease.Runtime().Exec(ctx, "sh", []string{"-c", "printf changed > a.txt"}, eval.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		// It fails, or ends with a signal's status.
+		res, err := lease.Runtime().Exec(ctx, "sleep", []string{"60"}, eval.ExecOptions{})
+		if err == nil && res.ExitCode == 0 {
+			err = fmt.Errorf("the command succeeded: %+v", res)
+		}
+		done <- err
+	}()
+	time.Sleep(time.Second)
+	for _, id := range d.Left(t) {
+		if err := d.Destroy(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil && strings.Contains(err.Error(), "the command succeeded") {
+			t.Errorf("the command in a destroyed sandbox did not fail: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the command in a destroyed sandbox never ended")
+	}
+	err = lease.Release(ctx)
+	if err == nil || !strings.Contains(err.Error(), "its changes since it was hydrated are not in the workspace") {
+		t.Errorf("release of a dead sandbox: %v", err)
+	}
+	if got := strings.Join(tree(t, dir), " "); got != "a.txt=a" {
+		t.Errorf("the source after a dead sandbox: %s", got)
+	}
+}
