@@ -70,7 +70,8 @@ func (b *Sandbox) Image() string {
 // Dockerfile is the Dockerfile the sandbox was created with.
 func (b *Sandbox) Dockerfile() string { return b.dockerfile }
 
-// Request is the create request's body, as decoded JSON.
+// Request is the create request's body, as decoded JSON; it is shared and
+// must not be changed.
 func (b *Sandbox) Request() map[string]any { return b.request }
 
 // Sessions returns the ids of the sandbox's process sessions.
@@ -209,7 +210,14 @@ func (s *Server) createSandbox(ex *exchange) {
 	}
 	s.mu.Lock()
 	s.sandboxes[id] = b
+	answerDelay := s.answerDelay
 	s.mu.Unlock()
+	if answerDelay > 0 {
+		select {
+		case <-time.After(answerDelay):
+		case <-s.ctx.Done():
+		}
+	}
 	writeJSON(ex.w, http.StatusOK, s.sandboxJSON(b, false))
 
 	s.wg.Add(1)

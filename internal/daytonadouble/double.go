@@ -90,12 +90,17 @@ type Server struct {
 	retryAfter  string
 	buildFail   string
 	createDelay time.Duration
+	answerDelay time.Duration
+	stalls      int
+	stallAfter  int64
+	cutLogs     chan struct{}
 	pageSize    int
 	errs        []string
 	reqs        []Request
 }
 
-// Request is one request the double received.
+// Request is one request the double received; Requests returns copies,
+// which the caller owns.
 type Request struct {
 	Method string
 	// Path is the URL path, with the /api or /toolbox/{id} prefix.
@@ -122,16 +127,18 @@ func New(t testing.TB) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		APIKey:    "dtn_double_" + strconv.FormatInt(time.Now().UnixNano(), 36),
-		t:         t,
-		docker:    docker,
-		api:       api,
-		tool:      tool,
-		ctx:       ctx,
-		cancel:    cancel,
-		sandboxes: map[string]*Sandbox{},
-		snapshots: map[string]bool{DefaultSnapshot: true},
-		pageSize:  100,
+		APIKey:     "dtn_double_" + strconv.FormatInt(time.Now().UnixNano(), 36),
+		t:          t,
+		docker:     docker,
+		api:        api,
+		tool:       tool,
+		ctx:        ctx,
+		cancel:     cancel,
+		sandboxes:  map[string]*Sandbox{},
+		snapshots:  map[string]bool{DefaultSnapshot: true},
+		pageSize:   100,
+		cutLogs:    make(chan struct{}),
+		stallAfter: -1,
 	}
 	s.hs = httptest.NewServer(s)
 	s.URL = s.hs.URL + "/api"
@@ -202,6 +209,46 @@ func (s *Server) CreateDelay(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.createDelay = d
+}
+
+// CreateAnswerDelay makes the answer to a create request wait d after
+// the sandbox is made, as a slow network would.
+func (s *Server) CreateAnswerDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answerDelay = d
+}
+
+// Stall makes the next n requests get no answer at all (until the client
+// gives up), as a dead network would.
+func (s *Server) Stall(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stalls = n
+}
+
+// StallDownloads makes every download from now on send n bytes, then
+// nothing more (until the client gives up); a negative n ends it.
+func (s *Server) StallDownloads(n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stallAfter = n
+}
+
+// CutLogStreams breaks the log streams open now, as a network failure
+// would (the commands and the sandboxes go on).
+func (s *Server) CutLogStreams() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.cutLogs)
+	s.cutLogs = make(chan struct{})
+}
+
+// logsCut returns the channel CutLogStreams closes next.
+func (s *Server) logsCut() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cutLogs
 }
 
 // PageSize bounds the items of one page of the sandbox list (at most the
@@ -353,7 +400,19 @@ func (s *Server) serve(w *captureWriter, r *http.Request, sp *spec, p, box strin
 	if limited {
 		s.limited--
 	}
+	stall := s.stalls > 0
+	if stall {
+		s.stalls--
+	}
 	s.mu.Unlock()
+	if stall {
+		select {
+		case <-r.Context().Done():
+		case <-s.ctx.Done():
+		}
+		w.status = 0
+		return
+	}
 	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	switch {
 	case authStatus != 0:

@@ -358,6 +358,7 @@ func (s *Server) logs(ex *exchange, b *Sandbox) {
 		return
 	}
 	ctx := conn.CloseRead(s.ctx)
+	cut := s.logsCut()
 	sent := 0
 	for {
 		chunk, ended, changed := c.snapshot(sent)
@@ -382,6 +383,9 @@ func (s *Server) logs(ex *exchange, b *Sandbox) {
 		case <-b.cut:
 			// The machine is gone: the connection breaks, nothing closes
 			// it cleanly.
+			conn.CloseNow()
+			return
+		case <-cut:
 			conn.CloseNow()
 			return
 		case <-ctx.Done():
@@ -512,5 +516,17 @@ func (s *Server) download(ex *exchange, m remote.Machine) {
 	ex.w.Header().Set("Content-Type", "application/octet-stream")
 	ex.w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", path.Base(p)))
 	ex.w.WriteHeader(http.StatusOK)
-	_, _ = io.Copy(ex.w, rc)
+	s.mu.Lock()
+	stallAfter := s.stallAfter
+	s.mu.Unlock()
+	if stallAfter < 0 {
+		_, _ = io.Copy(ex.w, rc)
+		return
+	}
+	_, _ = io.Copy(ex.w, io.LimitReader(rc, stallAfter))
+	ex.w.Flush()
+	select {
+	case <-ex.r.Context().Done():
+	case <-s.ctx.Done():
+	}
 }
