@@ -9,26 +9,29 @@
 // in DIR on the names the host tells it; the host end watches a host
 // directory for sockets, tells the guest to listen on each new name, and
 // dials the host socket of that name for every connection the guest
-// accepts. Frames in either direction are a type byte, a big-endian
-// connection id and payload length (uint32 each), then the payload:
+// accepts. Frames in either direction are lines of text, because some
+// services carry a process's output line by line and not byte for byte:
+// a type letter, the connection id in decimal and the payload in base64
+// (standard alphabet, no padding), separated by single spaces:
 //
-//	hello  (guest→host): the guest end runs (its first frame)
-//	listen (host→guest): payload is a socket name
-//	open   (guest→host): a connection to the socket named by the payload
-//	data   (both):       bytes of a connection
-//	close  (both):       the connection ended
+//	H 0 ...  hello (guest→host): the guest end runs (its first frame)
+//	L 0 ...  listen (host→guest): payload is a socket name
+//	O id ... open (guest→host): a connection to the socket named by the payload
+//	D id ... data (both): bytes of a connection
+//	C id     close (both): the connection ended
 package tunnel
 
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,8 +46,12 @@ const (
 	frameClose  byte = 'C'
 )
 
-// maxFrame bounds a frame's payload.
-const maxFrame = 1 << 20
+// chunk is the most a data frame carries, and maxLine bounds a frame's
+// line (a chunk in base64 and the header).
+const (
+	chunk   = 8 << 10
+	maxLine = 16 << 10
+)
 
 // writer serializes frames onto one stream.
 type writer struct {
@@ -55,33 +62,45 @@ type writer struct {
 func (w *writer) frame(typ byte, id uint32, payload []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var h [9]byte
-	h[0] = typ
-	binary.BigEndian.PutUint32(h[1:5], id)
-	binary.BigEndian.PutUint32(h[5:9], uint32(len(payload)))
-	if _, err := w.w.Write(h[:]); err != nil {
-		return err
-	}
-	if _, err := w.w.Write(payload); err != nil {
+	line := make([]byte, 0, 16+base64.RawStdEncoding.EncodedLen(len(payload)))
+	line = append(line, typ, ' ')
+	line = strconv.AppendUint(line, uint64(id), 10)
+	line = append(line, ' ')
+	line = base64.RawStdEncoding.AppendEncode(line, payload)
+	line = append(line, '\n')
+	if _, err := w.w.Write(line); err != nil {
 		return err
 	}
 	return w.w.Flush()
 }
 
+// newReader reads frames; its buffer holds the longest line.
+func newReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, maxLine) }
+
 func readFrame(r *bufio.Reader) (byte, uint32, []byte, error) {
-	var h [9]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
+	line, err := r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return 0, 0, nil, fmt.Errorf("tunnel frame longer than %d bytes", maxLine)
+	}
+	if err != nil {
+		if len(line) > 0 && errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
 		return 0, 0, nil, err
 	}
-	n := binary.BigEndian.Uint32(h[5:9])
-	if n > maxFrame {
-		return 0, 0, nil, fmt.Errorf("tunnel frame of %d bytes is over %d", n, maxFrame)
+	fields := strings.SplitN(strings.TrimRight(string(line), "\r\n"), " ", 3)
+	if len(fields) != 3 || len(fields[0]) != 1 {
+		return 0, 0, nil, fmt.Errorf("malformed tunnel frame %.40q", line)
 	}
-	payload := make([]byte, n)
-	if _, err := io.ReadFull(r, payload); err != nil {
-		return 0, 0, nil, err
+	id, err := strconv.ParseUint(fields[1], 10, 32)
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("malformed tunnel frame %.40q", line)
 	}
-	return h[0], binary.BigEndian.Uint32(h[1:5]), payload, nil
+	payload, err := base64.RawStdEncoding.DecodeString(fields[2])
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("malformed tunnel frame %.40q", line)
+	}
+	return fields[0][0], uint32(id), payload, nil
 }
 
 // conns are the open connections of one end, by id.
@@ -126,7 +145,7 @@ func (c *conns) closeAll() {
 // pump copies conn's reads into data frames until it ends, then sends
 // close (unless the other end closed it first).
 func pump(w *writer, cs *conns, id uint32, conn net.Conn) {
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, chunk)
 	for {
 		n, err := conn.Read(buf)
 		if n > 0 {
@@ -176,7 +195,7 @@ func Guest(ctx context.Context, dir string, in io.Reader, out io.Writer) error {
 	}
 	errc := make(chan error, 1)
 	go func() {
-		r := bufio.NewReader(in)
+		r := newReader(in)
 		for {
 			typ, id, payload, err := readFrame(r)
 			if err != nil {
@@ -245,7 +264,7 @@ func Guest(ctx context.Context, dir string, in io.Reader, out io.Writer) error {
 // returned. An error means the guest end did not start (what it printed
 // is the caller's to report).
 func Start(ctx context.Context, dir string, poll time.Duration, toGuest io.Writer, fromGuest io.Reader, timeout time.Duration) (wait func() error, err error) {
-	r := bufio.NewReader(fromGuest)
+	r := newReader(fromGuest)
 	hello := make(chan error, 1)
 	go func() {
 		typ, _, _, err := readFrame(r)
@@ -277,7 +296,7 @@ func Start(ctx context.Context, dir string, poll time.Duration, toGuest io.Write
 // for every connection the guest accepts. It returns when fromGuest ends
 // or ctx ends. The guest's hello frame, when it comes first, is skipped.
 func Host(ctx context.Context, dir string, poll time.Duration, toGuest io.Writer, fromGuest io.Reader) error {
-	return host(ctx, dir, poll, toGuest, bufio.NewReader(fromGuest))
+	return host(ctx, dir, poll, toGuest, newReader(fromGuest))
 }
 
 func host(ctx context.Context, dir string, poll time.Duration, toGuest io.Writer, r *bufio.Reader) error {
