@@ -30,7 +30,7 @@ type router struct {
 const fsTools = "/__modal/.bin/modal-sandbox-fs-tools"
 
 // stdioChunk bounds the data of one TaskExecStdioRead message.
-const stdioChunk = 256 << 10
+const stdioChunk = 64 << 10
 
 // execution is one exec of a task.
 type execution struct {
