@@ -7,6 +7,7 @@ import (
 	"github.com/aml-go/aml/starlib/acpstar"
 	"github.com/aml-go/aml/starlib/dockerstar"
 	"github.com/aml-go/aml/starlib/fsstar"
+	"github.com/aml-go/aml/starlib/remotestar"
 	"github.com/aml-go/aml/starlib/s3star"
 )
 
@@ -24,5 +25,7 @@ var extensions = sync.OnceValue(func() []*starlib.Extension {
 		// Containers that killed aml processes left are reported to the
 		// run going on.
 		dockerstar.New(dockerstar.Options{Relay: relayCommand()[0], Leftovers: runLeftovers.containers}),
+		// Remote sandboxes (Daytona, Modal) run the aml of their image.
+		remotestar.Extension,
 	}
 })

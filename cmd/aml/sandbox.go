@@ -3,16 +3,21 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/docker/docker/client"
 
 	"github.com/aml-go/aml/internal/procscope"
+	"github.com/aml-go/aml/providers/sandbox/daytona"
 	"github.com/aml-go/aml/providers/sandbox/docker"
+	"github.com/aml-go/aml/providers/sandbox/remote"
 )
 
 const sandboxUsage = `usage: aml sandbox prune [--kill-orphans] [--json]
@@ -24,6 +29,11 @@ exists. Containers of runs still going are listed as busy, and those
 another machine's aml made are left alone. The Docker engine is the one
 DOCKER_HOST names, else the local socket; when none answers, only the
 processes are handled.
+
+With DAYTONA_API_KEY set (and DAYTONA_API_URL and
+DAYTONA_ORGANIZATION_ID where needed), the Daytona sandboxes such aml
+processes left are destroyed the same way; sandboxes of live runs are
+busy, and other machines' are kept.
 
 It also lists the processes such aml processes started (scripts, agents,
 and what they started, setsid descendants included: every process that
@@ -38,6 +48,18 @@ processes ({pid, owner}), and error when something failed.
 
 Flags:
 `
+
+// remoteServices are the remote sandbox services whose credentials the
+// environment holds.
+func remoteServices() []remote.Service {
+	var out []remote.Service
+	if os.Getenv("DAYTONA_API_KEY") != "" {
+		if svc, err := daytona.New(daytona.Options{}); err == nil {
+			out = append(out, svc)
+		}
+	}
+	return out
+}
 
 func cmdSandbox(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -77,13 +99,26 @@ func cmdSandboxPrune(args []string, stdout, stderr io.Writer) int {
 		orphans = append(orphans, procscope.Orphans()...)
 	}
 	res, err := docker.Prune(ctx, nil)
+	if err != nil && client.IsErrConnectionFailed(err) {
+		// Without an engine there are no containers to remove; the
+		// processes and remote sandboxes are handled.
+		fmt.Fprintf(stderr, "aml sandbox prune: no containers checked: %v\n", err)
+		err = nil
+	}
+	remotes := map[string]remote.PruneResult{}
+	for _, svc := range remoteServices() {
+		r, rerr := remote.Prune(ctx, svc)
+		remotes[svc.Name()] = r
+		err = errors.Join(err, rerr)
+	}
 	if *asJSON {
 		out := struct {
 			docker.PruneResult
-			Orphans []procscope.Orphan `json:"orphans"`
-			Killed  []procscope.Orphan `json:"killed"`
-			Error   string             `json:"error,omitempty"`
-		}{PruneResult: res, Orphans: orphans, Killed: killed}
+			Remote  map[string]remote.PruneResult `json:"remote"`
+			Orphans []procscope.Orphan            `json:"orphans"`
+			Killed  []procscope.Orphan            `json:"killed"`
+			Error   string                        `json:"error,omitempty"`
+		}{PruneResult: res, Remote: remotes, Orphans: orphans, Killed: killed}
 		if err != nil {
 			out.Error = err.Error()
 		}
@@ -100,6 +135,18 @@ func cmdSandboxPrune(args []string, stdout, stderr io.Writer) int {
 		for _, l := range res.Foreign {
 			fmt.Fprintf(stdout, "kept %s (run %s; made by an aml process of another machine)\n", l.Name, l.Run)
 		}
+		for _, name := range slices.Sorted(maps.Keys(remotes)) {
+			r := remotes[name]
+			for _, l := range r.Removed {
+				fmt.Fprintf(stdout, "removed %s sandbox %s (run %s; its aml process is gone)\n", name, l.ID, l.Run)
+			}
+			for _, l := range r.Busy {
+				fmt.Fprintf(stdout, "busy %s sandbox %s (run %s; its aml process is running)\n", name, l.ID, l.Run)
+			}
+			for _, l := range r.Foreign {
+				fmt.Fprintf(stdout, "kept %s sandbox %s (run %s; made by an aml process of another machine)\n", name, l.ID, l.Run)
+			}
+		}
 		for _, o := range orphans {
 			fmt.Fprintf(stdout, "orphan process %d (its aml process %d is gone; --kill-orphans ends it)\n", o.PID, o.Owner)
 		}
@@ -108,12 +155,6 @@ func cmdSandboxPrune(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		if client.IsErrConnectionFailed(err) {
-			// Without an engine there are no containers to remove;
-			// the processes were handled.
-			fmt.Fprintf(stderr, "aml sandbox prune: no containers checked: %v\n", err)
-			return exitOK
-		}
 		fmt.Fprintf(stderr, "aml sandbox prune: %v\n", err)
 		return exitFailure
 	}

@@ -20,7 +20,10 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
+	"github.com/aml-go/aml/internal/daytonadouble"
 	"github.com/aml-go/aml/internal/procscope"
+	"github.com/aml-go/aml/providers/sandbox/daytona"
+	"github.com/aml-go/aml/providers/sandbox/remote"
 )
 
 const dockerTestImage = "aml-test/busybox:1"
@@ -303,4 +306,49 @@ func TestOrphanProcesses(t *testing.T) {
 		}
 	}
 	waitUntil(t, "the orphans to end", func() bool { return len(mine()) == 0 })
+}
+
+// TestSandboxPruneDaytona: with Daytona's credentials in the environment,
+// aml sandbox prune destroys the Daytona sandboxes a dead aml process
+// left, reports a live one's as busy and leaves the others.
+func TestSandboxPruneDaytona(t *testing.T) {
+	dbl := daytonadouble.New(t)
+	for _, v := range []string{"DAYTONA_ORGANIZATION_ID", "DAYTONA_TARGET"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("DAYTONA_API_KEY", dbl.APIKey)
+	t.Setenv("DAYTONA_API_URL", dbl.URL)
+	svc, err := daytona.New(daytona.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if procscope.MachineTag() == "0" {
+		t.Skip("this machine has no machine id: owners cannot be judged")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	create := func(owner string) string {
+		m, err := svc.Create(ctx, remote.CreateRequest{Labels: map[string]string{remote.LabelOwner: owner, remote.LabelLease: "l", remote.LabelRun: "r"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.ID()
+	}
+	dead := create(fmt.Sprintf("aml-%d-%s-x", cmd.Process.Pid, procscope.MachineTag()))
+	live := create(procscope.Marker())
+	var stdout, stderr strings.Builder
+	if code := cmdSandbox([]string{"prune"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("aml sandbox prune: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "removed daytona sandbox "+dead) || !strings.Contains(stdout.String(), "busy daytona sandbox "+live) {
+		t.Errorf("aml sandbox prune:\n%s", stdout.String())
+	}
+	found, err := svc.List(ctx, nil)
+	if err != nil || len(found) != 1 || found[0].ID != live {
+		t.Errorf("after prune: %v %v", found, err)
+	}
+	_ = svc.Destroy(ctx, live)
 }
