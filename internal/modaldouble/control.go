@@ -54,6 +54,8 @@ type sandbox struct {
 	execs  map[string]*execution
 }
 
+// AuthTokenGet issues an auth token for an hour (a JWT whose expiry the
+// SDK reads).
 func (c *control) AuthTokenGet(ctx context.Context, req *pb.AuthTokenGetRequest) (*pb.AuthTokenGetResponse, error) {
 	tok := jwt(map[string]any{"exp": time.Now().Add(time.Hour).Unix(), "jti": randomID(12)})
 	c.d.mu.Lock()
@@ -69,6 +71,8 @@ func envName(name string) string {
 	return name
 }
 
+// EnvironmentGetOrCreate returns an environment ("main" by default) and
+// its image builder version.
 func (c *control) EnvironmentGetOrCreate(ctx context.Context, req *pb.EnvironmentGetOrCreateRequest) (*pb.EnvironmentGetOrCreateResponse, error) {
 	d := c.d
 	name := envName(req.GetDeploymentName())
@@ -102,6 +106,7 @@ func (d *Double) environment(name string) (string, error) {
 	return name, nil
 }
 
+// AppGetOrCreate looks an app up by name, making it when asked to.
 func (c *control) AppGetOrCreate(ctx context.Context, req *pb.AppGetOrCreateRequest) (*pb.AppGetOrCreateResponse, error) {
 	d := c.d
 	env, err := d.environment(req.GetEnvironmentName())
@@ -138,6 +143,8 @@ func (d *Double) appByID(id string) *app {
 	return nil
 }
 
+// ImageGetOrCreate starts the build of a registry image (FROM <tag>), or
+// returns the one of that tag.
 func (c *control) ImageGetOrCreate(ctx context.Context, req *pb.ImageGetOrCreateRequest) (*pb.ImageGetOrCreateResponse, error) {
 	d := c.d
 	cmds := req.GetImage().GetDockerfileCommands()
@@ -179,6 +186,7 @@ func (c *control) ImageGetOrCreate(ctx context.Context, req *pb.ImageGetOrCreate
 	return pb.ImageGetOrCreateResponse_builder{ImageId: im.id}.Build(), nil
 }
 
+// ImageJoinStreaming streams a build's log line, then its result.
 func (c *control) ImageJoinStreaming(req *pb.ImageJoinStreamingRequest, stream grpc.ServerStreamingServer[pb.ImageJoinStreamingResponse]) error {
 	d := c.d
 	d.mu.Lock()
@@ -218,6 +226,7 @@ func (c *control) ImageJoinStreaming(req *pb.ImageJoinStreamingRequest, stream g
 	return stream.Send(pb.ImageJoinStreamingResponse_builder{Result: res, EntryId: "3-0", Eof: true}.Build())
 }
 
+// SecretGetOrCreate keeps a secret made from a map.
 func (c *control) SecretGetOrCreate(ctx context.Context, req *pb.SecretGetOrCreateRequest) (*pb.SecretGetOrCreateResponse, error) {
 	d := c.d
 	if req.GetDeploymentName() != "" {
@@ -397,6 +406,7 @@ func (d *Double) finish(sb *sandbox, result *pb.GenericResult) {
 	}
 }
 
+// SandboxCreate makes a sandbox of the first backend and answers at once.
 func (c *control) SandboxCreate(ctx context.Context, req *pb.SandboxCreateRequest) (*pb.SandboxCreateResponse, error) {
 	sb, err := c.d.define(req.GetAppId(), req.GetDefinition(), req.GetTags(), nil, false)
 	if err != nil {
@@ -410,6 +420,7 @@ func (c *control) SandboxCreate(ctx context.Context, req *pb.SandboxCreateReques
 	return pb.SandboxCreateResponse_builder{SandboxId: sb.id}.Build(), nil
 }
 
+// SandboxCreateV2 makes a V2 sandbox and answers once its task runs.
 func (c *control) SandboxCreateV2(ctx context.Context, req *pb.SandboxCreateV2Request) (*pb.SandboxCreateV2Response, error) {
 	d := c.d
 	sb, err := d.define(req.GetAppId(), req.GetDefinition(), req.GetTags(), req.GetSecretSources(), true)
@@ -468,14 +479,19 @@ func (c *control) getTaskID(req *pb.SandboxGetTaskIdRequest, v2 bool) (*pb.Sandb
 	return b.Build(), nil
 }
 
+// SandboxGetTaskId returns the task of a first-backend sandbox, or its
+// result once it finished.
 func (c *control) SandboxGetTaskId(ctx context.Context, req *pb.SandboxGetTaskIdRequest) (*pb.SandboxGetTaskIdResponse, error) {
 	return c.getTaskID(req, false)
 }
 
+// SandboxGetTaskIdV2 is SandboxGetTaskId for V2 sandboxes.
 func (c *control) SandboxGetTaskIdV2(ctx context.Context, req *pb.SandboxGetTaskIdRequest) (*pb.SandboxGetTaskIdResponse, error) {
 	return c.getTaskID(req, true)
 }
 
+// TaskGetCommandRouterAccess hands out the router's URL and a JWT for the
+// task.
 func (c *control) TaskGetCommandRouterAccess(ctx context.Context, req *pb.TaskGetCommandRouterAccessRequest) (*pb.TaskGetCommandRouterAccessResponse, error) {
 	d := c.d
 	d.mu.Lock()
@@ -487,6 +503,8 @@ func (c *control) TaskGetCommandRouterAccess(ctx context.Context, req *pb.TaskGe
 	return pb.TaskGetCommandRouterAccessResponse_builder{Jwt: d.routerToken(req.GetTaskId()), Url: d.routerURL()}.Build(), nil
 }
 
+// SandboxGetCommandRouterAccess is TaskGetCommandRouterAccess for V2
+// sandboxes.
 func (c *control) SandboxGetCommandRouterAccess(ctx context.Context, req *pb.SandboxGetCommandRouterAccessRequest) (*pb.SandboxGetCommandRouterAccessResponse, error) {
 	d := c.d
 	var taskID string
@@ -527,10 +545,13 @@ func (c *control) terminate(req *pb.SandboxTerminateRequest, v2 bool) (*pb.Sandb
 	return &pb.SandboxTerminateResponse{}, nil
 }
 
+// SandboxTerminate terminates a first-backend sandbox (its container is
+// removed).
 func (c *control) SandboxTerminate(ctx context.Context, req *pb.SandboxTerminateRequest) (*pb.SandboxTerminateResponse, error) {
 	return c.terminate(req, false)
 }
 
+// SandboxTerminateV2 is SandboxTerminate for V2 sandboxes.
 func (c *control) SandboxTerminateV2(ctx context.Context, req *pb.SandboxTerminateRequest) (*pb.SandboxTerminateResponse, error) {
 	return c.terminate(req, true)
 }
@@ -557,10 +578,13 @@ func (c *control) wait(ctx context.Context, req *pb.SandboxWaitRequest, v2 bool)
 	}.Build(), nil
 }
 
+// SandboxWait waits up to the request's timeout for a first-backend
+// sandbox to finish.
 func (c *control) SandboxWait(ctx context.Context, req *pb.SandboxWaitRequest) (*pb.SandboxWaitResponse, error) {
 	return c.wait(ctx, req, false)
 }
 
+// SandboxWaitV2 is SandboxWait for V2 sandboxes.
 func (c *control) SandboxWaitV2(ctx context.Context, req *pb.SandboxWaitRequest) (*pb.SandboxWaitResponse, error) {
 	return c.wait(ctx, req, true)
 }
@@ -631,10 +655,13 @@ func tagList(tags map[string]string) []*pb.SandboxTag {
 	return out
 }
 
+// SandboxList lists first-backend sandboxes, newest first, a page at a
+// time.
 func (c *control) SandboxList(ctx context.Context, req *pb.SandboxListRequest) (*pb.SandboxListResponse, error) {
 	return c.list(req, false)
 }
 
+// SandboxListV2 lists the sandboxes of both backends.
 func (c *control) SandboxListV2(ctx context.Context, req *pb.SandboxListRequest) (*pb.SandboxListResponse, error) {
 	return c.list(req, true)
 }
@@ -649,10 +676,12 @@ func (c *control) tagsGet(req *pb.SandboxTagsGetRequest, v2 bool) (*pb.SandboxTa
 	return pb.SandboxTagsGetResponse_builder{Tags: tagList(sb.tags)}.Build(), nil
 }
 
+// SandboxTagsGet returns a first-backend sandbox's tags.
 func (c *control) SandboxTagsGet(ctx context.Context, req *pb.SandboxTagsGetRequest) (*pb.SandboxTagsGetResponse, error) {
 	return c.tagsGet(req, false)
 }
 
+// SandboxTagsGetV2 is SandboxTagsGet for V2 sandboxes.
 func (c *control) SandboxTagsGetV2(ctx context.Context, req *pb.SandboxTagsGetRequest) (*pb.SandboxTagsGetResponse, error) {
 	return c.tagsGet(req, true)
 }
@@ -672,10 +701,12 @@ func (c *control) tagsSet(req *pb.SandboxTagsSetRequest, v2 bool) (*emptypb.Empt
 	return &emptypb.Empty{}, nil
 }
 
+// SandboxTagsSet replaces a first-backend sandbox's tags.
 func (c *control) SandboxTagsSet(ctx context.Context, req *pb.SandboxTagsSetRequest) (*emptypb.Empty, error) {
 	return c.tagsSet(req, false)
 }
 
+// SandboxTagsSetV2 is SandboxTagsSet for V2 sandboxes.
 func (c *control) SandboxTagsSetV2(ctx context.Context, req *pb.SandboxTagsSetRequest) (*emptypb.Empty, error) {
 	return c.tagsSet(req, true)
 }

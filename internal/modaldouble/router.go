@@ -89,6 +89,8 @@ func (e *execution) writeStdin(offset uint64, data []byte, eof bool) error {
 	return nil
 }
 
+// TaskExecStart starts an exec in the task's container (a retried start
+// is accepted once).
 func (r *router) TaskExecStart(ctx context.Context, req *pb.TaskExecStartRequest) (*pb.TaskExecStartResponse, error) {
 	d := r.d
 	sb, err := d.taskFromContext(ctx, req.GetTaskId())
@@ -320,6 +322,8 @@ func (r *router) execOf(ctx context.Context, taskID, execID string) (*execution,
 	return e, nil
 }
 
+// TaskExecStdioRead streams an exec's stdout or stderr from the request's
+// offset to its end.
 func (r *router) TaskExecStdioRead(req *pb.TaskExecStdioReadRequest, stream grpc.ServerStreamingServer[pb.TaskExecStdioReadResponse]) error {
 	ctx := stream.Context()
 	e, err := r.execOf(ctx, req.GetTaskId(), req.GetExecId())
@@ -352,6 +356,7 @@ func (r *router) TaskExecStdioRead(req *pb.TaskExecStdioReadRequest, stream grpc
 	}
 }
 
+// TaskExecStdinWrite writes an exec's input at an offset.
 func (r *router) TaskExecStdinWrite(ctx context.Context, req *pb.TaskExecStdinWriteRequest) (*pb.TaskExecStdinWriteResponse, error) {
 	e, err := r.execOf(ctx, req.GetTaskId(), req.GetExecId())
 	if err != nil {
@@ -363,6 +368,8 @@ func (r *router) TaskExecStdinWrite(ctx context.Context, req *pb.TaskExecStdinWr
 	return &pb.TaskExecStdinWriteResponse{}, nil
 }
 
+// TaskExecStdinWriteStream takes an exec's input as a stream: a start,
+// data, and an end that closes the input.
 func (r *router) TaskExecStdinWriteStream(stream grpc.ClientStreamingServer[pb.TaskExecStdinWriteStreamRequest, pb.TaskExecStdinWriteStreamResponse]) error {
 	first, err := stream.Recv()
 	if err != nil {
@@ -403,6 +410,8 @@ func (r *router) TaskExecStdinWriteStream(stream grpc.ClientStreamingServer[pb.T
 	}
 }
 
+// TaskExecStdinStatus says how much input an exec took and whether it is
+// closed.
 func (r *router) TaskExecStdinStatus(ctx context.Context, req *pb.TaskExecStdinStatusRequest) (*pb.TaskExecStdinStatusResponse, error) {
 	e, err := r.execOf(ctx, req.GetTaskId(), req.GetExecId())
 	if err != nil {
@@ -423,6 +432,7 @@ func (e *execution) exitStatus() (code, signal *int32) {
 	return &c, nil
 }
 
+// TaskExecWait waits for an exec's exit status.
 func (r *router) TaskExecWait(ctx context.Context, req *pb.TaskExecWaitRequest) (*pb.TaskExecWaitResponse, error) {
 	e, err := r.execOf(ctx, req.GetTaskId(), req.GetExecId())
 	if err != nil {
@@ -437,6 +447,7 @@ func (r *router) TaskExecWait(ctx context.Context, req *pb.TaskExecWaitRequest) 
 	return pb.TaskExecWaitResponse_builder{Code: code, Signal: signal}.Build(), nil
 }
 
+// TaskExecPoll returns an exec's exit status if it exited.
 func (r *router) TaskExecPoll(ctx context.Context, req *pb.TaskExecPollRequest) (*pb.TaskExecPollResponse, error) {
 	e, err := r.execOf(ctx, req.GetTaskId(), req.GetExecId())
 	if err != nil {

@@ -356,6 +356,7 @@ type pidLine struct {
 	done bool
 }
 
+// Write passes b on, less the wrapper's line.
 func (w *pidLine) Write(b []byte) (int, error) {
 	n := len(b)
 	if !w.done {
@@ -395,6 +396,7 @@ type stdinWriter struct {
 	closed bool
 }
 
+// Write writes b in chunks.
 func (s *stdinWriter) Write(b []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -414,6 +416,7 @@ func (s *stdinWriter) Write(b []byte) (int, error) {
 	return n, nil
 }
 
+// Close ends the input; repeat-safe.
 func (s *stdinWriter) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -467,6 +470,7 @@ type ctxReader struct {
 	r   io.Reader
 }
 
+// Read reads unless ctx is done.
 func (c *ctxReader) Read(b []byte) (int, error) {
 	if err := c.ctx.Err(); err != nil {
 		return 0, context.Cause(c.ctx)
@@ -606,6 +610,7 @@ func (d *download) failure(err error) error {
 	return nil
 }
 
+// Read reads the file, segment after segment.
 func (d *download) Read(b []byte) (int, error) {
 	if d.end != nil {
 		return 0, d.end
