@@ -31,8 +31,8 @@
 //
 // Knobs for tests: Throttle (rate limiting with a retry hint), FailImage
 // (an image that fails to build), Terminate (a sandbox terminated from
-// outside), Stall (a call that never answers), CreateDelay and
-// BuildDelay (slow provisioning). Bad credentials need no knob: a client
+// outside), Stall (a call that never answers), RefuseExec (execs the
+// router refuses), CreateDelay and BuildDelay (slow provisioning). Bad credentials need no knob: a client
 // with another token pair is refused.
 package modaldouble
 
@@ -102,6 +102,7 @@ type Double struct {
 	throttles    []*throttle
 	failImages   map[string]string
 	stalls       map[string]bool
+	refusals     []string
 	createDelay  time.Duration
 	buildDelay   time.Duration
 	calls        map[string]int
@@ -297,6 +298,28 @@ func (d *Double) Stall(method string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.stalls[method] = true
+}
+
+// RefuseExec makes the router refuse (FAILED_PRECONDITION) every exec
+// one of whose arguments contains substr.
+func (d *Double) RefuseExec(substr string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.refusals = append(d.refusals, substr)
+}
+
+// refused reports whether RefuseExec refuses args.
+func (d *Double) refused(args []string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, r := range d.refusals {
+		for _, a := range args {
+			if strings.Contains(a, r) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // CreateDelay makes each sandbox take at least delay to be provisioned

@@ -107,6 +107,8 @@ func (r *router) TaskExecStart(ctx context.Context, req *pb.TaskExecStartRequest
 		return nil, status.Error(codes.Unimplemented, "the double runs no sidecar containers")
 	case req.GetExecId() == "":
 		return nil, status.Error(codes.InvalidArgument, "no exec id")
+	case d.refused(args):
+		return nil, status.Error(codes.FailedPrecondition, "the exec was refused")
 	}
 	d.mu.Lock()
 	if _, ok := sb.execs[req.GetExecId()]; ok {
