@@ -244,6 +244,41 @@ func TestProcesses(t *testing.T) {
 	})
 }
 
+// When the kill cannot be run in the sandbox, Kill terminates the
+// sandbox: the command ends killed, and the sandbox runs nothing more.
+func TestKillFallsBackToTerminate(t *testing.T) {
+	t.Parallel()
+	d := modaldouble.New(t)
+	s := newService(t, d, modal.Options{}, nil)
+	ctx := testContext(t)
+	m, err := s.Create(ctx, remote.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := m.Start(ctx, remote.Command{Args: []string{"sleep", "600"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, p.Stdout())
+	go io.Copy(io.Discard, p.Stderr())
+	d.RefuseExec("kill -KILL")
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := p.Wait(); code != 137 && !errors.Is(err, modal.ErrSandboxGone) {
+		t.Fatalf("Wait after the fallback: %d, %v", code, err)
+	}
+	if r := d.Running(); len(r) != 0 {
+		t.Fatalf("running: %v", r)
+	}
+	if _, err := m.Start(ctx, remote.Command{Args: []string{"true"}}); !errors.Is(err, modal.ErrSandboxGone) {
+		t.Fatalf("Start after the fallback: %v", err)
+	}
+	if err := m.Destroy(ctx); err != nil {
+		t.Fatalf("Destroy after the fallback: %v", err)
+	}
+}
+
 // gen is a deterministic stream of n pseudo-random bytes.
 type gen struct {
 	r *rand.ChaCha8
