@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"syscall"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/aml-go/aml/internal/procscope"
 	"github.com/aml-go/aml/providers/sandbox/daytona"
 	"github.com/aml-go/aml/providers/sandbox/docker"
+	"github.com/aml-go/aml/providers/sandbox/modal"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 )
 
@@ -32,8 +34,10 @@ processes are handled.
 
 With DAYTONA_API_KEY set (and DAYTONA_API_URL and
 DAYTONA_ORGANIZATION_ID where needed), the Daytona sandboxes such aml
-processes left are destroyed the same way; sandboxes of live runs are
-busy, and other machines' are kept.
+processes left are destroyed the same way, and so are the Modal ones (of
+the app aml-jsx) with MODAL_TOKEN_ID and MODAL_TOKEN_SECRET set or a
+~/.modal.toml; sandboxes of live runs are busy, and other machines' are
+kept.
 
 It also lists the processes such aml processes started (scripts, agents,
 and what they started, setsid descendants included: every process that
@@ -55,6 +59,12 @@ func remoteServices() []remote.Service {
 	var out []remote.Service
 	if os.Getenv("DAYTONA_API_KEY") != "" {
 		if svc, err := daytona.New(daytona.Options{}); err == nil {
+			out = append(out, svc)
+		}
+	}
+	home, _ := os.UserHomeDir()
+	if _, err := os.Stat(filepath.Join(home, ".modal.toml")); os.Getenv("MODAL_TOKEN_ID") != "" || err == nil {
+		if svc, err := modal.New(modal.Options{}); err == nil {
 			out = append(out, svc)
 		}
 	}
@@ -110,6 +120,9 @@ func cmdSandboxPrune(args []string, stdout, stderr io.Writer) int {
 		r, rerr := remote.Prune(ctx, svc)
 		remotes[svc.Name()] = r
 		err = errors.Join(err, rerr)
+		if c, ok := svc.(interface{ Close() }); ok {
+			c.Close()
+		}
 	}
 	if *asJSON {
 		out := struct {

@@ -15,6 +15,7 @@ import (
 	"go.starlark.net/starlark"
 
 	"github.com/aml-go/aml/providers/sandbox/daytona"
+	"github.com/aml-go/aml/providers/sandbox/modal"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 	"github.com/aml-go/aml/starlib"
 )
@@ -27,13 +28,17 @@ type Options struct {
 	// Daytona, when set, makes the Daytona services instead of
 	// daytona.New (tests point them at a double).
 	Daytona func(daytona.Options) (remote.Service, error)
+	// Modal, when set, makes the Modal services instead of modal.New.
+	Modal func(modal.Options) (remote.Service, error)
 }
 
 // New returns the extension with opts.
 func New(opts Options) *starlib.Extension {
 	d := *daytonaBuiltin
 	d.Impl = func(c *starlib.Call) (starlark.Value, error) { return daytonaImpl(c, opts) }
-	return &starlib.Extension{Name: "remote", Builtins: []*starlib.Builtin{&d}}
+	m := *modalBuiltin
+	m.Impl = func(c *starlib.Call) (starlark.Value, error) { return modalImpl(c, opts) }
+	return &starlib.Extension{Name: "remote", Builtins: []*starlib.Builtin{&d, &m}}
 }
 
 // common are the parameters every remote sandbox factory takes.
