@@ -121,7 +121,7 @@ func (p *Provider) reconcile(ctx context.Context, b *box) error {
 		return err
 	}
 	defer scratch.RemoveAll(tmp)
-	got, err := extract(rc, tmp)
+	got, err := extract(rc, tmp, b.dir)
 	if err != nil {
 		return fmt.Errorf("extracting the remote tree: %w", err)
 	}
@@ -130,14 +130,27 @@ func (p *Provider) reconcile(ctx context.Context, b *box) error {
 
 // extract writes the tar stream r below dir through a handle on it
 // (entries that would leave it are refused) and returns the kind of every
-// path it made. Directories, regular files, symbolic links and hard links
-// are made; other kinds are left out.
-func extract(r io.Reader, dir string) (map[string]fs.FileMode, error) {
+// path of the archive. Directories, regular files, symbolic links and hard
+// links are made; other kinds are left out. A regular file that same
+// holds already as it is (same size, modification time to the second and
+// mode) is not written: the mirror leaves it as it is.
+func extract(r io.Reader, dir, same string) (map[string]fs.FileMode, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer root.Close()
+	have, err := os.OpenRoot(same)
+	if err != nil {
+		return nil, err
+	}
+	defer have.Close()
+	unchanged := func(name string, h *tar.Header) bool {
+		info, err := have.Lstat(name)
+		return err == nil && info.Mode().IsRegular() && info.Size() == h.Size &&
+			info.Mode().Perm() == fs.FileMode(h.Mode)&fs.ModePerm &&
+			info.ModTime().Truncate(time.Second).Equal(h.ModTime.Truncate(time.Second))
+	}
 	got := map[string]fs.FileMode{}
 	tr := tar.NewReader(r)
 	type dirTime struct {
@@ -182,6 +195,10 @@ func extract(r io.Reader, dir string) (map[string]fs.FileMode, error) {
 			got[name] = fs.ModeDir
 			dirs = append(dirs, dirTime{name, h.ModTime})
 		case tar.TypeReg:
+			if unchanged(name, h) {
+				got[name] = 0
+				continue
+			}
 			f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, mode|0o600)
 			if err != nil {
 				return nil, err
@@ -213,8 +230,13 @@ func extract(r io.Reader, dir string) (map[string]fs.FileMode, error) {
 			if _, ok := got[target]; !ok {
 				return nil, fmt.Errorf("archive hard link %q names %q, not a file of the archive", h.Name, h.Linkname)
 			}
-			// A copy, not a link: the mirror writes files one by one.
-			if err := copyWithin(root, target, name); err != nil {
+			// A copy, not a link: the mirror writes files one by one. The
+			// target was left out when the source holds it unchanged.
+			from := root
+			if _, err := root.Lstat(target); err != nil {
+				from = have
+			}
+			if err := copyFile(from, root, target, name); err != nil {
 				return nil, err
 			}
 			got[name] = 0
@@ -226,27 +248,27 @@ func extract(r io.Reader, dir string) (map[string]fs.FileMode, error) {
 	return got, nil
 }
 
-// copyWithin copies the regular file from to to below root.
-func copyWithin(root *os.Root, from, to string) error {
-	src, err := root.OpenFile(from, os.O_RDONLY|noFollow, 0)
+// copyFile copies the regular file from (below src) to to (below dst).
+func copyFile(src, dst *os.Root, from, to string) error {
+	in, err := src.OpenFile(from, os.O_RDONLY|noFollow, 0)
 	if err != nil {
 		return err
 	}
-	defer src.Close()
-	info, err := src.Stat()
+	defer in.Close()
+	info, err := in.Stat()
 	if err != nil {
 		return err
 	}
-	dst, err := root.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, info.Mode().Perm())
+	out, err := dst.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, info.Mode().Perm())
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(dst, src)
-	if cerr := dst.Close(); err == nil {
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = root.Chtimes(to, info.ModTime(), info.ModTime())
+		err = dst.Chtimes(to, info.ModTime(), info.ModTime())
 	}
 	return err
 }
