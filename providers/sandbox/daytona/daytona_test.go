@@ -809,6 +809,11 @@ func TestNetworkFailures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Both streams are drained at once, as the contract asks: a
+		// stream nobody reads holds the other.
+		var stderr bytes.Buffer
+		errDone := make(chan error, 1)
+		go func() { _, err := io.Copy(&stderr, p.Stderr()); errDone <- err }()
 		line := make([]byte, 4)
 		if _, err := io.ReadFull(p.Stdout(), line); err != nil || string(line) != "one\n" {
 			t.Fatalf("read %q, %v", line, err)
@@ -818,8 +823,14 @@ func TestNetworkFailures(t *testing.T) {
 		if _, err := p.Stdin().Write([]byte("go\n")); err != nil {
 			t.Fatal(err)
 		}
-		r := finish(t, p, nil)
-		r.stdout = "one\n" + r.stdout
+		var stdout bytes.Buffer
+		_, outErr := io.Copy(&stdout, p.Stdout())
+		errErr := <-errDone
+		code, err := p.Wait()
+		if err == nil {
+			err = errors.Join(outErr, errErr)
+		}
+		r := result{"one\n" + stdout.String(), stderr.String(), code, err}
 		if r.err != nil || r.code != 0 || r.stdout != "one\ntwo\n" || r.stderr != "err1\nerr2\n" {
 			t.Errorf("after the stream broke: %+v", r)
 		}
