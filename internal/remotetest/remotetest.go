@@ -8,7 +8,6 @@ package remotetest
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +28,7 @@ import (
 	"github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/aml-go/aml/internal/pidline"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 )
 
@@ -243,10 +243,6 @@ func (m *machine) abs(p string) string {
 	return path.Join(m.d.home(), p)
 }
 
-// wrapper says the process id on stderr's first line, then becomes the
-// command, so that Kill can end its group.
-const wrapper = `echo $$ >&2 && exec "$@"`
-
 func (m *machine) Start(ctx context.Context, c remote.Command) (remote.Process, error) {
 	if len(c.Args) == 0 {
 		return nil, errors.New("empty argv")
@@ -256,7 +252,7 @@ func (m *machine) Start(ctx context.Context, c remote.Command) (remote.Process, 
 		env = append(env, k+"="+v)
 	}
 	ex, err := m.d.cli.ContainerExecCreate(ctx, m.id, container.ExecOptions{
-		Cmd:         append([]string{"/bin/sh", "-c", wrapper, "remote-exec"}, c.Args...),
+		Cmd:         append([]string{"/bin/sh", "-c", pidline.Wrapper, "remote-exec"}, c.Args...),
 		Env:         env,
 		WorkingDir:  m.abs(c.Dir),
 		AttachStdin: c.Stdin, AttachStdout: true, AttachStderr: true,
@@ -275,9 +271,12 @@ func (m *machine) Start(ctx context.Context, c remote.Command) (remote.Process, 
 	errR, errW := io.Pipe()
 	p := &process{m: m, exec: ex.ID, att: att, stdout: outR, stderr: errR, pidc: make(chan int, 1), done: make(chan struct{})}
 	go func() {
-		pl := &pidLine{dst: errW, pidc: p.pidc}
+		pl := &pidline.Writer{Dst: errW, Set: func(line []byte) {
+			if pid := pidline.Parse(line); pid > 0 {
+				p.pidc <- int(pid)
+			}
+		}}
 		_, err := stdcopy.StdCopy(outW, pl, att.Reader)
-		pl.finish()
 		if err == nil {
 			err = io.EOF
 		}
@@ -382,42 +381,6 @@ func (p *process) Wait() (int, error) {
 	})
 	return p.code, p.err
 }
-
-// pidLine takes the wrapper's first stderr line.
-type pidLine struct {
-	dst  io.Writer
-	pidc chan int
-	buf  []byte
-	done bool
-}
-
-func (w *pidLine) Write(b []byte) (int, error) {
-	n := len(b)
-	if !w.done {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 && len(w.buf)+len(b) <= 20 {
-			w.buf = append(w.buf, b...)
-			return n, nil
-		}
-		w.done = true
-		if i >= 0 {
-			w.buf = append(w.buf, b[:i]...)
-			b = b[i+1:]
-			if pid, err := strconv.Atoi(string(w.buf)); err == nil {
-				w.pidc <- pid
-			}
-		}
-		w.buf = nil
-	}
-	if len(b) > 0 {
-		if _, err := w.dst.Write(b); err != nil {
-			return 0, err
-		}
-	}
-	return n, nil
-}
-
-func (w *pidLine) finish() { w.done = true }
 
 func (m *machine) Upload(ctx context.Context, p string, r io.Reader) error {
 	// The engine takes a tar stream, whose header needs the size: the

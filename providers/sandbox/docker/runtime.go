@@ -22,17 +22,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/pidline"
 )
 
 // ErrReleased is wrapped by operations on a released lease and by the
 // error of a command the release killed.
 var ErrReleased = errors.New("docker sandbox lease released")
-
-// wrapper says the command's process id on the first line of its stderr,
-// then becomes the command. The id travels in the exec's own stream, not
-// through a file the container could replace: the host reads it from the
-// stream and passes the rest on.
-const wrapper = `echo $$ >&2 && exec "$@"`
 
 // runtime is the eval.SandboxRuntime of a container.
 type runtime struct {
@@ -185,7 +180,7 @@ func (r *runtime) start(ctx context.Context, command string, args []string, opts
 		}
 	}()
 	cfg := container.ExecOptions{
-		Cmd:          append([]string{"/bin/sh", "-c", wrapper, "aml-exec", command}, args...),
+		Cmd:          append([]string{"/bin/sh", "-c", pidline.Wrapper, "aml-exec", command}, args...),
 		Env:          envList(opts.Env),
 		WorkingDir:   dir,
 		AttachStdin:  spawn || opts.Stdin != nil,
@@ -490,7 +485,7 @@ func (p *process) end(cause error, signal bool) {
 
 // demux copies the stream's output to the gates until it ends.
 func (p *process) demux() {
-	_, err := stdcopy.StdCopy(p.out, &pidLine{p: p, dst: p.errOut}, p.stream.Reader)
+	_, err := stdcopy.StdCopy(p.out, &pidline.Writer{Dst: p.errOut, Set: p.setPid}, p.stream.Reader)
 	p.setPid(nil)
 	p.finishOutput(err)
 }
@@ -560,51 +555,9 @@ func (p *process) killed() error {
 // releases pid's waiters; the first call wins.
 func (p *process) setPid(line []byte) {
 	p.pidOnce.Do(func() {
-		if n, err := strconv.Atoi(string(line)); err == nil && n > 1 {
-			p.pidValue.Store(int64(n))
-		}
+		p.pidValue.Store(pidline.Parse(line))
 		close(p.pidReady)
 	})
-}
-
-// maxPidLine bounds the wrapper's line: a process id.
-const maxPidLine = 20
-
-// pidLine is the writer of a command's stderr: it takes the wrapper's
-// first line (the process id) and passes everything after it to dst.
-type pidLine struct {
-	p    *process
-	dst  io.Writer
-	buf  []byte
-	done bool
-}
-
-func (w *pidLine) Write(b []byte) (int, error) {
-	n := len(b)
-	if !w.done {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 && len(w.buf)+len(b) <= maxPidLine {
-			w.buf = append(w.buf, b...)
-			return n, nil
-		}
-		w.done = true
-		if i >= 0 && len(w.buf)+i <= maxPidLine {
-			w.p.setPid(append(w.buf, b[:i]...))
-			b = b[i+1:]
-		} else {
-			// Not the wrapper's line (it always comes first, so this
-			// does not happen): nothing is lost.
-			w.p.setPid(nil)
-			b = append(w.buf, b...)
-		}
-		w.buf = nil
-	}
-	if len(b) > 0 {
-		if _, err := w.dst.Write(b); err != nil {
-			return 0, err
-		}
-	}
-	return n, nil
 }
 
 // Wait implements eval.SandboxProcess: it waits for the exit and returns

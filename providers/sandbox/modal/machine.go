@@ -18,13 +18,10 @@ import (
 
 	sdk "github.com/modal-labs/modal-client/go"
 
+	"github.com/aml-go/aml/internal/pidline"
 	"github.com/aml-go/aml/internal/scratch"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 )
-
-// wrapper says the command's process id on the first line of its stderr,
-// then becomes the command: Kill signals it by that id.
-const wrapper = `echo $$ >&2 && exec "$@"`
 
 // killScript kills the process group of $0, or the process when it leads
 // none.
@@ -155,7 +152,7 @@ func (m *machine) Start(ctx context.Context, c remote.Command) (remote.Process, 
 	if c.Timeout > 0 {
 		params.Timeout = (c.Timeout + time.Second - 1) / time.Second * time.Second
 	}
-	argv := append([]string{"/bin/sh", "-c", wrapper, "aml-exec"}, c.Args...)
+	argv := append([]string{"/bin/sh", "-c", pidline.Wrapper, "aml-exec"}, c.Args...)
 	var cp *sdk.ContainerProcess
 	err := m.s.call(ctx, fmt.Sprintf("starting %q in %s", c.Args[0], m.ID()), m.s.opts.RequestTimeout, func(ctx context.Context) error {
 		var err error
@@ -214,7 +211,7 @@ func newProcess(m *machine, cp *sdk.ContainerProcess, c remote.Command) *process
 	go func() {
 		// stderr is pumped at once: the wrapper's line (the process id)
 		// must be known before the caller reads, for Kill.
-		_, err := io.Copy(&pidLine{p: p, dst: pw}, cp.Stderr)
+		_, err := io.Copy(&pidline.Writer{Dst: pw, Set: p.setPid}, cp.Stderr)
 		p.setPid(nil)
 		if err == nil {
 			err = io.EOF
@@ -337,52 +334,9 @@ func (p *process) signal(pid int64) error {
 // call wins.
 func (p *process) setPid(line []byte) {
 	p.pidOnce.Do(func() {
-		if n, err := strconv.ParseInt(string(line), 10, 64); err == nil && n > 1 {
-			p.pid.Store(n)
-		}
+		p.pid.Store(pidline.Parse(line))
 		close(p.pidReady)
 	})
-}
-
-// maxPidLine bounds the wrapper's line: a process id.
-const maxPidLine = 20
-
-// pidLine writes a command's stderr to dst, but for the wrapper's first
-// line (the process id), which it takes.
-type pidLine struct {
-	p    *process
-	dst  io.Writer
-	buf  []byte
-	done bool
-}
-
-// Write passes b on, less the wrapper's line.
-func (w *pidLine) Write(b []byte) (int, error) {
-	n := len(b)
-	if !w.done {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 && len(w.buf)+len(b) <= maxPidLine {
-			w.buf = append(w.buf, b...)
-			return n, nil
-		}
-		w.done = true
-		if i >= 0 && len(w.buf)+i <= maxPidLine {
-			w.p.setPid(append(w.buf, b[:i]...))
-			b = b[i+1:]
-		} else {
-			// Not the wrapper's line (it comes first, so this does not
-			// happen): nothing is lost.
-			w.p.setPid(nil)
-			b = append(w.buf, b...)
-		}
-		w.buf = nil
-	}
-	if len(b) > 0 {
-		if _, err := w.dst.Write(b); err != nil {
-			return 0, err
-		}
-	}
-	return n, nil
 }
 
 // stdinChunk bounds one write of input (one call to the router).
