@@ -64,34 +64,8 @@ func TestDaytonaSandbox(t *testing.T) {
 		t.Setenv(v, "")
 	}
 	t.Setenv("DAYTONA_API_KEY", dbl.APIKey)
-	dir := t.TempDir()
-	for name, content := range map[string]string{"keep.txt": "same", "change.txt": "old", "gone/inner.txt": "x"} {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	src := `configure(workspace_provider = local_workspace(directory = ` + strconv.Quote(dir) + `))
-box = daytona_sandbox(api_url = ` + strconv.Quote(dbl.URL) + `, api_key = env("DAYTONA_API_KEY"), labels = {"team": "docs"})
-lookup = define_tool(name = "lookup", description = "Looks a word up.", execute = lambda input: "found " + input["q"],
-    input = schema.object(q = schema.string()))
-fake = acp_agent(command = "fake-acp-agent", env = {"AML_FAKE_ACP_MODE": "no-http"})
-
-def main():
-    return workspace(
-        sandbox(
-            script("printf new > change.txt; rm -r gone; mkdir -p added && printf a > added/a.txt; pwd", shell = "sh"),
-            agent("cwd\nmcp\ncall lookup {\"q\": \"ocelot\"}", tool(lookup), provider = fake),
-            "|",
-            agent("submit {\"answer\": 42}", tool(lookup), provider = fake, schema = schema.object(answer = schema.integer())),
-            provider = box,
-            access = "read-write",
-        ),
-    )
-`
+	dir := seedWorkspace(t)
+	src := agentWorkflow(dir, `daytona_sandbox(api_url = `+strconv.Quote(dbl.URL)+`, api_key = env("DAYTONA_API_KEY"), labels = {"team": "docs"})`, "; pwd")
 	exts := []*starlib.Extension{remotestar.Extension, acpstar.New(acpstar.Options{})}
 	env := func(k string) (string, bool) { return os.LookupEnv(k) }
 	out, err := starlib.Run(context.Background(), filepath.Join(dir, "w.star"), "", starlib.LoadOptions{Source: []byte(src), Extensions: exts, Env: env}, eval.Options{})
@@ -144,4 +118,45 @@ func TestDaytonaOptions(t *testing.T) {
 			t.Errorf("%s: %v, want %q", src, err, want)
 		}
 	}
+}
+
+// seedWorkspace makes a workspace of three files, one below a directory.
+func seedWorkspace(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range map[string]string{"keep.txt": "same", "change.txt": "old", "gone/inner.txt": "x"} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// agentWorkflow is a workflow over the workspace dir with the sandbox
+// provider box: a script (its source ended by extra) adds, changes and
+// deletes files, an agent calls the host tool lookup, and, after "|", an
+// agent submits a structured result.
+func agentWorkflow(dir, box, extra string) string {
+	return `configure(workspace_provider = local_workspace(directory = ` + strconv.Quote(dir) + `))
+box = ` + box + `
+lookup = define_tool(name = "lookup", description = "Looks a word up.", execute = lambda input: "found " + input["q"],
+    input = schema.object(q = schema.string()))
+fake = acp_agent(command = "fake-acp-agent", env = {"AML_FAKE_ACP_MODE": "no-http"})
+
+def main():
+    return workspace(
+        sandbox(
+            script("printf new > change.txt; rm -r gone; mkdir -p added && printf a > added/a.txt` + extra + `", shell = "sh"),
+            agent("cwd\nmcp\ncall lookup {\"q\": \"ocelot\"}", tool(lookup), provider = fake),
+            "|",
+            agent("submit {\"answer\": 42}", tool(lookup), provider = fake, schema = schema.object(answer = schema.integer())),
+            provider = box,
+            access = "read-write",
+        ),
+    )
+`
 }

@@ -2,9 +2,7 @@ package remotestar_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -38,34 +36,8 @@ func TestModalSandbox(t *testing.T) {
 		}
 		return s, err
 	}})
-	dir := t.TempDir()
-	for name, content := range map[string]string{"keep.txt": "same", "change.txt": "old", "gone/inner.txt": "x"} {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	src := `configure(workspace_provider = local_workspace(directory = ` + strconv.Quote(dir) + `))
-box = modal_sandbox(token_id = env("ID"), token_secret = env("SECRET"), app_name = "aml-test", create = {"cpu": 1, "timeout_ms": 600000})
-lookup = define_tool(name = "lookup", description = "Looks a word up.", execute = lambda input: "found " + input["q"],
-    input = schema.object(q = schema.string()))
-fake = acp_agent(command = "fake-acp-agent", env = {"AML_FAKE_ACP_MODE": "no-http"})
-
-def main():
-    return workspace(
-        sandbox(
-            script("printf new > change.txt; rm -r gone; mkdir -p added && printf a > added/a.txt", shell = "sh"),
-            agent("cwd\nmcp\ncall lookup {\"q\": \"ocelot\"}", tool(lookup), provider = fake),
-            "|",
-            agent("submit {\"answer\": 42}", tool(lookup), provider = fake, schema = schema.object(answer = schema.integer())),
-            provider = box,
-            access = "read-write",
-        ),
-    )
-`
+	dir := seedWorkspace(t)
+	src := agentWorkflow(dir, `modal_sandbox(token_id = env("ID"), token_secret = env("SECRET"), app_name = "aml-test", create = {"cpu": 1, "timeout_ms": 600000})`, "")
 	env := func(k string) (string, bool) {
 		switch k {
 		case "ID":
