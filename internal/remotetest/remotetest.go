@@ -55,6 +55,9 @@ type Docker struct {
 	// Files are executables copied into every new sandbox: guest path to
 	// host path (an image with the aml relay, for instance).
 	Files map[string]string
+
+	// removals are the containers being removed after Destroy.
+	removals sync.WaitGroup
 }
 
 var _ remote.Service = (*Docker)(nil)
@@ -78,7 +81,7 @@ func New(t testing.TB, home string) *Docker {
 	d := &Docker{cli: cli, Home: home, Mark: fmt.Sprintf("%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())}
 	t.Cleanup(func() {
 		for _, id := range d.Left(t) {
-			_ = cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true})
+			_ = cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		}
 		cli.Close()
 	})
@@ -88,6 +91,7 @@ func New(t testing.TB, home string) *Docker {
 // Left returns the ids of the containers of d that still exist.
 func (d *Docker) Left(t testing.TB) []string {
 	t.Helper()
+	d.removals.Wait()
 	list, err := d.cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", label+"="+d.Mark))})
 	if err != nil {
 		t.Fatalf("listing containers: %v", err)
@@ -119,19 +123,28 @@ func (d *Docker) image() string {
 	return d.Image
 }
 
-// Create implements remote.Service: a container that waits, with the home
-// directory made.
+// Create implements remote.Service: a container that waits, its home
+// directory made by the engine (the container's working directory) and
+// d.Files copied in before it starts. The home and /tmp are volumes: a
+// plain filesystem, as a remote machine's disk, rather than the
+// container's overlay layer.
 func (d *Docker) Create(ctx context.Context, req remote.CreateRequest) (remote.Machine, error) {
 	labels := maps.Clone(req.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
 	labels[label] = d.Mark
+	volumes := map[string]struct{}{"/tmp": {}}
+	if d.home() != "/" {
+		volumes[d.home()] = struct{}{}
+	}
 	init := true
 	created, err := d.cli.ContainerCreate(context.WithoutCancel(ctx), &container.Config{
 		Image:      d.image(),
 		Entrypoint: []string{"/bin/sh", "-c", `trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done`},
 		Cmd:        []string{},
+		WorkingDir: d.home(),
+		Volumes:    volumes,
 		Labels:     labels,
 	}, &container.HostConfig{Init: &init, NetworkMode: "none"}, nil, nil, "")
 	if err != nil {
@@ -142,33 +155,20 @@ func (d *Docker) Create(ctx context.Context, req remote.CreateRequest) (remote.M
 		_ = m.Destroy(context.WithoutCancel(ctx))
 		return nil, context.Cause(ctx)
 	}
+	if err := m.install(ctx); err != nil {
+		_ = m.Destroy(context.WithoutCancel(ctx))
+		return nil, err
+	}
 	if err := d.cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		_ = m.Destroy(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("starting a container: %w", err)
 	}
-	// The home is made by the first command (the engine runs it once
-	// the container runs).
-	for range 100 {
-		p, err := m.Start(ctx, remote.Command{Args: []string{"mkdir", "-p", d.home()}, Dir: "/"})
-		if err == nil {
-			go io.Copy(io.Discard, p.Stdout())
-			go io.Copy(io.Discard, p.Stderr())
-			if code, err := p.Wait(); err == nil && code == 0 {
-				if err := m.install(ctx); err != nil {
-					_ = m.Destroy(context.WithoutCancel(ctx))
-					return nil, err
-				}
-				return m, nil
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	_ = m.Destroy(context.WithoutCancel(ctx))
-	return nil, errors.New("the container did not start")
+	return m, nil
 }
 
 // List implements remote.Service.
 func (d *Docker) List(ctx context.Context, labels map[string]string) ([]remote.Found, error) {
+	d.removals.Wait()
 	args := filters.NewArgs(filters.Arg("label", label+"="+d.Mark))
 	for k, v := range labels {
 		args.Add("label", k+"="+v)
@@ -184,47 +184,69 @@ func (d *Docker) List(ctx context.Context, labels map[string]string) ([]remote.F
 	return out, nil
 }
 
-// Destroy implements remote.Service.
+// Destroy implements remote.Service as the services do: the sandbox is
+// killed before Destroy returns (nothing runs in it any more) and its
+// storage is reclaimed afterwards (the container removed in the
+// background). Left and List wait for the removals.
 func (d *Docker) Destroy(ctx context.Context, id string) error {
-	err := d.cli.ContainerRemove(context.WithoutCancel(ctx), id, container.RemoveOptions{Force: true})
-	if err != nil && !errdefs.IsNotFound(err) {
+	err := d.cli.ContainerPause(context.WithoutCancel(ctx), id)
+	switch {
+	case errdefs.IsNotFound(err):
+		return nil
+	case err != nil && !errdefs.IsConflict(err): // a conflict: it does not run
 		return err
 	}
+	d.removals.Add(1)
+	go func() {
+		defer d.removals.Done()
+		_ = d.cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	}()
 	return nil
 }
+
+// Settle waits until the storage of every destroyed sandbox is reclaimed
+// (work a service does on its own machines after Destroy returns).
+func (d *Docker) Settle() { d.removals.Wait() }
 
 // Machine returns the sandbox id as a machine (for doubles that keep
 // only ids).
 func (d *Docker) Machine(id string) remote.Machine { return &machine{d: d, id: id} }
 
-// install copies d.Files into the sandbox, executable.
+// install copies d.Files into the created container, executable, in one
+// archive whose entries make their parent directories.
 func (m *machine) install(ctx context.Context) error {
-	for guest, host := range m.d.Files {
-		f, err := os.Open(host)
-		if err != nil {
-			return err
-		}
-		p, err := m.Start(ctx, remote.Command{Args: []string{"mkdir", "-p", path.Dir(guest)}, Dir: "/"})
-		if err == nil {
-			go io.Copy(io.Discard, p.Stdout())
-			go io.Copy(io.Discard, p.Stderr())
-			_, err = p.Wait()
-		}
-		if err == nil {
-			err = m.Upload(ctx, guest, f)
-		}
-		f.Close()
-		if err == nil {
-			p, err = m.Start(ctx, remote.Command{Args: []string{"chmod", "755", guest}, Dir: "/"})
-			if err == nil {
-				go io.Copy(io.Discard, p.Stdout())
-				go io.Copy(io.Discard, p.Stderr())
-				_, err = p.Wait()
+	if len(m.d.Files) == 0 {
+		return nil
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := func() error {
+			for guest, host := range m.d.Files {
+				data, err := os.ReadFile(host)
+				if err != nil {
+					return err
+				}
+				name := strings.TrimPrefix(path.Clean(guest), "/")
+				for dir := path.Dir(name); dir != "."; dir = path.Dir(dir) {
+					if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Mode: 0o755, Typeflag: tar.TypeDir, ModTime: time.Now()}); err != nil {
+						return err
+					}
+				}
+				if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg, ModTime: time.Now()}); err != nil {
+					return err
+				}
+				if _, err := tw.Write(data); err != nil {
+					return err
+				}
 			}
-		}
-		if err != nil {
-			return fmt.Errorf("installing %s: %w", guest, err)
-		}
+			return tw.Close()
+		}()
+		pw.CloseWithError(err)
+	}()
+	if err := m.d.cli.CopyToContainer(ctx, m.id, "/", pr, container.CopyToContainerOptions{}); err != nil {
+		pr.CloseWithError(err)
+		return fmt.Errorf("installing %v: %w", maps.Keys(m.d.Files), err)
 	}
 	return nil
 }

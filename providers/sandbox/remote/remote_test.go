@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -215,6 +216,54 @@ func TestReadOnly(t *testing.T) {
 	}
 	if got := strings.Join(tree(t, dir), " "); got != "a.txt=a" {
 		t.Errorf("after a read-only release: %s", got)
+	}
+}
+
+// TestHydrationClearsTheRoot: a guest root that already holds files,
+// hidden ones too, holds exactly the workspace after hydration, and the
+// root may be a mount point (it is cleared, not removed): here the
+// home's volume itself.
+func TestHydrationClearsTheRoot(t *testing.T) {
+	stale := filepath.Join(t.TempDir(), "stale")
+	if err := os.WriteFile(stale, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []string{"workspace", "/home/user"} {
+		t.Run(strings.Trim(root, "/"), func(t *testing.T) {
+			d := remotetest.New(t, "/home/user")
+			d.Files = map[string]string{}
+			guest := root
+			if !path.IsAbs(guest) {
+				guest = path.Join("/home/user", root)
+			}
+			for _, name := range []string{"stale", ".stale", "..stale", "sub/stale"} {
+				d.Files[path.Join(guest, name)] = stale
+			}
+			p, err := remote.New(remote.Options{Service: d, GuestRoot: root})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			write(t, dir, map[string]string{"a.txt": "a", ".hidden": "h"})
+			ctx := context.Background()
+			lease, err := p.Acquire(ctx, request(dir, eval.ReadWrite))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := lease.Runtime().Exec(ctx, "ls", []string{"-A"}, eval.ExecOptions{})
+			if err != nil || res.ExitCode != 0 {
+				t.Fatalf("ls: %v %+v", err, res)
+			}
+			if got := strings.Fields(string(res.Stdout)); strings.Join(got, " ") != ".hidden a.txt" {
+				t.Errorf("the guest root after hydration holds %q, want the workspace alone", got)
+			}
+			if err := lease.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(tree(t, dir), " "); got != ".hidden=h a.txt=a" {
+				t.Errorf("after release: %s", got)
+			}
+		})
 	}
 }
 

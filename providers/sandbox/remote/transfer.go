@@ -22,8 +22,9 @@ import (
 
 // hydrate transfers the root subtree into the guest root: a tar stream
 // of the host directory is uploaded to a unique archive below /tmp, and a
-// remote shell clears the guest root, makes it again, extracts the
-// archive and removes it.
+// remote shell makes the guest root, clears what it holds (the
+// directory itself stays: it may be a mount point, as Modal's /workspace
+// can be), extracts the archive and removes it.
 func (p *Provider) hydrate(ctx context.Context, b *box) error {
 	archive := "/tmp/aml-workspace-" + uuid.NewString() + ".tar"
 	pr, pw := io.Pipe()
@@ -34,7 +35,7 @@ func (p *Provider) hydrate(ctx context.Context, b *box) error {
 		return fmt.Errorf("uploading the workspace %s: %w", b.dir, err)
 	}
 	return b.rt.shell(ctx, "extracting the workspace into "+b.root,
-		`rm -rf -- "$1" && mkdir -p -- "$1" && tar -xf "$2" -C "$1" && rm -f -- "$2"`, b.root, archive)
+		`mkdir -p -- "$1" && cd -- "$1" && rm -rf -- ./* ./.[!.]* ./..?* && tar -xf "$2" -C . && rm -f -- "$2"`, b.root, archive)
 }
 
 // writeTree writes the tree below dir as a tar stream: directories,
