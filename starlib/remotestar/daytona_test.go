@@ -73,13 +73,13 @@ func TestDaytonaSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	prose, structured, _ := strings.Cut(out, "|")
-	if !strings.Contains(prose, daytonadouble.Home+"/workspace") || !strings.Contains(prose, "result: found ocelot") {
+	if !strings.Contains(prose, daytonadouble.Home+"/workspace") || !strings.Contains(prose, "result: found ocelot") || !strings.Contains(prose, "[same]") {
 		t.Errorf("in the Daytona sandbox: %q, want its cwd in the home's workspace and the host tool's result", prose)
 	}
 	if structured != `{"answer":42}` {
 		t.Errorf("structured result %q", structured)
 	}
-	if got := listTree(t, dir); got != "added/ added/a.txt=a change.txt=new keep.txt=same" {
+	if got := listTree(t, dir); got != "added/ added/a.txt=a added/f.txt=f change.txt=new keep.txt=same" {
 		t.Errorf("mirrored: %s", got)
 	}
 	if strings.Contains(out, dbl.APIKey) {
@@ -92,13 +92,18 @@ func TestDaytonaSandbox(t *testing.T) {
 		t.Errorf("requests or responses off the published API: %v", errs)
 	}
 
-	// Read-only: commands are refused, the source stays.
+	// Read-only: file() and commands are refused, the source stays.
 	ro := strings.Replace(src, `access = "read-write"`, `access = "read-only"`, 1)
+	_, err = starlib.Run(context.Background(), filepath.Join(dir, "w.star"), "", starlib.LoadOptions{Source: []byte(ro), Extensions: exts, Env: env}, eval.Options{})
+	if err == nil || !strings.Contains(err.Error(), "file() cannot write through a read-only sandbox()") {
+		t.Errorf("file() in a read-only Daytona sandbox: %v", err)
+	}
+	ro = strings.Replace(ro, `file("f", path = "added/f.txt"),`, "", 1)
 	_, err = starlib.Run(context.Background(), filepath.Join(dir, "w.star"), "", starlib.LoadOptions{Source: []byte(ro), Extensions: exts, Env: env}, eval.Options{})
 	if err == nil || !strings.Contains(err.Error(), "cannot execute under read-only access") {
 		t.Errorf("a script in a read-only Daytona sandbox: %v", err)
 	}
-	if got := listTree(t, dir); got != "added/ added/a.txt=a change.txt=new keep.txt=same" {
+	if got := listTree(t, dir); got != "added/ added/a.txt=a added/f.txt=f change.txt=new keep.txt=same" {
 		t.Errorf("after the read-only run: %s", got)
 	}
 }
@@ -152,6 +157,8 @@ def main():
         sandbox(
             script("printf new > change.txt; rm -r gone; mkdir -p added && printf a > added/a.txt` + extra + `", shell = "sh"),
             agent("cwd\nmcp\ncall lookup {\"q\": \"ocelot\"}", tool(lookup), provider = fake),
+            file("f", path = "added/f.txt"),
+            "[", include(path = "keep.txt", title = False), "]",
             "|",
             agent("submit {\"answer\": 42}", tool(lookup), provider = fake, schema = schema.object(answer = schema.integer())),
             provider = box,

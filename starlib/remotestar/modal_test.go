@@ -52,13 +52,13 @@ func TestModalSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	prose, structured, _ := strings.Cut(out, "|")
-	if !strings.Contains(prose, "/workspace") || !strings.Contains(prose, "result: found ocelot") {
+	if !strings.Contains(prose, "/workspace") || !strings.Contains(prose, "result: found ocelot") || !strings.Contains(prose, "[same]") {
 		t.Errorf("in the Modal sandbox: %q, want its cwd /workspace and the host tool's result", prose)
 	}
 	if structured != `{"answer":42}` {
 		t.Errorf("structured result %q", structured)
 	}
-	if got := listTree(t, dir); got != "added/ added/a.txt=a change.txt=new keep.txt=same" {
+	if got := listTree(t, dir); got != "added/ added/a.txt=a added/f.txt=f change.txt=new keep.txt=same" {
 		t.Errorf("mirrored: %s", got)
 	}
 	if strings.Contains(out, d.TokenSecret) {

@@ -336,8 +336,11 @@ func TestSetup(t *testing.T) {
 }
 
 // TestCancelledAcquisition: cancelling at any moment of an acquisition
-// leaves no sandbox and changes nothing in the source.
+// (creation, hydration, setup) leaves no sandbox and no host staging, and
+// changes nothing in the source.
 func TestCancelledAcquisition(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	p, d := newProvider(t, remote.Options{Setup: "sleep 2"})
 	dir := t.TempDir()
 	write(t, dir, map[string]string{"a.txt": "a"})
@@ -357,6 +360,9 @@ func TestCancelledAcquisition(t *testing.T) {
 	}
 	if got := strings.Join(tree(t, dir), " "); got != "a.txt=a" {
 		t.Errorf("the source after cancelled acquisitions: %s", got)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("host stagings left: %v", left)
 	}
 }
 
