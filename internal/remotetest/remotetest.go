@@ -8,6 +8,7 @@ package remotetest
 
 import (
 	"archive/tar"
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +16,6 @@ import (
 	"maps"
 	"os"
 	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -254,6 +254,66 @@ func (m *machine) install(ctx context.Context) error {
 type machine struct {
 	d  *Docker
 	id string
+
+	// killer is a root shell in the container that kills the process
+	// groups whose ids it reads, one per line, and acknowledges each by a
+	// line: a kill costs a round trip on a stream, as a service's
+	// daemon's does, rather than an engine exec.
+	killerMu sync.Mutex
+	killer   io.WriteCloser
+	acks     chan struct{}
+}
+
+// kill ends the process group pid leads (or the process alone) and
+// returns once it is killed, or after five seconds.
+func (m *machine) kill(pid int) error {
+	m.killerMu.Lock()
+	defer m.killerMu.Unlock()
+	for range 2 {
+		if m.killer == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ex, err := m.d.cli.ContainerExecCreate(ctx, m.id, container.ExecOptions{User: "0", AttachStdin: true, AttachStdout: true,
+				Cmd: []string{"/bin/sh", "-c", `while read -r p; do kill -KILL -"$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null; echo; done`}})
+			if err != nil {
+				cancel()
+				return err
+			}
+			att, err := m.d.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
+			cancel()
+			if err != nil {
+				return err
+			}
+			acks := make(chan struct{}, 1)
+			pr, pw := io.Pipe()
+			go func() { _, err := stdcopy.StdCopy(pw, io.Discard, att.Reader); pw.CloseWithError(err) }()
+			go func() {
+				defer close(acks)
+				br := bufio.NewReader(pr)
+				for {
+					if _, err := br.ReadBytes('\n'); err != nil {
+						return
+					}
+					acks <- struct{}{}
+				}
+			}()
+			m.killer, m.acks = stdin{att}, acks
+		}
+		if _, err := fmt.Fprintf(m.killer, "%d\n", pid); err == nil {
+			select {
+			case _, ok := <-m.acks:
+				if ok {
+					return nil
+				}
+			case <-time.After(5 * time.Second):
+				m.killer.Close()
+				m.killer = nil
+				return errors.New("the killer shell did not answer")
+			}
+		}
+		m.killer.Close()
+		m.killer = nil
+	}
+	return errors.New("the killer shell does not take ids")
 }
 
 func (m *machine) ID() string { return m.id }
@@ -357,13 +417,7 @@ func (p *process) Kill() error {
 	p.killOnce.Do(func() {
 		p.killed = true
 		if pid := p.getPid(); pid > 0 {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			ex, err := p.m.d.cli.ContainerExecCreate(ctx, p.m.id, container.ExecOptions{User: "0",
-				Cmd: []string{"/bin/sh", "-c", `kill -KILL -"$0" 2>/dev/null || kill -KILL "$0"`, strconv.Itoa(pid)}})
-			if err == nil {
-				_ = p.m.d.cli.ContainerExecStart(ctx, ex.ID, container.ExecStartOptions{Detach: true})
-			}
+			_ = p.m.kill(pid)
 		}
 		p.att.Close()
 	})

@@ -19,7 +19,7 @@ import (
 
 // newService returns a client of the double, with short polls and
 // deadlines; mod changes its options.
-func newService(t *testing.T, dbl *daytonadouble.Server, mod func(*Options)) *Service {
+func newService(t testing.TB, dbl *daytonadouble.Server, mod func(*Options)) *Service {
 	t.Helper()
 	for _, v := range []string{"DAYTONA_API_KEY", "DAYTONA_API_URL", "DAYTONA_ORGANIZATION_ID", "DAYTONA_TARGET"} {
 		t.Setenv(v, "")

@@ -38,7 +38,7 @@ var (
 // is followed over a WebSocket (GET .../command/{cmdId}/logs?follow=true
 // with X-Daytona-Split-Output: true), which carries the labelled log;
 // Wait takes the exit code from GET .../command/{cmdId} once the log
-// ends, and deletes the session. Kill deletes the session (the daemon
+// ends; the session is then deleted in the background. Kill deletes the session (the daemon
 // kills its process group) and Wait then reports 137. Command.Timeout
 // is enforced by the client, with Kill.
 func (m *machine) Start(ctx context.Context, c remote.Command) (remote.Process, error) {
@@ -202,9 +202,14 @@ func (p *process) run() {
 		code, err = -1, fmt.Errorf("daytona: the output of %q in sandbox %s ended early", p.name, p.m.id)
 	}
 	if !p.killed.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), p.m.s.opts.RequestTimeout)
-		_ = p.deleteSession(ctx)
-		cancel()
+		// The session goes once the status is known; the caller does not
+		// wait for it (a round trip), and the sandbox's destruction
+		// removes whatever a failed deletion leaves.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), p.m.s.opts.RequestTimeout)
+			_ = p.deleteSession(ctx)
+			cancel()
+		}()
 	}
 	p.code, p.err = code, err
 }

@@ -27,7 +27,7 @@ import (
 // newService returns a Service that reaches d, made with opts (d's
 // credentials unless opts gives a client or a token) in d's environment
 // plus env.
-func newService(t *testing.T, d *modaldouble.Double, opts modal.Options, env map[string]string) *modal.Service {
+func newService(t testing.TB, d *modaldouble.Double, opts modal.Options, env map[string]string) *modal.Service {
 	t.Helper()
 	if opts.Client == nil && opts.TokenID == "" {
 		opts.TokenID, opts.TokenSecret = d.TokenID, d.TokenSecret
