@@ -68,8 +68,9 @@ type Options struct {
 	// MaxRetryWait bounds one wait before a retry, whatever Retry-After
 	// asks; default 30 seconds.
 	MaxRetryWait time.Duration
-	// PollInterval is the first interval between polls of a starting
-	// sandbox (it grows to ten times that); default 250 milliseconds.
+	// PollInterval is the interval between polls of a starting sandbox
+	// for its first five seconds (then it grows to ten times that);
+	// default 100 milliseconds.
 	PollInterval time.Duration
 	// HTTPClient makes the requests; default a client of its own.
 	HTTPClient *http.Client
@@ -140,7 +141,7 @@ func New(opts Options) (*Service, error) {
 	def(&opts.RequestTimeout, 60*time.Second)
 	def(&opts.IdleTimeout, 60*time.Second)
 	def(&opts.MaxRetryWait, 30*time.Second)
-	def(&opts.PollInterval, 250*time.Millisecond)
+	def(&opts.PollInterval, 100*time.Millisecond)
 	switch {
 	case opts.MaxRetries == 0:
 		opts.MaxRetries = 5
@@ -266,6 +267,7 @@ func (s *Service) waitStarted(ctx context.Context, sb sandboxJSON) (sandboxJSON,
 	cctx, cancel := context.WithTimeoutCause(ctx, s.opts.CreateTimeout, fmt.Errorf("daytona: sandbox %s did not start within %v", sb.ID, s.opts.CreateTimeout))
 	defer cancel()
 	interval := s.opts.PollInterval
+	begun := time.Now()
 	for {
 		switch sb.State {
 		case "started":
@@ -290,7 +292,11 @@ func (s *Service) waitStarted(ctx context.Context, sb sandboxJSON) (sandboxJSON,
 			return sb, err
 		case <-t.C:
 		}
-		interval = min(interval*3/2, 10*s.opts.PollInterval)
+		if time.Since(begun) > 5*time.Second {
+			// Most sandboxes start within seconds; slower starts (a
+			// build) are polled less and less often.
+			interval = min(interval*3/2, 10*s.opts.PollInterval)
+		}
 		var next sandboxJSON
 		err := s.call(cctx, request{op: "getting sandbox " + sb.ID, method: http.MethodGet, url: s.sandboxURL(sb.ID), idempotent: true}, &next)
 		if err != nil {
