@@ -84,23 +84,6 @@ func (a *analyzer) lint(path string, src []byte) {
 	}
 }
 
-// Format returns src formatted by buildtools (as buildifier formats a
-// generic Starlark file).
-func Format(path string, src []byte) (out []byte, err error) {
-	if i := firstInvalidUTF8(src); i >= 0 {
-		return nil, fmt.Errorf("%s is not UTF-8 text: invalid byte at offset %d", path, i)
-	}
-	err = guard(func() error {
-		f, err := parseBuild(path, src)
-		if err != nil {
-			return err
-		}
-		out = build.Format(f)
-		return nil
-	})
-	return out, err
-}
-
 // parseBuild parses src with buildtools. buildtools appends a newline to
 // the slice it is given, which would write into src's spare capacity: a
 // document's text is shared by the requests that read it, so the slice is
