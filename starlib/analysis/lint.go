@@ -22,6 +22,10 @@ var LintWarnings = lintWarnings()
 // function, as buildtools names it.
 const CodeUnusedVariable = "unused-variable"
 
+// CodeLoadOnTop is the code of a load() after other statements, as
+// buildtools names the warning.
+const CodeLoadOnTop = "load-on-top"
+
 func lintWarnings() []string {
 	var out []string
 	for _, w := range []string{
@@ -42,6 +46,7 @@ func lintWarnings() []string {
 // any, was reported already.
 func (a *analyzer) lint(path string, src []byte) {
 	a.unusedVariables(a.file.Syntax)
+	a.loadsOnTop(a.file.Syntax)
 	var findings []*warn.Finding
 	if err := guard(func() error {
 		f, err := parseBuild(path, src)
@@ -206,6 +211,45 @@ func (a *analyzer) unusedVariables(f *syntax.File) {
 		a.report(Diagnostic{Severity: Warning, Code: CodeUnusedVariable, Start: start, End: end,
 			Message: fmt.Sprintf("%s %q is unused. Please remove it.", kind, id.Name)})
 	}
+}
+
+// loadsOnTop warns about each load() that comes after a statement other
+// than the module docstring. Such a load runs after those statements, so
+// moving it changes what the file does: the warning says where it
+// belongs and leaves the move to the author (aml fmt never moves it).
+// Suppressed by a "# buildifier: disable=load-on-top" comment on the
+// load's line.
+func (a *analyzer) loadsOnTop(f *syntax.File) {
+	if f == nil {
+		return
+	}
+	var first syntax.Stmt // the first statement that is not a load
+	for i, st := range f.Stmts {
+		ld, ok := st.(*syntax.LoadStmt)
+		if !ok {
+			if first == nil && !(i == 0 && isDocstring(st)) {
+				first = st
+			}
+			continue
+		}
+		if first == nil || a.disabled(ld.Load.Line, CodeLoadOnTop) {
+			continue
+		}
+		top, _ := first.Span()
+		start, end := ld.Span()
+		a.report(Diagnostic{Severity: Warning, Code: CodeLoadOnTop, Start: start, End: end,
+			Message: fmt.Sprintf("load() after other statements runs after them; Starlark style puts loads at the top of the file, after the module docstring: move it above line %d unless the statements from there must run first", top.Line)})
+	}
+}
+
+// isDocstring reports whether st is a string literal statement.
+func isDocstring(st syntax.Stmt) bool {
+	e, ok := st.(*syntax.ExprStmt)
+	if !ok {
+		return false
+	}
+	lit, ok := e.X.(*syntax.Literal)
+	return ok && lit.Token == syntax.STRING
 }
 
 // inDefName reports whether id is the name of a top-level def.
