@@ -68,7 +68,7 @@ func sameSyntax(path string, before, after []byte) error {
 		return fmt.Errorf("%s: formatting would make the file unparsable (%v); it is left as it is", path, err)
 	}
 	for i, st := range fb.Stmts {
-		if i >= len(fa.Stmts) || SyntaxDump(st) != SyntaxDump(fa.Stmts[i]) {
+		if i >= len(fa.Stmts) || !SameSyntax(st, fa.Stmts[i]) {
 			start, _ := st.Span()
 			return fmt.Errorf("%s:%d:%d: formatting would change this statement beyond its layout; the file is left as it is", path, start.Line, start.Col)
 		}
@@ -80,14 +80,12 @@ func sameSyntax(path string, before, after []byte) error {
 	return nil
 }
 
-// SyntaxDump renders the syntax tree of n (a go.starlark.net node) with
-// what formatting may change left out: positions, comments, the
-// spelling of literals (their values are kept) and the indentation of
-// docstrings. Two nodes with equal dumps mean the same.
-func SyntaxDump(n syntax.Node) string {
-	var b strings.Builder
-	dump(&b, reflect.ValueOf(n))
-	return b.String()
+// SameSyntax reports whether the syntax trees of two go.starlark.net
+// nodes are the same but for what formatting may change: positions,
+// comments, the spelling of literals (their values must be equal) and
+// the indentation of docstrings (string statements).
+func SameSyntax(a, b syntax.Node) bool {
+	return same(reflect.ValueOf(a), reflect.ValueOf(b))
 }
 
 var (
@@ -96,41 +94,43 @@ var (
 	exprStmtType = reflect.TypeOf(syntax.ExprStmt{})
 )
 
-func dump(b *strings.Builder, v reflect.Value) {
-	switch v.Kind() {
+func same(a, b reflect.Value) bool {
+	if a.Kind() != b.Kind() {
+		return false
+	}
+	switch a.Kind() {
 	case reflect.Interface, reflect.Pointer:
-		if v.IsNil() {
-			b.WriteString("nil")
-			return
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
 		}
-		dump(b, v.Elem())
+		return same(a.Elem(), b.Elem())
 	case reflect.Slice:
-		b.WriteByte('[')
-		for i := range v.Len() {
-			if i > 0 {
-				b.WriteByte(' ')
-			}
-			dump(b, v.Index(i))
+		if a.Len() != b.Len() {
+			return false
 		}
-		b.WriteByte(']')
+		for i := range a.Len() {
+			if !same(a.Index(i), b.Index(i)) {
+				return false
+			}
+		}
+		return true
 	case reflect.Struct:
-		t := v.Type()
+		t := a.Type()
+		if b.Type() != t {
+			return false
+		}
 		switch t {
 		case literalType:
-			lit := v.Addr().Interface().(*syntax.Literal)
-			fmt.Fprintf(b, "Literal{%s %s}", lit.Token, literalValue(lit.Value))
-			return
+			la, lb := a.Addr().Interface().(*syntax.Literal), b.Addr().Interface().(*syntax.Literal)
+			return la.Token == lb.Token && sameValue(la.Value, lb.Value)
 		case exprStmtType:
 			// A statement that is only a string (a docstring) has no
 			// effect: its text is compared without its indentation.
-			st := v.Addr().Interface().(*syntax.ExprStmt)
-			if lit, ok := st.X.(*syntax.Literal); ok && lit.Token == syntax.STRING {
-				fmt.Fprintf(b, "Doc{%q}", docText(lit.Value.(string)))
-				return
+			da, db := stringStmt(a.Addr().Interface().(*syntax.ExprStmt)), stringStmt(b.Addr().Interface().(*syntax.ExprStmt))
+			if da != nil || db != nil {
+				return da != nil && db != nil && docText(da.Value.(string)) == docText(db.Value.(string))
 			}
 		}
-		b.WriteString(t.Name())
-		b.WriteByte('{')
 		for i := range t.NumField() {
 			f := t.Field(i)
 			// Left out: comments (unexported), positions, the resolver's
@@ -139,26 +139,43 @@ func dump(b *strings.Builder, v reflect.Value) {
 				f.Type.Kind() == reflect.Interface && f.Type.NumMethod() == 0 {
 				continue
 			}
-			b.WriteString(f.Name)
-			b.WriteByte(':')
-			dump(b, v.Field(i))
-			b.WriteByte(' ')
+			if !same(a.Field(i), b.Field(i)) {
+				return false
+			}
 		}
-		b.WriteByte('}')
+		return true
+	case reflect.String:
+		return a.String() == b.String()
+	case reflect.Bool:
+		return a.Bool() == b.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return a.Int() == b.Int()
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return a.Uint() == b.Uint()
 	default:
-		fmt.Fprintf(b, "%v", v.Interface())
+		panic(fmt.Sprintf("analysis.SameSyntax: unexpected %s in a syntax tree", a.Type()))
 	}
 }
 
-func literalValue(v any) string {
-	switch v := v.(type) {
-	case *big.Int:
-		return v.String()
-	case string:
-		return fmt.Sprintf("%q", v)
-	default:
-		return fmt.Sprintf("%T(%v)", v, v)
+// stringStmt is the string of a statement that is only a string literal
+// (a docstring), or nil.
+func stringStmt(st syntax.Stmt) *syntax.Literal {
+	if e, ok := st.(*syntax.ExprStmt); ok {
+		if lit, ok := e.X.(*syntax.Literal); ok && lit.Token == syntax.STRING {
+			return lit
+		}
 	}
+	return nil
+}
+
+// sameValue reports whether two literal values are equal and of the
+// same type (1 and 1.0 are not the same).
+func sameValue(a, b any) bool {
+	if x, ok := a.(*big.Int); ok {
+		y, ok := b.(*big.Int)
+		return ok && x.Cmp(y) == 0
+	}
+	return a == b // int64, float64 or string
 }
 
 // docText is a docstring without trailing spaces on its lines and

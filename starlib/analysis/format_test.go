@@ -2,9 +2,11 @@ package analysis_test
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -52,7 +54,8 @@ func TestFormatKeepsSyntax(t *testing.T) {
 			t.Errorf("%s: the formatted file does not parse: %v\n%s", path, err, out)
 			return nil
 		}
-		if b, a := analysis.SyntaxDump(before), analysis.SyntaxDump(after); b != a {
+		// SameSyntax and the dump of this test are two ways of saying it.
+		if b, a := syntaxDump(before), syntaxDump(after); b != a || !analysis.SameSyntax(before, after) {
 			t.Errorf("%s: formatting changed the syntax tree:\nbefore: %s\nafter:  %s", path, b, a)
 		}
 		again, err := analysis.Format(path, out)
@@ -127,15 +130,15 @@ func TestFormatKeepsLoadPlace(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q formatted as %q: %v", src, out, err)
 		}
-		if analysis.SyntaxDump(b) != analysis.SyntaxDump(a) {
+		if !analysis.SameSyntax(b, a) || syntaxDump(b) != syntaxDump(a) {
 			t.Errorf("formatting changed the meaning of %q: %q", src, out)
 		}
 	}
 }
 
-// TestSyntaxDump checks that the dump keeps what a program does and
+// TestSameSyntax checks that the comparison (and this test's dump) keeps what a program does and
 // leaves out its layout.
-func TestSyntaxDump(t *testing.T) {
+func TestSameSyntax(t *testing.T) {
 	for _, c := range []struct {
 		a, b string
 		same bool
@@ -159,8 +162,76 @@ func TestSyntaxDump(t *testing.T) {
 			t.Fatal(err)
 		}
 		fb.Path = fa.Path
-		if same := analysis.SyntaxDump(fa) == analysis.SyntaxDump(fb); same != c.same {
-			t.Errorf("%q and %q: same %v, want %v\n%s\n%s", c.a, c.b, same, c.same, analysis.SyntaxDump(fa), analysis.SyntaxDump(fb))
+		if same := analysis.SameSyntax(fa, fb); same != c.same {
+			t.Errorf("%q and %q: same %v, want %v\n%s\n%s", c.a, c.b, same, c.same, syntaxDump(fa), syntaxDump(fb))
+		}
+		if same := syntaxDump(fa) == syntaxDump(fb); same != c.same {
+			t.Errorf("%q and %q: same dumps %v, want %v\n%s\n%s", c.a, c.b, same, c.same, syntaxDump(fa), syntaxDump(fb))
 		}
 	}
+}
+
+// syntaxDump renders the syntax tree of n without positions, comments,
+// the spelling of literals (their values are kept) and the indentation of
+// docstrings: what SameSyntax compares, written independently.
+func syntaxDump(n syntax.Node) string {
+	var b strings.Builder
+	dump(&b, reflect.ValueOf(n))
+	return b.String()
+}
+
+func dump(b *strings.Builder, v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Interface, reflect.Pointer:
+		if v.IsNil() {
+			b.WriteString("nil")
+			return
+		}
+		dump(b, v.Elem())
+	case reflect.Slice:
+		b.WriteByte('[')
+		for i := range v.Len() {
+			dump(b, v.Index(i))
+			b.WriteByte(' ')
+		}
+		b.WriteByte(']')
+	case reflect.Struct:
+		switch n := v.Addr().Interface().(type) {
+		case *syntax.Literal:
+			fmt.Fprintf(b, "Literal{%s %T %v}", n.Token, n.Value, n.Value)
+			return
+		case *syntax.ExprStmt:
+			if lit, ok := n.X.(*syntax.Literal); ok && lit.Token == syntax.STRING {
+				fmt.Fprintf(b, "Doc{%q}", dedentDoc(lit.Value.(string)))
+				return
+			}
+		}
+		t := v.Type()
+		b.WriteString(t.Name() + "{")
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() || f.Type == reflect.TypeOf(syntax.Position{}) || f.Name == "Options" || f.Type.String() == "interface {}" {
+				continue
+			}
+			b.WriteString(f.Name + ":")
+			dump(b, v.Field(i))
+			b.WriteByte(' ')
+		}
+		b.WriteByte('}')
+	default:
+		fmt.Fprintf(b, "%v", v.Interface())
+	}
+}
+
+// dedentDoc is s without trailing blanks and without the indentation of
+// its lines after the first.
+func dedentDoc(s string) string {
+	lines := strings.Split(s, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimRight(lines[i], " \t")
+		if i > 0 {
+			lines[i] = strings.TrimLeft(lines[i], " \t")
+		}
+	}
+	return strings.Join(lines, "\n")
 }

@@ -227,7 +227,7 @@ func (a *analyzer) loadsOnTop(f *syntax.File) {
 	for i, st := range f.Stmts {
 		ld, ok := st.(*syntax.LoadStmt)
 		if !ok {
-			if first == nil && !(i == 0 && isDocstring(st)) {
+			if first == nil && !(i == 0 && stringStmt(st) != nil) {
 				first = st
 			}
 			continue
@@ -240,16 +240,6 @@ func (a *analyzer) loadsOnTop(f *syntax.File) {
 		a.report(Diagnostic{Severity: Warning, Code: CodeLoadOnTop, Start: start, End: end,
 			Message: fmt.Sprintf("load() after other statements runs after them; Starlark style puts loads at the top of the file, after the module docstring: move it above line %d unless the statements from there must run first", top.Line)})
 	}
-}
-
-// isDocstring reports whether st is a string literal statement.
-func isDocstring(st syntax.Stmt) bool {
-	e, ok := st.(*syntax.ExprStmt)
-	if !ok {
-		return false
-	}
-	lit, ok := e.X.(*syntax.Literal)
-	return ok && lit.Token == syntax.STRING
 }
 
 // inDefName reports whether id is the name of a top-level def.
