@@ -102,13 +102,14 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 
 const fmtUsage = `usage: aml fmt [-w] [-d] [-l] FILE|DIR...
 
-Formats workflow files the way buildifier formats Starlark. Without
-flags the formatted source is printed; -w writes it back to files whose
-formatting differs, -d prints a unified diff, -l lists the files whose
-formatting differs. A DIR means every .star file below it.
+Formats workflow files the way buildifier formats Starlark, changing
+layout only: statements (load() included) and call arguments keep their
+order. Without flags the formatted source is printed; -w writes it back
+to files whose formatting differs, -d prints a unified diff, -l lists the
+files whose formatting differs. A DIR means every .star file below it.
 
-Exit status: 1 when a file cannot be parsed (nothing is written for it),
-2 for usage errors and unreadable paths, 0 otherwise.
+Exit status: 1 when a file cannot be parsed or formatted (nothing is
+written for it), 2 for usage errors and unreadable paths, 0 otherwise.
 
 Flags:
 `
