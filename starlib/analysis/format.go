@@ -32,8 +32,9 @@ var layoutRewrites = []string{
 //
 // Formatting never changes what a file does: when src parses as AML, the
 // formatted file has the same syntax tree as src except for positions,
-// comments, the spelling of literals and the indentation of docstrings,
-// and Format returns an error instead of a result that would not.
+// comments, parentheses, the spelling of literals and the indentation of
+// docstrings, and Format returns an error instead of a result that would
+// not.
 func Format(path string, src []byte) (out []byte, err error) {
 	if i := firstInvalidUTF8(src); i >= 0 {
 		return nil, fmt.Errorf("%s is not UTF-8 text: invalid byte at offset %d", path, i)
@@ -49,7 +50,7 @@ func Format(path string, src []byte) (out []byte, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sameSyntax(path, src, out); err != nil {
+	if err := guard(func() error { return sameSyntax(path, src, out) }); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -82,8 +83,8 @@ func sameSyntax(path string, before, after []byte) error {
 
 // SameSyntax reports whether the syntax trees of two go.starlark.net
 // nodes are the same but for what formatting may change: positions,
-// comments, the spelling of literals (their values must be equal) and
-// the indentation of docstrings (string statements).
+// comments, parentheses, the spelling of literals (their values must be
+// equal) and the indentation of docstrings (string statements).
 func SameSyntax(a, b syntax.Node) bool {
 	return same(reflect.ValueOf(a), reflect.ValueOf(b))
 }
@@ -95,6 +96,7 @@ var (
 )
 
 func same(a, b reflect.Value) bool {
+	a, b = unparen(a), unparen(b)
 	if a.Kind() != b.Kind() {
 		return false
 	}
@@ -154,6 +156,26 @@ func same(a, b reflect.Value) bool {
 		return a.Uint() == b.Uint()
 	default:
 		panic(fmt.Sprintf("analysis.SameSyntax: unexpected %s in a syntax tree", a.Type()))
+	}
+}
+
+// unparen is the expression in v's parentheses, if v holds a
+// parenthesized expression (the printer writes not (not x) for
+// not not x; the parentheses only group, and the tree already does).
+// An interface is replaced by its value.
+func unparen(v reflect.Value) reflect.Value {
+	for {
+		if v.Kind() == reflect.Interface && !v.IsNil() {
+			v = v.Elem()
+		}
+		if v.Kind() != reflect.Pointer || v.IsNil() {
+			return v
+		}
+		p, ok := v.Interface().(*syntax.ParenExpr)
+		if !ok {
+			return v
+		}
+		v = reflect.ValueOf(p.X)
 	}
 }
 

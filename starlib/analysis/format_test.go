@@ -152,6 +152,8 @@ func TestSameSyntax(t *testing.T) {
 		{"load('a.star', 'a', 'b')\n", "load('a.star', 'b', 'a')\n", false},
 		{"x = 'a b'\n", "x = 'a  b'\n", false},
 		{"x = 1\n", "x = 1.0\n", false},
+		{"y = not not x\n", "y = not (not x)\n", true},
+		{"y = (a + b) * c\n", "y = a + b * c\n", false},
 	} {
 		fa, err := starlib.FileOptions.Parse("a.star", []byte(c.a), 0)
 		if err != nil {
@@ -172,7 +174,7 @@ func TestSameSyntax(t *testing.T) {
 }
 
 // syntaxDump renders the syntax tree of n without positions, comments,
-// the spelling of literals (their values are kept) and the indentation of
+// parentheses, the spelling of literals (their values are kept) and the indentation of
 // docstrings: what SameSyntax compares, written independently.
 func syntaxDump(n syntax.Node) string {
 	var b strings.Builder
@@ -185,6 +187,10 @@ func dump(b *strings.Builder, v reflect.Value) {
 	case reflect.Interface, reflect.Pointer:
 		if v.IsNil() {
 			b.WriteString("nil")
+			return
+		}
+		if p, ok := v.Interface().(*syntax.ParenExpr); ok {
+			dump(b, reflect.ValueOf(p.X))
 			return
 		}
 		dump(b, v.Elem())
