@@ -17,6 +17,15 @@
 // parse, its last good parse serves symbols, hover and definitions.
 // Documents over 1 MiB get no lint warnings as they are typed (aml check
 // still reports them).
+//
+// Messages are framed as the base protocol says (a Content-Length header,
+// a blank line, the body). A body that is not JSON gets a parse error
+// (-32700) with id null and one that is not a JSON-RPC message an
+// invalid-request error (-32600), and the session goes on. A header the
+// server cannot use, a Content-Length over MaxMessageSize (64 MiB), or a
+// stream that ends inside a message cannot be recovered from: Serve
+// returns a *FramingError that says what was wrong.
+//
 // Notifications are handled in order on the connection's read loop;
 // each request runs on its own goroutine over the snapshot taken when it
 // arrived, so a request sees every edit sent before it, and
@@ -65,8 +74,9 @@ type Options struct {
 func Serve(ctx context.Context, rwc io.ReadWriteCloser, opts Options) error {
 	s := newServer(opts)
 	s.exit = make(chan struct{})
-	conn := jsonrpc2.NewConn(jsonrpc2.NewStream(rwc))
+	conn := jsonrpc2.NewConn(newStream(rwc))
 	s.conn = conn
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.ctx = ctx
@@ -85,13 +95,16 @@ func Serve(ctx context.Context, rwc io.ReadWriteCloser, opts Options) error {
 	s.mu.Lock()
 	exited, shutdown := s.exited, s.state == stateShutdown
 	s.mu.Unlock()
+	var ferr *FramingError
 	switch {
 	case exited && shutdown:
 		return nil
 	case exited:
 		return errors.New("the client sent exit without shutdown")
-	case ctx.Err() != nil && !errors.Is(conn.Err(), io.EOF):
-		return ctx.Err()
+	case errors.As(conn.Err(), &ferr):
+		return fmt.Errorf("lsp: reading a message: %w", ferr)
+	case parent.Err() != nil && !errors.Is(conn.Err(), io.EOF):
+		return parent.Err()
 	}
 	if err := conn.Err(); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
 		return fmt.Errorf("lsp: the connection failed: %w", err)

@@ -24,8 +24,13 @@ workspace symbols, rename, formatting and quick fixes. Point an editor's
 LSP client at "aml lsp"; the README shows VS Code and Neovim set-ups.
 Nothing is evaluated and no provider is constructed.
 
+A message body that is not JSON gets a JSON-RPC parse error and the
+session goes on. A header that cannot be used, a Content-Length over
+64 MiB, or input that ends inside a message is reported on stderr and
+ends the server.
+
 Exit status: 0 after the client's shutdown and exit, 1 when the client
-goes away without them.
+goes away without them or sends input that cannot be framed.
 `
 
 func cmdLSP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
