@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -158,6 +159,49 @@ func BenchmarkDiagnosticsAfterEdit(b *testing.B) {
 	}
 	b.StopTimer()
 	reportPercentiles(b, ds)
+}
+
+// BenchmarkBurstThenHover: 500 incremental edits of the 2,000-line
+// workflow sent back to back, then a hover. Over net.Pipe a send returns
+// when the server has read it, so the time from the first edit to the
+// hover's answer (burst-ms) is what a client waits; after-last-ms is the
+// part after the last edit was sent.
+func BenchmarkBurstThenHover(b *testing.B) {
+	c, u, text := benchSession(b)
+	at := positions(text, "\"a\"")[0]
+	hoverAt := positions(text, "sandbox")[0]
+	version := int32(1)
+	var burst, after []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var last time.Time
+		first := time.Now()
+		for j := range 500 {
+			version++
+			last = time.Now()
+			c.notify(protocol.MethodTextDocumentDidChange, map[string]any{
+				"textDocument": map[string]any{"uri": u, "version": version},
+				"contentChanges": []map[string]any{{
+					"range": protocol.Range{Start: protocol.Position{Line: at.Line, Character: at.Character + 1}, End: protocol.Position{Line: at.Line, Character: at.Character + 2}},
+					"text":  string(rune('a' + j%26)),
+				}},
+			})
+		}
+		var h *protocol.Hover
+		c.mustCall(protocol.MethodTextDocumentHover, &protocol.HoverParams{TextDocumentPositionParams: protocol.TextDocumentPositionParams{TextDocument: protocol.TextDocumentIdentifier{URI: u}, Position: hoverAt}}, &h)
+		burst, after = append(burst, time.Since(first)), append(after, time.Since(last))
+		if h == nil {
+			b.Fatal("no hover after the burst")
+		}
+		b.StopTimer()
+		c.diagnostics(u, version) // let the burst's checks settle
+		b.StartTimer()
+	}
+	b.StopTimer()
+	slices.Sort(burst)
+	slices.Sort(after)
+	b.ReportMetric(float64(burst[len(burst)*95/100].Microseconds())/1000, "burst-p95-ms")
+	b.ReportMetric(float64(after[len(after)*95/100].Microseconds())/1000, "after-last-p95-ms")
 }
 
 // BenchmarkIndex200: the initial workspace index of 200 files.

@@ -23,6 +23,8 @@ type client struct {
 
 	mu    sync.Mutex
 	diags map[protocol.DocumentURI]*protocol.PublishDiagnosticsParams
+	// published are the versions of every publication, in order.
+	published map[protocol.DocumentURI][]int32
 	// wake is closed and replaced whenever diagnostics arrive.
 	wake chan struct{}
 }
@@ -57,6 +59,10 @@ func (c *client) handleServer(ctx context.Context, reply jsonrpc2.Replier, req j
 		}
 		c.mu.Lock()
 		c.diags[p.URI] = &p
+		if c.published == nil {
+			c.published = map[protocol.DocumentURI][]int32{}
+		}
+		c.published[p.URI] = append(c.published[p.URI], int32(p.Version))
 		close(c.wake)
 		c.wake = make(chan struct{})
 		c.mu.Unlock()

@@ -102,7 +102,7 @@ func (sn *snapshot) location(l analysis.Location) (protocol.Location, error) {
 func (sn *snapshot) linesOf(path string) *analysis.Lines {
 	path = filepath.Clean(path)
 	if d, ok := sn.docs[path]; ok {
-		return d.goodLines
+		return d.parsed().lines
 	}
 	if e, ok := sn.index[path]; ok {
 		return e.lines

@@ -26,8 +26,13 @@
 // stream that ends inside a message cannot be recovered from: Serve
 // returns a *FramingError that says what was wrong.
 //
-// Notifications are handled in order on the connection's read loop;
-// each request runs on its own goroutine over the snapshot taken when it
+// Notifications are handled in order on the connection's read loop,
+// which only applies edits to the text: parsing happens when a request
+// or a check first needs a version, and each open document has one
+// checker goroutine that coalesces the edits arriving while it works and
+// publishes diagnostics only for the version that is current when it
+// finishes (labelled with that version, never older than one published
+// before). Each request runs on its own goroutine over the snapshot taken when it
 // arrived, so a request sees every edit sent before it, and
 // $/cancelRequest cancels a request that has not answered yet (it then
 // fails with RequestCancelled).
@@ -46,6 +51,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.lsp.dev/jsonrpc2"
 	"go.lsp.dev/protocol"
@@ -128,7 +134,8 @@ type server struct {
 	ctx   context.Context
 	query analysis.Query
 	wg    sync.WaitGroup
-	// diagLocks serializes the diagnostics of one document (by path).
+	// diagLocks serializes publishing the diagnostics of one document
+	// (by path).
 	diagLocks sync.Map
 	// exit is closed when the client sends exit.
 	exit     chan struct{}
@@ -146,6 +153,10 @@ type server struct {
 	// closing one clears them.
 	published map[string]bool
 	trees     *trees
+	// dirty are the documents to check again, changed the files whose
+	// dependents are to be checked again too, checking those with a
+	// checker running (see checkLoop).
+	dirty, changed, checking map[string]bool
 }
 
 func newServer(opts Options) *server {
@@ -157,6 +168,9 @@ func newServer(opts Options) *server {
 		cancels:   map[string]context.CancelFunc{},
 		published: map[string]bool{},
 		trees:     newTrees(),
+		dirty:     map[string]bool{},
+		changed:   map[string]bool{},
+		checking:  map[string]bool{},
 	}
 }
 
@@ -556,31 +570,58 @@ type indexed struct {
 }
 
 // document is an open document. Its fields are replaced, never
-// modified, under the server's mutex.
+// modified, under the server's mutex; its parse is made when first
+// needed (by a request or the diagnostics), off the read loop, so a burst
+// of edits parses only the versions something asks about.
 type document struct {
 	path, uri string
 	version   int32
 	text      []byte
 	lines     *analysis.Lines
-	// goodText is the last text that parsed (the current one when it
-	// does, or the first one when none did); goodGen numbers it for the
-	// tree cache.
-	goodText  []byte
-	goodLines *analysis.Lines
-	goodGen   uint64
-	// loads are the files the good text loads.
+	// fallback is the last good parse known when this version was made:
+	// what serves while this text does not parse.
+	fallback *goodParse
+	trees    *trees
+	exts     []*starlib.Extension
+	once     sync.Once
+	good     atomic.Pointer[goodParse]
+}
+
+// goodParse is a text that parsed (or the first text of a document,
+// when none did); gen numbers it for the tree cache.
+type goodParse struct {
+	text  []byte
+	lines *analysis.Lines
+	gen   uint64
+	// loads are the files the text loads.
 	loads []string
 }
 
+// parsed returns the document's last good parse, parsing its text on
+// the first call. It is safe to call from any goroutine.
+func (d *document) parsed() *goodParse {
+	d.once.Do(func() {
+		f := analysis.ParseFile(d.path, d.text, d.exts...)
+		if f.Syntax == nil && d.fallback != nil {
+			d.good.Store(d.fallback)
+			return
+		}
+		g := &goodParse{text: d.text, lines: d.lines, gen: generation.Add(1), loads: analysis.LoadedFiles(f)}
+		d.trees.put(d.path, g.gen, f)
+		d.good.Store(g)
+	})
+	return d.good.Load()
+}
+
 func (s *server) newDocument(old *document, path, uri string, version int32, text []byte) *document {
-	d := &document{path: path, uri: uri, version: version, text: text, lines: analysis.NewLines(text)}
-	f := analysis.ParseFile(path, text, s.opts.Extensions...)
-	if f.Syntax == nil && old != nil {
-		d.goodText, d.goodLines, d.goodGen, d.loads = old.goodText, old.goodLines, old.goodGen, old.loads
-		return d
+	d := &document{path: path, uri: uri, version: version, text: text, lines: analysis.NewLines(text), trees: s.trees, exts: s.opts.Extensions}
+	if old != nil {
+		if g := old.good.Load(); g != nil {
+			d.fallback = g
+		} else {
+			d.fallback = old.fallback
+		}
 	}
-	d.goodText, d.goodLines, d.goodGen, d.loads = text, d.lines, generation.Add(1), analysis.LoadedFiles(f)
-	s.trees.put(path, d.goodGen, f)
 	return d
 }
 
@@ -642,7 +683,10 @@ func (s *server) close(path string) {
 	s.mu.Unlock()
 	s.trees.drop(path)
 	if d != nil && wasShown {
+		mu := s.publishLock(path)
+		mu.Lock()
 		s.publish(d.uri, d.version, nil)
+		mu.Unlock()
 	}
 	s.reindex(path)
 }
@@ -710,7 +754,7 @@ func (sn *snapshot) Loaders(path string) []string {
 		seen[p] = true
 	}
 	for p, d := range sn.docs {
-		check(p, d.loads)
+		check(p, d.parsed().loads)
 	}
 	for p, e := range sn.index {
 		check(p, e.loads)
@@ -720,7 +764,8 @@ func (sn *snapshot) Loaders(path string) []string {
 
 // good returns the parse tree of a document's last text that parsed.
 func (sn *snapshot) good(d *document) *analysis.File {
-	return sn.trees.get(d.path, d.goodGen, d.goodText, sn.exts)
+	g := d.parsed()
+	return sn.trees.get(d.path, g.gen, g.text, sn.exts)
 }
 
 // at returns the open document of a URI, its last good parse and the
