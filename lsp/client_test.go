@@ -25,6 +25,8 @@ type client struct {
 	diags map[protocol.DocumentURI]*protocol.PublishDiagnosticsParams
 	// published are the versions of every publication, in order.
 	published map[protocol.DocumentURI][]int32
+	// registrations are the params of client/registerCapability.
+	registrations []json.RawMessage
 	// wake is closed and replaced whenever diagnostics arrive.
 	wake chan struct{}
 }
@@ -52,6 +54,13 @@ func startClient(t testing.TB, opts Options) *client {
 // handleServer handles the server's messages to the client: it keeps
 // the diagnostics.
 func (c *client) handleServer(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc2.Request) error {
+	if req.Method() == protocol.MethodClientRegisterCapability {
+		c.mu.Lock()
+		c.registrations = append(c.registrations, req.Params())
+		close(c.wake)
+		c.wake = make(chan struct{})
+		c.mu.Unlock()
+	}
 	if req.Method() == protocol.MethodTextDocumentPublishDiagnostics {
 		var p protocol.PublishDiagnosticsParams
 		if err := json.Unmarshal(req.Params(), &p); err != nil {
@@ -142,6 +151,33 @@ func (c *client) diagnosticsWithin(u protocol.DocumentURI, version int32, d time
 			c.t.Fatalf("no diagnostics for %s version %d", u, version)
 		}
 	}
+}
+
+// publishedAfter waits for a publication of a document's diagnostics
+// beyond the first n and returns them.
+func (c *client) publishedAfter(u protocol.DocumentURI, n int) []protocol.Diagnostic {
+	c.t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		c.mu.Lock()
+		got, p, wake := len(c.published[u]), c.diags[u], c.wake
+		c.mu.Unlock()
+		if got > n {
+			return p.Diagnostics
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			c.t.Fatalf("no new diagnostics for %s", u)
+		}
+	}
+}
+
+// publications is how many times a document's diagnostics were published.
+func (c *client) publications(u protocol.DocumentURI) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.published[u])
 }
 
 func (c *client) shutdown() {

@@ -32,7 +32,11 @@
 // checker goroutine that coalesces the edits arriving while it works and
 // publishes diagnostics only for the version that is current when it
 // finishes (labelled with that version, never older than one published
-// before). Each request runs on its own goroutine over the snapshot taken when it
+// before). When a file changes (edited, saved, closed, or changed on
+// disk as workspace/didChangeWatchedFiles reports; the server registers a
+// watcher for **/*.star when the client allows dynamic registration),
+// every open file that loads it, directly or not, is checked again.
+// Each request runs on its own goroutine over the snapshot taken when it
 // arrived, so a request sees every edit sent before it, and
 // $/cancelRequest cancels a request that has not answered yet (it then
 // fails with RequestCancelled).
@@ -52,6 +56,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.lsp.dev/jsonrpc2"
 	"go.lsp.dev/protocol"
@@ -145,6 +150,7 @@ type server struct {
 	state   state
 	exited  bool
 	utf8    bool
+	watch   bool // the client registers file watchers on request
 	roots   []string
 	docs    map[string]*document
 	index   map[string]*indexed // files on disk below the roots
@@ -348,6 +354,11 @@ func (s *server) initialize(params json.RawMessage) (any, error) {
 			General struct {
 				PositionEncodings []string `json:"positionEncodings"`
 			} `json:"general"`
+			Workspace struct {
+				DidChangeWatchedFiles struct {
+					DynamicRegistration bool `json:"dynamicRegistration"`
+				} `json:"didChangeWatchedFiles"`
+			} `json:"workspace"`
 		} `json:"capabilities"`
 	}
 	if err := decode(params, &p); err != nil {
@@ -378,6 +389,7 @@ func (s *server) initialize(params json.RawMessage) (any, error) {
 	s.state = stateRunning
 	s.utf8 = encoding == "utf-8"
 	s.roots = roots
+	s.watch = extra.Capabilities.Workspace.DidChangeWatchedFiles.DynamicRegistration
 	s.mu.Unlock()
 
 	caps := protocol.ServerCapabilities{
@@ -427,6 +439,17 @@ func (s *server) notify(method string, params json.RawMessage) error {
 			defer s.wg.Done()
 			s.indexRoots()
 		}()
+		s.mu.Lock()
+		watch := s.watch
+		s.mu.Unlock()
+		if watch {
+			// The reply comes through the read loop: wait off it.
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.registerWatcher()
+			}()
+		}
 	case protocol.MethodTextDocumentDidOpen:
 		var p protocol.DidOpenTextDocumentParams
 		if err := decode(params, &p); err != nil {
@@ -453,16 +476,39 @@ func (s *server) notify(method string, params json.RawMessage) error {
 		}
 		path := docPath(string(p.TextDocument.URI))
 		s.reindex(path)
+		s.diagnoseAll(path)
 	case protocol.MethodWorkspaceDidChangeWatchedFiles:
 		var p protocol.DidChangeWatchedFilesParams
 		if err := decode(params, &p); err != nil {
 			return err
 		}
 		for _, ev := range p.Changes {
-			s.reindex(docPath(string(ev.URI)))
+			path := docPath(string(ev.URI))
+			s.reindex(path)
+			s.diagnoseAll(path)
 		}
 	}
 	return nil
+}
+
+// starWatcher is the id of the server's registration of a watcher for
+// the .star files of the workspace.
+const starWatcher = "aml-star-files"
+
+// registerWatcher asks the client to report changes of .star files on
+// disk (workspace/didChangeWatchedFiles), so the open files that load
+// them are checked again.
+func (s *server) registerWatcher() {
+	ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+	defer cancel()
+	params := map[string]any{"registrations": []map[string]any{{
+		"id":              starWatcher,
+		"method":          protocol.MethodWorkspaceDidChangeWatchedFiles,
+		"registerOptions": map[string]any{"watchers": []map[string]any{{"globPattern": "**/*.star"}}},
+	}}}
+	if _, err := s.conn.Call(ctx, protocol.MethodClientRegisterCapability, params, nil); err != nil && s.ctx.Err() == nil {
+		s.logf("registering a watcher for .star files: %v", err)
+	}
 }
 
 // didChangeParams is textDocument/didChange with a range that may be
@@ -689,6 +735,7 @@ func (s *server) close(path string) {
 		mu.Unlock()
 	}
 	s.reindex(path)
+	s.diagnoseAll(path) // its loaders now read the file on disk
 }
 
 // snapshot is an immutable view of the open documents over the index: the
