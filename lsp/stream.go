@@ -82,8 +82,12 @@ func (s *stream) readFrame() ([]byte, int64, error) {
 	var total int64
 	length := int64(-1)
 	for lines := 0; ; lines++ {
-		line, err := s.in.ReadString('\n')
+		raw, err := s.in.ReadSlice('\n')
+		line := string(raw)
 		total += int64(len(line))
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, total, &FramingError{Msg: fmt.Sprintf("header line longer than %d bytes", s.in.Size())}
+		}
 		if err != nil {
 			if errors.Is(err, io.EOF) && lines == 0 && line == "" {
 				return nil, total, io.EOF
@@ -92,9 +96,6 @@ func (s *stream) readFrame() ([]byte, int64, error) {
 				return nil, total, &FramingError{Msg: fmt.Sprintf("the stream ended inside a message header (after %q)", line), Err: io.ErrUnexpectedEOF}
 			}
 			return nil, total, err
-		}
-		if len(line) > 4096 {
-			return nil, total, &FramingError{Msg: fmt.Sprintf("header line of %d bytes is too long", len(line))}
 		}
 		line = strings.TrimRight(line, "\r\n")
 		if line == "" {

@@ -107,6 +107,7 @@ func TestFramingFatal(t *testing.T) {
 		{"no length", "Content-Type: application/json\r\n\r\n{}", "no Content-Length", false},
 		{"oversized", "Content-Length: 999999999999\r\n\r\n{}", "over the limit of 67108864 bytes", false},
 		{"short body", "Content-Length: 100\r\n\r\n{\"jsonrpc\":\"2.0\"}", "the stream ended after 17 of the 100 bytes", true},
+		{"long header", "X-Junk: " + strings.Repeat("j", 10000), "header line longer than 4096 bytes", false},
 		{"cut header", "Content-Length: 10\r\n", "the stream ended inside a message header", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
