@@ -187,9 +187,10 @@ func (d *Docker) List(ctx context.Context, labels map[string]string) ([]remote.F
 // Destroy implements remote.Service as the services do: the sandbox is
 // killed before Destroy returns (nothing runs in it any more) and its
 // storage is reclaimed afterwards (the container removed in the
-// background). Left and List wait for the removals.
+// background). Left and List wait for the removals. (Freezing it instead
+// would be quicker, but the engine can hang removing a frozen container.)
 func (d *Docker) Destroy(ctx context.Context, id string) error {
-	err := d.cli.ContainerPause(context.WithoutCancel(ctx), id)
+	err := d.cli.ContainerKill(context.WithoutCancel(ctx), id, "KILL")
 	switch {
 	case errdefs.IsNotFound(err):
 		return nil
