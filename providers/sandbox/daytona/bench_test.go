@@ -1,99 +1,35 @@
 package daytona
 
 import (
-	"context"
-	"crypto/rand"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/daytonadouble"
 	"github.com/aml-go/aml/internal/remotetest"
-	"github.com/aml-go/aml/providers/sandbox/docker"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 )
 
-// benchWorkspace makes n random files of size bytes in ten directories.
-func benchWorkspace(b *testing.B, n, size int) string {
-	dir := b.TempDir()
-	buf := make([]byte, size)
-	for i := range n {
-		_, _ = rand.Read(buf)
-		p := filepath.Join(dir, fmt.Sprintf("d%d", i%10), fmt.Sprintf("f%d.bin", i))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.WriteFile(p, buf, 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return dir
-}
-
-// benchProviders are the Daytona provider over the double and the Docker
-// sandbox on the double's engine, for the same measurements.
-func benchProviders(b *testing.B) (map[string]eval.SandboxProvider, *daytonadouble.Server) {
+// benchProviders are the Daytona provider over the double (every request
+// checked against the published API) and the Docker sandbox on the
+// double's engine, for the same measurements.
+func benchProviders(b *testing.B) (map[string]eval.SandboxProvider, *remotetest.Docker) {
 	dbl := daytonadouble.New(b)
 	rp, err := remote.New(remote.Options{Service: newService(b, dbl, nil), GuestRoot: "workspace"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	dp, err := docker.New(docker.Options{Client: dbl.Docker().Client(), Image: remotetest.Image})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return map[string]eval.SandboxProvider{"daytona": rp, "docker": dp}, dbl
+	return map[string]eval.SandboxProvider{"daytona": rp, "docker": remotetest.DockerBeside(b, dbl.Docker())}, dbl.Docker()
 }
 
-func benchRequest(dir string) *eval.SandboxAcquireRequest {
-	return &eval.SandboxAcquireRequest{Access: eval.ReadWrite, Root: ".", Cwd: ".", EvaluationID: "bench",
-		Workspace: &eval.WorkspaceMaterialization{Directory: dir}}
-}
-
-// BenchmarkAcquireRelease: a read-write lease of a 1,000-file, 20 MB
-// workspace acquired and released, through the Daytona double (every
-// request checked against the published API) and on the Docker sandbox.
-// The storage of a destroyed sandbox, which the service reclaims after it
-// answers, is waited for outside the timer.
+// BenchmarkAcquireRelease: acquire and release of a 1,000-file, 20 MB
+// workspace through the Daytona double, beside the Docker sandbox.
 func BenchmarkAcquireRelease(b *testing.B) {
-	dir := benchWorkspace(b, 1000, 20<<10)
-	ps, dbl := benchProviders(b)
-	for name, p := range ps {
-		b.Run(name, func(b *testing.B) {
-			for b.Loop() {
-				l, err := p.Acquire(context.Background(), benchRequest(dir))
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Release(context.Background()); err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				dbl.Docker().Settle()
-				b.StartTimer()
-			}
-		})
-	}
+	ps, d := benchProviders(b)
+	remotetest.BenchAcquireRelease(b, d, ps)
 }
 
 // BenchmarkExec: the round trip of one short command.
 func BenchmarkExec(b *testing.B) {
-	dir := b.TempDir()
 	ps, _ := benchProviders(b)
-	for name, p := range ps {
-		b.Run(name, func(b *testing.B) {
-			l, err := p.Acquire(context.Background(), benchRequest(dir))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Release(context.Background())
-			for b.Loop() {
-				if _, err := l.Runtime().Exec(context.Background(), "true", nil, eval.ExecOptions{}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	remotetest.BenchExec(b, ps)
 }

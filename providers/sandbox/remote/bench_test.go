@@ -2,10 +2,8 @@ package remote_test
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -13,28 +11,8 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/remotetest"
-	"github.com/aml-go/aml/providers/sandbox/docker"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 )
-
-// workspaceOf makes a workspace of n files of size bytes each (random,
-// so that nothing compresses) in ten directories.
-func workspaceOf(t testing.TB, n, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	buf := make([]byte, size)
-	for i := range n {
-		_, _ = rand.Read(buf)
-		p := filepath.Join(dir, fmt.Sprintf("d%d", i%10), fmt.Sprintf("f%d.bin", i))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, buf, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
 
 // providers are the remote provider over container sandboxes and the
 // Docker sandbox, for the same measurements.
@@ -44,58 +22,21 @@ func providers(b *testing.B) (map[string]eval.SandboxProvider, *remotetest.Docke
 	if err != nil {
 		b.Fatal(err)
 	}
-	dp, err := docker.New(docker.Options{Client: d.Client(), Image: remotetest.Image})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return map[string]eval.SandboxProvider{"remote": rp, "docker": dp}, d
+	return map[string]eval.SandboxProvider{"remote": rp, "docker": remotetest.DockerBeside(b, d)}, d
 }
 
-// BenchmarkAcquireRelease: a read-write lease of a 1,000-file, 20 MB
-// workspace acquired and released (hydration and the mirror for the
-// remote one, a bind mount for Docker). What the time counts is what a
-// user waits for: the storage a destroyed remote sandbox leaves is
-// reclaimed by the service afterwards, on its own machines, so the
-// double's reclamation is waited for outside the timer.
+// BenchmarkAcquireRelease: acquire and release of a 1,000-file, 20 MB
+// workspace (hydration and the mirror for the remote one, a bind mount
+// for Docker).
 func BenchmarkAcquireRelease(b *testing.B) {
-	dir := workspaceOf(b, 1000, 20<<10)
 	ps, d := providers(b)
-	for name, p := range ps {
-		b.Run(name, func(b *testing.B) {
-			for b.Loop() {
-				l, err := p.Acquire(context.Background(), request(dir, eval.ReadWrite))
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Release(context.Background()); err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				d.Settle()
-				b.StartTimer()
-			}
-		})
-	}
+	remotetest.BenchAcquireRelease(b, d, ps)
 }
 
 // BenchmarkExec: the round trip of one short command.
 func BenchmarkExec(b *testing.B) {
-	dir := b.TempDir()
 	ps, _ := providers(b)
-	for name, p := range ps {
-		b.Run(name, func(b *testing.B) {
-			l, err := p.Acquire(context.Background(), request(dir, eval.ReadWrite))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Release(context.Background())
-			for b.Loop() {
-				if _, err := l.Runtime().Exec(context.Background(), "true", nil, eval.ExecOptions{}); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	remotetest.BenchExec(b, ps)
 }
 
 // TestTransferMemory: a 128 MB workspace goes in and comes back (one
@@ -112,7 +53,7 @@ func TestTransferMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := workspaceOf(t, mb/8, 8<<20)
+	dir := remotetest.Tree(t, mb/8, 8<<20)
 	runtime.GC()
 	var base runtime.MemStats
 	runtime.ReadMemStats(&base)
