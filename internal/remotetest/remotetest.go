@@ -56,8 +56,39 @@ type Docker struct {
 	// host path (an image with the aml relay, for instance).
 	Files map[string]string
 
-	// removals are the containers being removed after Destroy.
-	removals sync.WaitGroup
+	// removals counts the containers being removed after Destroy (a
+	// count and a condition rather than a WaitGroup: Destroy adds while
+	// Left may be waiting).
+	removalsMu   sync.Mutex
+	removalsCond *sync.Cond
+	removals     int
+}
+
+func (d *Docker) removalStarted() {
+	d.removalsMu.Lock()
+	d.removals++
+	d.removalsMu.Unlock()
+}
+
+func (d *Docker) removalDone() {
+	d.removalsMu.Lock()
+	d.removals--
+	if d.removals == 0 && d.removalsCond != nil {
+		d.removalsCond.Broadcast()
+	}
+	d.removalsMu.Unlock()
+}
+
+// waitRemovals waits until no removal is under way.
+func (d *Docker) waitRemovals() {
+	d.removalsMu.Lock()
+	defer d.removalsMu.Unlock()
+	if d.removalsCond == nil {
+		d.removalsCond = sync.NewCond(&d.removalsMu)
+	}
+	for d.removals > 0 {
+		d.removalsCond.Wait()
+	}
 }
 
 var _ remote.Service = (*Docker)(nil)
@@ -91,7 +122,7 @@ func New(t testing.TB, home string) *Docker {
 // Left returns the ids of the containers of d that still exist.
 func (d *Docker) Left(t testing.TB) []string {
 	t.Helper()
-	d.removals.Wait()
+	d.waitRemovals()
 	list, err := d.cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", label+"="+d.Mark))})
 	if err != nil {
 		t.Fatalf("listing containers: %v", err)
@@ -168,7 +199,7 @@ func (d *Docker) Create(ctx context.Context, req remote.CreateRequest) (remote.M
 
 // List implements remote.Service.
 func (d *Docker) List(ctx context.Context, labels map[string]string) ([]remote.Found, error) {
-	d.removals.Wait()
+	d.waitRemovals()
 	args := filters.NewArgs(filters.Arg("label", label+"="+d.Mark))
 	for k, v := range labels {
 		args.Add("label", k+"="+v)
@@ -197,9 +228,9 @@ func (d *Docker) Destroy(ctx context.Context, id string) error {
 	case err != nil && !errdefs.IsConflict(err): // a conflict: it does not run
 		return err
 	}
-	d.removals.Add(1)
+	d.removalStarted()
 	go func() {
-		defer d.removals.Done()
+		defer d.removalDone()
 		_ = d.cli.ContainerRemove(context.Background(), id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	}()
 	return nil
@@ -207,7 +238,7 @@ func (d *Docker) Destroy(ctx context.Context, id string) error {
 
 // Settle waits until the storage of every destroyed sandbox is reclaimed
 // (work a service does on its own machines after Destroy returns).
-func (d *Docker) Settle() { d.removals.Wait() }
+func (d *Docker) Settle() { d.waitRemovals() }
 
 // Machine returns the sandbox id as a machine (for doubles that keep
 // only ids).

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -146,12 +147,6 @@ func extract(r io.Reader, dir, same string) (map[string]fs.FileMode, error) {
 		return nil, err
 	}
 	defer have.Close()
-	unchanged := func(name string, h *tar.Header) bool {
-		info, err := have.Lstat(name)
-		return err == nil && info.Mode().IsRegular() && info.Size() == h.Size &&
-			info.Mode().Perm() == fs.FileMode(h.Mode)&fs.ModePerm &&
-			info.ModTime().Truncate(time.Second).Equal(h.ModTime.Truncate(time.Second))
-	}
 	got := map[string]fs.FileMode{}
 	tr := tar.NewReader(r)
 	type dirTime struct {
@@ -196,25 +191,7 @@ func extract(r io.Reader, dir, same string) (map[string]fs.FileMode, error) {
 			got[name] = fs.ModeDir
 			dirs = append(dirs, dirTime{name, h.ModTime})
 		case tar.TypeReg:
-			if unchanged(name, h) {
-				got[name] = 0
-				continue
-			}
-			f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, mode|0o600)
-			if err != nil {
-				return nil, err
-			}
-			_, err = io.Copy(f, tr)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return nil, err
-			}
-			if err := root.Chmod(name, mode|0o600); err != nil {
-				return nil, err
-			}
-			if err := root.Chtimes(name, h.ModTime, h.ModTime); err != nil {
+			if _, err := extractFile(root, have, name, h, tr); err != nil {
 				return nil, err
 			}
 			got[name] = 0
@@ -249,6 +226,77 @@ func extract(r io.Reader, dir, same string) (map[string]fs.FileMode, error) {
 	return got, nil
 }
 
+// extractFile writes the regular file name of the archive (h, its
+// content in tr) below root, unless have holds it with the same mode and
+// the same bytes; then it returns false, the entry read through. The
+// content is compared, never guessed from sizes and times: a file the
+// sandbox rewrote in the second it was hydrated, with as many bytes,
+// differs. What was compared equal before a difference is copied from
+// have's file.
+func extractFile(root, have *os.Root, name string, h *tar.Header, tr io.Reader) (bool, error) {
+	mode := fs.FileMode(h.Mode) & fs.ModePerm
+	var src *os.File
+	if info, err := have.Lstat(name); err == nil && info.Mode().IsRegular() && info.Size() == h.Size && info.Mode().Perm() == mode {
+		if f, err := have.OpenFile(name, os.O_RDONLY|noFollow, 0); err == nil {
+			src = f
+			defer src.Close()
+		}
+	}
+	var equal int64    // bytes of the entry equal to src's first ones
+	var pending []byte // bytes read from tr after them, not yet written
+	if src != nil {
+		a, b := make([]byte, 64<<10), make([]byte, 64<<10)
+		for {
+			n, err := tr.Read(a)
+			if n > 0 {
+				if m, _ := io.ReadFull(src, b[:n]); m != n || !bytes.Equal(a[:n], b[:n]) {
+					pending = a[:n]
+					break
+				}
+				equal += int64(n)
+			}
+			if err == io.EOF {
+				if equal == h.Size {
+					return false, nil
+				}
+				break
+			}
+			if err != nil {
+				return false, err
+			}
+		}
+	}
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, mode|0o600)
+	if err != nil {
+		return false, err
+	}
+	if equal > 0 {
+		if _, err = src.Seek(0, io.SeekStart); err == nil {
+			var n int64
+			n, err = io.CopyN(f, src, equal)
+			if err == nil && n != equal {
+				err = fmt.Errorf("%s changed while the mirror read it", name)
+			}
+		}
+	}
+	if err == nil && len(pending) > 0 {
+		_, err = f.Write(pending)
+	}
+	if err == nil {
+		_, err = io.Copy(f, tr)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Chmod(name, mode|0o600)
+	}
+	if err == nil {
+		err = root.Chtimes(name, h.ModTime, h.ModTime)
+	}
+	return true, err
+}
+
 // copyFile copies the regular file from (below src) to to (below dst).
 func copyFile(src, dst *os.Root, from, to string) error {
 	in, err := src.OpenFile(from, os.O_RDONLY|noFollow, 0)
@@ -277,9 +325,9 @@ func copyFile(src, dst *os.Root, from, to string) error {
 // mirror makes dst hold what src holds: additions and changes are
 // written (each file replaced by a rename, never through a link), and
 // what dst holds of the kinds a transfer carries (directories, regular
-// files, links) but src does not is deleted. A file of the same size and
-// modification time as its copy is left as it is. kinds is what extract
-// returned for src.
+// files, links) but src does not is deleted. Every regular file of src
+// replaces its copy (extract left out those dst holds as they are). kinds
+// is what extract returned for src.
 func mirror(src, dst string, kinds map[string]fs.FileMode) error {
 	from, err := os.OpenRoot(src)
 	if err != nil {
@@ -335,12 +383,7 @@ func mirror(src, dst string, kinds map[string]fs.FileMode) error {
 			}
 			return to.Symlink(target, rel)
 		case info.Mode().IsRegular():
-			if herr == nil && have.Mode().IsRegular() && have.Size() == info.Size() && have.ModTime().Truncate(time.Second).Equal(info.ModTime().Truncate(time.Second)) {
-				if have.Mode().Perm() != info.Mode().Perm() {
-					return to.Chmod(rel, info.Mode().Perm())
-				}
-				return nil
-			}
+			// extract wrote only what differs from dst: it replaces.
 			if herr == nil && have.IsDir() {
 				if err := to.RemoveAll(rel); err != nil {
 					return err
