@@ -191,7 +191,7 @@ func extract(r io.Reader, dir, same string) (map[string]fs.FileMode, error) {
 			got[name] = fs.ModeDir
 			dirs = append(dirs, dirTime{name, h.ModTime})
 		case tar.TypeReg:
-			if _, err := extractFile(root, have, name, h, tr); err != nil {
+			if err := extractFile(root, have, name, h, tr); err != nil {
 				return nil, err
 			}
 			got[name] = 0
@@ -228,12 +228,12 @@ func extract(r io.Reader, dir, same string) (map[string]fs.FileMode, error) {
 
 // extractFile writes the regular file name of the archive (h, its
 // content in tr) below root, unless have holds it with the same mode and
-// the same bytes; then it returns false, the entry read through. The
+// the same bytes; then the entry is only read through. The
 // content is compared, never guessed from sizes and times: a file the
 // sandbox rewrote in the second it was hydrated, with as many bytes,
 // differs. What was compared equal before a difference is copied from
 // have's file.
-func extractFile(root, have *os.Root, name string, h *tar.Header, tr io.Reader) (bool, error) {
+func extractFile(root, have *os.Root, name string, h *tar.Header, tr io.Reader) error {
 	mode := fs.FileMode(h.Mode) & fs.ModePerm
 	var src *os.File
 	if info, err := have.Lstat(name); err == nil && info.Mode().IsRegular() && info.Size() == h.Size && info.Mode().Perm() == mode {
@@ -257,18 +257,18 @@ func extractFile(root, have *os.Root, name string, h *tar.Header, tr io.Reader) 
 			}
 			if err == io.EOF {
 				if equal == h.Size {
-					return false, nil
+					return nil
 				}
 				break
 			}
 			if err != nil {
-				return false, err
+				return err
 			}
 		}
 	}
 	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|noFollow, mode|0o600)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if equal > 0 {
 		if _, err = src.Seek(0, io.SeekStart); err == nil {
@@ -294,7 +294,7 @@ func extractFile(root, have *os.Root, name string, h *tar.Header, tr io.Reader) 
 	if err == nil {
 		err = root.Chtimes(name, h.ModTime, h.ModTime)
 	}
-	return true, err
+	return err
 }
 
 // copyFile copies the regular file from (below src) to to (below dst).
