@@ -227,7 +227,16 @@ func (r *runtime) start(ctx context.Context, argv []string, dir string, env map[
 			return nil, fmt.Errorf("%s sandbox environment variable %q is invalid", r.p.Name(), k)
 		}
 	}
-	proc, err := r.b.m.Start(ctx, Command{Args: argv, Dir: dir, Env: env, Stdin: stdin, Timeout: timeout})
+	// The service's own bound is a backstop for a host that is gone: it
+	// comes a grace after the provider's kill, so that a command that
+	// runs too long is always reported as timed out, whichever kill
+	// landed first.
+	backstop := time.Duration(0)
+	if timeout > 0 {
+		backstop = timeout + serviceTimeoutGrace
+	}
+	started := time.Now()
+	proc, err := r.b.m.Start(ctx, Command{Args: argv, Dir: dir, Env: env, Stdin: stdin, Timeout: backstop})
 	if err != nil {
 		return nil, fmt.Errorf("%s sandbox command %q: %w", r.p.Name(), argv[0], err)
 	}
@@ -242,7 +251,9 @@ func (r *runtime) start(ctx context.Context, argv []string, dir string, env map[
 	r.mu.Unlock()
 	wctx, cancel := ctx, context.CancelFunc(func() {})
 	if timeout > 0 {
-		wctx, cancel = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("%s sandbox command %q timed out after %v: %w", r.p.Name(), argv[0], timeout, context.DeadlineExceeded))
+		p.timedOut = fmt.Errorf("%s sandbox command %q timed out after %v: %w", r.p.Name(), argv[0], timeout, context.DeadlineExceeded)
+		p.deadline = started.Add(timeout)
+		wctx, cancel = context.WithDeadlineCause(ctx, p.deadline, p.timedOut)
 	}
 	go func() {
 		defer cancel()
@@ -269,7 +280,16 @@ type process struct {
 	code     int
 	err      error
 	done     chan struct{}
+	// deadline and timedOut, when the command has a timeout: a command
+	// that ends after its deadline without another cause timed out (the
+	// service's backstop may have ended it first).
+	deadline time.Time
+	timedOut error
 }
+
+// serviceTimeoutGrace is how long after the provider's own kill the
+// service's timeout ends a command.
+const serviceTimeoutGrace = time.Second
 
 // ID implements eval.SandboxProcess.
 func (p *process) ID() string { return p.id }
@@ -311,6 +331,9 @@ func (p *process) Wait() (int, error) {
 	p.waitOnce.Do(func() {
 		defer close(p.done)
 		p.code, p.err = p.proc.Wait()
+		if p.timedOut != nil && !time.Now().Before(p.deadline) {
+			p.end(p.timedOut)
+		}
 		if cause := p.killed(); cause != nil {
 			p.err = cause
 		} else if p.err != nil {

@@ -73,7 +73,9 @@ type Command struct {
 	// (Process.Stdin); otherwise its input is empty.
 	Stdin bool
 	// Timeout, when positive, is a bound the service enforces itself, in
-	// addition to the provider's kill.
+	// addition to the provider's kill: the provider asks for its own
+	// timeout plus a second's grace, so that its kill comes first and
+	// the service's ends a command whose host has gone.
 	Timeout time.Duration
 }
 
