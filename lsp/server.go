@@ -311,6 +311,12 @@ type handler func(ctx context.Context, s *server, r *request, params json.RawMes
 // its own.
 var requests = map[string]handler{}
 
+// capabilities are the server capabilities that feature files declare
+// beside their handlers, by their JSON name in ServerCapabilities (a
+// feature newer than the protocol package's types declares its own
+// value).
+var capabilities = map[string]any{}
+
 func idKey(id jsonrpc2.ID) string {
 	b, _ := json.Marshal(&id)
 	return string(b)
@@ -422,6 +428,9 @@ func (s *server) initialize(params json.RawMessage) (any, error) {
 	var capMap map[string]any
 	if err := json.Unmarshal(raw, &capMap); err != nil {
 		return nil, err
+	}
+	for name, v := range capabilities {
+		capMap[name] = v
 	}
 	capMap["positionEncoding"] = encoding
 	return map[string]any{
