@@ -171,7 +171,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		p = override(p)
 	}
 	if p == nil {
-		return dst, newError(n.Position, agentLabel(n)+" has no provider: pass provider= to agent(), or set a default with configure(agent_provider=...) or the runtime's AgentProvider option")
+		return dst, newError(n.Position, NoProviderMessage(n))
 	}
 	if err := d.checkCapabilities(n, p, plan, req.Output != nil); err != nil {
 		return dst, err
@@ -596,6 +596,27 @@ func turnAttrs(err error, r *AgentResponse) attrs {
 
 // agentLabel names an agent in diagnostics: agent(name="reviewer") when
 // the author named it, else agent().
+// OneWorkspaceMessage is the error of a workspace() that starts while
+// another one of the same evaluation has started: one runs per
+// evaluation.
+const OneWorkspaceMessage = "only one workspace() may run per evaluation; reuse the outer workspace instead"
+
+// NoProviderMessage is the error of an agent(), sandbox() or
+// workspace() node that no provider reaches (none given, no default and
+// no override), which the evaluator reports and the static analysis
+// reports too; "" for other nodes.
+func NoProviderMessage(n Node) string {
+	switch n := n.(type) {
+	case *Agent:
+		return agentLabel(n) + " has no provider: pass provider= to agent(), or set a default with configure(agent_provider=...) or the runtime's AgentProvider option"
+	case *Workspace:
+		return "workspace() has no provider: pass provider= (such as local_workspace(directory=...)) or set one with configure(workspace_provider=...)"
+	case *Sandbox:
+		return "sandbox() has no provider: pass provider= (such as local_sandbox()) or set one with configure(sandbox_provider=...)"
+	}
+	return ""
+}
+
 func agentLabel(n *Agent) string {
 	if n.Name == "" {
 		return "agent()"

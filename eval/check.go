@@ -287,6 +287,13 @@ func claimStructured(t *structTarget, n *Agent) error {
 	return nil
 }
 
+// CheckStructured applies the rules of evaluate(value, schema=...) that
+// hold before anything resolves (pos is the evaluate() call's): at most
+// one agent(), without a schema of its own, no text around it, no
+// parallel(). The evaluator applies them to every structured evaluation;
+// the static analysis applies them to a literal value.
+func CheckStructured(value any, pos Position) error { return scanStructured(value, pos) }
+
 // scanStructured applies the structured-evaluation rules to the statically
 // visible top level of value: at most one agent(), no text around it, no
 // parallel(). Components are skipped; their results are checked when they

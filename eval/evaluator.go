@@ -146,6 +146,10 @@ func (d *domain) evaluateStructured(ctx context.Context, value any, sc scope, sc
 	return t.value, nil
 }
 
+// EmptyFollowUpMessage is the error of a follow_up() whose children
+// resolve to blank text.
+const EmptyFollowUpMessage = "follow_up() must resolve to non-empty text"
+
 const structuredNoneMsg = "evaluate(schema=...) must resolve to exactly one agent(), but the value resolved none; pass the agent() whose structured result you want"
 
 func (e *evaluator) run(value any) (text string, err error) {
@@ -559,7 +563,7 @@ func (e *evaluator) pop() error {
 	case fFollowUp:
 		s := trimSpace(string(f.buf))
 		if s == "" {
-			return newError(f.pos, "follow_up() must resolve to non-empty text")
+			return newError(f.pos, EmptyFollowUpMessage)
 		}
 		a := e.st.at(f.agent)
 		a.plan.followUps = append(a.plan.followUps, s)

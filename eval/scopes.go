@@ -64,7 +64,7 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 		p = o(p)
 	}
 	if p == nil {
-		return nil, newError(n.Position, "workspace() has no provider: pass provider= (such as local_workspace(directory=...)) or set one with configure(workspace_provider=...)")
+		return nil, newError(n.Position, NoProviderMessage(n))
 	}
 	var cpj Checkpointer
 	if d.journal != nil && !d.journal.cassette && !d.journal.scopesKept {
@@ -78,7 +78,7 @@ func (d *domain) enterWorkspace(ctx context.Context, n *Workspace, parentSpan st
 		cpj = c
 	}
 	if !d.workspaceUsed.CompareAndSwap(false, true) {
-		return nil, newError(n.Position, "only one workspace() may run per evaluation; reuse the outer workspace instead")
+		return nil, newError(n.Position, OneWorkspaceMessage)
 	}
 	cwd := n.Cwd
 	if cwd == "" {
@@ -225,7 +225,7 @@ func (d *domain) enterSandbox(ctx context.Context, n *Sandbox, res resScope, par
 		p = o(p)
 	}
 	if p == nil {
-		return nil, newError(n.Position, "sandbox() has no provider: pass provider= (such as local_sandbox()) or set one with configure(sandbox_provider=...)")
+		return nil, newError(n.Position, NoProviderMessage(n))
 	}
 	access := n.Access
 	if access == "" {

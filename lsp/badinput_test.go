@@ -50,7 +50,7 @@ func TestBadInput(t *testing.T) {
 
 	// A syntax error keeps the last good parse for symbols and hover.
 	path := filepath.Join(dir, "main.star")
-	good := "load(\"lib.star\", \"helper\")\n\ndef main():\n    return agent(helper())\n"
+	good := "load(\"lib.star\", \"helper\")\n\ndef main():\n    return agent(helper(), provider = deterministic_agent())\n"
 	u := c.open(path, good)
 	if got := codes(c.diagnostics(u, 1)); got != "" {
 		t.Fatalf("diagnostics of the good text: %s", got)

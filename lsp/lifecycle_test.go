@@ -53,7 +53,7 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	path := filepath.Join(dir, "main.star")
-	text := "load(\"lib.star\", \"helper\")\n\ndef main():\n    return agent(helper(), sandbox(acess = \"read-only\"))\n"
+	text := "load(\"lib.star\", \"helper\")\n\ndef main():\n    return agent(helper(), sandbox(acess = \"read-only\"), provider = deterministic_agent())\n"
 	u := c.open(path, text)
 	diags := c.diagnostics(u, 1)
 	if len(diags) != 1 || diags[0].Code != "unknown-keyword" {

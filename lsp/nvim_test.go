@@ -215,7 +215,7 @@ func TestNeovim(t *testing.T) {
 	main := "load(\"lib.star\", \"helper\")\n" +
 		"\n" +
 		"def main():\n" +
-		"    return agent(helper( \"the diff\" ), sandbox(acess = \"read-only\"),model='m')\n"
+		"    return agent(helper( \"the diff\" ), sandbox(acess = \"read-only\"),model='m',provider=deterministic_agent())\n"
 	files := map[string]string{
 		"lib.star":  "def helper(topic):\n    \"\"\"Returns a prompt.\"\"\"\n    return \"Review \" + topic\n",
 		"main.star": main,

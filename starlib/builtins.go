@@ -26,8 +26,9 @@ var childrenParam = Param{Name: "children", Type: "renderable", Variadic: true,
 	Doc: "Content in authored order: strings, numbers, None/booleans (nothing), lists (flattened) and AML nodes."}
 
 var agentBuiltin = &Builtin{
-	Name:  "agent",
-	Group: "nodes",
+	Name:   "agent",
+	Static: true,
+	Group:  "nodes",
 	Doc: `Runs one provider session after its children resolved.
 
 The children form the initial prompt (trimmed); system() children extend the system prompt and follow_up() children add later turns of the same session. Child agents run first and their results take their authored position in the prompt. The node's result is the provider's final text. Text is concatenated without separators; use block() for blank-line separation.`,
@@ -138,8 +139,9 @@ func permissions(c *Call, d *starlark.Dict) (*eval.Permissions, error) {
 }
 
 var systemBuiltin = &Builtin{
-	Name:  "system",
-	Group: "nodes",
+	Name:   "system",
+	Static: true,
+	Group:  "nodes",
 	Doc: `Adds its resolved text to the system prompt of the nearest enclosing agent().
 
 The provider receives system text in this order: the runtime system text, the agent's system= prop, then system() children in authored order; empty fragments are omitted and the rest are trimmed and joined with newlines. Valid only inside agent(); it contributes nothing to the prompt.`,
@@ -150,8 +152,9 @@ The provider receives system text in this order: the runtime system text, the ag
 }
 
 var followUpBuiltin = &Builtin{
-	Name:  "follow_up",
-	Group: "nodes",
+	Name:   "follow_up",
+	Static: true,
+	Group:  "nodes",
 	Doc: `Adds one later turn to the session of the nearest enclosing agent().
 
 Follow-ups are flat (one cannot contain another), keep authored order, and must resolve to non-empty text. Every turn counts toward max_turns_per_agent. After the first follow_up(), the agent's remaining children must be follow-ups (whitespace aside).`,
@@ -162,8 +165,9 @@ Follow-ups are flat (one cannot contain another), keep authored order, and must 
 }
 
 var blockBuiltin = &Builtin{
-	Name:  "block",
-	Group: "nodes",
+	Name:   "block",
+	Static: true,
+	Group:  "nodes",
 	Doc: `Adds exact blank-line separation around its children, optionally as a named section.
 
 With children it contributes "\n\n", the children, and "\n\n"; with no children (or only None/booleans) a single "\n\n". With tag= the children are wrapped in <tag>…</tag> lines; the tag is normalized to lowercase kebab-case ("Personal Data" -> personal-data) and dropped when no letters or digits remain. Children are not trimmed or escaped. multiline=True dedents direct string children (removing a leading and trailing blank line and the common indentation), for triple-quoted prompts. block() creates no scope.`,
@@ -191,8 +195,9 @@ With children it contributes "\n\n", the children, and "\n\n"; with no children 
 }
 
 var fragmentBuiltin = &Builtin{
-	Name:  "fragment",
-	Group: "nodes",
+	Name:   "fragment",
+	Static: true,
+	Group:  "nodes",
 	Doc: `Groups children without adding text, scope or concurrency; the same as a list.
 
 Agent-scoped children (system(), follow_up()) inside a fragment belong to the nearest enclosing agent(). A fragment adds no depth.`,
@@ -203,8 +208,9 @@ Agent-scoped children (system(), follow_up()) inside a fragment belong to the ne
 }
 
 var parallelBuiltin = &Builtin{
-	Name:  "parallel",
-	Group: "nodes",
+	Name:   "parallel",
+	Static: true,
+	Group:  "nodes",
 	Doc: `Evaluates independent branches concurrently and renders their text in authored order.
 
 Each argument is one branch; lists are flattened into branches and None/booleans contribute none; a fragment stays one branch. Branches share the evaluation's limits and agent scheduler (max_concurrent_agents is the only concurrency bound). It waits for every branch; if any failed, it fails with a ParallelError listing every failed branch index and its cause. No separators are inserted: wrap branches in block() to keep them apart. Agent-scoped nodes directly in a branch do not attach to an agent around the parallel().`,
@@ -241,8 +247,10 @@ Review = component(_review) returns a callable; Review(files = x) builds a compo
 }
 
 var evaluateBuiltin = &Builtin{
-	Name:  "evaluate",
-	Group: "components",
+	Name:             "evaluate",
+	Rules:            evaluateRules,
+	OutsideComponent: "evaluate() is only available while an AML component is active; call it inside a component body (or the entry function), not at top level or in a provider callback",
+	Group:            "components",
 	Doc: `Resolves a value inside the current evaluation and returns its text (evaluate to collect).
 
 Only available while a component body runs (the entry function counts). The nested value inherits the evaluation's limits, scheduler, tracing and cancellation; its resources are released before evaluate() returns.`,
@@ -255,17 +263,13 @@ Only available while a component body runs (the entry function counts). The nest
 	Impl: func(c *Call) (starlark.Value, error) {
 		cc := componentOf(c.thread)
 		if cc == nil {
-			return nil, fmt.Errorf("evaluate() is only available while an AML component is active; call it inside a component body (or the entry function), not at top level or in a provider callback")
+			return nil, c.outsideComponent()
 		}
-		v, err := toRenderable(c.Value("value"), "evaluate() argument")
+		v, s, err := evaluateArgs(c)
 		if err != nil {
 			return nil, err
 		}
-		if sv := c.Value("schema"); sv != nil {
-			s, err := compileSchema(sv)
-			if err != nil {
-				return nil, c.Errorf("%v", err)
-			}
+		if s != nil {
 			out, err := cc.EvaluateStructured(v, s, c.pos)
 			if err != nil {
 				return nil, err
@@ -280,9 +284,34 @@ Only available while a component body runs (the entry function counts). The nest
 	},
 }
 
+// evaluateArgs converts evaluate()'s arguments: a renderable value and,
+// when given, a valid schema (nil otherwise).
+func evaluateArgs(c *Call) (any, *eval.Schema, error) {
+	v, err := toRenderable(c.Value("value"), "evaluate() argument")
+	if err != nil {
+		return nil, nil, err
+	}
+	sv := c.Value("schema")
+	if sv == nil {
+		return v, nil, nil
+	}
+	s, err := compileSchema(sv)
+	if err != nil {
+		return nil, nil, c.Errorf("%v", err)
+	}
+	return v, s, nil
+}
+
+// evaluateRules are evaluate()'s checks of its arguments.
+func evaluateRules(c *Call) error {
+	_, _, err := evaluateArgs(c)
+	return err
+}
+
 var askBuiltin = &Builtin{
-	Name:  "ask",
-	Group: "components",
+	Name:             "ask",
+	OutsideComponent: "ask() is only available while an AML component is active; call it inside a component body (or the entry function)",
+	Group:            "components",
 	Doc: `Asks a person a question and returns the answer.
 
 Only available while a component body runs. In a run with --journal the run suspends when the question has no recorded answer: everything is released, the question and its id are printed, and aml exits with 4; answer it with aml resume RUN --journal DIR --answer ID=VALUE, and the program continues with the answer. Without a journal the question is asked on the terminal when stdin is one, and ask() fails otherwise.`,
@@ -299,9 +328,10 @@ Only available while a component body runs. In a run with --journal the run susp
 }
 
 var approveBuiltin = &Builtin{
-	Name:  "approve",
-	Group: "components",
-	Doc:   `Asks a person a yes/no question and returns True or False: ask(question, schema.boolean(), id=id).`,
+	Name:             "approve",
+	OutsideComponent: "approve() is only available while an AML component is active; call it inside a component body (or the entry function)",
+	Group:            "components",
+	Doc:              `Asks a person a yes/no question and returns True or False: ask(question, schema.boolean(), id=id).`,
 	Params: []Param{
 		{Name: "question", Type: "str", Positional: true, Doc: "The question."},
 		{Name: "id", Type: "str | None", Default: "None", Doc: "Stable name of the question for --answer; an id names one question per run (asking it again is an error). None uses the question's place in the run (its effect identity)."},
@@ -322,7 +352,7 @@ var approveBuiltin = &Builtin{
 func askImpl(c *Call, name string, schema starlark.Value) (starlark.Value, error) {
 	cc := componentOf(c.thread)
 	if cc == nil {
-		return nil, fmt.Errorf("%s() is only available while an AML component is active; call it inside a component body (or the entry function)", name)
+		return nil, c.outsideComponent()
 	}
 	question := c.Str("question")
 	if strings.TrimSpace(question) == "" {
@@ -350,8 +380,9 @@ func askImpl(c *Call, name string, schema starlark.Value) (starlark.Value, error
 }
 
 var evaluateAllBuiltin = &Builtin{
-	Name:  "evaluate_all",
-	Group: "components",
+	Name:             "evaluate_all",
+	OutsideComponent: "evaluate_all() is only available while an AML component is active; call it inside a component body (or the entry function)",
+	Group:            "components",
 	Doc: `Resolves several values concurrently and returns their texts in authored order.
 
 Like evaluate() but for a list: the values run concurrently (bounded by max_concurrent_agents), evaluate_all() waits for all of them, and fails with a ParallelError listing every failed index when any failed.`,
@@ -364,7 +395,7 @@ Like evaluate() but for a list: the values run concurrently (bounded by max_conc
 	Impl: func(c *Call) (starlark.Value, error) {
 		cc := componentOf(c.thread)
 		if cc == nil {
-			return nil, fmt.Errorf("evaluate_all() is only available while an AML component is active; call it inside a component body (or the entry function)")
+			return nil, c.outsideComponent()
 		}
 		seq := c.Value("values").(starlark.Indexable)
 		vals := make([]any, seq.Len())

@@ -1,6 +1,7 @@
 package starlib
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -86,6 +87,22 @@ type Builtin struct {
 	// Impl implements the builtin; it receives the arguments unpacked
 	// and type-checked against Params.
 	Impl func(c *Call) (starlark.Value, error)
+	// Static marks a builtin whose Impl only checks its arguments and
+	// builds its value (no effects, nothing read but its arguments, no
+	// use of the thread), so that the analysis runs the same Impl on a
+	// call whose arguments are literals (CheckRules): run and check
+	// decide its rules with one piece of code.
+	Static bool
+	// OutsideComponent, when set, is the error of a call while no
+	// component is active (at the top level of a module, or in a provider
+	// callback): the builtin fails with it, and the analysis reports it
+	// for a call that a module's top level always makes.
+	OutsideComponent string
+	// Rules, for a builtin that is not Static, are the checks of its
+	// Impl that need only its arguments: the Impl calls Rules itself
+	// (where its order of checks puts them), and the analysis calls it
+	// on literal arguments (CheckRules).
+	Rules func(c *Call) error
 	// raw, when set, replaces catalog unpacking for builtins that take
 	// arbitrary keyword arguments.
 	raw func(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error)
@@ -339,6 +356,118 @@ func (b *Builtin) CheckArguments(args starlark.Tuple, kwargs []starlark.Tuple) [
 		return true
 	})
 	return all
+}
+
+// CheckRules returns the error b's implementation fails with for a
+// call with args and kwargs (literals, Unknown for what is not known
+// statically), when that is known without running the workflow: b is
+// Static, its arguments match its parameters (CheckArguments reports
+// the problems there), and every argument is known, except children,
+// which stand for a node when they are not, and arguments of parameters
+// that only take opaque values (providers, descriptors, callables),
+// which the Impl only tells apart by their type. Otherwise, or when the
+// Impl accepts the call, it returns nil: a rule is never decided on a
+// value that is not known.
+func (b *Builtin) CheckRules(args starlark.Tuple, kwargs []starlark.Tuple) (err error) {
+	check := b.Rules
+	if b.Static && b.Impl != nil {
+		check = func(c *Call) error {
+			_, err := b.Impl(c)
+			return err
+		}
+	}
+	if check == nil {
+		return nil
+	}
+	c := &Call{b: b}
+	ok := true
+	b.match(c, args, kwargs, func(*ArgumentError) bool {
+		ok = false
+		return false
+	})
+	if !ok {
+		return nil
+	}
+	for pi, v := range c.vals {
+		if v == nil || !hasUnknown(v) {
+			continue
+		}
+		stand := standIn(b.Params[pi].Type)
+		if b.Params[pi].Type == "renderable" {
+			stand = nodeValue(&eval.Fragment{}) // a node: it renders
+		}
+		if v != Unknown || stand == nil {
+			return nil
+		}
+		c.vals[pi] = stand
+	}
+	if len(c.rest) > 0 {
+		rest := make(starlark.Tuple, len(c.rest))
+		for i, v := range c.rest {
+			if hasUnknown(v) {
+				v = nodeValue(&eval.Fragment{})
+			}
+			rest[i] = v
+		}
+		c.rest = rest
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = nil // a rule that cannot run on literals decides nothing
+		}
+	}()
+	return check(c)
+}
+
+// standIn returns a value that stands for an argument not known
+// statically of a parameter that only takes opaque values (a provider
+// or a descriptor, which Impls only tell apart by type), or nil when the
+// parameter takes data, whose rules cannot be decided without it.
+func standIn(typ string) starlark.Value {
+	var v starlark.Value
+	for _, t := range strings.Split(typ, " | ") {
+		switch t {
+		case "None":
+		case "agent_provider":
+			v = &AgentProviderValue{}
+		case "sandbox_provider":
+			v = &SandboxProviderValue{}
+		case "workspace_provider":
+			v = &WorkspaceProviderValue{}
+		case "mcp_server":
+			v = &MCPServerValue{}
+		default:
+			return nil
+		}
+	}
+	return v
+}
+
+// hasUnknown reports whether v is Unknown or holds it.
+func hasUnknown(v starlark.Value) bool {
+	switch v := v.(type) {
+	case unknownValue:
+		return true
+	case *starlark.List:
+		for i := range v.Len() {
+			if hasUnknown(v.Index(i)) {
+				return true
+			}
+		}
+	case starlark.Tuple:
+		for _, x := range v {
+			if hasUnknown(x) {
+				return true
+			}
+		}
+	case *starlark.Dict:
+		for _, kv := range v.Items() {
+			if hasUnknown(kv[0]) || hasUnknown(kv[1]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // match fills c.vals and c.rest from args and kwargs and reports each
@@ -743,6 +872,10 @@ func (c *Call) Pos() eval.Position { return c.pos }
 
 // Thread is the Starlark thread running the call.
 func (c *Call) Thread() *starlark.Thread { return c.thread }
+
+// outsideComponent is the builtin's error for a call while no component
+// is active.
+func (c *Call) outsideComponent() error { return errors.New(c.b.OutsideComponent) }
 
 // Errorf returns an error for this call, prefixed with the builtin's
 // name; the caller's position is added where the error surfaces.

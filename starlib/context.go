@@ -59,8 +59,9 @@ Components evaluated inside the children (also through evaluate(), parallel() br
 }
 
 var useContextBuiltin = &Builtin{
-	Name:  "use_context",
-	Group: "components",
+	Name:             "use_context",
+	OutsideComponent: "use_context() is only available while an AML component is active; call it inside a component body",
+	Group:            "components",
 	Doc: `Returns the value of a context provided around the running component, or its default.
 
 Only available while a component body runs; a required context without a provide() around the component is an error naming it.`,
@@ -70,7 +71,7 @@ Only available while a component body runs; a required context without a provide
 	Impl: func(c *Call) (starlark.Value, error) {
 		cc := componentOf(c.thread)
 		if cc == nil {
-			return nil, fmt.Errorf("use_context() is only available while an AML component is active; call it inside a component body")
+			return nil, c.outsideComponent()
 		}
 		v, err := cc.UseContext(c.Value("ctx").(*ContextValue).Key, c.pos)
 		if err != nil {

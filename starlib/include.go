@@ -7,8 +7,9 @@ import (
 )
 
 var includeBuiltin = &Builtin{
-	Name:  "include",
-	Group: "nodes",
+	Name:   "include",
+	Static: true,
+	Group:  "nodes",
 	Doc: "Reads one UTF-8 file into the prompt when the node is evaluated.\n\n" +
 		"src= is an application file resolved from the runtime's working directory; path= is a file of the enclosing workspace() or sandbox(). " +
 		"The default rendering is a heading \"## Contents of `<src>`\", a blank line and the file's text; title= replaces the heading text and title=False omits the heading. " +

@@ -1,14 +1,13 @@
 package starlib
 
 import (
-	"fmt"
-
 	"go.starlark.net/starlark"
 )
 
 var withTraceSpanBuiltin = &Builtin{
-	Name:  "with_trace_span",
-	Group: "components",
+	Name:             "with_trace_span",
+	OutsideComponent: "with_trace_span() is only available while an AML component is active; call it inside a component body",
+	Group:            "components",
 	Doc: `Calls fn() inside an application trace span named name and returns its result unchanged.
 
 Only available while a component body runs. The span sits beneath the component (or the enclosing with_trace_span), and work fn starts — evaluate(), evaluate_all(), tool calls — is traced beneath it. The span ends when fn returns or fails; only its name and timing are traced, never fn's arguments or result.`,
@@ -21,7 +20,7 @@ Only available while a component body runs. The span sits beneath the component 
 	Impl: func(c *Call) (starlark.Value, error) {
 		cc := componentOf(c.thread)
 		if cc == nil {
-			return nil, fmt.Errorf("with_trace_span() is only available while an AML component is active; call it inside a component body")
+			return nil, c.outsideComponent()
 		}
 		var result starlark.Value
 		err := cc.TraceSpan(c.Str("name"), c.pos, func() error {

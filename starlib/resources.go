@@ -13,8 +13,9 @@ import (
 )
 
 var sandboxBuiltin = &Builtin{
-	Name:  "sandbox",
-	Group: "resources",
+	Name:   "sandbox",
+	Static: true,
+	Group:  "resources",
 	Doc: `Scopes execution: script(), file(), include(path=) and agents inside it run in one sandbox lease.
 
 The outermost sandbox() acquires a lease from its provider (provider=, else configure(sandbox_provider=)) before its children run and releases it after them, also on failure and cancellation. A nested sandbox() is a view of that lease: it may narrow access from read-write to read-only, narrow root and move cwd, but never widen access or choose another provider. Inside a workspace() the sandbox works on the workspace's files. Agents inside need a provider that supports sandboxes.`,
@@ -51,8 +52,9 @@ The outermost sandbox() acquires a lease from its provider (provider=, else conf
 }
 
 var workspaceBuiltin = &Builtin{
-	Name:  "workspace",
-	Group: "resources",
+	Name:   "workspace",
+	Static: true,
+	Group:  "resources",
 	Doc: `Scopes durable files: the workspace is acquired and a revision materialized before its children run, saved by its policy and released after them.
 
 At most one workspace() runs per evaluation, never inside a sandbox(). restore= selects what to materialize: True (the current revision), False (start empty), a revision id, or {"revision": ..., "include": [...], "exclude": [...]}. save= publishes: False (never), True (on success, honouring .gitignore, keeping one revision), "always" (also after a failure, never after cancellation), or {"on": "success"|"always", "include": [...], "exclude": [...], "gitignore": bool, "retention": n}. lock=False skips the writer lock (a stale publication still fails). write_concurrency="serial" lets writable sibling sandboxes take turns.`,
@@ -237,8 +239,9 @@ func savePolicy(c *Call, d *starlark.Dict) (*eval.SavePolicy, error) {
 }
 
 var fileBuiltin = &Builtin{
-	Name:  "file",
-	Group: "resources",
+	Name:   "file",
+	Static: true,
+	Group:  "resources",
 	Doc: `Replaces one complete UTF-8 file in the nearest active filesystem: the enclosing sandbox's, else the workspace materialization.
 
 The content is the resolved children (child agents finish first, so later siblings see the complete file), or the application file src= read from the runtime's working directory. path is relative, slash-separated and may not leave its root (absolute paths, backslashes, .. and escaping symbolic links are errors). A read-only sandbox rejects the write. file() contributes no text.`,
@@ -266,8 +269,9 @@ The content is the resolved children (child agents finish first, so later siblin
 }
 
 var scriptBuiltin = &Builtin{
-	Name:  "script",
-	Group: "resources",
+	Name:   "script",
+	Static: true,
+	Group:  "resources",
 	Doc: `Runs one command and contributes its standard output.
 
 Two forms: script(command = "go", args = ["test", "./..."]) runs one executable with literal arguments (no shell interpolation); script(source, shell = "sh"|"bash"|"node") runs the resolved children as source. Without a sandbox it runs on the host from the runtime's working directory (trusted execution; output is bounded, and cancellation or timeout_ms kills its whole process tree); inside a sandbox() it runs through the sandbox and never falls back to the host. cwd= is relative (to the working directory on the host, to the sandbox root inside one). A non-zero exit fails with the exit code and the trimmed standard error.`,

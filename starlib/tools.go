@@ -171,8 +171,9 @@ Valid only inside agent() (not inside system() or follow_up()); names must be un
 }
 
 var defineMCPServerBuiltin = &Builtin{
-	Name:  "define_mcp_server",
-	Group: "capabilities",
+	Name:   "define_mcp_server",
+	Static: true,
+	Group:  "capabilities",
 	Doc: `Defines an immutable MCP server descriptor without connecting to it.
 
 transport is {"type": "stdio", "command": ..., "args": [...], "cwd": ..., "env": {...}} or {"type": "streamable-http", "url": "https://...", "headers": {...}}. The descriptor is validated and copied; the agent provider that receives it owns the connection. env and headers may hold secrets: they are never traced.`,
@@ -332,8 +333,9 @@ func (v *MCPServerValue) Attr(name string) (starlark.Value, error) {
 func (v *MCPServerValue) AttrNames() []string { return []string{"name", "type"} }
 
 var mcpBuiltin = &Builtin{
-	Name:  "mcp",
-	Group: "capabilities",
+	Name:   "mcp",
+	Static: true,
+	Group:  "capabilities",
 	Doc: `Grants one MCP server to the nearest enclosing agent(): a provider-native server by name=, or a descriptor from define_mcp_server() with use=.
 
 Exactly one of name= and use= is required. Valid only inside agent(); names must be unique within one agent and configure(allowed_mcp_servers=[...]) restricts them. The agent provider owns the connection.`,

@@ -82,7 +82,8 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintln(stdout, d.String())
 				continue
 			}
-			out = append(out, checkDiagnostic{File: d.File, Line: d.Start.Line, Col: d.Start.Col, EndLine: d.End.Line, EndCol: d.End.Col,
+			at := d.At()
+			out = append(out, checkDiagnostic{File: d.File, Line: at.Line, Col: at.Col, EndLine: d.End.Line, EndCol: d.End.Col,
 				Severity: d.Severity.String(), Code: d.Code, Message: d.Message, Suggestion: d.Suggestion})
 		}
 	}

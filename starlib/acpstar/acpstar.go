@@ -38,6 +38,10 @@ func New(o Options) *starlib.Extension {
 		b := f.builtin
 		impl := f.impl
 		b.Impl = func(c *starlib.Call) (starlark.Value, error) { return impl(o, c) }
+		// A factory validates its options and builds a provider that
+		// starts nothing until a session: the analysis runs it on
+		// literal arguments.
+		b.Static = true
 		bs[i] = &b
 	}
 	return &starlib.Extension{Name: "acp", Builtins: bs}
@@ -74,7 +78,7 @@ func (r shared) params(own ...starlib.Param) []starlib.Param {
 }
 
 // handshakeParam bounds the session handshake of every factory.
-var handshakeParam = starlib.Param{Name: "handshake_timeout_ms", Type: "int | None", Default: "None",
+var handshakeParam = starlib.Param{Name: "handshake_timeout_ms", Type: "int | None", Default: "None", Positive: true, Unit: "milliseconds",
 	Doc: "Bound of each handshake request (initialize, authenticate, session/new) in milliseconds (default 60000): an agent that does not answer fails with what it printed."}
 
 // base reads the shared parameters into the profile base: name=,
@@ -239,7 +243,7 @@ AML sets Z_AI_API_KEY (api_key=), ACP_GLM_BASE_URL (base_url=), ACP_GLM_MAX_TOKE
 			starlib.Param{Name: "api_key", Type: "str | None", Default: "None", Secret: true, Doc: "Z.ai API key; prefer env()."},
 			starlib.Param{Name: "model", Type: "str | None", Default: "None", Doc: "Fallback model (the adapter defaults to glm-5.3)."},
 			starlib.Param{Name: "base_url", Type: "str | None", Default: "None", Doc: "API endpoint."},
-			starlib.Param{Name: "max_tokens", Type: "int | None", Default: "None", Doc: "Completion bound (positive)."},
+			starlib.Param{Name: "max_tokens", Type: "int | None", Default: "None", Positive: true, Doc: "Completion bound (positive)."},
 		),
 		Returns: "an agent provider",
 		Example: `glm = glm_agent(api_key = env("Z_AI_API_KEY"), model = "glm-4.7")`,

@@ -70,22 +70,26 @@ func (s Severity) String() string {
 
 // Diagnostic codes.
 const (
-	CodeSyntax          = "syntax"
-	CodeUndefined       = "undefined"
-	CodeResolve         = "resolve"
-	CodeUnknownKeyword  = "unknown-keyword"
-	CodeDuplicate       = "duplicate-argument"
-	CodeMissingArgument = "missing-argument"
-	CodeTooMany         = "too-many-arguments"
-	CodeBadValue        = "bad-value"
-	CodeLoadMissing     = "load-missing"
-	CodeLoadDirectory   = "load-directory"
-	CodeLoadSymbol      = "load-symbol"
-	CodeLoadCycle       = "load-cycle"
-	CodeLoadError       = "load-error"
-	CodeConfigure       = "configure"
-	CodePlacement       = "placement"
-	CodeNotUTF8         = "encoding"
+	CodeSyntax           = "syntax"
+	CodeUndefined        = "undefined"
+	CodeResolve          = "resolve"
+	CodeUnknownKeyword   = "unknown-keyword"
+	CodeDuplicate        = "duplicate-argument"
+	CodeMissingArgument  = "missing-argument"
+	CodeTooMany          = "too-many-arguments"
+	CodeBadValue         = "bad-value"
+	CodeLoadMissing      = "load-missing"
+	CodeLoadDirectory    = "load-directory"
+	CodeLoadSymbol       = "load-symbol"
+	CodeLoadCycle        = "load-cycle"
+	CodeLoadError        = "load-error"
+	CodeConfigure        = "configure"
+	CodePlacement        = "placement"
+	CodeNotUTF8          = "encoding"
+	CodeInvalidCall      = "invalid-call"
+	CodeNoProvider       = "no-provider"
+	CodeOutsideComponent = "outside-component"
+	CodeStructured       = "structured"
 )
 
 // Diagnostic is one problem found in a file.
@@ -93,9 +97,14 @@ type Diagnostic struct {
 	File string
 	// Start and End delimit the offending text (End is exclusive).
 	Start, End syntax.Position
-	Severity   Severity
-	Code       string
-	Message    string
+	// Pos, when valid, is where a run reports the same failure, which
+	// `aml check` prints: the opening parenthesis of the call for a
+	// builtin's rules and the placement of its node, the load statement
+	// for a load. Otherwise Start is.
+	Pos      syntax.Position
+	Severity Severity
+	Code     string
+	Message  string
 	// Suggestion is the nearest valid name or value, when the problem is a
 	// likely misspelling; replacing the range with it fixes the problem.
 	Suggestion string
@@ -110,9 +119,20 @@ type Edit struct {
 	Text        string
 }
 
-// String renders the diagnostic as "file:line:col: severity: message [code]".
+// At is where the diagnostic is reported: Pos when it is valid, else
+// Start.
+func (d Diagnostic) At() syntax.Position {
+	if d.Pos.IsValid() {
+		return d.Pos
+	}
+	return d.Start
+}
+
+// String renders the diagnostic as "file:line:col: severity: message
+// [code]", at the position At returns.
 func (d Diagnostic) String() string {
-	return fmt.Sprintf("%s:%d:%d: %s: %s [%s]", d.File, d.Start.Line, d.Start.Col, d.Severity, d.Message, d.Code)
+	at := d.At()
+	return fmt.Sprintf("%s:%d:%d: %s: %s [%s]", d.File, at.Line, at.Col, d.Severity, d.Message, d.Code)
 }
 
 // Options configure an analysis.
@@ -165,6 +185,9 @@ type analyzer struct {
 	opts    *Options
 	file    *File
 	modules map[string]*module
+	// bad are the builtin calls with a finding of their own arguments:
+	// a run fails there first, so later checks leave them alone.
+	bad map[*syntax.CallExpr]bool
 }
 
 func (a *analyzer) report(d Diagnostic) {
@@ -190,6 +213,9 @@ func (a *analyzer) run(path string, src []byte) {
 	a.checkLoads(f, path)
 	a.checkConfigure(f)
 	a.checkPlacement(f)
+	a.checkTopLevel(f)
+	a.checkStructured(f)
+	a.checkFollowUps(f)
 	if !a.opts.NoLint {
 		a.lint(path, src)
 	}
@@ -261,8 +287,20 @@ func (a *analyzer) checkCalls(f *syntax.File) {
 		if !ok {
 			return true // *args or **kwargs: the arguments are not known
 		}
-		for _, e := range b.CheckArguments(args, kwargs) {
-			d := Diagnostic{Message: e.Msg, Suggestion: e.Suggestion}
+		problems := b.CheckArguments(args, kwargs)
+		if len(problems) > 0 {
+			a.flag(call)
+		} else {
+			if err := b.CheckRules(args, kwargs); err != nil {
+				a.flag(call)
+				d := Diagnostic{Code: CodeInvalidCall, Message: err.Error(), Pos: call.Lparen}
+				d.Start, _ = call.Fn.Span()
+				_, d.End = call.Span()
+				a.report(d)
+			}
+		}
+		for _, e := range problems {
+			d := Diagnostic{Message: e.Msg, Suggestion: e.Suggestion, Pos: call.Lparen}
 			var at syntax.Node = call.Fn
 			switch {
 			case e.Value:
@@ -291,6 +329,14 @@ func (a *analyzer) checkCalls(f *syntax.File) {
 		}
 		return true
 	})
+}
+
+// flag records a call with a finding of its own arguments.
+func (a *analyzer) flag(call *syntax.CallExpr) {
+	if a.bad == nil {
+		a.bad = map[*syntax.CallExpr]bool{}
+	}
+	a.bad[call] = true
 }
 
 // keyword is one keyword argument of a call.
@@ -359,6 +405,8 @@ func literal(e syntax.Expr) starlark.Value {
 				return starlark.MakeInt(0).Sub(i)
 			}
 		}
+	case *syntax.BinaryExpr:
+		return foldStrings(e)
 	case *syntax.ParenExpr:
 		return literal(e.X)
 	case *syntax.ListExpr:
@@ -390,6 +438,35 @@ func literal(e syntax.Expr) starlark.Value {
 	return starlib.Unknown
 }
 
+// maxFolded bounds a string the analysis computes from literals.
+const maxFolded = 1 << 20
+
+// foldStrings returns the value of a concatenation of literal strings or
+// a literal string repeated a literal number of times (up to maxFolded
+// bytes), as Starlark computes it, or starlib.Unknown.
+func foldStrings(e *syntax.BinaryExpr) starlark.Value {
+	x, y := literal(e.X), literal(e.Y)
+	switch e.Op {
+	case syntax.PLUS:
+		a, ok1 := x.(starlark.String)
+		b, ok2 := y.(starlark.String)
+		if ok1 && ok2 && len(a)+len(b) <= maxFolded {
+			return a + b
+		}
+	case syntax.STAR:
+		s, ok1 := x.(starlark.String)
+		n, ok2 := y.(starlark.Int)
+		if !ok1 || !ok2 {
+			s, ok1 = y.(starlark.String)
+			n, ok2 = x.(starlark.Int)
+		}
+		if k, exact := n.Int64(); ok1 && ok2 && exact && k >= 0 && k <= maxFolded && int64(len(s))*k <= maxFolded {
+			return starlark.String(strings.Repeat(string(s), int(k)))
+		}
+	}
+	return starlib.Unknown
+}
+
 // checkConfigure reports configure() calls that are not top-level
 // statements, and every call after the first.
 func (a *analyzer) checkConfigure(f *syntax.File) {
@@ -410,7 +487,7 @@ func (a *analyzer) checkConfigure(f *syntax.File) {
 		if b := a.builtinOf(call); b == nil || b.Name != "configure" {
 			return true
 		}
-		d := Diagnostic{Code: CodeConfigure}
+		d := Diagnostic{Code: CodeConfigure, Pos: call.Lparen}
 		d.Start, d.End = span(call.Fn)
 		switch {
 		case !top[call]:

@@ -132,7 +132,7 @@ func (a *analyzer) checkLoads(f *syntax.File, path string) {
 		if strings.HasPrefix(name, "@") {
 			m, ok := stdlib.Module(name)
 			if !ok {
-				a.report(Diagnostic{Start: start, End: end, Code: CodeLoadMissing, Message: fmt.Sprintf("cannot load %s: unknown standard module %q (available: %s)", name, name, strings.Join(stdlib.Names(), ", "))})
+				a.report(Diagnostic{Start: start, End: end, Pos: ld.Load, Code: CodeLoadMissing, Message: fmt.Sprintf("cannot load %s: unknown standard module %q (available: %s)", name, name, strings.Join(stdlib.Names(), ", "))})
 				continue
 			}
 			exps = map[string]bool{}
@@ -144,17 +144,17 @@ func (a *analyzer) checkLoads(f *syntax.File, path string) {
 			m := a.module(file)
 			switch {
 			case m.dir:
-				a.report(Diagnostic{Start: start, End: end, Code: CodeLoadDirectory, Message: fmt.Sprintf("cannot load %s: it is a directory; load a .star file", name)})
+				a.report(Diagnostic{Start: start, End: end, Pos: ld.Load, Code: CodeLoadDirectory, Message: fmt.Sprintf("cannot load %s: it is a directory; load a .star file", name)})
 				continue
 			case errors.Is(m.err, fs.ErrNotExist):
-				a.report(Diagnostic{Start: start, End: end, Code: CodeLoadMissing, Message: fmt.Sprintf("cannot load %s: cannot read module: %v", name, m.err)})
+				a.report(Diagnostic{Start: start, End: end, Pos: ld.Load, Code: CodeLoadMissing, Message: fmt.Sprintf("cannot load %s: cannot read module: %v", name, m.err)})
 				continue
 			case m.err != nil:
-				a.report(Diagnostic{Start: start, End: end, Code: CodeLoadError, Message: fmt.Sprintf("cannot load %s: %v", name, m.err)})
+				a.report(Diagnostic{Start: start, End: end, Pos: ld.Load, Code: CodeLoadError, Message: fmt.Sprintf("cannot load %s: %v", name, m.err)})
 				continue
 			}
 			if chain := a.cycle(moduleKey(path), moduleKey(file)); chain != nil {
-				a.report(Diagnostic{Start: start, End: end, Code: CodeLoadCycle, Message: fmt.Sprintf("cannot load %s: %s", name, starlib.LoadCycle(chain[:len(chain)-1], chain[len(chain)-1]))})
+				a.report(Diagnostic{Start: start, End: end, Pos: ld.Load, Code: CodeLoadCycle, Message: fmt.Sprintf("cannot load %s: %s", name, starlib.LoadCycle(chain[:len(chain)-1], chain[len(chain)-1]))})
 			}
 			exps = m.exps
 		}
@@ -169,7 +169,7 @@ func (a *analyzer) checkLoads(f *syntax.File, path string) {
 				for n := range exps {
 					names = append(names, n)
 				}
-				d := Diagnostic{Start: s, End: e, Code: CodeLoadSymbol, Message: msg}
+				d := Diagnostic{Start: s, End: e, Pos: ld.Load, Code: CodeLoadSymbol, Message: msg}
 				if sug := starlib.Nearest(from.Name, names); sug != "" {
 					d.Message += fmt.Sprintf(" (did you mean %s?)", sug)
 					d.Suggestion = sug

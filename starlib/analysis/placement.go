@@ -46,7 +46,7 @@ func (a *analyzer) checkPlacement(f *syntax.File) {
 			return
 		}
 		seen[key] = true
-		d := Diagnostic{Code: CodePlacement, Message: ee.Msg}
+		d := Diagnostic{Code: CodePlacement, Message: ee.Msg, Pos: call.Lparen}
 		d.Start, _ = call.Fn.Span()
 		_, d.End = call.Span()
 		a.report(d)
@@ -55,24 +55,34 @@ func (a *analyzer) checkPlacement(f *syntax.File) {
 	if entry == "" {
 		entry = "main"
 	}
+	isEntry := false
+	var roots []any
 	for _, st := range f.Stmts {
 		switch st := st.(type) {
 		case *syntax.DefStmt:
 			if st.Name.Name == entry {
+				isEntry = true
 				returns(st.Body, func(e syntax.Expr) {
 					if v, ok := b.node(e); ok {
+						roots = append(roots, v)
 						report(rt.Check(v), nil)
 					}
 				})
 			}
 		case *syntax.AssignStmt:
 			if id, ok := st.LHS.(*syntax.Ident); ok && id.Name == entry && st.Op == syntax.EQ {
+				isEntry = true
 				if v, ok := b.node(st.RHS); ok {
+					roots = append(roots, v)
 					report(rt.Check(v), nil)
 				}
 			}
 		}
 	}
+	if isEntry {
+		a.checkProviders(f, b, roots)
+	}
+	a.checkWorkspaces(b, roots)
 	syntax.Walk(f, func(n syntax.Node) bool {
 		if call, ok := n.(*syntax.CallExpr); ok {
 			if bi := a.builtinOf(call); bi != nil && bi.Name == "agent" {
@@ -83,6 +93,133 @@ func (a *analyzer) checkPlacement(f *syntax.File) {
 		}
 		return true
 	})
+}
+
+// checkProviders reports, in an entry file, the nodes that no provider
+// can reach when they run (the evaluator's own message, at the call):
+// an agent() or a workspace() without provider= when the file does not
+// configure(agent_provider=) or (workspace_provider=), and an outermost
+// sandbox() of the entry's literal tree without provider= when it does
+// not configure(sandbox_provider=). A sandbox() elsewhere may run nested
+// in another one, which lends it its lease, so it is not reported.
+func (a *analyzer) checkProviders(f *syntax.File, b *builder, roots []any) {
+	agents, sandboxes, workspaces := a.configuredProviders(f)
+	noProvider := func(call *syntax.CallExpr) bool {
+		for _, arg := range call.Args {
+			if u, ok := arg.(*syntax.UnaryExpr); ok && u.Op == syntax.STARSTAR {
+				return false
+			}
+			if be, ok := arg.(*syntax.BinaryExpr); ok && be.Op == syntax.EQ && be.X.(*syntax.Ident).Name == "provider" {
+				return literal(be.Y) == starlark.None
+			}
+		}
+		return true
+	}
+	at := func(call *syntax.CallExpr, n eval.Node) {
+		// A warning: `aml run` fails there, but `aml test` lends agents
+		// a default, and an embedder may set the runtime's defaults.
+		d := Diagnostic{Severity: Warning, Code: CodeNoProvider, Message: eval.NoProviderMessage(n), Pos: call.Lparen}
+		d.Start, _ = call.Fn.Span()
+		_, d.End = call.Span()
+		a.report(d)
+	}
+	syntax.Walk(f, func(n syntax.Node) bool {
+		call, ok := n.(*syntax.CallExpr)
+		if !ok {
+			return true
+		}
+		bi := a.builtinOf(call)
+		if bi == nil || a.bad[call] || !noProvider(call) {
+			return true
+		}
+		switch {
+		case bi.Name == "agent" && !agents:
+			node := &eval.Agent{}
+			for _, arg := range call.Args {
+				if be, ok := arg.(*syntax.BinaryExpr); ok && be.Op == syntax.EQ && be.X.(*syntax.Ident).Name == "name" {
+					if s, ok := literal(be.Y).(starlark.String); ok {
+						node.Name = string(s)
+					}
+				}
+			}
+			at(call, node)
+		case bi.Name == "workspace" && !workspaces:
+			at(call, &eval.Workspace{})
+		}
+		return true
+	})
+	if sandboxes {
+		return
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		case *eval.Sandbox:
+			if call := b.calls[v.Position]; call != nil && !a.bad[call] && noProvider(call) {
+				at(call, v)
+			}
+		case *eval.Agent:
+			walk(v.Children)
+		case *eval.System:
+			walk(v.Children)
+		case *eval.FollowUp:
+			walk(v.Children)
+		case *eval.Block:
+			walk(v.Children)
+		case *eval.Fragment:
+			walk(v.Children)
+		case *eval.Parallel:
+			walk(v.Branches)
+		case *eval.Workspace:
+			walk(v.Children)
+		case *eval.File:
+			walk(v.Children)
+		}
+	}
+	for _, r := range roots {
+		walk(r)
+	}
+}
+
+// configuredProviders reports which default providers the file's
+// top-level configure() sets (any value but a literal None; all of them
+// when it spreads **kwargs).
+func (a *analyzer) configuredProviders(f *syntax.File) (agents, sandboxes, workspaces bool) {
+	for _, st := range f.Stmts {
+		es, ok := st.(*syntax.ExprStmt)
+		if !ok {
+			continue
+		}
+		call, ok := es.X.(*syntax.CallExpr)
+		if !ok {
+			continue
+		}
+		if b := a.builtinOf(call); b == nil || b.Name != "configure" {
+			continue
+		}
+		for _, arg := range call.Args {
+			if u, ok := arg.(*syntax.UnaryExpr); ok && u.Op == syntax.STARSTAR {
+				return true, true, true
+			}
+			be, ok := arg.(*syntax.BinaryExpr)
+			if !ok || be.Op != syntax.EQ || literal(be.Y) == starlark.None {
+				continue
+			}
+			switch be.X.(*syntax.Ident).Name {
+			case "agent_provider":
+				agents = true
+			case "sandbox_provider":
+				sandboxes = true
+			case "workspace_provider":
+				workspaces = true
+			}
+		}
+	}
+	return agents, sandboxes, workspaces
 }
 
 // contextFree reports whether a placement error of a node inside an
@@ -209,6 +346,9 @@ func (b *builder) call(call *syntax.CallExpr) (any, bool) {
 		n.Name, _ = str("name") // errors name the agent as the runtime does
 		if _, given := kw["cwd"]; given {
 			n.Cwd = "."
+		}
+		if e, given := kw["schema"]; given && literal(e) != starlark.None {
+			n.Schema = &eval.Schema{} // only its presence matters to the checks
 		}
 		return n, true
 	case "system":
