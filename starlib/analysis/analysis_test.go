@@ -341,3 +341,40 @@ def main(param, other = 1):
 		t.Errorf("unused variables:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestNoFalseAlarms: what only a run can decide is never reported. Each
+// source below runs (or may run) without the failure the new rules look
+// for, because a value, a nesting or a path through the code is not
+// known without running it.
+func TestNoFalseAlarms(t *testing.T) {
+	const p = "configure(agent_provider = deterministic_agent(), sandbox_provider = local_sandbox(), workspace_provider = deterministic_workspace())\n\n"
+	for name, src := range map[string]string{
+		"a helper's sandbox nested at run time": "def lane():\n    return sandbox(script(\"ls\", shell = \"sh\"))\n\ndef main():\n    return sandbox(lane(), provider = local_sandbox())\n",
+		"a provider in a variable":              "p = deterministic_agent()\n\ndef main():\n    return agent(\"x\", provider = p)\n",
+		"providers spread from a dict":          "opts = {\"agent_provider\": deterministic_agent()}\nconfigure(**opts)\n\ndef main():\n    return agent(\"x\")\n",
+		"a library without an entry":            "def review(x):\n    return agent(x)\n",
+		"evaluate() in a function":              p + "def summary():\n    return evaluate(agent(\"x\"))\n\ndef main():\n    return component(summary)()\n",
+		"evaluate() in a comprehension":         p + "xs = [evaluate(a) for a in []]\n\ndef main():\n    return \"x\"\n",
+		"evaluate() after and":                  p + "ok = False and evaluate(agent(\"x\"))\n\ndef main():\n    return \"x\"\n",
+		"evaluate() in a branch":                p + "v = evaluate(agent(\"x\")) if False else \"y\"\n\ndef main():\n    return v\n",
+		"a command not known":                   p + "cmd = \"ls\"\n\ndef main():\n    return script(command = cmd)\n",
+		"a descriptor not known":                p + "docs = define_mcp_server(name = \"docs\", transport = {\"type\": \"stdio\", \"command\": \"d\"})\n\ndef main():\n    return agent(\"x\", mcp(use = docs))\n",
+		"a save policy value not known":         p + "ON = \"always\"\n\ndef main():\n    return workspace(\"x\", save = {\"on\": ON})\n",
+		"a path not known":                      p + "up = \"..\"\n\ndef main():\n    return sandbox(file(\"x\", path = up + \"x\"), access = \"read-write\")\n",
+		"a child not known":                     p + "data = {\"a\": 1}\n\ndef main():\n    return agent(\"x\", data)\n",
+		"workspaces in parallel branches":       p + "def main():\n    return parallel(workspace(\"a\"), workspace(\"b\"))\n",
+		"workspaces in two returns":             p + "def main():\n    if len(\"x\") > 3:\n        return workspace(\"a\")\n    return workspace(\"b\")\n",
+		"a follow_up() with computed text":      p + "def main():\n    t = \"more\"\n    return agent(\"x\", follow_up(t))\n",
+		"a schema not known around text":        p + "S = {\"type\": \"object\"}\n\ndef main():\n    return agent(\"x\", evaluate(agent(\"y\"), schema = S))\n",
+		"a structured evaluate of a helper":     p + "def lane():\n    return agent(\"y\")\n\nL = component(lambda: evaluate(lane(), schema = {\"type\": \"object\"}))\n\ndef main():\n    return L()\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := analysis.Analyze("w.star", []byte(src), opts)
+			for _, d := range f.Diagnostics {
+				if d.Severity == analysis.Error || d.Code == analysis.CodeNoProvider {
+					t.Errorf("%s\n%s", d, src)
+				}
+			}
+		})
+	}
+}
