@@ -35,6 +35,7 @@ package analysis
 import (
 	"errors"
 	"fmt"
+	"github.com/bazelbuild/buildtools/warn"
 	"io/fs"
 	"math/big"
 	"os"
@@ -208,6 +209,13 @@ func (a *analyzer) run(path string, src []byte) {
 		return
 	}
 	a.file.Syntax = f
+	// The buildtools lint parses and walks the text on its own: it runs
+	// beside the checks, and its findings join theirs at the end.
+	var lint chan []*warn.Finding
+	if !a.opts.NoLint {
+		lint = make(chan []*warn.Finding, 1)
+		go func() { lint <- lintFindings(path, src) }()
+	}
 	a.resolve(f)
 	a.checkCalls(f)
 	a.checkLoads(f, path)
@@ -216,8 +224,8 @@ func (a *analyzer) run(path string, src []byte) {
 	a.checkTopLevel(f)
 	a.checkStructured(f)
 	a.checkFollowUps(f)
-	if !a.opts.NoLint {
-		a.lint(path, src)
+	if lint != nil {
+		a.lint(<-lint)
 	}
 }
 

@@ -41,12 +41,11 @@ func lintWarnings() []string {
 	return out
 }
 
-// lint reports the buildtools warnings of src. A file buildtools cannot
-// parse (it parses a little differently) gets none: the syntax error, if
-// any, was reported already.
-func (a *analyzer) lint(path string, src []byte) {
-	a.unusedVariables(a.file.Syntax)
-	a.loadsOnTop(a.file.Syntax)
+// lintFindings returns the buildtools warnings of src. A file buildtools
+// cannot parse (it parses a little differently) gets none: the syntax
+// error, if any, is reported by the analysis. It is safe to call
+// concurrently.
+func lintFindings(path string, src []byte) []*warn.Finding {
 	var findings []*warn.Finding
 	if err := guard(func() error {
 		f, err := parseBuild(path, src)
@@ -56,8 +55,17 @@ func (a *analyzer) lint(path string, src []byte) {
 		findings = warn.FileWarnings(f, LintWarnings, nil, warn.ModeWarn, nil)
 		return nil
 	}); err != nil {
-		return
+		return nil
 	}
+	return findings
+}
+
+// lint reports the lint warnings: the analysis's own (unused variables,
+// loads after statements) and the buildtools findings, except those
+// inside an error's range.
+func (a *analyzer) lint(findings []*warn.Finding) {
+	a.unusedVariables(a.file.Syntax)
+	a.loadsOnTop(a.file.Syntax)
 	var errs []Diagnostic // a warning inside an error's range is left out
 	for _, d := range a.file.Diagnostics {
 		if d.Severity == Error {
