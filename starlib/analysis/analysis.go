@@ -40,8 +40,10 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -304,6 +306,7 @@ func (a *analyzer) checkCalls(f *syntax.File) {
 				d := Diagnostic{Code: CodeInvalidCall, Message: err.Error(), Pos: call.Lparen}
 				d.Start, _ = call.Fn.Span()
 				_, d.End = call.Span()
+				narrowToSuggestion(&d, call)
 				a.report(d)
 			}
 		}
@@ -337,6 +340,39 @@ func (a *analyzer) checkCalls(f *syntax.File) {
 		}
 		return true
 	})
+}
+
+// didYouMean finds the misspelled string and the suggestion of a
+// builtin's message: `"wrong" (did you mean "right"?)`.
+var didYouMean = regexp.MustCompile(`("(?:[^"\\]|\\.)*") \(did you mean ("(?:[^"\\]|\\.)*")\?\)`)
+
+// narrowToSuggestion points a finding whose message suggests a
+// replacement for a misspelled string at that string in the call's
+// arguments, and records the suggestion, so that an editor underlines
+// the string and offers the fix.
+func narrowToSuggestion(d *Diagnostic, call *syntax.CallExpr) {
+	m := didYouMean.FindStringSubmatch(d.Message)
+	if m == nil {
+		return
+	}
+	wrong, err1 := strconv.Unquote(m[1])
+	right, err2 := strconv.Unquote(m[2])
+	if err1 != nil || err2 != nil {
+		return
+	}
+	var found *syntax.Literal
+	for _, arg := range call.Args {
+		syntax.Walk(arg, func(n syntax.Node) bool {
+			if lit, ok := n.(*syntax.Literal); ok && found == nil && lit.Token == syntax.STRING && lit.Value == wrong {
+				found = lit
+			}
+			return found == nil
+		})
+	}
+	if found != nil {
+		d.Start, d.End = found.Span()
+		d.Suggestion = right
+	}
 }
 
 // flag records a call with a finding of its own arguments.

@@ -216,6 +216,12 @@ func TestDiagnostics(t *testing.T) {
 		{"text after follow_up", "def helper():\n    return agent(\"x\", follow_up(\"y\"), \"z\")\n", analysis.CodePlacement, "2:12-2:43", "prompt text after the first follow_up()"},
 		{"file without scope", "def main():\n    return file(\"x\", path = \"a.txt\")\n", analysis.CodePlacement, "2:12-2:37", "file() requires an enclosing workspace() or sandbox()"},
 		{"not utf-8", "x = \"\xff\"\n", analysis.CodeNotUTF8, "1:1-1:1", "not UTF-8"},
+		{"builtin rule", "def main():\n    return script(\"ls\", shell = \"sh\", cwd = \"../x\")\n", analysis.CodeInvalidCall, "2:12-2:52", `script: cwd: path "../x" leaves its root through ..`},
+		{"builtin rule suggestion", "def main():\n    return workspace(\"x\", save = {\"retension\": 2})\n", analysis.CodeInvalidCall, "2:35-2:46", `(did you mean "retention"?)`},
+		{"structured", "def main():\n    return agent(\"x\", evaluate([\"y\", agent(\"z\")], schema = {\"type\": \"object\"}))\n", analysis.CodeStructured, "2:23-2:79", `collects exactly one agent() result`},
+		{"top level evaluate", "x = evaluate(\"y\")\n", analysis.CodeOutsideComponent, "1:5-1:18", "evaluate() is only available while an AML component is active"},
+		{"empty follow_up", "def main():\n    return agent(\"x\", follow_up(\" \", None))\n", analysis.CodePlacement, "2:23-2:43", "follow_up() must resolve to non-empty text"},
+		{"second workspace", "def main():\n    return [workspace(\"a\"), workspace(\"b\")]\n", analysis.CodePlacement, "2:29-2:43", "only one workspace() may run per evaluation"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
