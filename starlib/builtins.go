@@ -38,7 +38,7 @@ The children form the initial prompt (trimmed); system() children extend the sys
 		{Name: "model", Type: "str | None", Default: "None", Doc: "Provider-owned model identifier, passed through."},
 		{Name: "system", Type: "str | None", Default: "None", Doc: "Fixed system text placed after the runtime system text and before system() children."},
 		{Name: "name", Type: "str | None", Default: "None", Doc: "Diagnostic name for traces and errors; never sent to the provider."},
-		{Name: "schema", Type: "dict | None", Default: "None", Doc: "JSON Schema of a structured result: the provider's structured value is validated and the agent renders it as canonical JSON (sorted keys). Use evaluate(node, schema=S) instead to receive the value in Starlark; one agent has one schema owner."},
+		{Name: "schema", Type: "dict | None", Default: "None", Keys: schemaKeys, OpenKeys: true, Doc: "JSON Schema of a structured result: the provider's structured value is validated and the agent renders it as canonical JSON (sorted keys). Use evaluate(node, schema=S) instead to receive the value in Starlark; one agent has one schema owner."},
 		{Name: "timeout_ms", Type: "int | None", Default: "None", Positive: true, Unit: "milliseconds", OmitFor: "no timeout", Doc: "Positive bound in milliseconds on the provider session, counted once it holds a scheduler slot."},
 		{Name: "cwd", Type: "str | None", Default: "None", Doc: "Agent-local working directory inside the enclosing sandbox(); requires one."},
 		{Name: "permissions", Type: "dict | None", Default: "None", Keys: permissionKeys, Doc: `Requested native controls: {"filesystem": "read-only"|"read-write", "network": bool, "shell": bool}; omitted keys keep read-write, True, True.`},
@@ -88,13 +88,21 @@ func agentImpl(c *Call) (starlark.Value, error) {
 		}
 	}
 	if d, ok := c.Value("permissions").(*starlark.Dict); ok {
-		p, err := permissions(c, d)
-		if err != nil {
-			return nil, err
-		}
-		n.Permissions = p
+		n.Permissions = permissions(d)
 	}
 	return nodeValue(n), nil
+}
+
+// schemaKeys are the usual keys of a JSON Schema dict, for completion
+// and the checks of their values; others are accepted.
+var schemaKeys = []Key{
+	{Name: "type", Type: "str | list", Enum: []string{"object", "string", "integer", "number", "boolean", "array", "null"}},
+	{Name: "properties", Type: "dict"}, {Name: "required", Type: "list"}, {Name: "items", Type: "dict | bool"},
+	{Name: "enum", Type: "list"}, {Name: "const", Type: "any"}, {Name: "description", Type: "str"},
+	{Name: "additionalProperties", Type: "bool | dict"}, {Name: "minimum", Type: "int | float"}, {Name: "maximum", Type: "int | float"},
+	{Name: "minLength", Type: "int"}, {Name: "maxLength", Type: "int"}, {Name: "minItems", Type: "int"}, {Name: "maxItems", Type: "int"},
+	{Name: "pattern", Type: "str"}, {Name: "format", Type: "str"}, {Name: "anyOf", Type: "list"}, {Name: "oneOf", Type: "list"},
+	{Name: "default", Type: "any"}, {Name: "title", Type: "str"},
 }
 
 // accessValues are the strings of an access= or filesystem permission.
@@ -103,39 +111,25 @@ var accessValues = []string{string(eval.ReadOnly), string(eval.ReadWrite)}
 // permissionKeys are the keys of agent(permissions=).
 var permissionKeys = []Key{{Name: "filesystem", Type: "str", Enum: accessValues}, {Name: "network", Type: "bool"}, {Name: "shell", Type: "bool"}}
 
-func permissions(c *Call, d *starlark.Dict) (*eval.Permissions, error) {
+// permissions reads an agent(permissions=) dict, whose keys and values
+// the catalog checked against permissionKeys.
+func permissions(d *starlark.Dict) *eval.Permissions {
 	p := eval.DefaultPermissions()
 	for _, item := range d.Items() {
-		k, ok := item[0].(starlark.String)
-		if !ok {
-			return nil, c.Errorf("permissions keys must be strings, got %s", item[0].Type())
-		}
+		k, _ := item[0].(starlark.String)
 		switch string(k) {
 		case "filesystem":
-			v, ok := item[1].(starlark.String)
-			if !ok || !eval.Access(v).Valid() {
-				return nil, c.Errorf(`permissions["filesystem"] must be "read-only" or "read-write", got %s`, item[1].String())
-			}
+			v, _ := item[1].(starlark.String)
 			p.Filesystem = eval.Access(v)
-		case "network", "shell":
-			v, ok := item[1].(starlark.Bool)
-			if !ok {
-				return nil, c.Errorf("permissions[%q] must be True or False, got %s", string(k), item[1].String())
-			}
-			if k == "network" {
-				p.Network = bool(v)
-			} else {
-				p.Shell = bool(v)
-			}
-		default:
-			msg := fmt.Sprintf("unknown permissions key %q", string(k))
-			if s := nearest(string(k), []string{"filesystem", "network", "shell"}); s != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", s)
-			}
-			return nil, c.Errorf("%s; valid keys are filesystem, network, shell", msg)
+		case "network":
+			v, _ := item[1].(starlark.Bool)
+			p.Network = bool(v)
+		case "shell":
+			v, _ := item[1].(starlark.Bool)
+			p.Shell = bool(v)
 		}
 	}
-	return &p, nil
+	return &p
 }
 
 var systemBuiltin = &Builtin{
@@ -256,7 +250,7 @@ var evaluateBuiltin = &Builtin{
 Only available while a component body runs (the entry function counts). The nested value inherits the evaluation's limits, scheduler, tracing and cancellation; its resources are released before evaluate() returns.`,
 	Params: []Param{
 		{Name: "value", Type: "renderable", Positional: true, Doc: "The value to resolve."},
-		{Name: "schema", Type: "dict | None", Default: "None", Positional: true, Doc: "JSON Schema of a structured result: the value must resolve to exactly one agent(), with no other text, and evaluate() returns its validated result as Starlark values."},
+		{Name: "schema", Type: "dict | None", Default: "None", Positional: true, Keys: schemaKeys, OpenKeys: true, Doc: "JSON Schema of a structured result: the value must resolve to exactly one agent(), with no other text, and evaluate() returns its validated result as Starlark values."},
 	},
 	Returns: "str, or the validated value when schema is given",
 	Example: `finding = evaluate(agent("Inspect the change."), schema = Finding)`,
@@ -317,7 +311,7 @@ var askBuiltin = &Builtin{
 Only available while a component body runs. In a run with --journal the run suspends when the question has no recorded answer: everything is released, the question and its id are printed, and aml exits with 4; answer it with aml resume RUN --journal DIR --answer ID=VALUE, and the program continues with the answer. Without a journal the question is asked on the terminal when stdin is one, and ask() fails otherwise.`,
 	Params: []Param{
 		{Name: "question", Type: "str", Positional: true, Doc: "The question."},
-		{Name: "schema", Type: "dict | None", Default: "None", Positional: true, Doc: "JSON Schema of the answer (for example schema.boolean()); None asks for free text."},
+		{Name: "schema", Type: "dict | None", Default: "None", Positional: true, Keys: schemaKeys, OpenKeys: true, Doc: "JSON Schema of the answer (for example schema.boolean()); None asks for free text."},
 		{Name: "id", Type: "str | None", Default: "None", Doc: "Stable name of the question for --answer; an id names one question per run (asking it again is an error). None uses the question's place in the run (its effect identity)."},
 	},
 	Returns: "str, or the answer as Starlark values when schema is given",
@@ -388,7 +382,7 @@ var evaluateAllBuiltin = &Builtin{
 Like evaluate() but for a list: the values run concurrently (bounded by max_concurrent_agents), evaluate_all() waits for all of them, and fails with a ParallelError listing every failed index when any failed.`,
 	Params: []Param{
 		{Name: "values", Type: "list", Positional: true, Doc: "The values to resolve."},
-		{Name: "schema", Type: "dict | None", Default: "None", Positional: true, Doc: "JSON Schema applied to each value as in evaluate(value, schema=S)."},
+		{Name: "schema", Type: "dict | None", Default: "None", Positional: true, Keys: schemaKeys, OpenKeys: true, Doc: "JSON Schema applied to each value as in evaluate(value, schema=S)."},
 	},
 	Returns: "list of str, or of validated values when schema is given",
 	Example: `a, b = evaluate_all([agent("Review correctness."), agent("Review security.")])`,

@@ -47,8 +47,12 @@ type Param struct {
 	// the reference.
 	Enum []string
 	// Keys lists the keys a dict parameter accepts, each with its type
-	// and strings.
+	// and strings: the check rejects others, and completion offers them.
 	Keys []Key
+	// OpenKeys makes Keys the usual keys rather than the only ones (a
+	// JSON Schema): completion offers them and their values are checked,
+	// and other keys are accepted.
+	OpenKeys bool
 	// NonNegative rejects negative integers.
 	NonNegative bool
 	// Positive rejects integers below 1; Unit names what the integer
@@ -619,6 +623,9 @@ func (p Param) checkValue(v starlark.Value) (msg, suggestion string) {
 				return fmt.Sprintf("%s keys must be strings, got %s", p.Name, item[0].Type()), ""
 			}
 			i := slices.Index(names, string(k))
+			if i < 0 && p.OpenKeys {
+				continue
+			}
 			if i < 0 {
 				msg := fmt.Sprintf("unknown %s key %q", p.Name, string(k))
 				s := nearest(string(k), names)
@@ -633,8 +640,11 @@ func (p Param) checkValue(v starlark.Value) (msg, suggestion string) {
 			}
 			if key.Type != "" && !accepts(key.Type, item[1]) {
 				want := describeType(key.Type)
-				if key.Type == "bool" {
+				switch {
+				case key.Type == "bool":
 					want = "True or False"
+				case key.Type == "str" && len(key.Enum) > 0:
+					want = quotedList(key.Enum)
 				}
 				return fmt.Sprintf("%s[%q] must be %s, got %s", p.Name, key.Name, want, item[1].String()), ""
 			}
@@ -646,18 +656,22 @@ func (p Param) checkValue(v starlark.Value) (msg, suggestion string) {
 	return "", ""
 }
 
-// enumMessage says that what must be one of allowed, and suggests the
-// nearest.
-func enumMessage(what string, allowed []string, got string) (string, string) {
+// quotedList joins quoted strings as `"a", "b" or "c"`.
+func quotedList(allowed []string) string {
 	quoted := make([]string, len(allowed))
 	for i, a := range allowed {
 		quoted[i] = strconv.Quote(a)
 	}
-	list := strings.Join(quoted, " or ")
 	if len(quoted) > 2 {
-		list = strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
+		return strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
 	}
-	msg := fmt.Sprintf("%s must be %s, got %q", what, list, got)
+	return strings.Join(quoted, " or ")
+}
+
+// enumMessage says that what must be one of allowed, and suggests the
+// nearest.
+func enumMessage(what string, allowed []string, got string) (string, string) {
+	msg := fmt.Sprintf("%s must be %s, got %q", what, quotedList(allowed), got)
 	s := nearest(got, allowed)
 	if s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)

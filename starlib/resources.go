@@ -63,8 +63,8 @@ At most one workspace() runs per evaluation, never inside a sandbox(). restore= 
 		{Name: "id", Type: "str | None", Default: "None", Doc: "Durable identity; a random one when omitted."},
 		{Name: "provider", Type: "workspace_provider | None", Default: "None", Doc: "Workspace provider; else configure(workspace_provider=)."},
 		{Name: "cwd", Type: "str", Default: `"."`, Doc: "Logical working directory of descendants."},
-		{Name: "restore", Type: "bool | str | dict", Default: "True", Doc: "What to materialize (the original's load=)."},
-		{Name: "save", Type: "bool | str | dict", Default: "False", Doc: "Publication policy."},
+		{Name: "restore", Type: "bool | str | dict", Default: "True", Keys: restoreKeys, Doc: "What to materialize (the original's load=)."},
+		{Name: "save", Type: "bool | str | dict", Default: "False", Keys: saveKeys, Doc: "Publication policy."},
 		{Name: "lock", Type: "bool", Default: "True", Doc: "Take the exclusive writer lock."},
 		{Name: "write_concurrency", Type: "str", Default: `"serial"`, Enum: []string{"serial", "parallel"}, Doc: `"serial" or "parallel" writable sibling sandboxes.`},
 	},
@@ -72,6 +72,13 @@ At most one workspace() runs per evaluation, never inside a sandbox(). restore= 
 	Example: `workspace(file("notes.md", path = "notes.md"), id = "review-42", provider = local_workspace(directory = "."), save = True)`,
 	Impl:    workspaceImpl,
 }
+
+// restoreKeys and saveKeys are the keys of workspace(restore=) and
+// (save=) dicts.
+var (
+	restoreKeys = []Key{{Name: "revision", Type: "str"}, {Name: "include", Type: "list"}, {Name: "exclude", Type: "list"}}
+	saveKeys    = []Key{{Name: "on", Type: "str", Enum: []string{"success", "always"}}, {Name: "include", Type: "list"}, {Name: "exclude", Type: "list"}, {Name: "gitignore", Type: "bool"}, {Name: "retention", Type: "int"}}
+)
 
 func workspaceImpl(c *Call) (starlark.Value, error) {
 	kids, err := c.Children()
@@ -139,29 +146,16 @@ func workspaceImpl(c *Call) (starlark.Value, error) {
 	return nodeValue(n), nil
 }
 
-// dictFields returns a dict's items keyed by string, rejecting keys
-// outside allowed.
-func dictFields(c *Call, arg string, d *starlark.Dict, allowed ...string) (map[string]starlark.Value, error) {
+// dictFields returns a dict's items keyed by string; the catalog has
+// checked its keys against the parameter's Keys.
+func dictFields(d *starlark.Dict) map[string]starlark.Value {
 	out := map[string]starlark.Value{}
 	for _, kv := range d.Items() {
-		k, ok := kv[0].(starlark.String)
-		if !ok {
-			return nil, c.Errorf("%s keys must be strings, got %s", arg, kv[0].Type())
+		if k, ok := kv[0].(starlark.String); ok {
+			out[string(k)] = kv[1]
 		}
-		known := false
-		for _, a := range allowed {
-			known = known || a == string(k)
-		}
-		if !known {
-			msg := fmt.Sprintf("%s has unknown key %q", arg, string(k))
-			if s := nearest(string(k), allowed); s != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", s)
-			}
-			return nil, c.Errorf("%s; valid keys are %v", msg, allowed)
-		}
-		out[string(k)] = kv[1]
 	}
-	return out, nil
+	return out
 }
 
 func globList(c *Call, arg string, v starlark.Value) ([]string, error) {
@@ -173,16 +167,10 @@ func globList(c *Call, arg string, v starlark.Value) ([]string, error) {
 }
 
 func fillLoad(c *Call, d *starlark.Dict, load *eval.WorkspaceLoad) error {
-	f, err := dictFields(c, "restore", d, "revision", "include", "exclude")
-	if err != nil {
-		return err
-	}
-	if v, ok := f["revision"]; ok {
-		s, ok := v.(starlark.String)
-		if !ok {
-			return c.Errorf(`restore["revision"] must be "current" or a revision id, got %s`, v.Type())
-		}
-		load.Revision = string(s)
+	f := dictFields(d)
+	var err error
+	if v, ok := f["revision"].(starlark.String); ok { // a string: the catalog checked it
+		load.Revision = string(v)
 	}
 	if v, ok := f["include"]; ok {
 		if load.Include, err = globList(c, `restore["include"]`, v); err != nil {
@@ -198,17 +186,12 @@ func fillLoad(c *Call, d *starlark.Dict, load *eval.WorkspaceLoad) error {
 }
 
 func savePolicy(c *Call, d *starlark.Dict) (*eval.SavePolicy, error) {
-	f, err := dictFields(c, "save", d, "on", "include", "exclude", "gitignore", "retention")
-	if err != nil {
-		return nil, err
-	}
+	f := dictFields(d)
+	var err error
 	pol := eval.DefaultSavePolicy()
-	if v, ok := f["on"]; ok {
-		s, ok := v.(starlark.String)
-		if !ok {
-			return nil, c.Errorf(`save["on"] must be "success" or "always", got %s`, v.String())
-		}
-		pol.On = string(s)
+	// The catalog checked the keys and their types (saveKeys).
+	if v, ok := f["on"].(starlark.String); ok {
+		pol.On = string(v)
 	}
 	if v, ok := f["include"]; ok {
 		if pol.Include, err = globList(c, `save["include"]`, v); err != nil {
@@ -220,12 +203,8 @@ func savePolicy(c *Call, d *starlark.Dict) (*eval.SavePolicy, error) {
 			return nil, err
 		}
 	}
-	if v, ok := f["gitignore"]; ok {
-		b, ok := v.(starlark.Bool)
-		if !ok {
-			return nil, c.Errorf(`save["gitignore"] must be True or False`)
-		}
-		pol.Gitignore = bool(b)
+	if v, ok := f["gitignore"].(starlark.Bool); ok {
+		pol.Gitignore = bool(v)
 	}
 	if v, ok := f["retention"]; ok {
 		n, ok := v.(starlark.Int)

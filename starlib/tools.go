@@ -179,11 +179,19 @@ var defineMCPServerBuiltin = &Builtin{
 transport is {"type": "stdio", "command": ..., "args": [...], "cwd": ..., "env": {...}} or {"type": "streamable-http", "url": "https://...", "headers": {...}}. The descriptor is validated and copied; the agent provider that receives it owns the connection. env and headers may hold secrets: they are never traced.`,
 	Params: []Param{
 		{Name: "name", Type: "str", Doc: "Exact server name, also used by configure(allowed_mcp_servers=)."},
-		{Name: "transport", Type: "dict", Doc: "The transport description."},
+		{Name: "transport", Type: "dict", Keys: transportKeys, Doc: "The transport description."},
 	},
 	Returns: "an MCP server descriptor",
 	Example: `docs = define_mcp_server(name = "docs", transport = {"type": "streamable-http", "url": "https://mcp.example.com/docs"})`,
 	Impl:    defineMCPServerImpl,
+}
+
+// transportKeys are the keys of define_mcp_server(transport=): those of
+// both types (the Impl rejects the other type's keys).
+var transportKeys = []Key{
+	{Name: "type", Type: "str", Enum: []string{"stdio", "streamable-http"}},
+	{Name: "command", Type: "str"}, {Name: "args", Type: "list"}, {Name: "cwd", Type: "str"}, {Name: "env", Type: "dict"},
+	{Name: "url", Type: "str"}, {Name: "headers", Type: "dict"},
 }
 
 func defineMCPServerImpl(c *Call) (starlark.Value, error) {

@@ -306,7 +306,7 @@ func (a *analyzer) checkCalls(f *syntax.File) {
 				d := Diagnostic{Code: CodeInvalidCall, Message: err.Error(), Pos: call.Lparen}
 				d.Start, _ = call.Fn.Span()
 				_, d.End = call.Span()
-				narrowToSuggestion(&d, call)
+				narrowToSuggestion(&d, call.Args...)
 				a.report(d)
 			}
 		}
@@ -336,6 +336,11 @@ func (a *analyzer) checkCalls(f *syntax.File) {
 				d.Code = CodeMissingArgument
 			}
 			d.Start, d.End = span(at)
+			if e.Value && e.Suggestion != "" {
+				if dict, ok := at.(*syntax.DictExpr); ok {
+					narrowToSuggestion(&d, dict) // the misspelled key
+				}
+			}
 			a.report(d)
 		}
 		return true
@@ -350,7 +355,7 @@ var didYouMean = regexp.MustCompile(`("(?:[^"\\]|\\.)*") \(did you mean ("(?:[^"
 // replacement for a misspelled string at that string in the call's
 // arguments, and records the suggestion, so that an editor underlines
 // the string and offers the fix.
-func narrowToSuggestion(d *Diagnostic, call *syntax.CallExpr) {
+func narrowToSuggestion(d *Diagnostic, in ...syntax.Expr) {
 	m := didYouMean.FindStringSubmatch(d.Message)
 	if m == nil {
 		return
@@ -361,7 +366,7 @@ func narrowToSuggestion(d *Diagnostic, call *syntax.CallExpr) {
 		return
 	}
 	var found *syntax.Literal
-	for _, arg := range call.Args {
+	for _, arg := range in {
 		syntax.Walk(arg, func(n syntax.Node) bool {
 			if lit, ok := n.(*syntax.Literal); ok && found == nil && lit.Token == syntax.STRING && lit.Value == wrong {
 				found = lit
