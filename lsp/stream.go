@@ -156,7 +156,15 @@ func (s *stream) Write(ctx context.Context, msg jsonrpc2.Message) (int64, error)
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	data, err := json.Marshal(msg)
+	var data []byte
+	var err error
+	if m, ok := msg.(json.Marshaler); ok {
+		// The messages encode themselves compactly: calling that directly
+		// spares encoding/json's second pass over the whole body.
+		data, err = m.MarshalJSON()
+	} else {
+		data, err = json.Marshal(msg)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("encoding a message: %w", err)
 	}
