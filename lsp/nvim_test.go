@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,8 +17,9 @@ import (
 
 // nvimLua drives one session from headless Neovim against the real
 // "aml lsp": it starts the client on the buffer Neovim was opened with,
-// waits for the diagnostics, asks for hover, completion, definition and
-// formatting (applying the edits to the buffer), stops the client and
+// waits for the diagnostics, asks for hover, completion, definition,
+// document highlights, folding ranges and formatting (applying the edits
+// to the buffer), stops the client and
 // writes what it saw as JSON to $AML_NVIM_RESULT. Every step runs under
 // pcall, and the result file is written and Neovim quits whatever
 // happens, so that the test never waits on an editor stuck in a prompt.
@@ -140,6 +142,22 @@ local function run()
     out.definition_raw = vim.inspect(def)
   end
 
+  local highlights = request("textDocument/documentHighlight", at(cfg.highlight))
+  out.highlights = {}
+  if type(highlights) == "table" then
+    for _, h in ipairs(highlights) do
+      table.insert(out.highlights, { line = h.range.start.line, character = h.range.start.character, kind = h.kind })
+    end
+  end
+
+  local folds = request("textDocument/foldingRange", { textDocument = { uri = uri } })
+  out.folds = {}
+  if type(folds) == "table" then
+    for _, f in ipairs(folds) do
+      table.insert(out.folds, { start_line = f.startLine, end_line = f.endLine, kind = f.kind })
+    end
+  end
+
   local edits = request("textDocument/formatting", { textDocument = { uri = uri }, options = { tabSize = 4, insertSpaces = true } })
   if type(edits) == "table" then
     out.format_edits = #edits
@@ -187,6 +205,16 @@ type nvimResult struct {
 		Line      int    `json:"line"`
 		Character int    `json:"character"`
 	} `json:"definition"`
+	Highlights []struct {
+		Line      int `json:"line"`
+		Character int `json:"character"`
+		Kind      int `json:"kind"`
+	} `json:"highlights"`
+	Folds []struct {
+		StartLine int    `json:"start_line"`
+		EndLine   int    `json:"end_line"`
+		Kind      string `json:"kind"`
+	} `json:"folds"`
 	FormatEdits int      `json:"format_edits"`
 	Formatted   []string `json:"formatted"`
 	Stopped     bool     `json:"stopped"`
@@ -195,7 +223,8 @@ type nvimResult struct {
 
 // TestNeovim runs the real "aml lsp" binary under headless Neovim's
 // built-in LSP client: diagnostics, hover, completion, go to definition
-// across load() and formatting, then a clean shutdown.
+// across load(), document highlights, folding ranges and formatting,
+// then a clean shutdown.
 func TestNeovim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the Neovim end-to-end test builds aml and starts an editor: skipped under -short")
@@ -242,6 +271,7 @@ func TestNeovim(t *testing.T) {
 		"hover":           []int{3, col("agent(", 2)},
 		"completion":      []int{3, col("sandbox(", len("sandbox("))},
 		"definition":      []int{3, col("helper(", 2)},
+		"highlight":       []int{3, col("helper(", 1)},
 	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
@@ -346,6 +376,24 @@ func TestNeovim(t *testing.T) {
 	}
 	if d := res.Definition; d == nil || !strings.HasSuffix(d.URI, "/lib.star") || d.Line != 0 {
 		errorf("definition of helper = %+v, want lib.star line 0 (the def)", d)
+	}
+	// helper is bound by the load on line 0 (a write) and called on
+	// line 3 (a read); the def of main folds lines 2-3.
+	var hl []string
+	for _, h := range res.Highlights {
+		hl = append(hl, fmt.Sprintf("%d:%d/%d", h.Line, h.Character, h.Kind))
+	}
+	if got, want := strings.Join(hl, " "), fmt.Sprintf("0:17/3 3:%d/2", col("helper(", 0)); got != want {
+		errorf("highlights of helper = %s, want %s (line:character/kind, 3 write, 2 read)", got, want)
+	}
+	foundFold := false
+	for _, f := range res.Folds {
+		if f.StartLine == 2 && f.EndLine == 3 && f.Kind == "" {
+			foundFold = true
+		}
+	}
+	if !foundFold {
+		errorf("folding ranges = %+v, want lines 2-3 for the def of main", res.Folds)
 	}
 	if got := strings.Join(res.Formatted, "\n") + "\n"; got != string(want) {
 		errorf("buffer after formatting (%d edits):\n%s\nwant (aml fmt):\n%s", res.FormatEdits, got, want)
