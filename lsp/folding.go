@@ -51,17 +51,18 @@ func foldingRange(_ context.Context, s *server, r *request, params json.RawMessa
 // folds correctly.
 func (s *server) foldsWholeLines() bool { return true }
 
-// foldingRanges returns the ranges a client may fold in f: def bodies,
-// brackets (calls, lists, dicts, tuples, parentheses, comprehensions,
-// parameter lists) and strings over several lines, runs of consecutive
-// load statements ("imports") and runs of two or more whole-line
-// comments on consecutive lines ("comment"). With lineOnly the ranges
-// are whole lines, ending before the line of a closing bracket that
-// starts its line so that the bracket stays in view; without it they
-// start after the opening bracket (or at the end of the first line, or
-// after a def's colon) and end before the closing one. A range within
-// one line is left out. Lines are 0-based; characters count in UTF-8
-// bytes when utf8Units is set, else in UTF-16 units.
+// foldingRanges returns the ranges a client may fold in f: the bodies of
+// defs, ifs, elses and loops, brackets (calls, lists, dicts, tuples,
+// parentheses, comprehensions, parameter lists) and strings over several
+// lines, runs of consecutive load statements ("imports") and runs of two
+// or more whole-line comments on consecutive lines ("comment"). With
+// lineOnly the ranges are whole lines, ending before the line of a
+// closing bracket that starts its line so that the bracket stays in
+// view; without it they start after the opening bracket (or after a
+// block's colon, or at the end of the first line) and end before the
+// closing one (or at the end of the block, string or run). A range
+// within one line is left out. Lines are 0-based; characters count in
+// UTF-8 bytes when utf8Units is set, else in UTF-16 units.
 func foldingRanges(f *analysis.File, lineOnly, utf8Units bool) []foldRange {
 	out := []foldRange{}
 	if f == nil || f.Syntax == nil {
@@ -92,6 +93,12 @@ func foldingRanges(f *analysis.File, lineOnly, utf8Units bool) []foldRange {
 			add(shift(open, 1), close, true, "")
 		}
 	}
+	// body adds the range from after a block's colon to its end.
+	body := func(colon syntax.Position, stmts []syntax.Stmt) {
+		if len(stmts) > 0 {
+			add(colon, nodeEnd(stmts[len(stmts)-1]), false, "")
+		}
+	}
 	var comments []syntax.Comment
 	syntax.Walk(f.Syntax, func(n syntax.Node) bool {
 		if n == nil {
@@ -105,7 +112,21 @@ func foldingRanges(f *analysis.File, lineOnly, utf8Units bool) []foldRange {
 		case *syntax.DefStmt:
 			brackets(n.Lparen, n.Rparen)
 			if len(n.Body) > 0 {
-				add(afterColon(f.Src, lines, n.Rparen), nodeEnd(n), false, "")
+				add(afterColon(f.Src, lines, shift(n.Rparen, 1)), nodeEnd(n), false, "")
+			}
+		case *syntax.ForStmt:
+			body(afterColon(f.Src, lines, nodeEnd(n.X)), n.Body)
+		case *syntax.WhileStmt:
+			body(afterColon(f.Src, lines, nodeEnd(n.Cond)), n.Body)
+		case *syntax.IfStmt:
+			body(afterColon(f.Src, lines, nodeEnd(n.Cond)), n.True)
+			if len(n.False) == 1 {
+				if elif, ok := n.False[0].(*syntax.IfStmt); ok && elif.If == n.ElsePos {
+					break // an elif, which the walk reaches
+				}
+			}
+			if len(n.False) > 0 {
+				body(afterColon(f.Src, lines, shift(n.ElsePos, 4)), n.False)
 			}
 		case *syntax.CallExpr:
 			brackets(n.Lparen, n.Rparen)
@@ -219,16 +240,16 @@ func startsLine(lines *analysis.Lines, p syntax.Position) bool {
 // line.
 func wholeLine(lines *analysis.Lines, p syntax.Position) bool { return startsLine(lines, p) }
 
-// afterColon returns the position after the colon that follows a def's
-// closing parenthesis (only blanks between them), else after the
-// parenthesis.
-func afterColon(src []byte, lines *analysis.Lines, rparen syntax.Position) syntax.Position {
-	off := lines.Offset(rparen) + 1
+// afterColon returns the position after the colon that ends a block's
+// header, at p or after blanks from p (where the header's last
+// expression or token ends), else p.
+func afterColon(src []byte, lines *analysis.Lines, p syntax.Position) syntax.Position {
+	off := lines.Offset(p)
 	for off < len(src) && (src[off] == ' ' || src[off] == '\t') {
 		off++
 	}
 	if off < len(src) && src[off] == ':' {
 		return lines.Position(nil, off+1)
 	}
-	return shift(rparen, 1)
+	return p
 }

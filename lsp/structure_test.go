@@ -22,6 +22,7 @@ func structureMarkers(t *testing.T, text string) []marker {
 	return parseMarkers(t, strings.ReplaceAll(text, "#%", "#@"))
 }
 
+// highlights asks for the document highlights at p.
 func highlights(t *testing.T, c *client, u protocol.DocumentURI, p protocol.Position) []protocol.DocumentHighlight {
 	t.Helper()
 	var hs []protocol.DocumentHighlight
@@ -39,6 +40,7 @@ func highlightText(hs []protocol.DocumentHighlight) string {
 	return b.String()
 }
 
+// foldings asks for the folding ranges of a document.
 func foldings(t *testing.T, c *client, u protocol.DocumentURI) []foldRange {
 	t.Helper()
 	var fs []foldRange
@@ -64,6 +66,7 @@ func foldText(fs []foldRange) string {
 	return b.String()
 }
 
+// selections asks for the selection ranges at ps, one chain each.
 func selections(t *testing.T, c *client, u protocol.DocumentURI, ps ...protocol.Position) []*protocol.SelectionRange {
 	t.Helper()
 	var out []*protocol.SelectionRange
@@ -105,6 +108,7 @@ func checkChain(t *testing.T, what string, s *protocol.SelectionRange) {
 	}
 }
 
+// documentSymbolsOf asks for the document symbols.
 func documentSymbolsOf(t *testing.T, c *client, u protocol.DocumentURI) []protocol.DocumentSymbol {
 	t.Helper()
 	var syms []protocol.DocumentSymbol
@@ -259,7 +263,9 @@ func TestHighlightLoaded(t *testing.T) {
 	c.shutdown()
 }
 
-// TestFoldingEdges: one-line brackets are not folded; whole-line ranges
+// TestFoldingEdges: one-line brackets and bodies are not folded; blocks
+// fold after their colon (an elif and an else each on their own), and
+// whole-line ranges
 // keep a closing bracket that starts its line in view; ranges with
 // characters count them in the negotiated encoding and send a 0.
 func TestFoldingEdges(t *testing.T) {
@@ -278,7 +284,16 @@ func TestFoldingEdges(t *testing.T) {
 		"# a\n" +
 		"# b\n" +
 		"q = \"🎉é\" + f(\n" +
-		"    1)\n"
+		"    1)\n" +
+		"for i in [1]:\n" +
+		"    if i:\n" +
+		"        pass\n" +
+		"    elif i > 1:\n" +
+		"        pass\n" +
+		"    else:\n" +
+		"        pass\n" +
+		"while x :\n" +
+		"    pass\n"
 	f := analysis.ParseFile("/f.star", []byte(text))
 	if f.Syntax == nil {
 		t.Fatal("the text does not parse")
@@ -287,9 +302,9 @@ func TestFoldingEdges(t *testing.T) {
 		lineOnly, utf8 bool
 		want           string
 	}{
-		{true, false, "lines 2-4\nlines 5-6\nlines 8-9\nlines 13-14 comment\nlines 15-16\n"},
-		{false, false, "2:7-4:6\n5:7-7:1\n8:9-9:5\n13:4-14:4 comment\n15:15-16:6\n"},
-		{false, true, "2:7-4:6\n5:7-7:1\n8:9-9:5\n13:4-14:4 comment\n15:18-16:6\n"},
+		{true, false, "lines 2-4\nlines 5-6\nlines 8-9\nlines 13-14 comment\nlines 15-16\nlines 17-23\nlines 18-19\nlines 20-21\nlines 22-23\nlines 24-25\n"},
+		{false, false, "2:7-4:6\n5:7-7:1\n8:9-9:5\n13:4-14:4 comment\n15:15-16:6\n17:14-23:13\n18:10-19:13\n20:16-21:13\n22:10-23:13\n24:10-25:9\n"},
+		{false, true, "2:7-4:6\n5:7-7:1\n8:9-9:5\n13:4-14:4 comment\n15:18-16:6\n17:14-23:13\n18:10-19:13\n20:16-21:13\n22:10-23:13\n24:10-25:9\n"},
 	} {
 		got := foldingRanges(f, tc.lineOnly, tc.utf8)
 		if s := foldText(got); s != tc.want {
@@ -314,7 +329,7 @@ func TestFoldingEdges(t *testing.T) {
 	c := startClient(t, Options{})
 	c.initialize(dir, false)
 	u := c.open(filepath.Join(dir, "f.star"), text)
-	want := "lines 2-4\nlines 5-6\nlines 8-9\nlines 13-14 comment\nlines 15-16\n"
+	want := "lines 2-4\nlines 5-6\nlines 8-9\nlines 13-14 comment\nlines 15-16\nlines 17-23\nlines 18-19\nlines 20-21\nlines 22-23\nlines 24-25\n"
 	if got := foldText(foldings(t, c, u)); got != want {
 		t.Errorf("folding ranges:\n%swant\n%s", got, want)
 	}
