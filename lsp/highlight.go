@@ -167,6 +167,7 @@ func bindingLocations(f *analysis.File, b *resolve.Binding) []analysis.Location 
 // posKey is a position without its file name.
 type posKey struct{ line, col int32 }
 
+// keyOf returns the key of a position.
 func keyOf(p syntax.Position) posKey { return posKey{p.Line, p.Col} }
 
 // bindingStarts returns where the names that statements and parameters

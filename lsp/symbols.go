@@ -19,6 +19,7 @@ func init() {
 	requests[protocol.MethodWorkspaceSymbol] = workspaceSymbols
 }
 
+// symbolKind returns the protocol kind of an analysis symbol.
 func symbolKind(s analysis.Symbol) protocol.SymbolKind {
 	if s.Kind == "function" {
 		return protocol.SymbolKindFunction
