@@ -44,12 +44,13 @@ func foldingRange(_ context.Context, s *server, r *request, params json.RawMessa
 }
 
 // foldsWholeLines reports whether the client folds whole lines only
-// (capabilities.textDocument.foldingRange.lineFoldingOnly). The session
-// does not keep that capability (initialize records only the position
-// encoding and file watching), so every client is answered as one that
-// folds whole lines: ranges without characters, which every client
-// folds correctly.
-func (s *server) foldsWholeLines() bool { return true }
+// (capabilities.textDocument.foldingRange.lineFoldingOnly): it gets
+// ranges without characters; other clients get the characters too.
+func (s *server) foldsWholeLines() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lineFolds
+}
 
 // foldingRanges returns the ranges a client may fold in f: the bodies of
 // defs, ifs, elses and loops, brackets (calls, lists, dicts, tuples,

@@ -146,15 +146,18 @@ type server struct {
 	exit     chan struct{}
 	exitOnce sync.Once
 
-	mu      sync.Mutex
-	state   state
-	exited  bool
-	utf8    bool
-	watch   bool // the client registers file watchers on request
-	roots   []string
-	docs    map[string]*document
-	index   map[string]*indexed // files on disk below the roots
-	cancels map[string]context.CancelFunc
+	mu     sync.Mutex
+	state  state
+	exited bool
+	utf8   bool
+	watch  bool // the client registers file watchers on request
+	// lineFolds: the client folds whole lines only
+	// (textDocument.foldingRange.lineFoldingOnly).
+	lineFolds bool
+	roots     []string
+	docs      map[string]*document
+	index     map[string]*indexed // files on disk below the roots
+	cancels   map[string]context.CancelFunc
 	// published remembers which documents have diagnostics shown, so
 	// closing one clears them.
 	published map[string]bool
@@ -360,6 +363,11 @@ func (s *server) initialize(params json.RawMessage) (any, error) {
 			General struct {
 				PositionEncodings []string `json:"positionEncodings"`
 			} `json:"general"`
+			TextDocument struct {
+				FoldingRange struct {
+					LineFoldingOnly bool `json:"lineFoldingOnly"`
+				} `json:"foldingRange"`
+			} `json:"textDocument"`
 			Workspace struct {
 				DidChangeWatchedFiles struct {
 					DynamicRegistration bool `json:"dynamicRegistration"`
@@ -396,6 +404,7 @@ func (s *server) initialize(params json.RawMessage) (any, error) {
 	s.utf8 = encoding == "utf-8"
 	s.roots = roots
 	s.watch = extra.Capabilities.Workspace.DidChangeWatchedFiles.DynamicRegistration
+	s.lineFolds = extra.Capabilities.TextDocument.FoldingRange.LineFoldingOnly
 	s.mu.Unlock()
 
 	caps := protocol.ServerCapabilities{

@@ -165,7 +165,7 @@ func TestStructure(t *testing.T) {
 			t.Fatalf("line %d: unknown marker %s", m.line+1, m.name)
 		}
 	}
-	fmt.Fprintf(&out, "-- folding (whole lines) --\n%s", foldText(foldings(t, c, u)))
+	fmt.Fprintf(&out, "-- folding (whole lines) --\n%s", foldText(foldingRanges(analysis.ParseFile(path, src), true, false)))
 	fmt.Fprintf(&out, "-- folding (characters) --\n%s", foldText(foldingRanges(analysis.ParseFile(path, src), false, false)))
 	var tree strings.Builder
 	symbolTree(&tree, documentSymbolsOf(t, c, u), 0)
@@ -322,14 +322,30 @@ func TestFoldingEdges(t *testing.T) {
 		}
 	}
 
-	// Through a session: whole lines (the session does not keep the
-	// client's lineFoldingOnly), from the last good parse while the text
-	// does not parse, and nothing for a text that never parsed.
+	// Through a session: a client that folds whole lines only
+	// (lineFoldingOnly) gets whole lines.
+	lineDir := t.TempDir()
+	lc := startClient(t, Options{})
+	var res map[string]any
+	lc.mustCall(protocol.MethodInitialize, map[string]any{
+		"rootUri":      fileURI(lineDir),
+		"capabilities": map[string]any{"textDocument": map[string]any{"foldingRange": map[string]any{"lineFoldingOnly": true}}},
+	}, &res)
+	lc.notify(protocol.MethodInitialized, map[string]any{})
+	lu := lc.open(filepath.Join(lineDir, "f.star"), text)
+	if got, want := foldText(foldings(t, lc, lu)), "lines 2-4\nlines 5-6\nlines 8-9\nlines 13-14 comment\nlines 15-16\nlines 17-23\nlines 18-19\nlines 20-21\nlines 22-23\nlines 24-25\n"; got != want {
+		t.Errorf("folding ranges for lineFoldingOnly:\n%swant\n%s", got, want)
+	}
+	lc.shutdown()
+
+	// Another client gets the characters too, from the last good parse
+	// while the text does not parse, and nothing for a text that never
+	// parsed.
 	dir := t.TempDir()
 	c := startClient(t, Options{})
 	c.initialize(dir, false)
 	u := c.open(filepath.Join(dir, "f.star"), text)
-	want := "lines 2-4\nlines 5-6\nlines 8-9\nlines 13-14 comment\nlines 15-16\nlines 17-23\nlines 18-19\nlines 20-21\nlines 22-23\nlines 24-25\n"
+	want := "2:7-4:6\n5:7-7:1\n8:9-9:5\n13:4-14:4 comment\n15:15-16:6\n17:14-23:13\n18:10-19:13\n20:16-21:13\n22:10-23:13\n24:10-25:9\n"
 	if got := foldText(foldings(t, c, u)); got != want {
 		t.Errorf("folding ranges:\n%swant\n%s", got, want)
 	}
