@@ -384,3 +384,36 @@ func TestNoFalseAlarms(t *testing.T) {
 		})
 	}
 }
+
+// TestCompleteDictKeys: inside a dict written as the argument of a
+// parameter with known keys, the keys not given yet (quoted, or bare
+// inside a quote), and a key's strings at its value; nothing special in
+// other dicts.
+func TestCompleteDictKeys(t *testing.T) {
+	q := &analysis.Query{}
+	for _, c := range []struct{ src, want string }{
+		{`agent("x", permissions = {|})`, `"filesystem" "network" "shell"`},
+		{`agent("x", permissions = {"network": False, |})`, `"filesystem" "shell"`},
+		{`agent("x", permissions = {"sh|`, `shell`},
+		{`agent("x", permissions = {"network": False, "f|": 1})`, `filesystem`},
+		{`agent("x", permissions = {"filesystem": |})`, `"read-only" "read-write"`},
+		{`agent("x", permissions = {"filesystem": "read-w|`, `read-write`},
+		{`workspace("w", save = {"on": "always", |`, `"include" "exclude" "gitignore" "retention"`},
+		{`define_mcp_server(name = "d", transport = {"type": "s|`, `stdio streamable-http`},
+		{`evaluate(agent("x"), {"ty|`, `type`},
+		{`x = {"permissions": {|}}`, ``},
+	} {
+		off := strings.Index(c.src, "|")
+		src := []byte(strings.Replace(c.src, "|", "", 1))
+		items, _ := q.Complete("w.star", nil, src, off)
+		var labels []string
+		for _, it := range items {
+			if it.Kind == analysis.KindField || it.Kind == analysis.KindValue {
+				labels = append(labels, it.Label)
+			}
+		}
+		if got := strings.Join(labels, " "); got != c.want {
+			t.Errorf("%s: %q, want %q", c.src, got, c.want)
+		}
+	}
+}

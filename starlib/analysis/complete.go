@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.starlark.net/starlark"
@@ -46,6 +48,9 @@ func (q *Query) Complete(path string, f *File, src []byte, off int) (items []Com
 	if c.comment {
 		return nil, off
 	}
+	if items, start, ok := q.completeDictKey(c, off); ok {
+		return items, start
+	}
 	top := c.top()
 	if c.inString {
 		return q.completeString(path, c, top), off - len(c.strText)
@@ -68,6 +73,126 @@ func (q *Query) Complete(path string, f *File, src []byte, off int) (items []Com
 	}
 	items = append(items, q.completeNames(f, off)...)
 	return filterPrefix(items, word), c.wordStart
+}
+
+// completeDictKey proposes inside a dict literal written as the
+// argument of a builtin parameter whose catalog entry lists its keys
+// (permissions=, save=, transport=, a schema): the keys not given yet at
+// a key's place, and a key's strings (its Enum) at its value's place. ok
+// is false elsewhere.
+func (q *Query) completeDictKey(c *textContext, off int) (items []Completion, start int, ok bool) {
+	if len(c.frames) < 2 {
+		return nil, 0, false
+	}
+	dict, call := c.frames[len(c.frames)-1], c.frames[len(c.frames)-2]
+	if c.src[dict.open] != '{' || call.call == "" {
+		return nil, 0, false
+	}
+	b, found := starlib.Lookup(call.call, q.Extensions...)
+	if !found {
+		return nil, 0, false
+	}
+	// The dict must be the argument itself: "kw = {" or a positional "{".
+	before := strings.TrimSpace(string(c.src[call.argStart:dict.open]))
+	var p *starlib.Param
+	switch {
+	case before == "" && call.kw == "":
+		i := 0
+		for j := range b.Params {
+			if b.Params[j].Variadic || !b.Params[j].Positional {
+				break
+			}
+			if i == call.args {
+				p = &b.Params[j]
+			}
+			i++
+		}
+	case call.kw != "" && strings.HasSuffix(before, "="):
+		p = paramOf(b, call.kw)
+	}
+	if p == nil || len(p.Keys) == 0 {
+		return nil, 0, false
+	}
+	entry := string(c.src[dict.argStart:off])
+	if c.inString {
+		entry = string(c.src[dict.argStart:c.strStart])
+	}
+	key, atValue := entryKey(entry)
+	typed, start := c.word, c.wordStart
+	quote := func(s string) string { return strconv.Quote(s) }
+	if c.inString {
+		typed, start = c.strText, off-len(c.strText)
+		quote = func(s string) string { return s }
+	} else if strings.TrimSpace(strings.TrimSuffix(entry, c.word)) != "" && !atValue {
+		return []Completion{}, off, true // after a key's text: nothing to add
+	}
+	if atValue {
+		for _, k := range p.Keys {
+			if k.Name != key {
+				continue
+			}
+			for _, v := range k.Enum {
+				items = append(items, Completion{Label: quote(v), Kind: KindValue, Detail: fmt.Sprintf("%s[%q]: %s", p.Name, k.Name, k.Type)})
+			}
+		}
+		return filterPrefix(items, typed), start, true
+	}
+	given := dictKeysGiven(c.src, dict.open, off)
+	for _, k := range p.Keys {
+		if given[k.Name] {
+			continue
+		}
+		it := Completion{Label: quote(k.Name), Kind: KindField, Detail: k.Type, Doc: p.Doc}
+		if !c.inString {
+			it.Insert = quote(k.Name) + ": "
+		}
+		items = append(items, it)
+	}
+	return filterPrefix(items, typed), start, true
+}
+
+// entryKey returns the key of a dict entry's text up to the cursor and
+// whether the cursor is past its colon (at the value's place).
+func entryKey(entry string) (key string, atValue bool) {
+	for i := 0; i < len(entry); i++ {
+		switch ch := entry[i]; ch {
+		case '"', '\'':
+			j := i + 1
+			for j < len(entry) && entry[j] != ch {
+				if entry[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if key == "" && j < len(entry) {
+				if k, err := strconv.Unquote(`"` + strings.ReplaceAll(entry[i+1:j], `"`, `\"`) + `"`); err == nil {
+					key = k
+				}
+			}
+			i = j
+		case ':':
+			return key, true
+		}
+	}
+	return "", false
+}
+
+// dictKeyRE finds the string keys of a dict's text.
+var dictKeyRE = regexp.MustCompile(`["']([^"'\\]*)["']\s*:`)
+
+// dictKeysGiven returns the keys written in the dict opened at open,
+// before and after the cursor (up to its closing brace, or the first
+// one after the cursor).
+func dictKeysGiven(src []byte, open, cur int) map[string]bool {
+	end := len(src)
+	if i := strings.IndexByte(string(src[cur:]), '}'); i >= 0 {
+		end = cur + i
+	}
+	out := map[string]bool{}
+	for _, m := range dictKeyRE.FindAllSubmatch(src[open:end], -1) {
+		out[string(m[1])] = true
+	}
+	return out
 }
 
 // afterEquals reports whether only blanks separate "kw =" from wordStart.
