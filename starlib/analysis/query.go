@@ -830,7 +830,7 @@ func paramOf(b *starlib.Builtin, name string) *starlib.Param {
 }
 
 // builtinDoc is a builtin's reference as Markdown: signature, text,
-// parameters.
+// parameters, result and example.
 func builtinDoc(b *starlib.Builtin) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "```python\n%s\n```\n\n%s", b.Signature(), b.Doc)
@@ -842,6 +842,10 @@ func builtinDoc(b *starlib.Builtin) string {
 	}
 	if b.Returns != "" {
 		fmt.Fprintf(&sb, "\nReturns %s", b.Returns)
+	}
+	if b.Example != "" {
+		// The example `aml doc` shows.
+		fmt.Fprintf(&sb, "\n\nExample:\n\n```python\n%s\n```", b.Example)
 	}
 	return strings.TrimRight(sb.String(), "\n")
 }
