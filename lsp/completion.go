@@ -41,6 +41,7 @@ func completion(_ context.Context, s *server, r *request, params json.RawMessage
 	}
 	items, start := s.queryOver(r.snap).Complete(d.path, good, d.text, off)
 	rng := protocol.Range{Start: offsetPos(d.lines, d.path, start, r.snap.utf8), End: p.Position}
+	empty := rng.Start == rng.End
 	out := make([]protocol.CompletionItem, 0, len(items))
 	for i, it := range items {
 		insert := it.Insert
@@ -52,7 +53,14 @@ func completion(_ context.Context, s *server, r *request, params json.RawMessage
 			Kind:     completionKinds[it.Kind],
 			Detail:   it.Detail,
 			SortText: fmt.Sprintf("%05d", i),
-			TextEdit: &protocol.TextEdit{Range: rng, NewText: insert},
+		}
+		switch {
+		case !empty:
+			ci.TextEdit = &protocol.TextEdit{Range: rng, NewText: insert}
+		case insert != it.Label:
+			// Nothing typed to replace: inserting at the cursor is the
+			// same edit, and the list is far shorter without ranges.
+			ci.InsertText = insert
 		}
 		if it.Doc != "" {
 			ci.Documentation = protocol.MarkupContent{Kind: protocol.Markdown, Value: it.Doc}

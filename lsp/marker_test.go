@@ -152,7 +152,15 @@ func TestMarkers(t *testing.T) {
 							fmt.Fprintf(&out, "...\n")
 							break
 						}
-						fmt.Fprintf(&out, "%s [%s] %q", it.Label, rangeText(it.TextEdit.Range), it.TextEdit.NewText)
+						// Without a range, the text goes in at the cursor.
+						rng, text := rangeText(protocol.Range{Start: p, End: p}), it.Label
+						if it.InsertText != "" {
+							text = it.InsertText
+						}
+						if it.TextEdit != nil {
+							rng, text = rangeText(it.TextEdit.Range), it.TextEdit.NewText
+						}
+						fmt.Fprintf(&out, "%s [%s] %q", it.Label, rng, text)
 						if it.Detail != "" {
 							fmt.Fprintf(&out, " — %s", it.Detail)
 						}
