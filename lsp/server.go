@@ -4,8 +4,10 @@
 //
 // The package is the protocol layer only. Each feature lives in its own
 // file (hover.go, completion.go, signature.go, definition.go,
-// references.go, symbols.go, rename.go, format.go, diagnostics.go,
-// actions.go) as a thin handler over an immutable snapshot of the open
+// references.go, highlight.go, symbols.go, folding.go, selection.go,
+// tokens.go, hints.go, rename.go, format.go, diagnostics.go, actions.go),
+// which registers its handler and declares its capability, as a thin
+// handler over an immutable snapshot of the open
 // documents and the workspace index; the analysis it calls knows nothing
 // of the protocol and is what `aml check` runs too. Nothing here
 // evaluates a workflow, constructs a provider or starts a process.
