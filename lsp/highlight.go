@@ -177,7 +177,7 @@ func keyOf(p syntax.Position) posKey { return posKey{p.Line, p.Col} }
 func bindingStarts(f *syntax.File) map[posKey]bool {
 	out := map[posKey]bool{}
 	add := func(e syntax.Expr) {
-		for _, id := range boundIdents(e) {
+		for _, id := range analysis.TargetNames(e) {
 			out[keyOf(id.NamePos)] = true
 		}
 	}
@@ -221,28 +221,4 @@ func bindingStarts(f *syntax.File) map[posKey]bool {
 		return true
 	})
 	return out
-}
-
-// boundIdents returns the names a target expression binds: a name, or
-// the names of a tuple or list of targets (in parentheses or not).
-func boundIdents(e syntax.Expr) []*syntax.Ident {
-	switch e := e.(type) {
-	case *syntax.Ident:
-		return []*syntax.Ident{e}
-	case *syntax.TupleExpr:
-		var out []*syntax.Ident
-		for _, x := range e.List {
-			out = append(out, boundIdents(x)...)
-		}
-		return out
-	case *syntax.ListExpr:
-		var out []*syntax.Ident
-		for _, x := range e.List {
-			out = append(out, boundIdents(x)...)
-		}
-		return out
-	case *syntax.ParenExpr:
-		return boundIdents(e.X)
-	}
-	return nil
 }

@@ -477,9 +477,9 @@ func functionLocals(d *syntax.DefStmt) []*syntax.Ident {
 	syntax.Walk(d, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.AssignStmt:
-			out = append(out, lhsIdents(n.LHS)...)
+			out = append(out, TargetNames(n.LHS)...)
 		case *syntax.ForStmt:
-			out = append(out, lhsIdents(n.Vars)...)
+			out = append(out, TargetNames(n.Vars)...)
 		}
 		return true
 	})

@@ -173,7 +173,7 @@ func (a *analyzer) unusedVariables(f *syntax.File) {
 		case *syntax.AssignStmt:
 			if n.Op == syntax.EQ {
 				mark(n.LHS)
-				for _, id := range lhsIdents(n.LHS) {
+				for _, id := range TargetNames(n.LHS) {
 					if inDef > 0 && !strings.HasPrefix(id.Name, "_") || inDef == 0 && strings.HasPrefix(id.Name, "_") {
 						candidates = append(candidates, id)
 					}

@@ -162,22 +162,8 @@ func (a *analyzer) checkProviders(f *syntax.File, b *builder, roots []any) {
 			if call := b.calls[v.Position]; call != nil && !a.bad[call] && noProvider(call) {
 				at(call, v)
 			}
-		case *eval.Agent:
-			walk(v.Children)
-		case *eval.System:
-			walk(v.Children)
-		case *eval.FollowUp:
-			walk(v.Children)
-		case *eval.Block:
-			walk(v.Children)
-		case *eval.Fragment:
-			walk(v.Children)
-		case *eval.Parallel:
-			walk(v.Branches)
-		case *eval.Workspace:
-			walk(v.Children)
-		case *eval.File:
-			walk(v.Children)
+		default:
+			walk(nodeChildren(v))
 		}
 	}
 	for _, r := range roots {
@@ -185,10 +171,35 @@ func (a *analyzer) checkProviders(f *syntax.File, b *builder, roots []any) {
 	}
 }
 
-// configuredProviders reports which default providers the file's
-// top-level configure() sets (any value but a literal None; all of them
-// when it spreads **kwargs).
-func (a *analyzer) configuredProviders(f *syntax.File) (agents, sandboxes, workspaces bool) {
+// nodeChildren returns the children of a node of a literal tree (what
+// the builder makes), or nil.
+func nodeChildren(v any) []any {
+	switch v := v.(type) {
+	case *eval.Agent:
+		return v.Children
+	case *eval.System:
+		return v.Children
+	case *eval.FollowUp:
+		return v.Children
+	case *eval.Block:
+		return v.Children
+	case *eval.Fragment:
+		return v.Children
+	case *eval.Parallel:
+		return v.Branches
+	case *eval.Workspace:
+		return v.Children
+	case *eval.Sandbox:
+		return v.Children
+	case *eval.File:
+		return v.Children
+	}
+	return nil
+}
+
+// topConfigure returns the file's first top-level configure() call, or
+// nil.
+func (a *analyzer) topConfigure(f *syntax.File) *syntax.CallExpr {
 	for _, st := range f.Stmts {
 		es, ok := st.(*syntax.ExprStmt)
 		if !ok {
@@ -198,9 +209,18 @@ func (a *analyzer) configuredProviders(f *syntax.File) (agents, sandboxes, works
 		if !ok {
 			continue
 		}
-		if b := a.builtinOf(call); b == nil || b.Name != "configure" {
-			continue
+		if b := a.builtinOf(call); b != nil && b.Name == "configure" {
+			return call
 		}
+	}
+	return nil
+}
+
+// configuredProviders reports which default providers the file's
+// top-level configure() sets (any value but a literal None; all of them
+// when it spreads **kwargs).
+func (a *analyzer) configuredProviders(f *syntax.File) (agents, sandboxes, workspaces bool) {
+	if call := a.topConfigure(f); call != nil {
 		for _, arg := range call.Args {
 			if u, ok := arg.(*syntax.UnaryExpr); ok && u.Op == syntax.STARSTAR {
 				return true, true, true
@@ -421,18 +441,7 @@ func (b *builder) call(call *syntax.CallExpr) (any, bool) {
 // depth and turn limits and the allowed MCP servers.
 func (a *analyzer) configured(f *syntax.File) eval.Options {
 	var opts eval.Options
-	for _, st := range f.Stmts {
-		es, ok := st.(*syntax.ExprStmt)
-		if !ok {
-			continue
-		}
-		call, ok := es.X.(*syntax.CallExpr)
-		if !ok {
-			continue
-		}
-		if b := a.builtinOf(call); b == nil || b.Name != "configure" {
-			continue
-		}
+	if call := a.topConfigure(f); call != nil {
 		var l eval.Limits
 		for _, arg := range call.Args {
 			be, ok := arg.(*syntax.BinaryExpr)
@@ -468,7 +477,6 @@ func (a *analyzer) configured(f *syntax.File) eval.Options {
 			}
 		}
 		opts.Limits = &l
-		break
 	}
 	return opts
 }

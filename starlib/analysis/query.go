@@ -171,7 +171,7 @@ func topDef(f *syntax.File, name string) (syntax.Stmt, *syntax.Ident) {
 				return st, st.Name
 			}
 		case *syntax.AssignStmt:
-			for _, id := range lhsIdents(st.LHS) {
+			for _, id := range TargetNames(st.LHS) {
 				if id.Name == name {
 					return st, id
 				}
@@ -181,24 +181,27 @@ func topDef(f *syntax.File, name string) (syntax.Stmt, *syntax.Ident) {
 	return nil, nil
 }
 
-func lhsIdents(e syntax.Expr) []*syntax.Ident {
+// TargetNames returns the names an assignment or loop target binds: a
+// name, or the names of a tuple or list of targets (in parentheses or
+// not).
+func TargetNames(e syntax.Expr) []*syntax.Ident {
 	switch e := e.(type) {
 	case *syntax.Ident:
 		return []*syntax.Ident{e}
 	case *syntax.TupleExpr:
 		var out []*syntax.Ident
 		for _, x := range e.List {
-			out = append(out, lhsIdents(x)...)
+			out = append(out, TargetNames(x)...)
 		}
 		return out
 	case *syntax.ListExpr:
 		var out []*syntax.Ident
 		for _, x := range e.List {
-			out = append(out, lhsIdents(x)...)
+			out = append(out, TargetNames(x)...)
 		}
 		return out
 	case *syntax.ParenExpr:
-		return lhsIdents(e.X)
+		return TargetNames(e.X)
 	}
 	return nil
 }
@@ -497,7 +500,7 @@ func Symbols(f *File) []Symbol {
 		case *syntax.DefStmt:
 			out = append(out, Symbol{Name: st.Name.Name, Kind: "function", Detail: f.defSignature(st), Range: whole, NameRange: identLocation(f.Path, st.Name)})
 		case *syntax.AssignStmt:
-			for _, id := range lhsIdents(st.LHS) {
+			for _, id := range TargetNames(st.LHS) {
 				if seen[id.Name] {
 					continue
 				}

@@ -154,22 +154,10 @@ func (a *analyzer) checkWorkspaces(b *builder, roots []any) {
 			// One inside it is the placement check's finding.
 			found = append(found, v)
 			concurrent = concurrent || inParallel
-		case *eval.Agent:
-			walk(v.Children, inParallel)
-		case *eval.System:
-			walk(v.Children, inParallel)
-		case *eval.FollowUp:
-			walk(v.Children, inParallel)
-		case *eval.Block:
-			walk(v.Children, inParallel)
-		case *eval.Fragment:
-			walk(v.Children, inParallel)
 		case *eval.Parallel:
 			walk(v.Branches, true)
-		case *eval.Sandbox:
-			walk(v.Children, inParallel)
-		case *eval.File:
-			walk(v.Children, inParallel)
+		default:
+			walk(nodeChildren(v), inParallel)
 		}
 	}
 	for _, r := range roots {
