@@ -263,3 +263,34 @@ func BenchmarkSemanticTokensLongLine(b *testing.B) {
 		})
 	}
 }
+
+// TestKnownGapsNestedKeysAndStaleTokens: two more mistakes of code this
+// package does not own, skipped until they are fixed there. The keys
+// of a nested dict count as given at the outer one (starlib/analysis
+// dictKeysGiven scans to the first "}" after the cursor), so "type" is
+// not offered after a "properties" whose member has a "type"; and while
+// the text does not parse, tokens.go encodes the last good parse's
+// tokens, which name the old text's lines (three lines inserted above
+// leave them three lines off).
+func TestKnownGapsNestedKeysAndStaleTokens(t *testing.T) {
+	t.Skip("starlib/analysis dictKeysGiven and tokens.go over a stale parse (see the comment)")
+	dir := t.TempDir()
+	c := startClient(t, Options{})
+	c.initialize(dir, false)
+	text := "def main():\n    return agent(\"x\", schema = {\"properties\": {\"a\": {\"type\": \"string\"}}, })\n"
+	u := c.open(dir+"/w.star", text)
+	at := posAfter(t, text, "}}, ", false)
+	var list protocol.CompletionList
+	c.mustCall(protocol.MethodTextDocumentCompletion, &protocol.CompletionParams{TextDocumentPositionParams: protocol.TextDocumentPositionParams{TextDocument: protocol.TextDocumentIdentifier{URI: u}, Position: at}}, &list)
+	if got := completionText(at, list); !strings.Contains(got, `"type" [`) {
+		t.Errorf("the outer schema's \"type\" is not offered:\n%s", got)
+	}
+	broken := "\n\n\ndef main(:\n    return agent(\"x\")\n"
+	c.notify("textDocument/didChange", map[string]any{"textDocument": map[string]any{"uri": u, "version": 2}, "contentChanges": []map[string]any{{"text": broken}}})
+	var toks struct{ Data []uint32 }
+	c.mustCall("textDocument/semanticTokens/full", map[string]any{"textDocument": map[string]any{"uri": u}}, &toks)
+	if got := decodeTokens(toks.Data, broken); strings.HasPrefix(got, "0:") {
+		t.Errorf("tokens on the blank lines of a text that does not parse:\n%s", got)
+	}
+	c.shutdown()
+}
