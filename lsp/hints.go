@@ -30,7 +30,8 @@ type inlayHint struct {
 // argument of a builtin call in the range, the name of the parameter it
 // fills ("value:"); none for the children a builtin collects (agent()'s
 // prompt parts), nor for an argument that is a name equal to the
-// parameter's.
+// parameter's. While the text does not parse there are none: the last
+// good parse's positions would be off.
 func inlayHints(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
 	var p struct {
 		TextDocument protocol.TextDocumentIdentifier `json:"textDocument"`
@@ -43,7 +44,7 @@ func inlayHints(_ context.Context, s *server, r *request, params json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	return parameterHints(r.snap.good(d), s.opts.Extensions, int32(p.Range.Start.Line)+1, int32(p.Range.End.Line)+1, r.snap.utf8), nil
+	return parameterHints(current(r.snap.good(d), d), s.opts.Extensions, int32(p.Range.Start.Line)+1, int32(p.Range.End.Line)+1, r.snap.utf8), nil
 }
 
 // parameterHints returns the parameter-name hints of f's builtin calls

@@ -205,14 +205,11 @@ func TestSemanticTokensLoops(t *testing.T) {
 	}
 }
 
-// TestSemanticTokensKnownGaps: what tokens.go gets wrong today, skipped
-// until it is fixed there: "not in" (the parser places NOT_IN at its
-// "in", so the "not" is missing and a 3-character keyword covers "in "),
-// and a parameter or nested function a lambda or nested def captures
-// (its use has a Free binding of its own, whose First is the
-// parameter's identifier).
-func TestSemanticTokensKnownGaps(t *testing.T) {
-	t.Skip("tokens.go: not-in and captured parameters are mis-coloured (see the comment)")
+// TestSemanticTokensNotInAndCaptures: "not in" (the parser places
+// NOT_IN at its "in": both words are keywords), and a parameter or
+// nested function a lambda or nested def captures (its use has a Free
+// binding of its own, whose First is the parameter's identifier).
+func TestSemanticTokensNotInAndCaptures(t *testing.T) {
 	text := "def f(n, rest):\n" +
 		"    g = lambda: n not in rest\n" +
 		"    return g\n"
@@ -264,16 +261,12 @@ func BenchmarkSemanticTokensLongLine(b *testing.B) {
 	}
 }
 
-// TestKnownGapsNestedKeysAndStaleTokens: two more mistakes of code this
-// package does not own, skipped until they are fixed there. The keys
-// of a nested dict count as given at the outer one (starlib/analysis
-// dictKeysGiven scans to the first "}" after the cursor), so "type" is
-// not offered after a "properties" whose member has a "type"; and while
-// the text does not parse, tokens.go encodes the last good parse's
-// tokens, which name the old text's lines (three lines inserted above
-// leave them three lines off).
-func TestKnownGapsNestedKeysAndStaleTokens(t *testing.T) {
-	t.Skip("starlib/analysis dictKeysGiven and tokens.go over a stale parse (see the comment)")
+// TestNestedKeysAndStaleTokens: the keys of a nested dict do not count
+// as given at the outer one (so "type" is still offered after a
+// "properties" whose member has a "type"), and while the text does not
+// parse no tokens are sent (the last good parse's would name the old
+// text's lines).
+func TestNestedKeysAndStaleTokens(t *testing.T) {
 	dir := t.TempDir()
 	c := startClient(t, Options{})
 	c.initialize(dir, false)

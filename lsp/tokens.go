@@ -1,6 +1,7 @@
 package lsp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"sort"
@@ -19,7 +20,7 @@ import (
 // encoded tokens carry.
 var (
 	tokenTypes     = []string{"keyword", "string", "number", "comment", "function", "parameter", "variable", "property"}
-	tokenModifiers = []string{"defaultLibrary", "definition", "readonly"}
+	tokenModifiers = []string{"defaultLibrary", "definition"}
 )
 
 const (
@@ -36,7 +37,6 @@ const (
 const (
 	modDefaultLibrary = 1 << iota
 	modDefinition
-	modReadonly
 )
 
 func init() {
@@ -65,7 +65,17 @@ func semanticTokensFull(_ context.Context, s *server, r *request, params json.Ra
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"data": encodeTokens(semanticTokens(r.snap.good(d), s.opts.Extensions, 0, 1<<30), r.snap.good(d), r.snap.utf8)}, nil
+	good := current(r.snap.good(d), d)
+	return map[string]any{"data": encodeTokens(semanticTokens(good, s.opts.Extensions, 0, 1<<30), good, r.snap.utf8)}, nil
+}
+
+// current returns the last good parse when it is of the document's
+// current text, else nil: a stale parse's positions would be off.
+func current(good *analysis.File, d *document) *analysis.File {
+	if good == nil || !bytes.Equal(good.Src, d.text) {
+		return nil
+	}
+	return good
 }
 
 // semanticTokensRange answers textDocument/semanticTokens/range: the
@@ -82,7 +92,7 @@ func semanticTokensRange(_ context.Context, s *server, r *request, params json.R
 	if err != nil {
 		return nil, err
 	}
-	good := r.snap.good(d)
+	good := current(r.snap.good(d), d)
 	first, last := int32(p.Range.Start.Line)+1, int32(p.Range.End.Line)+1
 	return map[string]any{"data": encodeTokens(semanticTokens(good, s.opts.Extensions, first, last), good, r.snap.utf8)}, nil
 }
@@ -103,19 +113,38 @@ func semanticTokens(f *analysis.File, exts []*starlib.Extension, first, last int
 	}
 	lines := f.Lines()
 	var out []semToken
+	// byteCol converts the rune column of p to a byte offset in its
+	// line, from a table made once per line that is not ASCII.
+	runeOffsets := map[int32][]int{}
+	var cachedLine int32
+	var cachedText []byte
+	var cachedASCII bool
+	byteCol := func(p syntax.Position) int {
+		if p.Line != cachedLine {
+			cachedLine, cachedText = p.Line, lines.Line(int(p.Line))
+			cachedASCII = !hasNonASCII(cachedText)
+		}
+		line := cachedText
+		if cachedASCII {
+			return min(max(int(p.Col-1), 0), len(line))
+		}
+		offs, ok := runeOffsets[p.Line]
+		if !ok {
+			for i := range string(line) {
+				offs = append(offs, i)
+			}
+			offs = append(offs, len(line))
+			runeOffsets[p.Line] = offs
+		}
+		return offs[min(max(int(p.Col-1), 0), len(offs)-1)]
+	}
 	// add records a token at p (whose column counts runes, as the
 	// parser's do) of n bytes; tokens keep byte columns.
 	add := func(p syntax.Position, n, typ, mods int) {
 		if p.Line < first || p.Line > last || n <= 0 {
 			return
 		}
-		line := lines.Line(int(p.Line))
-		off := 0
-		for c := int32(1); c < p.Col && off < len(line); c++ {
-			_, size := utf8.DecodeRune(line[off:])
-			off += size
-		}
-		out = append(out, semToken{line: p.Line, col: int32(off) + 1, n: n, typ: typ, mods: mods})
+		out = append(out, semToken{line: p.Line, col: int32(byteCol(p)) + 1, n: n, typ: typ, mods: mods})
 	}
 	// addText adds a token over text that starts at p and may span lines.
 	addText := func(p syntax.Position, text string, typ int) {
@@ -138,22 +167,24 @@ func semanticTokens(f *analysis.File, exts []*starlib.Extension, first, last int
 		if from.Line != to.Line || from.Line < 1 {
 			return
 		}
-		line := []rune(string(lines.Line(int(from.Line))))
-		lo, hi := int(from.Col-1), int(to.Col-1)
-		if lo < 0 || hi > len(line) || lo >= hi {
+		line := lines.Line(int(from.Line))
+		lo, hi := byteCol(from), byteCol(to)
+		if lo >= hi {
 			return
 		}
-		if i := strings.Index(string(line[lo:hi]), " "+word+" "); i >= 0 {
-			i = utf8.RuneCountInString(string(line[lo:hi])[:i])
+		if i := bytes.Index(line[lo:hi], []byte(" "+word+" ")); i >= 0 {
+			i = utf8.RuneCount(line[lo : lo+i])
 			add(syntax.MakePosition(nil, from.Line, from.Col+int32(i)+1), len(word), tokKeyword, 0)
 		}
 	}
-	defs := map[*resolve.Binding]bool{}   // bindings of def names
-	params := map[*resolve.Binding]bool{} // bindings of parameters
-	std := map[*syntax.Ident]bool{}       // the local names of @std loads
-	loaded := map[*syntax.Ident]bool{}    // names a load binds without alias
-	kwNames := map[*syntax.Ident]bool{}   // keyword argument names at call sites
-	props := map[*syntax.Ident]bool{}     // attribute names (x.name)
+	// Bindings are told apart by their first identifier: a captured
+	// variable gets a binding of its own in each function using it.
+	defs := map[*syntax.Ident]bool{}    // def names
+	params := map[*syntax.Ident]bool{}  // parameters
+	std := map[*syntax.Ident]bool{}     // the local names of @std loads
+	loaded := map[*syntax.Ident]bool{}  // names a load binds without alias
+	kwNames := map[*syntax.Ident]bool{} // keyword argument names at call sites
+	props := map[*syntax.Ident]bool{}   // attribute names (x.name)
 	var seenComments = map[syntax.Position]bool{}
 	comments := func(n syntax.Node) {
 		c := n.Comments()
@@ -169,9 +200,11 @@ func semanticTokens(f *analysis.File, exts []*starlib.Extension, first, last int
 			}
 		}
 	}
-	bind := func(id *syntax.Ident, m map[*resolve.Binding]bool) {
-		if b, ok := id.Binding.(*resolve.Binding); ok {
-			m[b] = true
+	bind := func(id *syntax.Ident, m map[*syntax.Ident]bool) {
+		if b, ok := id.Binding.(*resolve.Binding); ok && b.First != nil {
+			m[b.First] = true
+		} else {
+			m[id] = true
 		}
 	}
 	paramIdents := func(ps []syntax.Expr) {
@@ -257,9 +290,9 @@ func semanticTokens(f *analysis.File, exts []*starlib.Extension, first, last int
 				add(n.NamePos, len(n.Name), typ, modDefaultLibrary)
 			case std[b.First]:
 				add(n.NamePos, len(n.Name), tokFunction, mods|modDefaultLibrary)
-			case defs[b]:
+			case defs[b.First]:
 				add(n.NamePos, len(n.Name), tokFunction, mods)
-			case params[b]:
+			case params[b.First]:
 				add(n.NamePos, len(n.Name), tokParameter, mods)
 			default:
 				add(n.NamePos, len(n.Name), tokVariable, mods)
@@ -314,9 +347,10 @@ func semanticTokens(f *analysis.File, exts []*starlib.Extension, first, last int
 			case syntax.AND, syntax.OR, syntax.IN:
 				keyword(n.OpPos, n.Op.String())
 			case syntax.NOT_IN:
-				keyword(n.OpPos, "not")
-				start, _ := n.Y.Span()
-				keywordIn(syntax.MakePosition(nil, n.OpPos.Line, n.OpPos.Col+2), start, "in")
+				// The parser places "not in" at its "in".
+				keyword(n.OpPos, "in")
+				_, end := n.X.Span()
+				keywordIn(end, n.OpPos, "not")
 			}
 		case *syntax.UnaryExpr:
 			if n.Op == syntax.NOT {
@@ -361,11 +395,18 @@ func encodeTokens(ts []semToken, f *analysis.File, utf8Units bool) []uint32 {
 	}
 	lines := f.Lines()
 	var prevLine, prevChar uint32
+	// On one line the tokens are in order: the units before a token are
+	// counted from the previous one's start, never from the line start.
+	curLine, curByte, curUnits := int32(0), 0, uint32(0)
 	for _, t := range ts {
 		line := lines.Line(int(t.line))
 		lo := min(int(t.col-1), len(line))
 		hi := min(lo+t.n, len(line))
-		start := units(line[:lo], utf8Units)
+		if t.line != curLine || lo < curByte {
+			curLine, curByte, curUnits = t.line, 0, 0
+		}
+		start := curUnits + units(line[curByte:lo], utf8Units)
+		curByte, curUnits = lo, start
 		length := units(line[lo:hi], utf8Units)
 		if length == 0 {
 			continue
@@ -397,4 +438,14 @@ func units(b []byte, utf8Units bool) uint32 {
 		b = b[size:]
 	}
 	return n
+}
+
+// hasNonASCII reports whether b has a byte outside ASCII.
+func hasNonASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return true
+		}
+	}
+	return false
 }

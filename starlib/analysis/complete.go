@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -177,20 +176,40 @@ func entryKey(entry string) (key string, atValue bool) {
 	return "", false
 }
 
-// dictKeyRE finds the string keys of a dict's text.
-var dictKeyRE = regexp.MustCompile(`["']([^"'\\]*)["']\s*:`)
-
-// dictKeysGiven returns the keys written in the dict opened at open,
-// before and after the cursor (up to its closing brace, or the first
-// one after the cursor).
+// dictKeysGiven returns the string keys written directly in the dict
+// opened at open (not those of dicts nested in it), before and after the
+// cursor up to its closing brace.
 func dictKeysGiven(src []byte, open, cur int) map[string]bool {
-	end := len(src)
-	if i := strings.IndexByte(string(src[cur:]), '}'); i >= 0 {
-		end = cur + i
-	}
 	out := map[string]bool{}
-	for _, m := range dictKeyRE.FindAllSubmatch(src[open:end], -1) {
-		out[string(m[1])] = true
+	depth := 0
+	for i := open + 1; i < len(src); i++ {
+		switch ch := src[i]; ch {
+		case '"', '\'':
+			end := stringEnd(src, i)
+			if depth == 0 && end > i+1 && closedString(src, i, end) {
+				j := end
+				for j < len(src) && (src[j] == ' ' || src[j] == '\t') {
+					j++
+				}
+				if j < len(src) && src[j] == ':' {
+					if k, err := strconv.Unquote(`"` + strings.ReplaceAll(string(src[i+1:end-1]), `"`, `\"`) + `"`); err == nil {
+						out[k] = true
+					}
+				}
+			}
+			i = end - 1
+		case '(', '[', '{':
+			depth++
+		case ')', ']', '}':
+			if depth == 0 {
+				return out
+			}
+			depth--
+		case '#':
+			for i < len(src) && src[i] != '\n' {
+				i++
+			}
+		}
 	}
 	return out
 }
