@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -61,9 +62,7 @@ func Prune(ctx context.Context, cli client.APIClient) (PruneResult, error) {
 	for _, l := range found {
 		switch {
 		case procscope.MarkerGone(l.Owner):
-			err := engineDo(b, ctx, "remove container", func(c context.Context) error {
-				return cli.ContainerRemove(c, l.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-			})
+			err := removeContainer(ctx, b, l.ID)
 			if err != nil && !errdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("removing %s: %w", l.Name, err))
 				continue
@@ -76,6 +75,33 @@ func Prune(ctx context.Context, cli client.APIClient) (PruneResult, error) {
 		}
 	}
 	return res, errors.Join(errs...)
+}
+
+// removeContainer removes a container. One whose removal another
+// client started (a run killed while it released its sandbox, whose
+// request the engine goes on with) is waited for until it is gone,
+// within the engine timeout.
+func removeContainer(ctx context.Context, b *Provider, id string) error {
+	err := engineDo(b, ctx, "remove container", func(c context.Context) error {
+		return b.cli.ContainerRemove(c, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	})
+	if err == nil || !errdefs.IsConflict(err) || !strings.Contains(err.Error(), "already in progress") {
+		return err
+	}
+	return engineDo(b, ctx, "wait for the removal of a container", func(c context.Context) error {
+		for {
+			if _, err := b.cli.ContainerInspect(c, id); errdefs.IsNotFound(err) {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			select {
+			case <-c.Done():
+				return context.Cause(c)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	})
 }
 
 // Leftovers returns the containers of the provider on cli's engine that
