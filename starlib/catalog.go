@@ -103,9 +103,9 @@ type Builtin struct {
 	// for a call that a module's top level always makes.
 	OutsideComponent string
 	// Rules, for a builtin that is not Static, are the checks of its
-	// Impl that need only its arguments: the Impl calls Rules itself
-	// (where its order of checks puts them), and the analysis calls it
-	// on literal arguments (CheckRules).
+	// Impl that need only its arguments, made by the code the Impl calls
+	// for them (where its order of checks puts them); the analysis calls
+	// Rules on literal arguments (CheckRules).
 	Rules func(c *Call) error
 	// raw, when set, replaces catalog unpacking for builtins that take
 	// arbitrary keyword arguments.
