@@ -66,7 +66,7 @@ func codeActions(ctx context.Context, s *server, r *request, params json.RawMess
 		}
 		if sug := diag.Suggestion; sug != "" {
 			switch {
-			case (diag.Code == analysis.CodeBadValue || diag.Code == analysis.CodeLoadSymbol || diag.Code == analysis.CodeInvalidCall) && start < len(d.text) && (d.text[start] == '"' || d.text[start] == '\''):
+			case (diag.Code == analysis.CodeBadValue || diag.Code == analysis.CodeLoadSymbol) && start < len(d.text) && (d.text[start] == '"' || d.text[start] == '\''):
 				q := strconv.Quote(sug)
 				out = append(out, action(fmt.Sprintf("Replace with %s", q), protocol.TextEdit{Range: rng, NewText: q}))
 			case diag.Code == analysis.CodeUndefined || diag.Code == analysis.CodeUnknownKeyword:

@@ -306,7 +306,6 @@ func (a *analyzer) checkCalls(f *syntax.File) {
 				d := Diagnostic{Code: CodeInvalidCall, Message: err.Error(), Pos: call.Lparen}
 				d.Start, _ = call.Fn.Span()
 				_, d.End = call.Span()
-				narrowToSuggestion(&d, call.Args...)
 				a.report(d)
 			}
 		}
@@ -351,11 +350,11 @@ func (a *analyzer) checkCalls(f *syntax.File) {
 // builtin's message: `"wrong" (did you mean "right"?)`.
 var didYouMean = regexp.MustCompile(`("(?:[^"\\]|\\.)*") \(did you mean ("(?:[^"\\]|\\.)*")\?\)`)
 
-// narrowToSuggestion points a finding whose message suggests a
-// replacement for a misspelled string at that string in the call's
-// arguments, and records the suggestion, so that an editor underlines
-// the string and offers the fix.
-func narrowToSuggestion(d *Diagnostic, in ...syntax.Expr) {
+// narrowToSuggestion points a finding about a dict argument whose
+// message suggests a replacement for a misspelled key or value at that
+// string in the dict, and records the suggestion, so that an editor
+// underlines the string and offers the fix.
+func narrowToSuggestion(d *Diagnostic, in syntax.Expr) {
 	m := didYouMean.FindStringSubmatch(d.Message)
 	if m == nil {
 		return
@@ -366,14 +365,12 @@ func narrowToSuggestion(d *Diagnostic, in ...syntax.Expr) {
 		return
 	}
 	var found *syntax.Literal
-	for _, arg := range in {
-		syntax.Walk(arg, func(n syntax.Node) bool {
-			if lit, ok := n.(*syntax.Literal); ok && found == nil && lit.Token == syntax.STRING && lit.Value == wrong {
-				found = lit
-			}
-			return found == nil
-		})
-	}
+	syntax.Walk(in, func(n syntax.Node) bool {
+		if lit, ok := n.(*syntax.Literal); ok && found == nil && lit.Token == syntax.STRING && lit.Value == wrong {
+			found = lit
+		}
+		return found == nil
+	})
 	if found != nil {
 		d.Start, d.End = found.Span()
 		d.Suggestion = right
