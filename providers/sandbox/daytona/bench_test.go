@@ -33,3 +33,11 @@ func BenchmarkExec(b *testing.B) {
 	ps, _ := benchProviders(b)
 	remotetest.BenchExec(b, ps)
 }
+
+// BenchmarkServiceCalls: the Daytona calls of one read-write lease
+// without the provider (remotetest.BenchServiceCalls), the floor under
+// BenchmarkAcquireRelease.
+func BenchmarkServiceCalls(b *testing.B) {
+	dbl := daytonadouble.New(b)
+	remotetest.BenchServiceCalls(b, dbl.Docker(), newService(b, dbl, nil), "workspace")
+}

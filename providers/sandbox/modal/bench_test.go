@@ -33,3 +33,11 @@ func BenchmarkExec(b *testing.B) {
 	ps, _ := benchProviders(b)
 	remotetest.BenchExec(b, ps)
 }
+
+// BenchmarkServiceCalls: the Modal calls of one read-write lease without
+// the provider (remotetest.BenchServiceCalls), the floor under
+// BenchmarkAcquireRelease.
+func BenchmarkServiceCalls(b *testing.B) {
+	d := modaldouble.New(b)
+	remotetest.BenchServiceCalls(b, d.Docker(), newService(b, d, modal.Options{}, nil), "/workspace")
+}

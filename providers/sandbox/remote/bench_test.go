@@ -91,3 +91,11 @@ func TestTransferMemory(t *testing.T) {
 		t.Errorf("the heap grew %d MB during a %d MB transfer: not streamed", above>>20, mb)
 	}
 }
+
+// BenchmarkServiceCalls: the service calls of one read-write lease
+// without the provider (remotetest.BenchServiceCalls), the floor under
+// BenchmarkAcquireRelease.
+func BenchmarkServiceCalls(b *testing.B) {
+	d := remotetest.New(b, "/home/user")
+	remotetest.BenchServiceCalls(b, d, d, "workspace")
+}
