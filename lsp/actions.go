@@ -36,7 +36,7 @@ func codeActions(ctx context.Context, s *server, r *request, params json.RawMess
 	if err != nil {
 		return nil, err
 	}
-	f := analysis.Analyze(d.path, d.text, &analysis.Options{Extensions: s.opts.Extensions, ReadFile: r.snap.readFile})
+	f := analysis.Analyze(d.path, d.text, &analysis.Options{Extensions: s.opts.Extensions, ReadFile: r.snap.readFile, Parsed: r.snap.current(d)})
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

@@ -113,8 +113,7 @@ func (s *server) diagnose(d *document, snap *snapshot) {
 		<-analyses
 		return
 	}
-	d.parsed() // the last good parse, for requests while the text does not parse
-	f := analysis.Analyze(d.path, d.text, &analysis.Options{Extensions: s.opts.Extensions, ReadFile: snap.readFile, NoLint: len(d.text) > lintLimit})
+	f := analysis.Analyze(d.path, d.text, &analysis.Options{Extensions: s.opts.Extensions, ReadFile: snap.readFile, NoLint: len(d.text) > lintLimit, Parsed: snap.current(d)})
 	<-analyses
 	diags := toDiagnostics(d.lines, f.Diagnostics, snap.utf8)
 

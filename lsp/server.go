@@ -45,6 +45,7 @@
 package lsp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -832,6 +833,18 @@ func (sn *snapshot) Loaders(path string) []string {
 // good returns the parse tree of a document's last text that parsed.
 func (sn *snapshot) good(d *document) *analysis.File {
 	g := d.parsed()
+	return sn.trees.get(d.path, g.gen, g.text, sn.exts)
+}
+
+// current returns the parse tree of the document's own text, or nil when
+// that text does not parse (the last good parse is of an older one). It
+// parses the text when nothing has yet, so that the diagnostics and the
+// requests share one tree per text.
+func (sn *snapshot) current(d *document) *analysis.File {
+	g := d.parsed()
+	if !bytes.Equal(g.text, d.text) {
+		return nil
+	}
 	return sn.trees.get(d.path, g.gen, g.text, sn.exts)
 }
 

@@ -33,6 +33,7 @@
 package analysis
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"github.com/bazelbuild/buildtools/warn"
@@ -151,6 +152,11 @@ type Options struct {
 	Entry string
 	// NoLint leaves out the buildtools warnings.
 	NoLint bool
+	// Parsed, when it is ParseFile's result for the same path, source and
+	// extensions, is used instead of parsing and resolving the source
+	// again (the language server keeps one tree per text). Analyze only
+	// reads it, so it may be shared with concurrent readers.
+	Parsed *File
 }
 
 func (o *Options) readFile(path string) ([]byte, error) {
@@ -171,6 +177,8 @@ type File struct {
 
 	linesOnce sync.Once
 	lines     *Lines
+	// resolveErr is what resolving Syntax reported (ParseFile).
+	resolveErr error
 }
 
 // Analyze checks one file whose source is src.
@@ -199,6 +207,10 @@ func (a *analyzer) report(d Diagnostic) {
 }
 
 func (a *analyzer) run(path string, src []byte) {
+	if p := a.opts.Parsed; p != nil && p.Syntax != nil && p.Path == path && bytes.Equal(p.Src, src) {
+		a.check(p.Syntax, p.resolveErr, path, src)
+		return
+	}
 	f, err := Parse(path, src)
 	if err != nil {
 		var se syntax.Error
@@ -210,6 +222,19 @@ func (a *analyzer) run(path string, src []byte) {
 		}
 		return
 	}
+	a.check(f, resolveFile(f, a.opts.Extensions), path, src)
+}
+
+// resolveFile resolves f's names against the predeclared builtins and
+// returns what resolve reported.
+func resolveFile(f *syntax.File, exts []*starlib.Extension) error {
+	pre := predeclaredSet(exts)
+	return resolve.File(f, func(name string) bool { return pre[name] }, starlark.Universe.Has)
+}
+
+// check runs the checks over f, parsed from src and resolved with
+// resolveErr.
+func (a *analyzer) check(f *syntax.File, resolveErr error, path string, src []byte) {
 	a.file.Syntax = f
 	// The buildtools lint parses and walks the text on its own: it runs
 	// beside the checks, and its findings join theirs at the end.
@@ -218,7 +243,7 @@ func (a *analyzer) run(path string, src []byte) {
 		lint = make(chan []*warn.Finding, 1)
 		go func() { lint <- lintFindings(path, src) }()
 	}
-	a.resolve(f)
+	a.resolve(f, resolveErr)
 	a.checkCalls(f)
 	a.checkLoads(f, path)
 	a.checkConfigure(f)
@@ -241,12 +266,7 @@ func Parse(path string, src []byte) (*syntax.File, error) {
 }
 
 // resolve reports undefined names, with the runtime's "did you mean".
-func (a *analyzer) resolve(f *syntax.File) {
-	pre := map[string]bool{}
-	for _, n := range starlib.Predeclared(a.opts.Extensions...) {
-		pre[n] = true
-	}
-	err := resolve.File(f, func(name string) bool { return pre[name] }, func(name string) bool { return starlark.Universe.Has(name) })
+func (a *analyzer) resolve(f *syntax.File, err error) {
 	var list resolve.ErrorList
 	if !errors.As(err, &list) {
 		return

@@ -417,3 +417,39 @@ func TestCompleteDictKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestParsedTreeReused: Analyze over a tree ParseFile made (as the
+// language server passes it) reports what it reports parsing the source
+// itself, for every golden workflow; a tree of another source is not
+// used.
+func TestParsedTreeReused(t *testing.T) {
+	t.Chdir("../../testdata/eval")
+	stars, _ := filepath.Glob("*.star")
+	if len(stars) < 100 {
+		t.Fatalf("%d golden workflows found", len(stars))
+	}
+	withTree := func(p *analysis.File) *analysis.Options {
+		o := *opts
+		o.Parsed = p
+		return &o
+	}
+	for _, star := range stars {
+		src, _ := os.ReadFile(star)
+		want := fmt.Sprint(analysis.Analyze(star, src, opts).Diagnostics)
+		parsed := analysis.ParseFile(star, src, opts.Extensions...)
+		if got := fmt.Sprint(analysis.Analyze(star, src, withTree(parsed)).Diagnostics); got != want {
+			t.Errorf("%s over its parsed tree:\n  %s\nparsing it:\n  %s", star, got, want)
+		}
+		// The tree is only read: a second analysis over it agrees too.
+		if got := fmt.Sprint(analysis.Analyze(star, src, withTree(parsed)).Diagnostics); got != want {
+			t.Errorf("%s over its tree a second time:\n  %s\nparsing it:\n  %s", star, got, want)
+		}
+	}
+	// A tree of another text (an older version of the document) is left
+	// alone: the undefined name is found in the new text.
+	old := analysis.ParseFile("a.star", []byte("x = 1\n"), opts.Extensions...)
+	f := analysis.Analyze("a.star", []byte("x = y\n"), withTree(old))
+	if len(f.Diagnostics) == 0 || f.Diagnostics[0].Code != analysis.CodeUndefined {
+		t.Errorf("a tree of another text was used: %v", f.Diagnostics)
+	}
+}

@@ -49,8 +49,7 @@ func ParseFile(path string, src []byte, exts ...*starlib.Extension) *File {
 		return file
 	}
 	file.Syntax = f
-	pre := predeclaredSet(exts)
-	_ = resolve.File(f, func(name string) bool { return pre[name] }, starlark.Universe.Has)
+	file.resolveErr = resolveFile(f, exts)
 	return file
 }
 
