@@ -50,6 +50,7 @@ func writeTree(w io.Writer, dir string) error {
 	}
 	defer root.Close()
 	tw := tar.NewWriter(w)
+	buf := make([]byte, 64<<10)
 	err = fs.WalkDir(root.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -91,7 +92,7 @@ func writeTree(w io.Writer, dir string) error {
 			return err
 		}
 		defer f.Close()
-		n, err := io.Copy(tw, io.LimitReader(f, h.Size))
+		n, err := io.CopyBuffer(tw, io.LimitReader(f, h.Size), buf)
 		if err == nil && n != h.Size {
 			err = fmt.Errorf("%s changed while it was archived", rel)
 		}
@@ -148,6 +149,24 @@ func extract(r io.Reader, dir, same string) (map[string]fs.FileMode, error) {
 	}
 	defer have.Close()
 	got := map[string]fs.FileMode{}
+	// made are the directories known to exist below dir: with got, all
+	// that exists there (dir starts empty), so that no entry costs a
+	// lookup or a walk of its parents.
+	made := map[string]bool{}
+	ensureDir := func(d string) error {
+		if d == "." || made[d] {
+			return nil
+		}
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+		for ; d != "." && !made[d]; d = path.Dir(d) {
+			made[d] = true
+		}
+		return nil
+	}
+	var bufs [2][]byte // extractFile's, shared by all entries
+	bufs[0], bufs[1] = make([]byte, 64<<10), make([]byte, 64<<10)
 	tr := tar.NewReader(r)
 	type dirTime struct {
 		name string
@@ -169,20 +188,19 @@ func extract(r io.Reader, dir, same string) (map[string]fs.FileMode, error) {
 		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") || strings.ContainsRune(name, 0) {
 			return nil, fmt.Errorf("archive entry %q leaves the tree", h.Name)
 		}
-		if d := path.Dir(name); d != "." {
-			if err := root.MkdirAll(d, 0o755); err != nil {
-				return nil, err
-			}
+		if err := ensureDir(path.Dir(name)); err != nil {
+			return nil, err
 		}
-		if _, err := root.Lstat(name); err == nil && h.Typeflag != tar.TypeDir {
+		if _, seen := got[name]; (seen || made[name]) && h.Typeflag != tar.TypeDir {
 			if err := root.RemoveAll(name); err != nil {
 				return nil, err
 			}
+			clear(made) // what was below name is gone too
 		}
 		mode := fs.FileMode(h.Mode) & fs.ModePerm
 		switch h.Typeflag {
 		case tar.TypeDir:
-			if err := root.MkdirAll(name, 0o755); err != nil {
+			if err := ensureDir(name); err != nil {
 				return nil, err
 			}
 			if err := root.Chmod(name, mode|0o700); err != nil {
@@ -191,7 +209,7 @@ func extract(r io.Reader, dir, same string) (map[string]fs.FileMode, error) {
 			got[name] = fs.ModeDir
 			dirs = append(dirs, dirTime{name, h.ModTime})
 		case tar.TypeReg:
-			if err := extractFile(root, have, name, h, tr); err != nil {
+			if err := extractFile(root, have, name, h, tr, bufs); err != nil {
 				return nil, err
 			}
 			got[name] = 0
@@ -233,7 +251,7 @@ func extract(r io.Reader, dir, same string) (map[string]fs.FileMode, error) {
 // sandbox rewrote in the second it was hydrated, with as many bytes,
 // differs. What was compared equal before a difference is copied from
 // have's file.
-func extractFile(root, have *os.Root, name string, h *tar.Header, tr io.Reader) error {
+func extractFile(root, have *os.Root, name string, h *tar.Header, tr io.Reader, bufs [2][]byte) error {
 	mode := fs.FileMode(h.Mode) & fs.ModePerm
 	var src *os.File
 	if info, err := have.Lstat(name); err == nil && info.Mode().IsRegular() && info.Size() == h.Size && info.Mode().Perm() == mode {
@@ -245,7 +263,7 @@ func extractFile(root, have *os.Root, name string, h *tar.Header, tr io.Reader) 
 	var equal int64    // bytes of the entry equal to src's first ones
 	var pending []byte // bytes read from tr after them, not yet written
 	if src != nil {
-		a, b := make([]byte, 64<<10), make([]byte, 64<<10)
+		a, b := bufs[0], bufs[1]
 		for {
 			n, err := tr.Read(a)
 			if n > 0 {

@@ -1,0 +1,143 @@
+package remote
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// tree makes n files of size random bytes in ten directories below a
+// new temporary directory.
+func tree(tb testing.TB, n, size int) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	buf := make([]byte, size)
+	for i := range n {
+		_, _ = rand.Read(buf)
+		p := filepath.Join(dir, fmt.Sprintf("d%d", i%10), fmt.Sprintf("f%d.bin", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(p, buf, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// BenchmarkArchive: the host's share of hydration, the tar stream of a
+// 1,000-file, 20 MB tree.
+func BenchmarkArchive(b *testing.B) {
+	dir := tree(b, 1000, 20<<10)
+	for b.Loop() {
+		if err := writeTree(io.Discard, dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReconcileUnchanged: the host's share of a release, the
+// remote tree's archive (1,000 files, 20 MB, nothing changed) extracted
+// against the source and mirrored into it.
+func BenchmarkReconcileUnchanged(b *testing.B) {
+	dir := tree(b, 1000, 20<<10)
+	var archive bytes.Buffer
+	if err := writeTree(&archive, dir); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		tmp := b.TempDir()
+		got, err := extract(bytes.NewReader(archive.Bytes()), tmp, dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := mirror(tmp, dir, got); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// entry is one member of a crafted archive.
+type entry struct {
+	name, link string
+	kind       byte
+	body       string
+}
+
+func craft(t *testing.T, entries ...entry) *bytes.Reader {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Linkname: e.link, Typeflag: e.kind, Mode: 0o644, Size: int64(len(e.body))}
+		if e.kind == tar.TypeDir {
+			h.Mode = 0o755
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(e.body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.NewReader(b.Bytes())
+}
+
+// TestHostileArchive: the release's archive comes from the sandbox,
+// which may craft it. No entry writes outside the private extraction
+// directory, whether it names a path outside, or goes through a link the
+// archive made (also one that replaced a directory made before it), or
+// hard-links a host file; a member given twice keeps its last content.
+func TestHostileArchive(t *testing.T) {
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret")
+	if err := os.WriteFile(secret, []byte("host"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir() // the source the mirror compares against
+	for name, c := range map[string]struct {
+		entries []entry
+		want    string // in the error; "" when the archive is accepted
+	}{
+		"parent":              {[]entry{{name: "../escape", kind: tar.TypeReg, body: "x"}}, "leaves the tree"},
+		"absolute":            {[]entry{{name: outside + "/escape", kind: tar.TypeReg, body: "x"}}, "leaves the tree"},
+		"through a link":      {[]entry{{name: "a", link: outside, kind: tar.TypeSymlink}, {name: "a/escape", kind: tar.TypeReg, body: "x"}}, "escapes"},
+		"link over a dir":     {[]entry{{name: "a/", kind: tar.TypeDir}, {name: "a/b", kind: tar.TypeReg, body: "1"}, {name: "a", link: outside, kind: tar.TypeSymlink}, {name: "a/escape", kind: tar.TypeReg, body: "x"}}, "escapes"},
+		"relative link":       {[]entry{{name: "d/", kind: tar.TypeDir}, {name: "d/up", link: "../../../../../../../../" + outside, kind: tar.TypeSymlink}, {name: "d/up/escape", kind: tar.TypeReg, body: "x"}}, "escapes"},
+		"hard link out":       {[]entry{{name: "h", link: secret, kind: tar.TypeLink}}, "not a file of the archive"},
+		"hard link up":        {[]entry{{name: "h", link: "../secret", kind: tar.TypeLink}}, "not a file of the archive"},
+		"hard link to a link": {[]entry{{name: "s", link: secret, kind: tar.TypeSymlink}, {name: "h", link: "s", kind: tar.TypeLink}}, "not a file of the archive"},
+		"twice":               {[]entry{{name: "f", kind: tar.TypeReg, body: "first"}, {name: "f", kind: tar.TypeReg, body: "second"}}, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tmp := t.TempDir()
+			got, err := extract(craft(t, c.entries...), tmp, dir)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("got %v, want an error with %q", err, c.want)
+			}
+			if left, _ := os.ReadDir(outside); len(left) != 1 {
+				t.Fatalf("written outside: %v", left)
+			}
+			if b, _ := os.ReadFile(secret); string(b) != "host" {
+				t.Fatalf("the host file holds %q", b)
+			}
+			if name == "twice" {
+				if b, _ := os.ReadFile(filepath.Join(tmp, "f")); string(b) != "second" || got["f"] != 0 {
+					t.Fatalf("f holds %q", b)
+				}
+			}
+		})
+	}
+}
