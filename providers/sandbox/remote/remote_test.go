@@ -99,16 +99,24 @@ func TestConformance(t *testing.T) {
 // TestMirror: a read-write lease is hydrated with the root subtree, a
 // script adds, changes and deletes files, directories and links, and the
 // release mirrors exactly that into the source; what the transfer never
-// carries (a FIFO) stays.
+// carries (a FIFO, also one in a deleted directory) stays. A link the
+// sandbox replaced with a directory holding copies of what the link led
+// to gets those copies.
 func TestMirror(t *testing.T) {
 	p, _ := newProvider(t, remote.Options{})
 	dir := t.TempDir()
-	write(t, dir, map[string]string{"keep.txt": "same", "change.txt": "old", "gone/inner.txt": "x", "sub/deep/file.txt": "deep"})
+	write(t, dir, map[string]string{"keep.txt": "same", "change.txt": "old", "gone/inner.txt": "x", "gone2/inner.txt": "y", "sub/deep/file.txt": "deep"})
 	if err := os.Symlink("keep.txt", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("sub", filepath.Join(dir, "ldir")); err != nil {
 		t.Fatal(err)
 	}
 	if err := mkfifo(filepath.Join(dir, "fifo")); err != nil {
 		t.Skipf("no FIFO here: %v", err)
+	}
+	if err := mkfifo(filepath.Join(dir, "gone2", "fifo")); err != nil {
+		t.Fatal(err)
 	}
 	ctx := context.Background()
 	lease, err := p.Acquire(ctx, request(dir, eval.ReadWrite))
@@ -123,6 +131,8 @@ rm -r gone
 mkdir -p added/dir && printf a > added/dir/a.txt
 ln -s added/dir/a.txt newlink
 rm link && ln -s change.txt link
+rm ldir && mkdir -p ldir/deep && cp sub/deep/file.txt ldir/deep/file.txt
+rm -r gone2
 chmod +x keep.txt
 pwd`}, eval.ExecOptions{})
 	if err != nil || res.ExitCode != 0 {
@@ -134,13 +144,13 @@ pwd`}, eval.ExecOptions{})
 	if err := lease.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"added/", "added/dir/", "added/dir/a.txt=a", "change.txt=new", "keep.txt=same", "link->change.txt", "newlink->added/dir/a.txt", "sub/", "sub/deep/", "sub/deep/file.txt=deep"}
+	want := []string{"added/", "added/dir/", "added/dir/a.txt=a", "change.txt=new", "gone2/", "keep.txt=same", "ldir/", "ldir/deep/", "ldir/deep/file.txt=deep", "link->change.txt", "newlink->added/dir/a.txt", "sub/", "sub/deep/", "sub/deep/file.txt=deep"}
 	got := tree(t, dir)
 	var gotNoFifo []string
 	fifo := false
 	for _, e := range got {
-		if strings.HasPrefix(e, "fifo|") {
-			fifo = true
+		if strings.HasPrefix(e, "fifo|") || strings.HasPrefix(e, "gone2/fifo|") {
+			fifo = fifo || strings.HasPrefix(e, "fifo|")
 			continue
 		}
 		gotNoFifo = append(gotNoFifo, e)
@@ -148,8 +158,10 @@ pwd`}, eval.ExecOptions{})
 	if strings.Join(gotNoFifo, "\n") != strings.Join(want, "\n") {
 		t.Errorf("mirrored tree:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if info, err := os.Stat(filepath.Join(dir, "fifo")); err != nil || info.Mode()&os.ModeNamedPipe == 0 || !fifo {
-		t.Errorf("the FIFO, which no transfer carries, was not left alone: %v", err)
+	for _, f := range []string{"fifo", "gone2/fifo"} {
+		if info, err := os.Lstat(filepath.Join(dir, f)); err != nil || info.Mode()&os.ModeNamedPipe == 0 || !fifo {
+			t.Errorf("the FIFO %s, which no transfer carries, was not left alone: %v", f, err)
+		}
 	}
 	if info, _ := os.Stat(filepath.Join(dir, "keep.txt")); info.Mode().Perm()&0o100 == 0 {
 		t.Errorf("the mode change was not mirrored: %v", info.Mode())

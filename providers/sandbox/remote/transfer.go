@@ -165,6 +165,20 @@ func extract(r io.Reader, dir, same string) (map[string]fs.FileMode, error) {
 		}
 		return nil
 	}
+	// realDir tells whether a directory of the source is one, and so are
+	// its parents: a file of the source reached through a link is not the
+	// one at the same path once the mirror replaced the link.
+	realDirs := map[string]bool{".": true}
+	var realDir func(d string) bool
+	realDir = func(d string) bool {
+		ok, known := realDirs[d]
+		if !known {
+			info, err := have.Lstat(d)
+			ok = err == nil && info.IsDir() && realDir(path.Dir(d))
+			realDirs[d] = ok
+		}
+		return ok
+	}
 	var bufs [2][]byte // extractFile's, shared by all entries
 	bufs[0], bufs[1] = make([]byte, 64<<10), make([]byte, 64<<10)
 	tr := tar.NewReader(r)
@@ -209,7 +223,11 @@ func extract(r io.Reader, dir, same string) (map[string]fs.FileMode, error) {
 			got[name] = fs.ModeDir
 			dirs = append(dirs, dirTime{name, h.ModTime})
 		case tar.TypeReg:
-			if err := extractFile(root, have, name, h, tr, bufs); err != nil {
+			same := have
+			if !realDir(path.Dir(name)) {
+				same = nil // nothing to compare with
+			}
+			if err := extractFile(root, same, name, h, tr, bufs); err != nil {
 				return nil, err
 			}
 			got[name] = 0
@@ -254,10 +272,12 @@ func extract(r io.Reader, dir, same string) (map[string]fs.FileMode, error) {
 func extractFile(root, have *os.Root, name string, h *tar.Header, tr io.Reader, bufs [2][]byte) error {
 	mode := fs.FileMode(h.Mode) & fs.ModePerm
 	var src *os.File
-	if info, err := have.Lstat(name); err == nil && info.Mode().IsRegular() && info.Size() == h.Size && info.Mode().Perm() == mode {
-		if f, err := have.OpenFile(name, os.O_RDONLY|noFollow, 0); err == nil {
-			src = f
-			defer src.Close()
+	if have != nil {
+		if info, err := have.Lstat(name); err == nil && info.Mode().IsRegular() && info.Size() == h.Size && info.Mode().Perm() == mode {
+			if f, err := have.OpenFile(name, os.O_RDONLY|noFollow, 0); err == nil {
+				src = f
+				defer src.Close()
+			}
 		}
 	}
 	var equal int64    // bytes of the entry equal to src's first ones
@@ -343,7 +363,8 @@ func copyFile(src, dst *os.Root, from, to string) error {
 // mirror makes dst hold what src holds: additions and changes are
 // written (each file replaced by a rename, never through a link), and
 // what dst holds of the kinds a transfer carries (directories, regular
-// files, links) but src does not is deleted. Every regular file of src
+// files, links) but src does not is deleted (a directory that holds
+// what no transfer carries stays, with it). Every regular file of src
 // replaces its copy (extract left out those dst holds as they are). kinds
 // is what extract returned for src.
 func mirror(src, dst string, kinds map[string]fs.FileMode) error {
@@ -437,11 +458,50 @@ func mirror(src, dst string, kinds map[string]fs.FileMode) error {
 		return err
 	}
 	for _, rel := range gone {
-		if err := to.RemoveAll(rel); err != nil {
+		if err := removeCarried(to, rel); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// removeCarried removes rel below to and, when it is a directory, what a
+// transfer carries below it (directories, regular files, links): a FIFO,
+// a socket or a device stays, and so do the directories holding one.
+func removeCarried(to *os.Root, rel string) error {
+	info, err := to.Lstat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case !info.IsDir():
+		return to.Remove(rel)
+	}
+	entries, err := fs.ReadDir(to.FS(), rel)
+	if err != nil {
+		return err
+	}
+	kept := false
+	for _, e := range entries {
+		child := path.Join(rel, e.Name())
+		if t := e.Type(); t != 0 && t != fs.ModeDir && t != fs.ModeSymlink {
+			kept = true
+			continue
+		}
+		if err := removeCarried(to, child); err != nil {
+			return err
+		}
+		if e.IsDir() {
+			if _, err := to.Lstat(child); err == nil {
+				kept = true
+			}
+		}
+	}
+	if kept {
+		return nil
+	}
+	return to.Remove(rel)
 }
 
 // replaceFile copies rel from src to dst through a temporary file in the

@@ -6,9 +6,12 @@ import (
 	"crypto/rand"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -139,5 +142,96 @@ func TestHostileArchive(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// reconcileFrom mirrors the tree remote (archived by the host's tar, as
+// the sandbox's would) into src, as a release does.
+func reconcileFrom(t *testing.T, remote, src string) {
+	t.Helper()
+	out, err := exec.Command("tar", "-cf", "-", "-C", remote, ".").Output()
+	if err != nil {
+		t.Fatalf("tar: %v", err)
+	}
+	tmp := t.TempDir()
+	got, err := extract(bytes.NewReader(out), tmp, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mirror(tmp, src, got); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMirrorLinkBecomesDirectory: the source has a link a -> b; the
+// sandbox replaced it with a directory holding a copy of b/f. The copy is
+// not taken for the source's b/f, seen through the link that the mirror
+// is about to replace: a/f arrives.
+func TestMirrorLinkBecomesDirectory(t *testing.T) {
+	src, remote := t.TempDir(), t.TempDir()
+	for _, d := range []string{src, remote} {
+		if err := os.MkdirAll(filepath.Join(d, "b"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "b", "f"), []byte("payload"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("b", filepath.Join(src, "a")); err != nil {
+		t.Fatal(err)
+	}
+	// In the sandbox, a is a directory (a nested one too).
+	if err := os.MkdirAll(filepath.Join(remote, "a", "c"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"a/f", "a/c/f"} {
+		if err := os.WriteFile(filepath.Join(remote, f), []byte("payload"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcileFrom(t, remote, src)
+	if info, err := os.Lstat(filepath.Join(src, "a")); err != nil || !info.IsDir() {
+		t.Fatalf("a is %v, %v; want a directory", info, err)
+	}
+	for _, f := range []string{"a/f", "a/c/f", "b/f"} {
+		if b, err := os.ReadFile(filepath.Join(src, f)); err != nil || string(b) != "payload" {
+			t.Errorf("%s: %q, %v", f, b, err)
+		}
+	}
+}
+
+// TestMirrorKeepsWhatNoTransferCarries: the sandbox deleted a directory
+// of the source that holds a FIFO; the files around it go, the FIFO (and
+// so its directory) stays.
+func TestMirrorKeepsWhatNoTransferCarries(t *testing.T) {
+	src, remote := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(src, "d", "e"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"d/x", "d/e/y", "keep"} {
+		if err := os.WriteFile(filepath.Join(src, f), []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(src, "d", "e", "fifo"), 0o644); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	if err := os.MkdirAll(filepath.Join(src, "gone", "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(remote, "keep"), []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reconcileFrom(t, remote, src)
+	var left []string
+	_ = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if p != src {
+			rel, _ := filepath.Rel(src, p)
+			left = append(left, rel)
+		}
+		return err
+	})
+	if want := "d d/e d/e/fifo keep"; strings.Join(left, " ") != want {
+		t.Errorf("left %q, want %q", strings.Join(left, " "), want)
 	}
 }
