@@ -430,24 +430,28 @@ func (l *lease) Save(ctx context.Context, req eval.WorkspaceSaveRequest) error {
 	}
 	version, err := l.sl.Write(ctx, IndexPath, bytes.NewReader(data), WriteOptions{Condition: cond, ContentLength: int64(len(data)), ContentType: "application/json"})
 	if err != nil {
-		if !errors.Is(err, ErrPreconditionFailed) {
-			// The outcome may be unknown (a lost reply): look before
-			// deleting what may have become current.
-			cctx, cancel := cleanupContext(ctx)
-			idx, v, rerr := readIndex(cctx, l.sl, l.workspaceID)
-			cancel()
-			if rerr == nil && idx != nil && idx.Current == rev.ID {
-				version, err = v, nil
-				next = idx
-			}
-		}
-		if err != nil {
-			if errors.Is(err, ErrPreconditionFailed) {
-				err = fmt.Errorf("workspace %q: stale publication: %s changed since this lease observed it (another writer published); reload the current revision, reconcile and save again: %w", l.workspaceID, IndexPath, err)
-			} else {
-				err = fmt.Errorf("workspace %q: publish %s: %w", l.workspaceID, IndexPath, err)
-			}
-			return fail(err)
+		// A failed write may still have been applied: a reply lost to a
+		// timeout or a cut connection, whose retry then meets a
+		// precondition failure against the index this very write put
+		// there. Look before deleting what may have become current.
+		cctx, cancel := cleanupContext(ctx)
+		idx, v, rerr := readIndex(cctx, l.sl, l.workspaceID)
+		cancel()
+		switch {
+		case rerr != nil:
+			return fmt.Errorf("workspace %q: publish %s: the outcome is unknown (the publication may have been applied, and reading %s back failed); revision %s was not removed, reload the current revision before saving again: %w", l.workspaceID, IndexPath, IndexPath, rev.ID, errors.Join(err, rerr))
+		case idx != nil && idx.Current == rev.ID:
+			// The revision ID is fresh: only this write names it current.
+			version, err = v, nil
+			next = idx
+		case idx != nil && idx.Find(rev.ID) != nil:
+			// Published, and since replaced by another writer whose index
+			// keeps this revision: it is no longer this save's to remove.
+			return fmt.Errorf("workspace %q: stale publication: revision %s was published, then %s changed again (another writer published); reload the current revision, reconcile and save again: %w", l.workspaceID, rev.ID, IndexPath, err)
+		case errors.Is(err, ErrPreconditionFailed):
+			return fail(fmt.Errorf("workspace %q: stale publication: %s changed since this lease observed it (another writer published); reload the current revision, reconcile and save again: %w", l.workspaceID, IndexPath, err))
+		default:
+			return fail(fmt.Errorf("workspace %q: publish %s: %w", l.workspaceID, IndexPath, err))
 		}
 	}
 

@@ -291,4 +291,66 @@ func TestFaults(t *testing.T) {
 		// revision was removed, and the lock was released.
 		assertSound(t, f, "w", first)
 	})
+
+	// The publication is applied by the service but its answer never
+	// arrives: the retry meets 412, because the index already is the one
+	// this save published. The save succeeded and its revision is current.
+	t.Run("applied-unanswered", func(t *testing.T) {
+		f := newFaultProxy(t)
+		if _, err := saveBlob(t, f.provider(t, 5*time.Second), "w", 1000); err != nil {
+			t.Fatal(err)
+		}
+		var applied atomic.Int64
+		f.set(appliedUnanswered(f, &applied))
+		data, err := saveBlob(t, f.provider(t, 300*time.Millisecond), "w", 1000)
+		if applied.Load() != 1 {
+			t.Fatalf("%d publications applied but unanswered, want 1: the test tested nothing", applied.Load())
+		}
+		if err != nil {
+			t.Fatalf("a save whose publication was applied but unanswered: %v", err)
+		}
+		assertSound(t, f, "w", data)
+	})
+
+	// As above, and the index cannot be read back either: the outcome is
+	// unknown, so the save fails and removes nothing; the revision it
+	// published stays whole.
+	t.Run("applied-unanswered-unreadable", func(t *testing.T) {
+		f := newFaultProxy(t)
+		if _, err := saveBlob(t, f.provider(t, 5*time.Second), "w", 1000); err != nil {
+			t.Fatal(err)
+		}
+		var applied atomic.Int64
+		unanswered := appliedUnanswered(f, &applied)
+		f.set(func(w http.ResponseWriter, r *http.Request) bool {
+			if applied.Load() > 0 && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/workspace.json") {
+				s3Error(w, http.StatusServiceUnavailable, "SlowDown")
+				return true
+			}
+			return unanswered(w, r)
+		})
+		data, err := saveBlob(t, f.provider(t, 300*time.Millisecond), "w", 1000)
+		if applied.Load() != 1 {
+			t.Fatalf("%d publications applied but unanswered, want 1: the test tested nothing", applied.Load())
+		}
+		if err == nil || !strings.Contains(err.Error(), "unknown") {
+			t.Fatalf("a save whose publication outcome cannot be learned: %v, want an error that says the outcome is unknown", err)
+		}
+		assertSound(t, f, "w", data)
+	})
+}
+
+// appliedUnanswered is a fault that forwards the first conditional
+// publication of workspace.json to the service, then holds the client's
+// request unanswered until the client gives up; applied counts them.
+func appliedUnanswered(f *faultProxy, applied *atomic.Int64) func(w http.ResponseWriter, r *http.Request) bool {
+	return func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodPut || !strings.HasSuffix(r.URL.Path, "/workspace.json") || r.Header.Get("If-Match") == "" || applied.Load() > 0 {
+			return false
+		}
+		f.backend.ServeHTTP(httptest.NewRecorder(), r)
+		applied.Add(1)
+		<-r.Context().Done()
+		return true
+	}
 }
