@@ -486,3 +486,25 @@ func FuzzStructure(f *testing.F) {
 		foldingRanges(file, true, false)
 	})
 }
+
+// TestDocumentSymbolsLoadedComponents: a component a load() takes from
+// another file (under its own name or another) is shown in the outline
+// as the file's own components are; a loaded name that is not a
+// component is not.
+func TestDocumentSymbolsLoadedComponents(t *testing.T) {
+	dir := writeFiles(t, map[string]string{"lib.star": "def _review(x):\n    return agent(x)\n\nReviewer = component(_review)\n\ndef helper(x):\n    return x\n"})
+	c := startClient(t, Options{})
+	c.initialize(dir, false)
+	u := c.open(filepath.Join(dir, "main.star"), "load(\"lib.star\", \"Reviewer\", R = \"Reviewer\", \"helper\")\n\n"+
+		"def main():\n    return sandbox(Reviewer(\"a\"), R(\"b\"), helper(1))\n")
+	var b strings.Builder
+	symbolTree(&b, documentSymbolsOf(t, c, u), 0)
+	want := "main [Function] 3:1-4:53 sel 3:5-3:9 — main()\n" +
+		"  sandbox [Namespace] 4:12-4:53 sel 4:12-4:19\n" +
+		"    Reviewer [Object] 4:20-4:33 sel 4:20-4:28 — component\n" +
+		"    R [Object] 4:35-4:41 sel 4:35-4:36 — component\n"
+	if b.String() != want {
+		t.Errorf("symbols:\n%swant\n%s", b.String(), want)
+	}
+	c.shutdown()
+}

@@ -3,6 +3,7 @@ package lsp
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -31,7 +32,7 @@ func symbolKind(s analysis.Symbol) protocol.SymbolKind {
 // top-level assignments, as a tree. A function (and a top-level
 // assignment of one name) contains the nodes it builds: the calls of the
 // node and resource builtins (agent(), sandbox(), ...), of component()
-// and of the components the file makes with it, nested as they are
+// and of the components the file makes with it or loads, nested as they are
 // written, and the functions defined in it.
 func documentSymbols(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
 	var p protocol.DocumentSymbolParams
@@ -48,6 +49,7 @@ func documentSymbols(_ context.Context, s *server, r *request, params json.RawMe
 	b := &outline{lines: lines, utf8: r.snap.utf8, exts: s.opts.Extensions}
 	if good.Syntax != nil {
 		b.components = components(good.Syntax)
+		b.loaded = loadedComponents(r.snap, good)
 	}
 	stmts := topStmts(good.Syntax)
 	for _, sym := range analysis.Symbols(good) {
@@ -102,6 +104,10 @@ type outline struct {
 	utf8       bool
 	exts       []*starlib.Extension
 	components map[string]bool
+	// loaded are the names a load() binds to a component() of the file it
+	// loads (the idents that bind them, which every use's binding names
+	// as its first).
+	loaded map[*syntax.Ident]bool
 }
 
 // within returns the symbols of the nodes built and functions defined in
@@ -167,7 +173,7 @@ func (o *outline) nodeCall(call *syntax.CallExpr) (protocol.SymbolKind, string, 
 	if b == nil {
 		return 0, "", false
 	}
-	if b.Scope == resolve.Global && o.components[id.Name] {
+	if b.Scope == resolve.Global && o.components[id.Name] || b.First != nil && o.loaded[b.First] {
 		return protocol.SymbolKindObject, "component", true
 	}
 	if b.Scope != resolve.Predeclared {
@@ -241,6 +247,30 @@ func components(f *syntax.File) map[string]bool {
 		if fn, ok := call.Fn.(*syntax.Ident); ok && fn.Name == "component" {
 			if b := bindingOf(fn); b != nil && b.Scope == resolve.Predeclared {
 				out[id.Name] = true
+			}
+		}
+	}
+	return out
+}
+
+// loadedComponents returns the names f's loads bind to a component the
+// loaded file makes (as components() finds them); files that cannot be
+// read or parsed contribute none.
+func loadedComponents(sn *snapshot, f *analysis.File) map[*syntax.Ident]bool {
+	out := map[*syntax.Ident]bool{}
+	for _, st := range f.Syntax.Stmts {
+		ld, ok := st.(*syntax.LoadStmt)
+		if !ok || strings.HasPrefix(ld.ModuleName(), "@") {
+			continue
+		}
+		lf := sn.File(filepath.Clean(starlib.ModuleFile(f.Path, ld.ModuleName())))
+		if lf == nil || lf.Syntax == nil {
+			continue
+		}
+		comps := components(lf.Syntax)
+		for i, to := range ld.To {
+			if comps[ld.From[i].Name] {
+				out[to] = true
 			}
 		}
 	}
