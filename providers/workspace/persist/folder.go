@@ -281,12 +281,21 @@ func downloadFile(ctx context.Context, sl StorageLease, rev *Revision, e entry, 
 // file object (copied from reuse, a map from sha256 to an existing object
 // path, when the lease is a Copier), then the manifest last. Each written
 // path is recorded in up.
+//
+// A copy is trusted only once read back: reuse names objects by the hash
+// their manifest pins, and an object swapped or truncated since (behind
+// aml's back, while a run held the lease) must not pass its damage on to
+// the new revision. Each copy is streamed through SHA-256 (one read of
+// each reused file, in place of the upload it saves; a local read of a
+// hard link on a filesystem store) and, when it does not match, deleted
+// and replaced by the snapshot's file, and its source is not copied again.
 func uploadFolder(ctx context.Context, sl StorageLease, rev *Revision, dir string, es []entry, reuse map[string]string, up *uploaded, hook func(Step) error) (err error) {
 	data, err := encodeManifest(es)
 	if err != nil {
 		return err
 	}
 	copier, _ := sl.(Copier)
+	var damaged sync.Map // sources whose copy did not match
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(folderParallelism)
 	for _, e := range es {
@@ -296,16 +305,30 @@ func uploadFolder(ctx context.Context, sl StorageLease, rev *Revision, dir strin
 		g.Go(func() error {
 			dst := objectPath(rev, e.Path)
 			if src, ok := reuse[e.SHA256]; ok && copier != nil && e.SHA256 != "" {
-				err := copier.Copy(gctx, src, dst)
-				if err == nil {
-					up.add(dst)
-					return hook(StepArtifactObject)
+				if _, bad := damaged.Load(src); !bad {
+					err := copier.Copy(gctx, src, dst)
+					if errors.Is(err, ErrPreconditionFailed) {
+						return fmt.Errorf("copy %s: %w", dst, err)
+					}
+					if err == nil {
+						up.add(dst)
+						match, err := holds(gctx, sl, dst, e)
+						if err != nil {
+							return fmt.Errorf("verify the copy %s: %w", dst, err)
+						}
+						if match {
+							return hook(StepArtifactObject)
+						}
+						// The source no longer holds what its manifest
+						// pins: upload the content in place of the copy.
+						damaged.Store(src, true)
+						if err := sl.Delete(gctx, []string{dst}); err != nil {
+							return fmt.Errorf("replace %s, a copy of the damaged %s: %w", dst, src, err)
+						}
+					}
+					// Otherwise (the source was pruned meanwhile, copying
+					// is unsupported): upload the content.
 				}
-				if errors.Is(err, ErrPreconditionFailed) {
-					return fmt.Errorf("copy %s: %w", dst, err)
-				}
-				// Otherwise (the source was pruned meanwhile, copying is
-				// unsupported): upload the content.
 			}
 			f, err := os.Open(filepath.Join(dir, filepath.FromSlash(e.Path)))
 			if err != nil {
@@ -343,6 +366,28 @@ func uploadFolder(ctx context.Context, sl StorageLease, rev *Revision, dir strin
 	rev.SHA256, rev.Size = hex.EncodeToString(sum[:]), int64(len(data))
 	up.add(mp)
 	return hook(StepArtifactObject)
+}
+
+// holds reports whether object p has exactly the size and SHA-256 that e
+// records, streaming it through the hash (bounded by e.Size).
+func holds(ctx context.Context, sl StorageLease, p string, e entry) (bool, error) {
+	body, _, err := sl.Read(ctx, p)
+	if err != nil {
+		return false, err
+	}
+	defer body.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, &boundedReader{ctx: ctx, r: body, max: e.Size, what: "folder object " + e.Path})
+	var se *storageReadError
+	switch {
+	case errors.As(err, &se) && errors.Is(se.err, ErrLimitExceeded):
+		return false, nil // longer than recorded
+	case errors.As(err, &se):
+		return false, se.err
+	case err != nil:
+		return false, err
+	}
+	return n == e.Size && hex.EncodeToString(h.Sum(nil)) == e.SHA256, nil
 }
 
 // verifyingReader counts and hashes what it reads and notes the end.

@@ -1347,6 +1347,80 @@ func testDamage(t *testing.T, newStorage NewStorageFunc, format string) {
 			t.Fatalf("Check did not find the missing revision: %+v", c)
 		}
 	})
+
+	// ReuseAfterSwap: an object of the current revision that the next save
+	// would reuse (a folder revision's unchanged file) is swapped for other
+	// bytes of its size, or truncated, behind aml's back; a run then saves
+	// the right tree, by a lease that loaded nothing or one whose load
+	// preceded the damage. The save must not inherit the damage: it either
+	// publishes a revision that loads the run's content, or fails with a
+	// corruption error and publishes nothing. Either way the store is sound
+	// after it (retention 1 prunes the damaged revisions).
+	for _, how := range []string{"swapped", "truncated"} {
+		for _, when := range []string{"before-unloaded-lease", "during-run"} {
+			t.Run("ReuseAfterSwap/"+how+"/"+when, func(t *testing.T) {
+				e, ids := setup(t)
+				cur := e.StoredIndex("ws").Find(ids[2])
+				target := cur.PinnedPath()
+				if format == persist.FormatFolder {
+					target = cur.Path + "files/d/b.txt"
+				}
+				damage := func() {
+					data := e.Get("ws", target)
+					if how == "swapped" {
+						data = bytes.Repeat([]byte("X"), len(data))
+					} else {
+						data = data[:len(data)/2]
+					}
+					e.Put("ws", target, data)
+				}
+				var l persist.Lease
+				if when == "during-run" {
+					l = e.Acquire("ws", true, Current)
+					damage()
+				} else {
+					damage()
+					l = e.Acquire("ws", true, nil)
+					WriteTree(t, l.Directory(), trees[2])
+				}
+				err := l.Save(ctx, saveReq(1))
+				saved := l.RevisionID()
+				e.Release(l)
+				x := e.StoredIndex("ws")
+				if err != nil {
+					if !errors.Is(err, persist.ErrCorrupt) {
+						t.Fatalf("a save over a %s object failed without saying it is damaged: %v", how, err)
+					}
+					if x.Current != ids[2] {
+						t.Fatalf("a failed save published %s", x.Current)
+					}
+					if o := e.Orphans("ws"); len(o) != 0 {
+						t.Fatalf("a failed save left orphans %q", o)
+					}
+					return
+				}
+				if x.Current != saved || saved == ids[2] {
+					t.Fatalf("the save reported success, current is %s, the lease stands on %s", x.Current, saved)
+				}
+				got, err := e.TryAcquire("ws", false, Current)
+				if err != nil {
+					t.Fatalf("the saved revision inherited the %s object and does not load: %v", how, err)
+				}
+				if d := DiffTrees(trees[2], ReadTree(t, got.Directory())); d != "" {
+					e.Release(got)
+					t.Fatalf("the saved revision loads differently:\n%s", d)
+				}
+				e.Release(got)
+				if c := check(t, e, true); !c.OK() || c.Revisions != 1 || c.Current != saved {
+					t.Fatalf("Check after the save = %+v", c)
+				}
+				if o := e.Orphans("ws"); len(o) != 0 {
+					t.Fatalf("orphans %q", o)
+				}
+				e.AssertTempEmpty()
+			})
+		}
+	}
 }
 
 // RunNames saves and restores, in both formats, names that are legal on
