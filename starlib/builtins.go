@@ -96,20 +96,37 @@ func agentImpl(c *Call) (starlark.Value, error) {
 // schemaKeys are the usual keys of a JSON Schema dict, for completion
 // and the checks of their values; others are accepted.
 var schemaKeys = []Key{
-	{Name: "type", Type: "str | list", Enum: []string{"object", "string", "integer", "number", "boolean", "array", "null"}},
-	{Name: "properties", Type: "dict"}, {Name: "required", Type: "list"}, {Name: "items", Type: "dict | bool"},
-	{Name: "enum", Type: "list"}, {Name: "const", Type: "any"}, {Name: "description", Type: "str"},
-	{Name: "additionalProperties", Type: "bool | dict"}, {Name: "minimum", Type: "int | float"}, {Name: "maximum", Type: "int | float"},
-	{Name: "minLength", Type: "int"}, {Name: "maxLength", Type: "int"}, {Name: "minItems", Type: "int"}, {Name: "maxItems", Type: "int"},
-	{Name: "pattern", Type: "str"}, {Name: "format", Type: "str"}, {Name: "anyOf", Type: "list"}, {Name: "oneOf", Type: "list"},
-	{Name: "default", Type: "any"}, {Name: "title", Type: "str"},
+	{Name: "type", Type: "str | list", Enum: []string{"object", "string", "integer", "number", "boolean", "array", "null"}, Doc: "The JSON type (or list of types) the value must have."},
+	{Name: "properties", Type: "dict", Doc: "An object's schema of each property, by name."},
+	{Name: "required", Type: "list", Doc: "The properties an object must have."},
+	{Name: "items", Type: "dict | bool", Doc: "The schema of each element of an array."},
+	{Name: "enum", Type: "list", Doc: "The values allowed, exactly."},
+	{Name: "const", Type: "any", Doc: "The one value allowed."},
+	{Name: "description", Type: "str", Doc: "What the value means, shown to the agent."},
+	{Name: "additionalProperties", Type: "bool | dict", Doc: "Whether an object may have properties not listed, or their schema."},
+	{Name: "minimum", Type: "int | float", Doc: "The smallest number allowed."},
+	{Name: "maximum", Type: "int | float", Doc: "The largest number allowed."},
+	{Name: "minLength", Type: "int", Doc: "The fewest characters a string may have."},
+	{Name: "maxLength", Type: "int", Doc: "The most characters a string may have."},
+	{Name: "minItems", Type: "int", Doc: "The fewest elements an array may have."},
+	{Name: "maxItems", Type: "int", Doc: "The most elements an array may have."},
+	{Name: "pattern", Type: "str", Doc: "A regular expression a string must match."},
+	{Name: "format", Type: "str", Doc: `A named string format ("date-time", "email", "uri", ...).`},
+	{Name: "anyOf", Type: "list", Doc: "Schemas of which the value must match at least one."},
+	{Name: "oneOf", Type: "list", Doc: "Schemas of which the value must match exactly one."},
+	{Name: "default", Type: "any", Doc: "The value meant when none is given (not applied by validation)."},
+	{Name: "title", Type: "str", Doc: "A short name of the value."},
 }
 
 // accessValues are the strings of an access= or filesystem permission.
 var accessValues = []string{string(eval.ReadOnly), string(eval.ReadWrite)}
 
 // permissionKeys are the keys of agent(permissions=).
-var permissionKeys = []Key{{Name: "filesystem", Type: "str", Enum: accessValues}, {Name: "network", Type: "bool"}, {Name: "shell", Type: "bool"}}
+var permissionKeys = []Key{
+	{Name: "filesystem", Type: "str", Enum: accessValues, Doc: `What the agent may do to the files of its sandbox: "read-only" or "read-write" (the default).`},
+	{Name: "network", Type: "bool", Doc: "Whether the agent may reach the network (default True)."},
+	{Name: "shell", Type: "bool", Doc: "Whether the agent may run commands (default True)."},
+}
 
 // permissions reads an agent(permissions=) dict, whose keys and values
 // the catalog checked against permissionKeys.

@@ -70,6 +70,9 @@ type Key struct {
 	Type string
 	// Enum lists the strings it accepts, as in Param.Enum.
 	Enum []string
+	// Doc is one sentence on what the key does (completion and aml doc
+	// show it).
+	Doc string
 }
 
 // Builtin is one predeclared function: its reference documentation and its

@@ -20,6 +20,11 @@ func TestCatalogIsComplete(t *testing.T) {
 			if p.Doc == "" {
 				t.Errorf("%s(%s): parameter without doc", b.Name, p.Name)
 			}
+			for _, k := range p.Keys {
+				if k.Doc == "" {
+					t.Errorf("%s(%s): key %q without doc", b.Name, p.Name, k.Name)
+				}
+			}
 			for _, typ := range strings.Split(p.Type, " | ") {
 				if _, ok := paramTypes[typ]; !ok {
 					t.Errorf("%s(%s): unknown type %q", b.Name, p.Name, typ)

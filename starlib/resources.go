@@ -76,8 +76,18 @@ At most one workspace() runs per evaluation, never inside a sandbox(). restore= 
 // restoreKeys and saveKeys are the keys of workspace(restore=) and
 // (save=) dicts.
 var (
-	restoreKeys = []Key{{Name: "revision", Type: "str"}, {Name: "include", Type: "list"}, {Name: "exclude", Type: "list"}}
-	saveKeys    = []Key{{Name: "on", Type: "str", Enum: []string{"success", "always"}}, {Name: "include", Type: "list"}, {Name: "exclude", Type: "list"}, {Name: "gitignore", Type: "bool"}, {Name: "retention", Type: "int"}}
+	restoreKeys = []Key{
+		{Name: "revision", Type: "str", Doc: `The revision to materialize: "current" (the default) or a revision id.`},
+		{Name: "include", Type: "list", Doc: "Glob patterns of the paths to materialize; the others are left out."},
+		{Name: "exclude", Type: "list", Doc: "Glob patterns of paths left out of what is materialized."},
+	}
+	saveKeys = []Key{
+		{Name: "on", Type: "str", Enum: []string{"success", "always"}, Doc: `When to publish a revision: "success" (the default) only when what the workspace holds succeeded, "always" after a failure too.`},
+		{Name: "include", Type: "list", Doc: "Glob patterns of the paths saved; the others are left out (and .gitignore is not read)."},
+		{Name: "exclude", Type: "list", Doc: "Glob patterns of paths left out of the revision."},
+		{Name: "gitignore", Type: "bool", Doc: "Whether the tree's .gitignore files leave paths out (default True; not with include)."},
+		{Name: "retention", Type: "int", Doc: "How many revisions to keep, the new one included (default 1); older ones are pruned after publication."},
+	}
 )
 
 func workspaceImpl(c *Call) (starlark.Value, error) {

@@ -189,9 +189,13 @@ transport is {"type": "stdio", "command": ..., "args": [...], "cwd": ..., "env":
 // transportKeys are the keys of define_mcp_server(transport=): those of
 // both types (the Impl rejects the other type's keys).
 var transportKeys = []Key{
-	{Name: "type", Type: "str", Enum: []string{"stdio", "streamable-http"}},
-	{Name: "command", Type: "str"}, {Name: "args", Type: "list"}, {Name: "cwd", Type: "str"}, {Name: "env", Type: "dict"},
-	{Name: "url", Type: "str"}, {Name: "headers", Type: "dict"},
+	{Name: "type", Type: "str", Enum: []string{"stdio", "streamable-http"}, Doc: `How the server is reached: "stdio" (a process aml starts) or "streamable-http" (a URL).`},
+	{Name: "command", Type: "str", Doc: "stdio: the executable that serves MCP on its standard streams."},
+	{Name: "args", Type: "list", Doc: "stdio: the command's arguments."},
+	{Name: "cwd", Type: "str", Doc: "stdio: the directory the command runs in."},
+	{Name: "env", Type: "dict", Doc: "stdio: variables added to the command's environment."},
+	{Name: "url", Type: "str", Doc: "streamable-http: the server's endpoint."},
+	{Name: "headers", Type: "dict", Doc: "streamable-http: headers sent with every request (use env() for secrets)."},
 }
 
 func defineMCPServerImpl(c *Call) (starlark.Value, error) {

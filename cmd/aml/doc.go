@@ -126,6 +126,11 @@ func writeBuiltinDoc(w io.Writer, b *starlib.Builtin) {
 				def = ", default " + p.Default
 			}
 			fmt.Fprintf(w, "  %s (%s%s)\n      %s\n", name, p.Type, def, p.Doc)
+			if !p.OpenKeys {
+				for _, k := range p.Keys {
+					fmt.Fprintf(w, "        %q (%s): %s\n", k.Name, k.Type, k.Doc)
+				}
+			}
 		}
 	}
 	if b.Returns != "" {

@@ -416,6 +416,14 @@ func TestCompleteDictKeys(t *testing.T) {
 			t.Errorf("%s: %q, want %q", c.src, got, c.want)
 		}
 	}
+	// A key's item documents the key, not the whole parameter.
+	src := `workspace("w", save = {})`
+	items, _ := q.Complete("w.star", nil, []byte(src), strings.Index(src, "}"))
+	for _, it := range items {
+		if it.Label == `"retention"` && !strings.HasPrefix(it.Doc, "How many revisions to keep") {
+			t.Errorf("the retention key is documented as %q", it.Doc)
+		}
+	}
 }
 
 // TestParsedTreeReused: Analyze over a tree ParseFile made (as the

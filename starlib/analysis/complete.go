@@ -141,7 +141,11 @@ func (q *Query) completeDictKey(c *textContext, off int) (items []Completion, st
 		if given[k.Name] {
 			continue
 		}
-		it := Completion{Label: quote(k.Name), Kind: KindField, Detail: k.Type, Doc: p.Doc}
+		doc := k.Doc
+		if doc == "" {
+			doc = p.Doc
+		}
+		it := Completion{Label: quote(k.Name), Kind: KindField, Detail: k.Type, Doc: doc}
 		if !c.inString {
 			it.Insert = quote(k.Name) + ": "
 		}
