@@ -1,10 +1,8 @@
-package remote
+package remote_test
 
 import (
 	"archive/tar"
 	"bytes"
-	"crypto/rand"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -13,33 +11,17 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-)
 
-// tree makes n files of size random bytes in ten directories below a
-// new temporary directory.
-func tree(tb testing.TB, n, size int) string {
-	tb.Helper()
-	dir := tb.TempDir()
-	buf := make([]byte, size)
-	for i := range n {
-		_, _ = rand.Read(buf)
-		p := filepath.Join(dir, fmt.Sprintf("d%d", i%10), fmt.Sprintf("f%d.bin", i))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			tb.Fatal(err)
-		}
-		if err := os.WriteFile(p, buf, 0o644); err != nil {
-			tb.Fatal(err)
-		}
-	}
-	return dir
-}
+	"github.com/aml-go/aml/internal/remotetest"
+	"github.com/aml-go/aml/providers/sandbox/remote"
+)
 
 // BenchmarkArchive: the host's share of hydration, the tar stream of a
 // 1,000-file, 20 MB tree.
 func BenchmarkArchive(b *testing.B) {
-	dir := tree(b, 1000, 20<<10)
+	dir := remotetest.Tree(b, 1000, 20<<10)
 	for b.Loop() {
-		if err := writeTree(io.Discard, dir); err != nil {
+		if err := remote.WriteTree(io.Discard, dir); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -49,18 +31,18 @@ func BenchmarkArchive(b *testing.B) {
 // remote tree's archive (1,000 files, 20 MB, nothing changed) extracted
 // against the source and mirrored into it.
 func BenchmarkReconcileUnchanged(b *testing.B) {
-	dir := tree(b, 1000, 20<<10)
+	dir := remotetest.Tree(b, 1000, 20<<10)
 	var archive bytes.Buffer
-	if err := writeTree(&archive, dir); err != nil {
+	if err := remote.WriteTree(&archive, dir); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
 		tmp := b.TempDir()
-		got, err := extract(bytes.NewReader(archive.Bytes()), tmp, dir)
+		got, err := remote.Extract(bytes.NewReader(archive.Bytes()), tmp, dir)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := mirror(tmp, dir, got); err != nil {
+		if err := remote.Mirror(tmp, dir, got); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -123,7 +105,7 @@ func TestHostileArchive(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			tmp := t.TempDir()
-			got, err := extract(craft(t, c.entries...), tmp, dir)
+			got, err := remote.Extract(craft(t, c.entries...), tmp, dir)
 			switch {
 			case c.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)
@@ -145,20 +127,20 @@ func TestHostileArchive(t *testing.T) {
 	}
 }
 
-// reconcileFrom mirrors the tree remote (archived by the host's tar, as
+// reconcileFrom mirrors the tree guest (archived by the host's tar, as
 // the sandbox's would) into src, as a release does.
-func reconcileFrom(t *testing.T, remote, src string) {
+func reconcileFrom(t *testing.T, guest, src string) {
 	t.Helper()
-	out, err := exec.Command("tar", "-cf", "-", "-C", remote, ".").Output()
+	out, err := exec.Command("tar", "-cf", "-", "-C", guest, ".").Output()
 	if err != nil {
 		t.Fatalf("tar: %v", err)
 	}
 	tmp := t.TempDir()
-	got, err := extract(bytes.NewReader(out), tmp, src)
+	got, err := remote.Extract(bytes.NewReader(out), tmp, src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mirror(tmp, src, got); err != nil {
+	if err := remote.Mirror(tmp, src, got); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -168,8 +150,8 @@ func reconcileFrom(t *testing.T, remote, src string) {
 // not taken for the source's b/f, seen through the link that the mirror
 // is about to replace: a/f arrives.
 func TestMirrorLinkBecomesDirectory(t *testing.T) {
-	src, remote := t.TempDir(), t.TempDir()
-	for _, d := range []string{src, remote} {
+	src, guest := t.TempDir(), t.TempDir()
+	for _, d := range []string{src, guest} {
 		if err := os.MkdirAll(filepath.Join(d, "b"), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -181,15 +163,15 @@ func TestMirrorLinkBecomesDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	// In the sandbox, a is a directory (a nested one too).
-	if err := os.MkdirAll(filepath.Join(remote, "a", "c"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(guest, "a", "c"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{"a/f", "a/c/f"} {
-		if err := os.WriteFile(filepath.Join(remote, f), []byte("payload"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(guest, f), []byte("payload"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	reconcileFrom(t, remote, src)
+	reconcileFrom(t, guest, src)
 	if info, err := os.Lstat(filepath.Join(src, "a")); err != nil || !info.IsDir() {
 		t.Fatalf("a is %v, %v; want a directory", info, err)
 	}
@@ -204,7 +186,7 @@ func TestMirrorLinkBecomesDirectory(t *testing.T) {
 // of the source that holds a FIFO; the files around it go, the FIFO (and
 // so its directory) stays.
 func TestMirrorKeepsWhatNoTransferCarries(t *testing.T) {
-	src, remote := t.TempDir(), t.TempDir()
+	src, guest := t.TempDir(), t.TempDir()
 	if err := os.MkdirAll(filepath.Join(src, "d", "e"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -219,10 +201,10 @@ func TestMirrorKeepsWhatNoTransferCarries(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(src, "gone", "deep"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(remote, "keep"), []byte("keep"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(guest, "keep"), []byte("keep"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	reconcileFrom(t, remote, src)
+	reconcileFrom(t, guest, src)
 	var left []string
 	_ = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if p != src {
