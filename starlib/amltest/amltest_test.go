@@ -309,3 +309,51 @@ func TestCheckCutShortNeverWrites(t *testing.T) {
 		t.Errorf("a cut-short run wrote its golden file: %v", err)
 	}
 }
+
+// A print() that looks like a section header is output, not structure: a
+// run that succeeds never counts as expecting an error, and one that fails
+// always does, whatever it printed.
+func TestPrintedHeaderIsNotAnError(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, map[string]string{
+		"fine_test.star":   "def main():\n    print(\"-- error --\")\n    print(\"not really\\n-- error --\\nstill not\")\n    return \"fine\"\n",
+		"failed_test.star": "def main():\n    print(\"-- result --\")\n    print(\"|fine\")\n    fail(\"boom\")\n",
+	})
+	for _, update := range []bool{true, false} {
+		var out bytes.Buffer
+		sum, err := Run(Options{Paths: []string{dir}, Update: update, Out: &out, Parallel: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Summary{Passed: 2, Errors: 1}
+		if update {
+			want.Updated, want.NewErrors = 2, 1
+		}
+		if sum != want {
+			t.Errorf("update=%v: summary %+v, want %+v\n%s", update, sum, want, out.String())
+		}
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.Contains(line, "fine_test") && strings.Contains(line, "error") {
+				t.Errorf("update=%v: a passing run is marked as failing: %s", update, line)
+			}
+			if strings.Contains(line, "failed_test") && !strings.Contains(line, "error") {
+				t.Errorf("update=%v: a failing run is not marked: %s", update, line)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		record string
+		want   bool
+	}{
+		{Header + "-- result --\n|x\n-- print --\n-- error --\nboom\n", false},
+		{Header + "-- print --\n-- result --\n|x\n-- error --\nboom\n", true},
+		{Header + "-- error --\nboom\n", true},
+		{Header + "-- print --\n-- error --\n-- error --\nboom\n", true},
+		{"", false},
+		{Header, false},
+	} {
+		if got := recordsError([]byte(tc.record)); got != tc.want {
+			t.Errorf("recordsError(%q) = %v, want %v", tc.record, got, tc.want)
+		}
+	}
+}

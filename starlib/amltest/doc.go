@@ -83,6 +83,12 @@
 //	               sorted by source position
 //	-- error --    the load or evaluation error, if the run failed
 //
+// A run that succeeded has a result section and no error section; one
+// that failed, the reverse. Whether a golden records an error (the test
+// is marked "[expects an error]") is read from that structure: print()
+// output is written verbatim, so a printed "-- error --" line is output,
+// never the error section.
+//
 // Each agent record starts with "FILE:LINE:COL provider=P [model=M]
 // [name=N]" (the agent() call's position and the provider that ran it),
 // followed by indented fields, each present only when set:

@@ -486,7 +486,7 @@ func (h *harness) render(dir, result string, err error) []byte {
 	var b strings.Builder
 	b.WriteString(Header)
 	if err == nil {
-		b.WriteString("-- result --\n")
+		b.WriteString(resultSection)
 		writeLines(&b, "|", strip(result))
 	}
 	if len(h.prints) > 0 {
@@ -528,7 +528,12 @@ func (h *harness) render(dir, result string, err error) []byte {
 	return []byte(b.String())
 }
 
-// errorSection starts the error of a record.
+// resultSection starts the result of a record: the first section of a
+// run that succeeded, which a failed run's record lacks.
+const resultSection = "-- result --\n"
+
+// errorSection starts the error of a record: the last section of a run
+// that failed.
 const errorSection = "-- error --\n"
 
 // compareSource orders "file:line:col" positions numerically.
