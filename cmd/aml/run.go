@@ -485,8 +485,10 @@ func (r *runner) run(runID string, evaluate func(ctx context.Context) (string, e
 }
 
 // signalRepeatWindow is how soon after a signal the same signal counts
-// as the same one delivered again, not as a second request.
-const signalRepeatWindow = 500 * time.Millisecond
+// as the same one delivered again, not as a second request: GNU timeout
+// signals the child and then its group microseconds apart, while a
+// person's quickest second Ctrl-C comes later than this.
+const signalRepeatWindow = 100 * time.Millisecond
 
 // repeatedSignal reports whether again, received after since, is the
 // delivery of first once more: the same signal within signalRepeatWindow.

@@ -289,7 +289,8 @@ func TestRepeatedSignal(t *testing.T) {
 		want         bool
 	}{
 		{syscall.SIGINT, syscall.SIGINT, 5 * time.Millisecond, true},
-		{syscall.SIGTERM, syscall.SIGTERM, 499 * time.Millisecond, true},
+		{syscall.SIGTERM, syscall.SIGTERM, 99 * time.Millisecond, true},
+		{syscall.SIGINT, syscall.SIGINT, 200 * time.Millisecond, false},
 		{syscall.SIGINT, syscall.SIGINT, 2 * time.Second, false},
 		{syscall.SIGINT, syscall.SIGINT, signalRepeatWindow, false},
 		{syscall.SIGTERM, syscall.SIGINT, time.Millisecond, false},
@@ -297,5 +298,70 @@ func TestRepeatedSignal(t *testing.T) {
 		if got := repeatedSignal(c.first, c.again, c.since); got != c.want {
 			t.Errorf("repeatedSignal(%v, %v, %s) = %v, want %v", c.first, c.again, c.since, got, c.want)
 		}
+	}
+}
+
+// uncancellable squares a big integer to 33 million bits (well under a
+// second, two with -race) and converts it to decimal: one builtin call of
+// seconds (7, 14 with -race) that a cancelled thread only notices once it
+// returns, so cleanup after a first signal takes as long as it does.
+const uncancellable = `def main():
+    y = 1 << 500
+    for i in range(16):
+        y = y * y
+    return str(len(str(y)))
+`
+
+// TestSecondSignalExitsAtOnce: while the cleanup of a first SIGINT cannot
+// finish, a second SIGINT a person sends (200 ms later: beyond the window
+// of one signal delivered twice) ends aml run and aml test at once with
+// 130, rather than after the 10 s cleanup deadline or the computation.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	bin := buildAML(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "big.star"), []byte(uncancellable), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, first, second string }{
+		{"run", "received SIGINT: cancelling run", "second signal: exiting without waiting for cleanup"},
+		{"test", "aml test: received SIGINT: cancelling", "aml test: second signal: exiting without waiting for cleanup"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(bin, c.name, "big.star")
+			cmd.Dir = dir
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			t.Cleanup(func() { _ = cmd.Process.Kill() })
+			// Within the conversion: loading and squaring take well
+			// under this, the conversion far longer.
+			time.Sleep(3 * time.Second)
+			_ = cmd.Process.Signal(syscall.SIGINT)
+			time.Sleep(200 * time.Millisecond)
+			_ = cmd.Process.Signal(syscall.SIGINT)
+			var err error
+			select {
+			case err = <-exited:
+			case <-time.After(signalTimeout):
+				t.Fatalf("aml %s did not exit within %s of two signals\nstderr:\n%s", c.name, signalTimeout, stderr.String())
+			}
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != exitSIGINT {
+				t.Fatalf("aml %s: %v, want exit code %d\nstderr:\n%s", c.name, err, exitSIGINT, stderr.String())
+			}
+			for _, line := range []string{c.first, c.second} {
+				if !strings.Contains(stderr.String(), line) {
+					t.Errorf("aml %s: stderr lacks %q:\n%s", c.name, line, stderr.String())
+				}
+			}
+			if strings.Contains(stderr.String(), "cleanup did not finish") {
+				t.Errorf("aml %s waited for the cleanup deadline:\n%s", c.name, stderr.String())
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/aml-go/aml/starlib/amltest"
 )
@@ -61,37 +62,52 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	sigs := make(chan os.Signal, 1)
+	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	interrupted := make(chan int, 1)
+
+	var sum amltest.Summary
+	var err error
+	done := make(chan struct{})
 	go func() {
-		var sig os.Signal
-		select {
-		case sig = <-sigs:
-		case <-ctx.Done():
-			return
-		}
+		defer close(done)
+		sum, err = amltest.Run(amltest.Options{
+			Extensions: extensions(),
+			Context:    ctx,
+			Paths:      paths,
+			Update:     *update,
+			Run:        *run,
+			Out:        stdout,
+		})
+	}()
+	select {
+	case <-done:
+	case sig := <-sigs:
+		// As aml run: the first signal cancels the tests and allows
+		// cleanupDeadline for their cleanup; a second one exits at once.
 		code, name := exitSIGINT, "SIGINT"
 		if sig == syscall.SIGTERM {
 			code, name = exitSIGTERM, "SIGTERM"
 		}
-		interrupted <- code
+		fmt.Fprintf(stderr, "aml test: received %s: cancelling (up to %s for cleanup; send it again to exit now)\n", name, cleanupDeadline)
 		cancel(fmt.Errorf("aml test interrupted by %s", name))
-	}()
-
-	sum, err := amltest.Run(amltest.Options{
-		Extensions: extensions(),
-		Context:    ctx,
-		Paths:      paths,
-		Update:     *update,
-		Run:        *run,
-		Out:        stdout,
-	})
-	select {
-	case code := <-interrupted:
-		return code
-	default:
+		first := time.Now()
+		deadline := time.After(cleanupDeadline)
+		for {
+			select {
+			case <-done:
+				return code
+			case again := <-sigs:
+				if repeatedSignal(sig, again, time.Since(first)) {
+					continue
+				}
+				fmt.Fprintln(stderr, "aml test: second signal: exiting without waiting for cleanup")
+				return code
+			case <-deadline:
+				fmt.Fprintf(stderr, "aml test: cleanup did not finish within %s; exiting\n", cleanupDeadline)
+				return code
+			}
+		}
 	}
 	switch {
 	case errors.Is(err, amltest.ErrNoTests):
