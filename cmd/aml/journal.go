@@ -366,8 +366,15 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitUsage
 	}
+	// fail reports a resume that cannot start: on stderr, and under
+	// --json as the envelope (AML_RUN_LOCKED when another process holds
+	// the run).
 	fail := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "aml resume: "+format+"\n", a...)
+		err := fmt.Errorf(format, a...)
+		if f.json {
+			writeEnvelope(stdout, pos[0], 0, "", err)
+		}
+		fmt.Fprintf(stderr, "aml resume: %v\n", err)
 		return exitUsage
 	}
 	// The run resumes in the directory it ran in: paths given here are
@@ -376,14 +383,14 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 		if *p != "" {
 			abs, err := filepath.Abs(*p)
 			if err != nil {
-				return fail("%v", err)
+				return fail("%w", err)
 			}
 			*p = abs
 		}
 	}
 	run, err := journal.Open(f.journal, pos[0])
 	if err != nil {
-		return fail("%v", err)
+		return fail("%w", err)
 	}
 	defer run.Close()
 	if t := run.Torn(); t != nil {
@@ -399,12 +406,12 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	}
 	given, err := resumeAnswers(pending, answers, answersFile)
 	if err != nil {
-		return fail("%v; the run stays suspended", err)
+		return fail("%w; the run stays suspended", err)
 	}
 	var rf recordedFlags
 	if len(meta.Options) > 0 {
 		if err := json.Unmarshal(meta.Options, &rf); err != nil {
-			return fail("the journal's run options cannot be read: %v", err)
+			return fail("the journal's run options cannot be read: %w", err)
 		}
 	}
 	rf.apply(&f)
@@ -417,19 +424,19 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	if rf.JournalKey != "" {
 		key, path, created, err := journalKey()
 		if err != nil {
-			return fail("%v", err)
+			return fail("%w", err)
 		}
 		envKey, unchecked = key, uncheckedReads(run.ID(), rf.JournalKey, key, path, created)
 	}
 	file := meta.Workflow
 	if rf.Cwd != "" && rf.File != "" {
 		if err := os.Chdir(rf.Cwd); err != nil {
-			return fail("run %s ran in %s, which cannot be entered: %v", run.ID(), rf.Cwd, err)
+			return fail("run %s ran in %s, which cannot be entered: %w", run.ID(), rf.Cwd, err)
 		}
 		file = rf.File
 	}
 	if _, err := os.Stat(file); err != nil {
-		return fail("the run's workflow %s cannot be read: %v", meta.Workflow, err)
+		return fail("the run's workflow %s cannot be read: %w", meta.Workflow, err)
 	}
 	if unchecked != "" {
 		fmt.Fprintf(stderr, "aml resume: %s\n", unchecked)
@@ -451,12 +458,12 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	// again: an in-flight script's descendants would otherwise race the
 	// one that replaces them.
 	if n, err := endLeftovers(run.Owners()); err != nil {
-		return fail("%v", err)
+		return fail("%w", err)
 	} else if n > 0 {
 		r.logger.Warnf("ended %d process(es) that the interrupted run of %s left running", n, run.ID())
 	}
 	if err := run.SetState(journal.StateRecord{State: journal.Running, At: time.Now(), Owner: procscope.Marker()}); err != nil {
-		return fail("%v", err)
+		return fail("%w", err)
 	}
 	r.logger.Printf("resuming run %s from %s (%d recorded effects)", run.ID(), f.journal, len(run.Effects()))
 	var (
