@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -355,5 +356,50 @@ func TestPrintedHeaderIsNotAnError(t *testing.T) {
 		if got := recordsError([]byte(tc.record)); got != tc.want {
 			t.Errorf("recordsError(%q) = %v, want %v", tc.record, got, tc.want)
 		}
+	}
+}
+
+// TestCRLFGolden: a golden whose line endings a checkout turned into
+// CRLF (git's core.autocrlf) passes; one that differs by more fails, and
+// its detail says that the golden has CRLF line endings.
+func TestCRLFGolden(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, map[string]string{"w_test.star": "def main():\n    print(\"a\")\n    return \"fine\"\n"})
+	if _, err := Run(Options{Paths: []string{dir}, Update: true, Out: io.Discard, Parallel: 1}); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join(dir, "w_test.golden")
+	lf, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crlf := bytes.ReplaceAll(lf, []byte("\n"), []byte("\r\n"))
+	for _, c := range []struct {
+		golden []byte
+		passed int
+		detail string
+	}{
+		{crlf, 1, ""},
+		{bytes.Replace(crlf, []byte("fine"), []byte("fin"), 1), 0, "the golden has CRLF line endings"},
+	} {
+		if err := os.WriteFile(golden, c.golden, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		sum, err := Run(Options{Paths: []string{dir}, Out: &out, Parallel: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Passed != c.passed || !strings.Contains(out.String(), c.detail) {
+			t.Errorf("golden %q: %+v\n%s", c.golden, sum, out.String())
+		}
+	}
+	// A record that holds a carriage return of its own is compared as it
+	// is: the golden's line endings could hide a difference in it.
+	if crlfOnly([]byte("a\r\nb\n"), []byte("a\r\nb\r\n")) || crlfOnly([]byte("a\rb\n"), []byte("a\rb\r\n")) {
+		t.Error("a record with a carriage return was compared modulo line endings")
+	}
+	if !crlfOnly([]byte("a\nb\n"), []byte("a\r\nb\r\n")) {
+		t.Error("a CRLF copy of a record is not recognized")
 	}
 }
