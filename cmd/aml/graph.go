@@ -15,6 +15,7 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/graph"
+	"github.com/aml-go/aml/internal/atomicfile"
 	"github.com/aml-go/aml/starlib"
 )
 
@@ -103,7 +104,7 @@ func cmdGraph(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if err := writeFileAtomic(*out, buf.Bytes()); err != nil {
+	if err := atomicfile.Write(*out, buf.Bytes(), 0o644); err != nil {
 		fmt.Fprintf(stderr, "aml graph: %v\n", err)
 		return exitFailure
 	}
@@ -116,33 +117,6 @@ func providerLabel(p interface{ Name() string }) string {
 		return ""
 	}
 	return p.Name()
-}
-
-// writeFileAtomic writes data to path through a temporary file in the
-// same directory, so a reader never sees half a picture.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("cannot write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	cerr := f.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp, 0o644)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("cannot write %s: %w", path, werr)
-	}
-	return nil
 }
 
 // graphBuiltins are the builtins a component body's description names.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/aml-go/aml/internal/atomicfile"
 	"github.com/aml-go/aml/report"
 )
 
@@ -68,7 +69,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aml report: %v\n", err)
 		return exitFailure
 	}
-	if err := writeFileAtomic(*out, buf.Bytes()); err != nil {
+	if err := atomicfile.Write(*out, buf.Bytes(), 0o644); err != nil {
 		fmt.Fprintf(stderr, "aml report: %v\n", err)
 		return exitFailure
 	}
@@ -83,5 +84,5 @@ func writeReport(c *report.Collector, path string) error {
 	if err := c.WriteHTML(&buf); err != nil {
 		return fmt.Errorf("cannot write the run report: %w", err)
 	}
-	return writeFileAtomic(path, buf.Bytes())
+	return atomicfile.Write(path, buf.Bytes(), 0o644)
 }

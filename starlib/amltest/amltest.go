@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aml-go/aml/internal/atomicfile"
 	"github.com/aml-go/aml/starlib"
 	"github.com/rogpeppe/go-internal/diff"
 )
@@ -223,7 +224,9 @@ func Check(ctx context.Context, t Test, update bool, timeout time.Duration) Resu
 			res.OK = true
 			return res
 		}
-		if err := os.WriteFile(t.Golden, got, 0o644); err != nil {
+		// Whole or not at all: a run killed while it updates leaves the
+		// old golden, not half of the new one.
+		if err := atomicfile.Write(t.Golden, got, 0o644); err != nil {
 			res.Detail = err.Error()
 			return res
 		}
