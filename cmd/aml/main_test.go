@@ -18,12 +18,20 @@ import (
 var update = flag.Bool("update", false, "rewrite testscript files with the actual output of cmp commands")
 
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(cleanup{m}, map[string]func(){
 		"aml": func() {
 			os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 		},
 		"fake-acp-agent": func() { os.Exit(acptest.Serve()) },
 	})
+}
+
+// cleanup runs the tests, then removes the aml binaries they built.
+type cleanup struct{ m *testing.M }
+
+func (c cleanup) Run() int {
+	defer removeBuilt()
+	return c.m.Run()
 }
 
 // TestScript runs the CLI scripts in testdata/script. Each script runs in

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -129,47 +128,6 @@ func checkCancelled(t *testing.T, name, stdout, stderr string) {
 	if !strings.Contains(stderr, "stopped after cleanup") {
 		t.Errorf("the run did not stop after cleanup (was the Starlark thread cancelled?):\n%s", stderr)
 	}
-}
-
-// buildAML builds this command into a temporary directory, with -race
-// when the test binary itself was built with it.
-func buildAML(t *testing.T) string {
-	t.Helper()
-	return buildAMLRace(t, raceEnabled())
-}
-
-// buildAMLRace builds this command, with -race when race is set.
-func buildAMLRace(t *testing.T, race bool) string {
-	t.Helper()
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skipf("signal tests need the go tool to build the aml binary: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "aml")
-	args := []string{"build", "-o", bin}
-	if race {
-		args = append(args, "-race")
-	}
-	args = append(args, ".")
-	t.Logf("go %s", strings.Join(args, " "))
-	cmd := exec.Command(goTool, args...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return bin
-}
-
-func raceEnabled() bool {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return false
-	}
-	for _, s := range info.Settings {
-		if s.Key == "-race" && s.Value == "true" {
-			return true
-		}
-	}
-	return false
 }
 
 // run is one aml run process whose stderr is collected line by line.
