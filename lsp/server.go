@@ -52,7 +52,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -611,7 +610,7 @@ func (s *server) indexRoots() {
 // reindex reads path from disk into the index, or drops it when it is
 // gone.
 func (s *server) reindex(path string) {
-	src, err := os.ReadFile(path)
+	src, err := starlib.ReadSource(path)
 	if err != nil {
 		s.mu.Lock()
 		delete(s.index, path)
@@ -803,7 +802,7 @@ func (sn *snapshot) File(path string) *analysis.File {
 		return f
 	}
 	var f *analysis.File
-	if src, err := os.ReadFile(path); err == nil {
+	if src, err := starlib.ReadSource(path); err == nil {
 		f = analysis.ParseFile(path, src, sn.exts...)
 	}
 	sn.disk[path] = f
@@ -876,7 +875,7 @@ func (sn *snapshot) readFile(path string) ([]byte, error) {
 	if d, ok := sn.docs[filepath.Clean(path)]; ok {
 		return d.text, nil
 	}
-	return os.ReadFile(path)
+	return starlib.ReadSource(path)
 }
 
 // queryOver returns the analysis queries over a snapshot.

@@ -210,9 +210,11 @@ func LoadFile(path string, opts LoadOptions) (*Workflow, error) {
 		}
 		src = data
 	default:
-		if _, err := os.Stat(path); err != nil {
+		data, err := ReadSource(path)
+		if err != nil {
 			return nil, &LoadError{File: path, Err: fmt.Errorf("cannot read workflow: %w", err)}
 		}
+		src = data
 	}
 	// The entry is registered as loading so that a module loading it back
 	// is reported as a cycle instead of executing the entry twice.
@@ -420,8 +422,8 @@ func ModuleFile(from, name string) string {
 }
 
 // readModule returns the source of a module file: its bytes from
-// LoadOptions.FS, or nil (go.starlark.net reads the file) after checking
-// that it exists.
+// LoadOptions.FS, or from the file (ReadSource: a regular file of
+// bounded size).
 func (e *env) readModule(file string) (any, error) {
 	if e.opts.FS != nil {
 		data, err := fs.ReadFile(e.opts.FS, file)
@@ -430,10 +432,11 @@ func (e *env) readModule(file string) (any, error) {
 		}
 		return data, nil
 	}
-	if _, err := os.Stat(file); err != nil {
+	data, err := ReadSource(file)
+	if err != nil {
 		return nil, err
 	}
-	return nil, nil
+	return data, nil
 }
 
 // LoadCycle is the error text of a load() that closes a cycle: key is
@@ -719,7 +722,7 @@ func (w *Workflow) SourceDigest() string {
 	if w.env.opts.Source != nil {
 		src = w.env.opts.Source
 	} else if w.env.opts.FS == nil {
-		src, _ = os.ReadFile(entry)
+		src, _ = ReadSource(entry)
 	}
 	fmt.Fprintf(h, "%s\x00%d\x00", filepath.Base(entry), len(src))
 	h.Write(src)
@@ -729,7 +732,7 @@ func (w *Workflow) SourceDigest() string {
 		if w.env.opts.FS != nil {
 			b, _ = fs.ReadFile(w.env.opts.FS, f)
 		} else {
-			b, _ = os.ReadFile(f)
+			b, _ = ReadSource(f)
 		}
 		name := f
 		if rel, err := filepath.Rel(root, f); err == nil {

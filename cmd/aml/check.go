@@ -9,6 +9,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/diff"
 
+	"github.com/aml-go/aml/internal/atomicfile"
+	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/starlib/analysis"
 )
 
@@ -71,7 +73,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 	var out []checkDiagnostic
 	failed := false
 	for _, file := range files {
-		src, err := os.ReadFile(file)
+		src, err := starlib.ReadSource(file)
 		if err != nil {
 			fmt.Fprintf(stderr, "aml check: %v\n", err)
 			return exitUsage
@@ -135,15 +137,18 @@ func cmdFmt(args []string, stdout, stderr io.Writer) int {
 	}
 	code = exitOK
 	for _, file := range files {
-		src, err := os.ReadFile(file)
+		src, err := starlib.ReadSource(file)
 		if err != nil {
 			fmt.Fprintf(stderr, "aml fmt: %v\n", err)
-			return exitUsage
+			code = exitUsage
+			continue
 		}
 		out, err := analysis.Format(file, src)
 		if err != nil {
 			fmt.Fprintf(stderr, "aml fmt: %v\n", err)
-			code = exitFailure
+			if code == exitOK {
+				code = exitFailure
+			}
 			continue
 		}
 		changed := !bytes.Equal(src, out)
@@ -157,11 +162,17 @@ func cmdFmt(args []string, stdout, stderr io.Writer) int {
 			info, err := os.Stat(file)
 			if err != nil {
 				fmt.Fprintf(stderr, "aml fmt: %v\n", err)
-				return exitUsage
+				code = exitUsage
+				continue
 			}
-			if err := os.WriteFile(file, out, info.Mode().Perm()); err != nil {
+			// Whole or not at all: a kill or a full disk mid-write
+			// leaves the source as it was.
+			if err := atomicfile.Write(file, out, info.Mode().Perm()); err != nil {
 				fmt.Fprintf(stderr, "aml fmt: %v\n", err)
-				return exitFailure
+				if code == exitOK {
+					code = exitFailure
+				}
+				continue
 			}
 		}
 		if !*write && !*showDiff && !*list {

@@ -144,7 +144,7 @@ type Options struct {
 	// Extensions are the builtins beyond the core ones (as in
 	// starlib.LoadOptions).
 	Extensions []*starlib.Extension
-	// ReadFile reads loaded modules; default os.ReadFile. The language
+	// ReadFile reads loaded modules; default starlib.ReadSource. The language
 	// server reads open documents from its own snapshots.
 	ReadFile func(path string) ([]byte, error)
 	// Entry is the entry function whose returned trees get the placement
@@ -163,7 +163,7 @@ func (o *Options) readFile(path string) ([]byte, error) {
 	if o.ReadFile != nil {
 		return o.ReadFile(path)
 	}
-	return os.ReadFile(path)
+	return starlib.ReadSource(path)
 }
 
 // File is the analysis of one file.
@@ -628,8 +628,12 @@ func Files(paths []string) ([]string, error) {
 			if d.IsDir() && q != p && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules") {
 				return filepath.SkipDir
 			}
+			// Only regular files (and links to them): a FIFO or a
+			// device named *.star would be waited on or read forever.
 			if !d.IsDir() && strings.HasSuffix(q, ".star") {
-				out = append(out, q)
+				if info, err := os.Stat(q); err == nil && info.Mode().IsRegular() {
+					out = append(out, q)
+				}
 			}
 			return nil
 		})

@@ -30,8 +30,9 @@ var layoutRewrites = []string{
 // statements keep their order, load() statements included, and calls
 // keep the order of their arguments.
 //
-// Formatting never changes what a file does: when src parses as AML, the
-// formatted file has the same syntax tree as src except for positions,
+// Formatting never changes what a file does: src must parse as AML (else
+// Format returns the syntax error), and the formatted file has the same
+// syntax tree as src except for positions,
 // comments, parentheses, the spelling of literals and the indentation of
 // docstrings, and Format returns an error instead of a result that would
 // not.
@@ -58,11 +59,13 @@ func Format(path string, src []byte) (out []byte, err error) {
 
 // sameSyntax returns an error naming the first statement of before whose
 // syntax tree differs in after, other than in layout. A before that does
-// not parse as AML is not compared: there is no meaning to keep.
+// not parse as AML is an error: the generic Starlark formatter accepts
+// what AML refuses (0755, "\q", def f(a=1, b)) and would rewrite it into
+// something else, sometimes into a program that runs.
 func sameSyntax(path string, before, after []byte) error {
 	fb, err := starlib.FileOptions.Parse(path, before, 0)
 	if err != nil {
-		return nil
+		return fmt.Errorf("%w; a file that does not parse is left as it is", err)
 	}
 	fa, err := starlib.FileOptions.Parse(path, after, 0)
 	if err != nil {
