@@ -173,6 +173,11 @@ func Find(paths []string) ([]Test, error) {
 			if !strings.HasSuffix(name, ".star") {
 				return nil
 			}
+			// Only regular files (and links to them): a FIFO named
+			// *_test.star would be waited on.
+			if info, err := os.Stat(path); err != nil || !info.Mode().IsRegular() {
+				return nil
+			}
 			if !strings.HasSuffix(name, "_test.star") {
 				if _, err := os.Stat(strings.TrimSuffix(path, ".star") + ".golden"); err != nil {
 					return nil

@@ -89,7 +89,7 @@ func Record(ctx context.Context, file string, exts ...*starlib.Extension) ([]byt
 	if err != nil {
 		return nil, err
 	}
-	src, err := os.ReadFile(abs)
+	src, err := starlib.ReadSource(abs)
 	if err != nil {
 		return nil, err
 	}
