@@ -32,14 +32,17 @@ func TestHandshakeBound(t *testing.T) {
 			env["AML_FAKE_ACP_MODE"] = c.mode
 			mark := randomMark()
 			env["AML_TEST_MARK"] = mark
-			p, err := acp.New(acp.Config{Command: cmd, Env: env, HandshakeTimeout: 300 * time.Millisecond})
+			// The bound leaves the fake room to start and print (a -race
+			// test binary on a loaded machine takes a good part of a
+			// second) before it is found not to answer.
+			p, err := acp.New(acp.Config{Command: cmd, Env: env, HandshakeTimeout: 3 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), hangBound)
 			defer cancel()
 			_, err = p.Run(ctx, &eval.AgentRequest{Prompt: "x"}, nil)
-			if err == nil || !strings.Contains(err.Error(), "did not answer initialize within 300ms") || !strings.Contains(err.Error(), c.printed) {
+			if err == nil || !strings.Contains(err.Error(), "did not answer initialize within 3s") || !strings.Contains(err.Error(), c.printed) {
 				t.Fatalf("error = %v", err)
 			}
 			if pids := marked(mark); len(pids) > 0 {
