@@ -834,10 +834,18 @@ func TestNetworkFailures(t *testing.T) {
 		if r.err != nil || r.code != 0 || r.stdout != "one\ntwo\n" || r.stderr != "err1\nerr2\n" {
 			t.Errorf("after the stream broke: %+v", r)
 		}
+		// The double records a request when its handler returns, which
+		// for the second stream can come after the client saw its end.
 		reopened := 0
-		for _, rq := range dbl.Requests() {
-			if rq.Operation == "GetSessionCommandLogs" && strings.Contains(rq.Path, "/command/") {
-				reopened++
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			reopened = 0
+			for _, rq := range dbl.Requests() {
+				if rq.Operation == "GetSessionCommandLogs" && strings.Contains(rq.Path, "/command/") {
+					reopened++
+				}
+			}
+			if reopened >= 2 || time.Now().After(deadline) {
+				break
 			}
 		}
 		if reopened < 2 {
