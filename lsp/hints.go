@@ -44,7 +44,7 @@ func inlayHints(_ context.Context, s *server, r *request, params json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	return parameterHints(current(r.snap.good(d), d), s.opts.Extensions, int32(p.Range.Start.Line)+1, int32(p.Range.End.Line)+1, r.snap.utf8), nil
+	return parameterHints(r.snap.current(d), s.opts.Extensions, int32(p.Range.Start.Line)+1, int32(p.Range.End.Line)+1, r.snap.utf8), nil
 }
 
 // parameterHints returns the parameter-name hints of f's builtin calls

@@ -836,9 +836,9 @@ func (sn *snapshot) good(d *document) *analysis.File {
 }
 
 // current returns the parse tree of the document's own text, or nil when
-// that text does not parse (the last good parse is of an older one). It
-// parses the text when nothing has yet, so that the diagnostics and the
-// requests share one tree per text.
+// that text does not parse (the last good parse is of an older one, whose
+// positions would be off). It parses the text when nothing has yet, so
+// that the diagnostics and the requests share one tree per text.
 func (sn *snapshot) current(d *document) *analysis.File {
 	g := d.parsed()
 	if !bytes.Equal(g.text, d.text) {

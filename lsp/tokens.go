@@ -65,17 +65,8 @@ func semanticTokensFull(_ context.Context, s *server, r *request, params json.Ra
 	if err != nil {
 		return nil, err
 	}
-	good := current(r.snap.good(d), d)
+	good := r.snap.current(d)
 	return map[string]any{"data": encodeTokens(semanticTokens(good, s.opts.Extensions, 0, 1<<30), good, r.snap.utf8)}, nil
-}
-
-// current returns the last good parse when it is of the document's
-// current text, else nil: a stale parse's positions would be off.
-func current(good *analysis.File, d *document) *analysis.File {
-	if good == nil || !bytes.Equal(good.Src, d.text) {
-		return nil
-	}
-	return good
 }
 
 // semanticTokensRange answers textDocument/semanticTokens/range: the
@@ -92,7 +83,7 @@ func semanticTokensRange(_ context.Context, s *server, r *request, params json.R
 	if err != nil {
 		return nil, err
 	}
-	good := current(r.snap.good(d), d)
+	good := r.snap.current(d)
 	first, last := int32(p.Range.Start.Line)+1, int32(p.Range.End.Line)+1
 	return map[string]any{"data": encodeTokens(semanticTokens(good, s.opts.Extensions, first, last), good, r.snap.utf8)}, nil
 }
