@@ -6,9 +6,11 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -282,9 +284,41 @@ func TestRepeatedSignal(t *testing.T) {
 	}
 }
 
+// waitCPU waits until process pid has used at least d of CPU time
+// (/proc/PID/stat), failing the test when it exits first or takes longer
+// than signalTimeout; it skips without /proc.
+func waitCPU(t *testing.T, pid int, d time.Duration, exited <-chan error) {
+	t.Helper()
+	const tick = 10 * time.Millisecond // USER_HZ is 100 on Linux
+	deadline := time.After(signalTimeout)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Skipf("needs /proc to measure the CPU time of a process (Linux): %v", err)
+		}
+		// The fields after the command name, which is in parentheses:
+		// utime and stime are the 12th and 13th.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 12 {
+			u, _ := strconv.Atoi(f[11])
+			s, _ := strconv.Atoi(f[12])
+			if time.Duration(u+s)*tick >= d {
+				return
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the process exited (%v) before using %s of CPU", err, d)
+		case <-deadline:
+			t.Fatalf("the process did not use %s of CPU within %s", d, signalTimeout)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // uncancellable squares a big integer to 33 million bits (well under a
-// second, two with -race) and converts it to decimal: one builtin call of
-// seconds (7, 14 with -race) that a cancelled thread only notices once it
+// second of CPU, not two with -race) and converts it to
+// decimal: one builtin call of seconds (7, 14 with -race) that a cancelled thread only notices once it
 // returns, so cleanup after a first signal takes as long as it does.
 const uncancellable = `def main():
     y = 1 << 500
@@ -319,9 +353,10 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
 			t.Cleanup(func() { _ = cmd.Process.Kill() })
-			// Within the conversion: loading and squaring take well
-			// under this, the conversion far longer.
-			time.Sleep(3 * time.Second)
+			// Within the conversion: loading and squaring use well under
+			// this much CPU, the conversion far more. CPU time, not wall
+			// time, so that a loaded machine changes nothing.
+			waitCPU(t, cmd.Process.Pid, 3*time.Second, exited)
 			_ = cmd.Process.Signal(syscall.SIGINT)
 			time.Sleep(200 * time.Millisecond)
 			_ = cmd.Process.Signal(syscall.SIGINT)
