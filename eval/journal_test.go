@@ -808,3 +808,65 @@ func TestJournalFreshRunLooksNothingUp(t *testing.T) {
 		t.Errorf("resume made %d listings and %d live agent calls; want 2 and none", e, agent.calls.Load())
 	}
 }
+
+// TestJournalToolWithoutInput: a tool called from component code with no
+// input (t() in Starlark) is recorded and served again like any other
+// call, apart from a call with {} as its input, and a journal does not
+// change what a failing or refused call reports.
+func TestJournalToolWithoutInput(t *testing.T) {
+	var calls atomic.Int64
+	tool, err := eval.NewTool(eval.ToolOptions{Name: "t", Description: "d", Position: pos(1),
+		Execute: func(_ context.Context, in any) (any, error) {
+			calls.Add(1)
+			return fmt.Sprintf("ok %d", len(in.(map[string]any))), nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing, err := eval.NewTool(eval.ToolOptions{Name: "f", Description: "d", Position: pos(2),
+		Input:   mustSchema(t, map[string]any{"type": "object", "required": []any{"id"}, "properties": map[string]any{"id": map[string]any{"type": "integer"}}}),
+		Execute: func(context.Context, any) (any, error) { return nil, errors.New("boom") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := func(tl *eval.Tool, inputs ...any) any {
+		return &eval.Component{Name: "c", Position: pos(3), Fn: func(cc *eval.ComponentContext) (any, error) {
+			var out []any
+			for _, in := range inputs {
+				v, err := cc.CallTool(tl, in)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, fmt.Sprint(v), ";")
+			}
+			return out, nil
+		}}
+	}
+	rt, err := eval.New(eval.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := eval.NewMemoryJournal()
+	got, err := rt.Evaluate(context.Background(), tree(tool, eval.NoInput, map[string]any{}), eval.EvaluateOptions{Journal: j})
+	if err != nil || got != "ok 0;ok 0;" {
+		t.Fatalf("journaled run: %q, %v", got, err)
+	}
+	if n := len(j.Effects()); n != 2 {
+		t.Fatalf("%d effects recorded, want 2", n)
+	}
+	calls.Store(0)
+	got, err = rt.Resume(context.Background(), tree(tool, eval.NoInput, map[string]any{}), eval.ResumeOptions{RunID: "r", Journal: j})
+	if err != nil || got != "ok 0;ok 0;" || calls.Load() != 0 {
+		t.Fatalf("resume: %q, %v, %d live calls", got, err, calls.Load())
+	}
+	// The two calls' records are told apart: swapping them is a change.
+	if _, err := rt.Resume(context.Background(), tree(tool, map[string]any{}, eval.NoInput), eval.ResumeOptions{RunID: "r", Journal: j}); err == nil {
+		t.Fatal("a resume whose calls swapped their inputs was not reported as a divergence")
+	}
+	// A refused call reports the same error with and without a journal.
+	_, plain := rt.Evaluate(context.Background(), tree(failing, eval.NoInput))
+	_, journaled := rt.Evaluate(context.Background(), tree(failing, eval.NoInput), eval.EvaluateOptions{Journal: eval.NewMemoryJournal()})
+	if plain == nil || journaled == nil || plain.Error() != journaled.Error() || !strings.Contains(plain.Error(), "input is required") {
+		t.Fatalf("a call the schema refuses: without a journal %v, with one %v", plain, journaled)
+	}
+}

@@ -278,9 +278,18 @@ func (cc *ComponentContext) CallTool(t *Tool, input any) (any, error) {
 		return cc.d.invoke(cc.ctx, t, input, sc.span, "component")
 	}
 	label := "tool(" + strconv.Quote(t.name) + ")"
-	canon, err := CanonicalJSON(input)
-	if err != nil {
-		return nil, &ToolInputError{Tool: t.name, Msg: "it is not JSON data", Err: err}
+	// The journal keys the call by its input: an omitted input (t())
+	// has a key of its own, which no JSON text can be; input that is not
+	// JSON data is left to the tool's own input checks, which say why.
+	canon := noInputKey
+	if _, omitted := input.(noInput); !omitted {
+		var err error
+		if canon, err = CanonicalJSON(input); err != nil {
+			if _, ierr := t.normalizeInput(input); ierr != nil {
+				return nil, ierr
+			}
+			return nil, &ToolInputError{Tool: t.name, Msg: "input cannot be recorded in the journal", Err: err}
+		}
 	}
 	at := sc.path.next("tool")
 	e := &Effect{ID: at.id, Order: at.order, Kind: "tool", Pos: cc.d.journal.relPos(t.pos), Label: label, Request: fp("input", canon, "tool", t.name)}
@@ -315,6 +324,9 @@ func (cc *ComponentContext) CallTool(t *Tool, input any) (any, error) {
 	}
 	return out, nil
 }
+
+// noInputKey is the journal's key for the input of a call that gave none.
+const noInputKey = "(no input)"
 
 // toolResult is the recorded result of a tool call from component code.
 type toolResult struct {
