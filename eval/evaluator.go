@@ -97,6 +97,9 @@ type agentPlan struct {
 	ws *wsState
 	// host is Options.Host, which may make host staging directories.
 	host SandboxProvider
+	// gate serializes the creation of a sandbox staging when the
+	// evaluation has an Executor (see staging.root).
+	gate Semaphore
 }
 
 // evaluator runs one frame loop on the calling goroutine.
@@ -342,6 +345,9 @@ func (e *evaluator) enter(n Node) error {
 		base.sink = e.st.n
 		base.agent = e.st.n
 		base.plan = &agentPlan{sb: p.res.sb, ws: p.res.ws, host: e.d.rt.opts.Host}
+		if p.res.sb != nil && e.d.exec != nil {
+			base.plan.gate = e.d.exec.NewSemaphore(e.ctx, 1)
+		}
 		if t := e.sc.target; t != nil && p.sink == 0 {
 			// This agent's result is what evaluate(schema=...) collects.
 			if err := claimStructured(t, n); err != nil {

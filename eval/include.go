@@ -595,7 +595,10 @@ func groupDigits(n int64) string {
 // first use and removed exactly once when the agent's session ends, on
 // every path.
 type staging struct {
-	mu   sync.Mutex
+	mu sync.Mutex
+	// gate, when set, serializes the creation of a sandbox staging
+	// instead of mu (see root).
+	gate Semaphore
 	n    int
 	done bool
 	// rt is the sandbox runtime to stage into, or nil for the host.
@@ -641,7 +644,7 @@ func (p *agentPlan) stagingArea() *staging {
 	if p.staging == nil {
 		p.staging = &staging{tmp: osTemp{}}
 		if p.sb != nil {
-			p.staging.rt = p.sb.rt
+			p.staging.rt, p.staging.gate = p.sb.rt, p.gate
 		}
 		if t, ok := p.host.(hostTemp); ok {
 			p.staging.tmp = t
@@ -687,6 +690,32 @@ func (p *agentPlan) stageFile(ctx context.Context, name string) (*os.File, strin
 // root returns the agent-visible staging directory, creating it when
 // needed.
 func (s *staging) root(ctx context.Context) (string, error) {
+	if s.rt != nil && s.gate != nil {
+		// The sandbox's staging is created through its runtime, which
+		// may wait (an activity in workflow code): the creation is
+		// serialized by the Executor's semaphore, never by a mutex held
+		// while another branch would block on it.
+		if err := s.gate.Acquire(ctx); err != nil {
+			return "", fmt.Errorf("creating the agent's staging area in the sandbox: %w", err)
+		}
+		defer s.gate.Release()
+		s.mu.Lock()
+		done, fs := s.done, s.fs
+		s.mu.Unlock()
+		if done {
+			return "", fmt.Errorf("the agent's staging area was already released")
+		}
+		if fs == nil {
+			var err error
+			if fs, err = s.rt.CreateFileStaging(ctx); err != nil {
+				return "", fmt.Errorf("creating the agent's staging area in the sandbox: %w", err)
+			}
+			s.mu.Lock()
+			s.fs = fs
+			s.mu.Unlock()
+		}
+		return fs.Root(), nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done {

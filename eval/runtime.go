@@ -294,6 +294,7 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	if n := r.limits.MaxConcurrentAgents; n > 0 {
 		d.sched = d.newSemaphore(ctx, n)
 	}
+	d.hostGate = d.newSemaphore(ctx, 1)
 	d.trace = newTracer(runID, r.opts.Trace, r.opts.OnTraceError)
 	var rootPath *effectPath
 	if o.Journal != nil {
@@ -414,7 +415,10 @@ type domain struct {
 	questions map[string]Position
 
 	// host is the evaluation's lease of Options.Host, acquired by the
-	// first host script.
+	// first host script. hostGate (a semaphore of the Executor, so that
+	// a branch waiting for the acquisition yields in workflow code)
+	// serializes acquisitions; hostMu guards the fields.
+	hostGate Semaphore
 	hostMu   sync.Mutex
 	host     SandboxLease
 	hostDone bool
@@ -423,13 +427,21 @@ type domain struct {
 // hostRuntime returns the runtime of the evaluation's host lease,
 // acquiring it on first use.
 func (d *domain) hostRuntime(ctx context.Context) (SandboxRuntime, error) {
-	d.hostMu.Lock()
-	defer d.hostMu.Unlock()
-	if d.host != nil {
-		return d.host.Runtime(), nil
+	if rt, done := d.heldHost(); rt != nil || done {
+		if done {
+			return nil, errors.New("the evaluation has ended")
+		}
+		return rt, nil
 	}
-	if d.hostDone {
-		return nil, errors.New("the evaluation has ended")
+	if err := d.hostGate.Acquire(ctx); err != nil {
+		return nil, canceled(ctx, Position{})
+	}
+	defer d.hostGate.Release()
+	if rt, done := d.heldHost(); rt != nil || done {
+		if done {
+			return nil, errors.New("the evaluation has ended")
+		}
+		return rt, nil
 	}
 	p := d.rt.opts.Host
 	if p == nil {
@@ -447,8 +459,27 @@ func (d *domain) hostRuntime(ctx context.Context) (SandboxRuntime, error) {
 	if lease == nil {
 		return nil, errors.New("the host provider returned no lease")
 	}
+	d.hostMu.Lock()
+	defer d.hostMu.Unlock()
+	if d.hostDone {
+		// The evaluation ended while the host was acquired.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
+		defer cancel()
+		return nil, errors.Join(errors.New("the evaluation has ended"), lease.Release(rctx))
+	}
 	d.host = lease
 	return lease.Runtime(), nil
+}
+
+// heldHost returns the runtime of the host lease when it is held, and
+// whether the evaluation released it for good.
+func (d *domain) heldHost() (SandboxRuntime, bool) {
+	d.hostMu.Lock()
+	defer d.hostMu.Unlock()
+	if d.host != nil {
+		return d.host.Runtime(), false
+	}
+	return nil, d.hostDone
 }
 
 // releaseHost releases the host lease, if one was acquired; later

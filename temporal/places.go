@@ -225,11 +225,17 @@ type place struct {
 	what string
 	// free frees the run's activity slot the session holds.
 	free func()
+	// sessions are the place's sessions, the current one (sctx) last.
+	sessions []*session
 }
 
-// complete ends the place's session and frees its slot.
-func (pl *place) complete() {
-	workflow.CompleteSession(pl.sctx)
+// complete ends the place's session and frees its slot; wctx is the
+// calling coroutine's context.
+func (pl *place) complete(wctx workflow.Context) {
+	for _, s := range pl.sessions {
+		s.close(wctx)
+	}
+	pl.sessions = nil
 	if pl.free != nil {
 		pl.free()
 	}
@@ -259,24 +265,74 @@ func (ps *places) openPlace(ctx context.Context, what string) (*place, error) {
 	if err != nil {
 		return nil, err
 	}
-	sctx, err := newSession(workflowOf(ctx))
+	sess, err := openSession(workflowOf(ctx))
 	if err != nil {
 		free()
 		return nil, fmt.Errorf("no worker took %s: %w", what, err)
 	}
-	pl.sctx, pl.free = sctx, free
+	pl.sctx, pl.free, pl.sessions = sess.ctx, free, []*session{sess}
 	return pl, nil
 }
 
-// newSession opens a Temporal session on a worker of the run's task
-// queue.
-func newSession(wctx workflow.Context) (workflow.Context, error) {
-	wctx = workflow.WithActivityOptions(wctx, workflow.ActivityOptions{StartToCloseTimeout: PlaceTimeout})
-	return workflow.CreateSession(wctx, &workflow.SessionOptions{
-		CreationTimeout:  PlaceTimeout,
-		ExecutionTimeout: PlaceTimeout,
-		HeartbeatTimeout: HeartbeatTimeout,
+// session is a Temporal session on a worker of the run's task queue,
+// owned by a coroutine of its own. The SDK completes a session through
+// the context of the coroutine that created it (CompleteSession waits
+// for its completion activity there), so a session that one parallel()
+// branch opened and another completed would make that other coroutine
+// wait on the first one's state, and block the workflow for good. The
+// owner creates the session and completes it when asked.
+type session struct {
+	// ctx is the session's context, for the activities of the place.
+	ctx workflow.Context
+	// complete asks the owner to complete the session; done is closed
+	// once it has.
+	complete, done workflow.Channel
+	closing        bool
+}
+
+// openSession opens a session; wctx is the calling coroutine's context,
+// whose cancellation ends the wait for a worker.
+func openSession(wctx workflow.Context) (*session, error) {
+	s := &session{complete: workflow.NewBufferedChannel(wctx, 1), done: workflow.NewChannel(wctx)}
+	var err error
+	ready, abandoned := false, false
+	workflow.Go(wctx, func(c workflow.Context) {
+		defer s.done.Close()
+		c = workflow.WithActivityOptions(c, workflow.ActivityOptions{StartToCloseTimeout: PlaceTimeout})
+		sctx, cerr := workflow.CreateSession(c, &workflow.SessionOptions{
+			CreationTimeout:  PlaceTimeout,
+			ExecutionTimeout: PlaceTimeout,
+			HeartbeatTimeout: HeartbeatTimeout,
+		})
+		s.ctx, err, ready = sctx, cerr, true
+		if cerr != nil {
+			return
+		}
+		if !abandoned {
+			s.complete.Receive(c, nil)
+		}
+		workflow.CompleteSession(sctx)
 	})
+	if aerr := workflow.Await(wctx, func() bool { return ready }); aerr != nil {
+		// The owner completes the session should it still be made.
+		abandoned = true
+		return nil, aerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// close asks the owner to complete the session and waits until it has;
+// wctx is the calling coroutine's context. It may be called more than
+// once.
+func (s *session) close(wctx workflow.Context) {
+	if !s.closing {
+		s.closing = true
+		s.complete.SendAsync(true)
+	}
+	s.done.Receive(wctx, nil)
 }
 
 // failed reports whether the session of pl has failed (its worker died).
@@ -397,12 +453,13 @@ func (pl *place) recover(wctx workflow.Context, gen int) error {
 		// the first acquisition loaded.
 		workflow.GetLogger(wctx).Info("no checkpoint yet; the workspace is acquired again from its provider", "place", pl.what)
 	}
-	sctx, err := newSession(wctx)
+	sess, err := openSession(wctx)
 	if err != nil {
 		pl.err = fmt.Errorf("the worker holding %s died and no other worker took it: %w", pl.what, err)
 		return pl.err
 	}
-	pl.sctx = sctx
+	pl.sctx = sess.ctx
+	pl.sessions = append(pl.sessions, sess)
 	var wsKey string
 	for _, l := range pl.chain {
 		if l.released {
@@ -523,7 +580,7 @@ func (l *remoteLease) release(ctx context.Context) error {
 			return err
 		}
 	}
-	pl.complete()
+	pl.complete(wctx)
 	return err
 }
 
@@ -553,7 +610,7 @@ func (p remoteWorkspaceProvider) Acquire(ctx context.Context, req *eval.Workspac
 	}
 	l, err := pl.acquire(ctx, call)
 	if err != nil {
-		pl.complete()
+		pl.complete(workflowOf(ctx))
 		return nil, err
 	}
 	if p.ps.byLease == nil {
@@ -713,7 +770,7 @@ func (p remoteSandboxProvider) Acquire(ctx context.Context, req *eval.SandboxAcq
 	l, err := pl.acquire(ctx, call)
 	if err != nil {
 		if len(pl.chain) == 0 {
-			pl.complete()
+			pl.complete(workflowOf(ctx))
 		}
 		return nil, err
 	}

@@ -159,3 +159,60 @@ func TestSecretsStayOutOfHistory(t *testing.T) {
 		t.Fatalf("a failure quoting the secret: %v", err)
 	}
 }
+
+// scopesFromBranches opens scopes in parallel() branches: host scripts
+// that share the run's host lease, sandboxes of their own and a workspace
+// acquired in one branch and released when the run ends, in another
+// coroutine than the one that opened its session.
+const scopesFromBranches = `configure(sandbox_provider = local_sandbox(workspace = %q), workspace_provider = deterministic_workspace())
+
+def _branch(i):
+    return sandbox(script("printf s%%d" %% i, shell = "sh"), access = "read-write")
+
+def main():
+    return [
+        parallel(script("printf a", shell = "sh"), script("printf b", shell = "sh")),
+        "|",
+        parallel([_branch(i) for i in range(3)]),
+        "|",
+        parallel(workspace(file("x", path = "x.txt"), include(path = "x.txt", title = False)), script("printf c", shell = "sh")),
+    ]
+`
+
+// TestScopesFromBranchesOnServer: scopes whose Temporal sessions parallel()
+// branches open, and whose release another coroutine runs, give the
+// in-process text on a real server (the SDK completes a session through
+// the context of the coroutine that created it, so a session completed
+// from another branch once blocked the run for good).
+func TestScopesFromBranchesOnServer(t *testing.T) {
+	srv := temporaltest.Start(t)
+	c := srv.Dial(t)
+	w := worker.New(c, "branches", worker.Options{EnableSessionWorker: true})
+	leases := temporal.Register(w, temporal.Options{})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	dir := t.TempDir()
+	b := packSource(t, dir, "branches.star", fmt.Sprintf(scopesFromBranches, t.TempDir()))
+	want, err := inProcess(t, filepath.Join(dir, "branches.star"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "branches", TaskQueue: "branches"}, temporal.WorkflowName, temporal.RunInput{Bundle: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res temporal.RunResult
+	if err := run.Get(ctx, &res); err != nil {
+		t.Fatalf("the run: %v", err)
+	}
+	if res.Text != want {
+		t.Fatalf("on the server %q, in process %q", res.Text, want)
+	}
+	if n := leases.Len(); n != 0 {
+		t.Fatalf("%d leases still held after the run", n)
+	}
+}

@@ -69,10 +69,20 @@ type Server struct {
 
 	bin, dir, config string
 	log              *lockedBuffer
+	stock            bool
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
+}
+
+// Options configure StartWith.
+type Options struct {
+	// Stock runs the server with Temporal's own dynamic configuration, as
+	// users run it (several task-queue partitions, the default poll
+	// rates), instead of this package's tuning for one machine; only
+	// ShortNamespace's continue-as-new suggestion is set.
+	Stock bool
 }
 
 // Start starts a server for t, registers Namespace and waits until a
@@ -80,12 +90,18 @@ type Server struct {
 // absent.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with opts.
+func StartWith(t testing.TB, opts Options) *Server {
+	t.Helper()
 	bin, err := Binary()
 	if err != nil {
 		t.Skip(err.Error())
 	}
 	dir := t.TempDir()
-	s := &Server{bin: bin, dir: dir, config: filepath.Join(dir, "config.yaml"), log: &lockedBuffer{}}
+	s := &Server{bin: bin, dir: dir, config: filepath.Join(dir, "config.yaml"), log: &lockedBuffer{}, stock: opts.Stock}
 	ports, err := freePorts(10)
 	if err != nil {
 		t.Fatal(err)
@@ -252,7 +268,11 @@ func freePorts(n int) ([]int, error) {
 
 func (s *Server) writeConfig(p []int) error {
 	dyn := filepath.Join(s.dir, "dynamicconfig.yaml")
-	if err := os.WriteFile(dyn, []byte(dynamicConfig), 0o644); err != nil {
+	doc := dynamicConfig
+	if s.stock {
+		doc = stockDynamicConfig
+	}
+	if err := os.WriteFile(dyn, []byte(doc), 0o644); err != nil {
 		return err
 	}
 	var buf bytes.Buffer
@@ -290,6 +310,14 @@ matching.numTaskqueueReadPartitions:
 matching.numTaskqueueWritePartitions:
   - value: 1
 limit.historyCount.suggestContinueAsNew:
+  - value: 200
+    constraints:
+      namespace: "short"
+`
+
+// stockDynamicConfig leaves Temporal's defaults as they are, but for the
+// continue-as-new suggestion of ShortNamespace.
+const stockDynamicConfig = `limit.historyCount.suggestContinueAsNew:
   - value: 200
     constraints:
       namespace: "short"
