@@ -345,6 +345,9 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 		st = &sessionTrace{t: d.trace, sess: sess}
 	}
 	exec := &AgentExecution{RunID: d.runID, SpanID: sess.ID(), ParentSpanID: parent, Source: n.Position, Sandbox: sandbox, Trace: st, StagingDir: plan.hostStagingDir()}
+	if sandbox == nil {
+		exec.WorkingDirectory, _ = d.cwd()
+	}
 	spanForTools := sess.ID()
 	if spanForTools == "" {
 		spanForTools = parent

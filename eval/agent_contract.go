@@ -186,6 +186,12 @@ type AgentExecution struct {
 	// paths in it), or "" when nothing was staged. A provider that runs
 	// the session on another machine copies it there.
 	StagingDir string
+	// WorkingDirectory is the evaluation's working directory
+	// (Options.Cwd, else the process's): a session outside any sandbox
+	// whose provider names no directory of its own runs there. A
+	// provider that runs the session on another machine gets the
+	// directory of the run's submitter.
+	WorkingDirectory string
 	// Trace records provider events (acp.session.*, sandbox.process, …)
 	// inside the current agent.turn span, or the agent.session span
 	// between turns. It is never nil; it discards events when the run has

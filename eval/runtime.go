@@ -282,6 +282,9 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	if max := r.limits.MaxSteps; max > 0 {
 		ctx = context.WithValue(ctx, stepKey{}, &stepBudget{max: int64(max)})
 	}
+	if p, ok := r.opts.Executor.(Pacer); ok && !Paced(ctx) {
+		ctx = WithPacer(ctx, p)
+	}
 	if err := ctx.Err(); err != nil {
 		return "", canceled(ctx, Position{})
 	}
@@ -558,13 +561,71 @@ type stepBudget struct {
 // exceed Limits.MaxSteps. Without a step limit it does nothing. It is
 // safe for concurrent use: every thread of an evaluation charges the same
 // budget.
+//
+// Under an Executor that paces computation (Pacer), TakeSteps also pauses
+// the computation once every PaceSteps steps of the evaluation, and
+// reports the cause of ctx once ctx is done, so that the thread stops at
+// a step count that a replay reaches again.
 func TakeSteps(ctx context.Context, n int) error {
-	b, _ := ctx.Value(stepKey{}).(*stepBudget)
-	if b == nil || n <= 0 {
+	if n <= 0 {
 		return nil
 	}
-	if used := b.used.Add(int64(n)); used > b.max {
-		return fmt.Errorf("AML evaluation exceeded max_steps %d (Starlark computation steps across the evaluation); make the loop end sooner, or raise the limit with configure(max_steps=N) or --max-steps N (0 disables the limit)", b.max)
+	if b, _ := ctx.Value(stepKey{}).(*stepBudget); b != nil {
+		if used := b.used.Add(int64(n)); used > b.max {
+			return fmt.Errorf("AML evaluation exceeded max_steps %d (Starlark computation steps across the evaluation); make the loop end sooner, or raise the limit with configure(max_steps=N) or --max-steps N (0 disables the limit)", b.max)
+		}
+	}
+	if p, _ := ctx.Value(paceKey{}).(*pacing); p != nil {
+		if p.since += int64(n); p.since >= p.p.PaceSteps() {
+			p.since = 0
+			if err := p.p.Pace(ctx); err != nil {
+				return err
+			}
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 	}
 	return nil
+}
+
+// Pacer is an optional Executor capability: an executor whose work must
+// pause regularly (workflow code, whose every task Temporal bounds in
+// time) paces the evaluation's Starlark computation. The computation
+// stops only at step counts (see TakeSteps), never on a timer, so that a
+// replay of it pauses and stops where it did.
+type Pacer interface {
+	// PaceSteps is how many Starlark steps of the evaluation run between
+	// two pauses; it is asked every few thousand steps, and may change
+	// (it must not depend on anything a replay would not see again).
+	PaceSteps() int64
+	// Pace pauses the computation of ctx: it returns when the
+	// computation may go on, or the error that stops it. It is called
+	// on the goroutine of the computation, one at a time.
+	Pace(ctx context.Context) error
+}
+
+// paceKey carries an evaluation's pacing in its context.
+type paceKey struct{}
+
+// pacing counts the steps since the evaluation last paused. Only an
+// executor whose branches run one at a time paces, so it needs no lock.
+type pacing struct {
+	p     Pacer
+	since int64
+}
+
+// Paced reports whether the evaluation of ctx is paced (see Pacer): its
+// Starlark threads are then stopped by TakeSteps, at a step count, when
+// ctx is done, rather than at once.
+func Paced(ctx context.Context) bool {
+	p, _ := ctx.Value(paceKey{}).(*pacing)
+	return p != nil
+}
+
+// WithPacer returns ctx with the pacing of p, for Starlark computation
+// that runs outside an evaluation under p's executor (the top level of a
+// workflow file, loaded in workflow code).
+func WithPacer(ctx context.Context, p Pacer) context.Context {
+	return context.WithValue(ctx, paceKey{}, &pacing{p: p})
 }

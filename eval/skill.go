@@ -71,7 +71,8 @@ func (d *domain) stageSkill(ctx context.Context, n *Skill, plan *agentPlan) (Age
 		if err != nil {
 			return fail("%v", err)
 		}
-		info, err := fs.Stat(files, name)
+		// A link is refused, as on the host (os.Lstat below).
+		info, err := fs.Lstat(files, name)
 		if err != nil {
 			return AgentSkill{}, &EvaluationError{Msg: fmt.Sprintf("skill(%q): cannot read the package", n.Src), Pos: n.Position, Err: err}
 		}

@@ -257,6 +257,7 @@ func (b *Builtin) value() *starlark.Builtin {
 			case *AgentProviderValue:
 				if e := envOf(thread); e != nil {
 					e.addProvider(x.Provider)
+					e.recordFactory(x.Provider, b.Name, args, kwargs, c.pos)
 				}
 			case *ToolValue:
 				if e := envOf(thread); e != nil {
@@ -269,10 +270,12 @@ func (b *Builtin) value() *starlark.Builtin {
 			case *SandboxProviderValue:
 				if e := envOf(thread); e != nil {
 					e.addSandbox(x.Provider)
+					e.recordFactory(x.Provider, b.Name, args, kwargs, c.pos)
 				}
 			case *WorkspaceProviderValue:
 				if e := envOf(thread); e != nil {
 					e.addWorkspace(x.Provider)
+					e.recordFactory(x.Provider, b.Name, args, kwargs, c.pos)
 				}
 			}
 		}
@@ -805,6 +808,17 @@ func (c *Call) Str(name string) string {
 		return string(v)
 	}
 	return ""
+}
+
+// Abs resolves p, a path argument of a provider factory, as the workflow
+// resolves relative paths: from starlib.LoadOptions.Dir, else the
+// working directory. An absolute or empty p is returned as it is.
+func (c *Call) Abs(p string) (string, error) {
+	var e *env
+	if c.thread != nil {
+		e = envOf(c.thread)
+	}
+	return e.abs(p)
 }
 
 // Bool returns a bool argument, or def when it was omitted.

@@ -2,7 +2,6 @@ package starlib
 
 import (
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"go.starlark.net/starlark"
@@ -381,12 +380,10 @@ Commands run as host processes in their own process groups with literal argument
 		} else if set {
 			opts.MaxOutputBytes = n // positive: the catalog checked it
 		}
-		if opts.Workspace != "" && !filepath.IsAbs(opts.Workspace) {
-			// Relative directories resolve from the working directory, like
-			// other application paths.
-			if abs, err := filepath.Abs(opts.Workspace); err == nil {
-				opts.Workspace = abs
-			}
+		// Relative directories resolve from the working directory, like
+		// other application paths.
+		if abs, err := c.Abs(opts.Workspace); err == nil {
+			opts.Workspace = abs
 		}
 		p, err := local.New(opts)
 		if err != nil {
@@ -406,7 +403,11 @@ The directory itself is the materialization (no revisions; saving only checks th
 	Returns: "a workspace provider",
 	Example: `configure(workspace_provider = local_workspace(directory = "."))`,
 	Impl: func(c *Call) (starlark.Value, error) {
-		p, err := wslocal.New(wslocal.Options{Directory: c.Str("directory")})
+		dir, err := c.Abs(c.Str("directory"))
+		if err != nil {
+			return nil, c.Errorf("directory %q: %v", c.Str("directory"), err)
+		}
+		p, err := wslocal.New(wslocal.Options{Directory: dir})
 		if err != nil {
 			return nil, c.Errorf("%v", err)
 		}

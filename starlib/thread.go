@@ -37,17 +37,43 @@ func componentOf(thread *starlark.Thread) *eval.ComponentContext {
 // is done, until stop is called.
 func (e *env) newThread(ctx context.Context, name string) (*starlark.Thread, func() bool) {
 	th := &starlark.Thread{Name: name, Print: e.print, Load: e.load}
-	th.SetLocal(keyEnv, e)
-	cancelled := context.AfterFunc(ctx, func() {
-		reason := "evaluation cancelled"
-		if cause := context.Cause(ctx); cause != nil {
-			reason = cause.Error()
+	if p, ok := ctx.Value(printKey{}).(func(string)); ok {
+		th.Print = func(th *starlark.Thread, msg string) {
+			if cc := componentOf(th); cc != nil && eval.DryRun(cc.Context()) {
+				return
+			}
+			p(msg)
 		}
-		th.Cancel(reason)
-	})
+	}
+	th.SetLocal(keyEnv, e)
+	// A paced evaluation (workflow code) stops its threads at a step
+	// count (eval.TakeSteps below), where a replay stops them again; any
+	// other stops them at once.
+	cancelled := func() bool { return false }
+	if !eval.Paced(ctx) {
+		cancelled = context.AfterFunc(ctx, func() {
+			reason := "evaluation cancelled"
+			if cause := context.Cause(ctx); cause != nil {
+				reason = cause.Error()
+			}
+			th.Cancel(reason)
+		})
+	}
 	// The evaluation's max_steps budget (eval.Limits.MaxSteps) is charged
 	// a quantum at a time while the thread runs, and the rest when it
 	// ends; without a budget the charges are free.
+	settle := meter(th, ctx)
+	stop := func() bool {
+		settle()
+		return cancelled()
+	}
+	return th, stop
+}
+
+// meter charges th's steps to the evaluation of ctx (eval.TakeSteps) a
+// quantum at a time, and cancels th with the error TakeSteps reports;
+// the returned function charges the rest, when th is done.
+func meter(th *starlark.Thread, ctx context.Context) func() {
 	var charged uint64
 	th.SetMaxExecutionSteps(stepQuantum)
 	th.OnMaxSteps = func(th *starlark.Thread) {
@@ -59,11 +85,20 @@ func (e *env) newThread(ctx context.Context, name string) (*starlark.Thread, fun
 		charged = n
 		th.SetMaxExecutionSteps(n + stepQuantum)
 	}
-	stop := func() bool {
-		_ = eval.TakeSteps(ctx, int(th.ExecutionSteps()-charged))
-		return cancelled()
-	}
-	return th, stop
+	return func() { _ = eval.TakeSteps(ctx, int(th.ExecutionSteps()-charged)) }
+}
+
+// printKey carries the print function of WithPrint.
+type printKey struct{}
+
+// WithPrint returns a context under which the Starlark code that the
+// evaluation runs (component bodies, respond functions, tools' execute
+// functions) prints with print instead of LoadOptions.Print: a worker
+// that runs a tool for an agent session collects the lines the tool
+// prints and returns them with the session. print must be safe for
+// concurrent use.
+func WithPrint(ctx context.Context, print func(msg string)) context.Context {
+	return context.WithValue(ctx, printKey{}, print)
 }
 
 // stepQuantum is how many steps a thread runs between charges of the

@@ -47,6 +47,12 @@ type LoadOptions struct {
 	// does not change where providers, include(src=) and skill() read:
 	// those are runtime paths (eval.Options.Cwd).
 	FS fs.FS
+	// Dir is the directory from which the relative paths given to
+	// provider factories (a workspace's directory, a sandbox's
+	// workspace, an agent's working directory) resolve; "" is the
+	// process's working directory. A Temporal worker that makes a run's
+	// providers sets it to the submitter's.
+	Dir string
 	// Context, when non-nil, cancels the load: top-level code (and the
 	// modules it loads) stops with its cause once it is done.
 	Context context.Context
@@ -152,6 +158,9 @@ type env struct {
 	// Workflow.SandboxProviders).
 	sandboxes  []eval.SandboxProvider
 	workspaces []eval.WorkspaceProvider
+	// made records the factory call of each provider (see
+	// Workflow.FactoryCall).
+	made map[any]madeBy
 }
 
 func (e *env) addSandbox(p eval.SandboxProvider) {
@@ -315,6 +324,10 @@ func (e *env) cancelWith(th *starlark.Thread) func() {
 	ctx := e.opts.Context
 	if ctx == nil {
 		return func() {}
+	}
+	if eval.Paced(ctx) {
+		// Workflow code: the thread pauses, and stops, at step counts.
+		return meter(th, ctx)
 	}
 	stop := context.AfterFunc(ctx, func() {
 		reason := "load cancelled"
@@ -865,4 +878,16 @@ func SurfaceLimit(n int) int {
 		return eval.Unlimited
 	}
 	return n
+}
+
+// abs resolves p, a path given to a provider factory, from
+// LoadOptions.Dir (else the working directory).
+func (e *env) abs(p string) (string, error) {
+	if p == "" || filepath.IsAbs(p) {
+		return p, nil
+	}
+	if e != nil && e.opts.Dir != "" {
+		return filepath.Join(e.opts.Dir, p), nil
+	}
+	return filepath.Abs(p)
 }

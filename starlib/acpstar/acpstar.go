@@ -1,7 +1,6 @@
 package acpstar
 
 import (
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -109,13 +108,11 @@ func base(o Options, c *starlib.Call, dir, model string, nonEmpty ...string) (ac
 		return b, err
 	}
 	b.WorkingDirectory = c.Str(dir)
-	if b.WorkingDirectory != "" && !filepath.IsAbs(b.WorkingDirectory) {
-		abs, err := filepath.Abs(b.WorkingDirectory)
-		if err != nil {
-			return b, c.Errorf("%s %q: %v", dir, b.WorkingDirectory, err)
-		}
-		b.WorkingDirectory = abs
+	abs, err := c.Abs(b.WorkingDirectory)
+	if err != nil {
+		return b, c.Errorf("%s %q: %v", dir, b.WorkingDirectory, err)
 	}
+	b.WorkingDirectory = abs
 	return b, nil
 }
 

@@ -8,7 +8,6 @@
 package dockerstar
 
 import (
-	"path/filepath"
 	"time"
 
 	units "github.com/docker/go-units"
@@ -132,10 +131,8 @@ func dockerSandboxImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
 	if opts.CapDrop, err = c.StringList("cap_drop"); err != nil {
 		return nil, err
 	}
-	if opts.Workspace != "" && !filepath.IsAbs(opts.Workspace) {
-		if abs, err := filepath.Abs(opts.Workspace); err == nil {
-			opts.Workspace = abs
-		}
+	if abs, err := c.Abs(opts.Workspace); err == nil {
+		opts.Workspace = abs
 	}
 	p, err := docker.New(opts)
 	if err != nil {

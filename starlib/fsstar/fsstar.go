@@ -31,7 +31,14 @@ Each save publishes a new revision (a tar.gz archive, or a folder that reuses un
 	Returns: "a workspace provider",
 	Example: `configure(workspace_provider = filesystem_workspace(directory = ".aml/workspaces", format = "folder"))`,
 	Impl: func(c *starlib.Call) (starlark.Value, error) {
-		opts := wsfs.Options{Directory: c.Str("directory"), Format: c.Str("format"), TemporaryDirectory: c.Str("temporary_directory")}
+		opts := wsfs.Options{Format: c.Str("format")}
+		var err error
+		if opts.Directory, err = c.Abs(c.Str("directory")); err != nil {
+			return nil, c.Errorf("directory %q: %v", c.Str("directory"), err)
+		}
+		if opts.TemporaryDirectory, err = c.Abs(c.Str("temporary_directory")); err != nil {
+			return nil, c.Errorf("temporary_directory %q: %v", c.Str("temporary_directory"), err)
+		}
 		for _, f := range []struct {
 			name string
 			set  func(int64)

@@ -9,7 +9,6 @@
 package remotestar
 
 import (
-	"path/filepath"
 	"time"
 
 	"go.starlark.net/starlark"
@@ -69,10 +68,8 @@ func remoteOptions(c *starlib.Call, svc remote.Service, guestRoot string) (remot
 		return opts, err
 	}
 	opts.Labels = labels
-	if opts.Workspace != "" && !filepath.IsAbs(opts.Workspace) {
-		if abs, err := filepath.Abs(opts.Workspace); err == nil {
-			opts.Workspace = abs
-		}
+	if abs, err := c.Abs(opts.Workspace); err == nil {
+		opts.Workspace = abs
 	}
 	return opts, nil
 }

@@ -48,7 +48,12 @@ On first use of a service and bucket in a process, it checks with three small re
 	Impl: func(c *starlib.Call) (starlark.Value, error) {
 		opts := s3.Options{Bucket: c.Str("bucket"), Prefix: c.Str("prefix"), Format: c.Str("format"), Region: c.Str("region"),
 			Endpoint: c.Str("endpoint"), ForcePathStyle: c.Bool("force_path_style", false), Profile: c.Str("profile"),
-			TemporaryDirectory: c.Str("temporary_directory"), AcceptLostUpdates: c.Bool("accept_lost_updates", false)}
+			AcceptLostUpdates: c.Bool("accept_lost_updates", false)}
+		tmp, err := c.Abs(c.Str("temporary_directory"))
+		if err != nil {
+			return nil, c.Errorf("temporary_directory %q: %v", c.Str("temporary_directory"), err)
+		}
+		opts.TemporaryDirectory = tmp
 		for _, f := range []struct {
 			name string
 			set  func(int64)

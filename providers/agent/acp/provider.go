@@ -163,6 +163,9 @@ func (p *Provider) OpenSession(ctx context.Context, req *eval.AgentRequest, exec
 	if exec != nil && exec.Sandbox != nil {
 		s.sandbox = exec.Sandbox
 	}
+	if exec != nil {
+		s.evalDir = exec.WorkingDirectory
+	}
 	if err := s.open(ctx); err != nil {
 		cctx, cancel := cleanupContext(ctx)
 		defer cancel()
@@ -171,9 +174,14 @@ func (p *Provider) OpenSession(ctx context.Context, req *eval.AgentRequest, exec
 	return s, nil
 }
 
-// localCwd resolves the session cwd outside a sandbox.
-func (p *Provider) localCwd() (string, error) {
+// localCwd resolves the session cwd outside a sandbox: the profile's
+// working directory, else the evaluation's (AgentExecution), else the
+// process's.
+func (p *Provider) localCwd(evaluation string) (string, error) {
 	dir := p.cfg.WorkingDirectory
+	if dir == "" {
+		dir = evaluation
+	}
 	if dir == "" {
 		wd, err := os.Getwd()
 		if err != nil {

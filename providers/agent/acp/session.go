@@ -47,6 +47,8 @@ type session struct {
 	trace   eval.TraceEmitter
 	servers []acpsdk.McpServer
 	sandbox *eval.SandboxSession
+	// evalDir is the evaluation's working directory (AgentExecution).
+	evalDir string
 
 	bridgeName string
 	bridge     *bridge
@@ -112,7 +114,7 @@ func (s *session) open(ctx context.Context) error {
 		}
 	} else {
 		var err error
-		if cwd, err = s.p.localCwd(); err != nil {
+		if cwd, err = s.p.localCwd(s.evalDir); err != nil {
 			return err
 		}
 	}
