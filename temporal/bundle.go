@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.starlark.net/syntax"
@@ -32,22 +33,29 @@ const MaxBundleBytes = 16 << 20
 // Bundle is a value: it is not modified after Pack, and safe for
 // concurrent reads.
 type Bundle struct {
-	// Entry is the entry file's name in the bundle: its base name.
+	// Entry is the entry file's name in the bundle: the path the
+	// submitter gave Pack, slash-separated, so that positions in errors
+	// and traces name the files as aml run names them.
 	Entry string `json:"entry"`
 	// Files are the entry and its modules, sorted by path.
 	Files []File `json:"files"`
 	// Data are the application files that the sources name with a
-	// string literal in file(src=) and include(src=), by that path
-	// (relative to the submitter's working directory, which those reads
-	// resolve from), sorted by path: workflow code reads them from here
-	// (eval.Options.AppFiles).
+	// string literal in file(src=), include(src=) and skill(), by that
+	// path (relative to the submitter's working directory, which those
+	// reads resolve from), sorted by path: workflow code reads them from
+	// here (eval.Options.AppFiles).
 	Data []File `json:"data,omitempty"`
+	// Missing are the paths such literals name that did not exist on
+	// the submitter, sorted: reading one fails as it fails there.
+	Missing []string `json:"missing,omitempty"`
 }
 
 // File is one source of a Bundle.
 type File struct {
-	// Path is slash-separated and relative to the entry's directory (it
-	// may start with ../ for a module beside or above it).
+	// Path is slash-separated: a source's is the path that loading it
+	// from the entry asks for (the entry's directory joined with the
+	// load() name, which may climb with ../); a data file's is relative
+	// to the submitter's working directory.
 	Path string `json:"path"`
 	// SHA256 is the hex SHA-256 of Data.
 	SHA256 string `json:"sha256"`
@@ -55,6 +63,12 @@ type File struct {
 	// Exec marks a data file its owner may execute (a skill package's
 	// script).
 	Exec bool `json:"exec,omitempty"`
+	// Dir marks a data directory that is not packed (a file() or
+	// include() names a directory), Link a symbolic link (in a skill
+	// package, or the package itself) and its target: both hold no
+	// data, so that reading them fails as it fails on the submitter.
+	Dir  bool   `json:"dir,omitempty"`
+	Link string `json:"link,omitempty"`
 }
 
 // PackError is a load() that Pack could not follow: the file and position
@@ -87,14 +101,15 @@ func (e *PackError) Unwrap() error { return e.Err }
 // would.
 func Pack(entry string) (*Bundle, error) {
 	p := &packer{dir: filepath.Dir(entry), seen: map[string]bool{}, seenData: map[string]bool{}}
-	b := &Bundle{Entry: filepath.Base(entry)}
+	b := &Bundle{Entry: filepath.ToSlash(entry)}
 	if err := p.add(entry, b.Entry, "", 0, 0, ""); err != nil {
 		return nil, err
 	}
-	b.Files, b.Data = p.files, p.data
+	b.Files, b.Data, b.Missing = p.files, p.data, p.missing
 	byPath := func(a, b File) int { return strings.Compare(a.Path, b.Path) }
 	slices.SortFunc(b.Files, byPath)
 	slices.SortFunc(b.Data, byPath)
+	slices.Sort(b.Missing)
 	return b, nil
 }
 
@@ -129,7 +144,7 @@ func (p *packer) addData(file string, f *syntax.File) error {
 				continue
 			}
 			p.seenData[name] = true
-			if err = p.addDataPath(name); err != nil {
+			if err = p.addDataPath(name, fn.Name == "skill"); err != nil {
 				pos := lit.TokenPos
 				err = &PackError{File: file, Line: pos.Line, Col: pos.Col, Module: src, Err: err}
 				return false
@@ -140,11 +155,22 @@ func (p *packer) addData(file string, f *syntax.File) error {
 	return err
 }
 
-// addDataPath packs the regular file name, or every regular file below
-// the directory name (a skill package); what cannot be read is left
-// out, for the run to report where aml run would.
-func (p *packer) addDataPath(name string) error {
-	info, err := os.Lstat(filepath.FromSlash(name))
+// addDataPath packs what a literal src= names as the run will read it:
+// for file() and include() (which follow a symbolic link), the regular
+// file, or the mark of a directory; for skill() (which refuses links),
+// the package directory with its files and the links in it. A name that
+// does not exist is recorded as missing; one that cannot be read is left
+// out, for the run to report.
+func (p *packer) addDataPath(name string, skill bool) error {
+	stat := os.Stat
+	if skill {
+		stat = os.Lstat
+	}
+	info, err := stat(filepath.FromSlash(name))
+	if errors.Is(err, fs.ErrNotExist) {
+		p.missing = append(p.missing, name)
+		return nil
+	}
 	if err != nil {
 		return nil
 	}
@@ -160,10 +186,23 @@ func (p *packer) addDataPath(name string) error {
 		p.data = append(p.data, File{Path: name, SHA256: hex.EncodeToString(sum[:]), Data: data, Exec: mode.Perm()&0o100 != 0})
 		return nil
 	}
+	link := func(name string) {
+		target, err := os.Readlink(filepath.FromSlash(name))
+		if err == nil {
+			p.data = append(p.data, File{Path: name, SHA256: emptySHA256, Link: target})
+		}
+	}
 	switch {
 	case info.Mode().IsRegular():
 		return add(name, info.Mode())
+	case info.Mode()&fs.ModeSymlink != 0:
+		link(name)
+		return nil
 	case !info.IsDir():
+		return nil
+	case !skill:
+		// file() and include() refuse a directory: its mark suffices.
+		p.data = append(p.data, File{Path: name, SHA256: emptySHA256, Dir: true})
 		return nil
 	}
 	return filepath.WalkDir(filepath.FromSlash(name), func(f string, de fs.DirEntry, err error) error {
@@ -174,12 +213,17 @@ func (p *packer) addDataPath(name string) error {
 		switch {
 		case de.IsDir():
 			return nil
-		case !de.Type().IsRegular():
-			return fmt.Errorf("%s is not a regular file: a skill package holds only regular files and directories", rel)
 		case p.seenData[rel]:
 			return nil
 		}
 		p.seenData[rel] = true
+		switch {
+		case de.Type()&fs.ModeSymlink != 0:
+			link(rel)
+			return nil
+		case !de.Type().IsRegular():
+			return nil // a FIFO or a device: the run reports what it finds missing
+		}
 		info, err := de.Info()
 		if err != nil {
 			return err
@@ -188,12 +232,17 @@ func (p *packer) addDataPath(name string) error {
 	})
 }
 
+// emptySHA256 is the digest of no data: that of a directory's or a
+// link's entry.
+const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
 type packer struct {
 	dir      string
 	seen     map[string]bool
 	files    []File
 	seenData map[string]bool
 	data     []File
+	missing  []string
 	total    int
 }
 
@@ -254,7 +303,10 @@ func (b *Bundle) Digest() string {
 		fmt.Fprintf(h, "%s %q\n", f.SHA256, f.Path)
 	}
 	for _, f := range b.Data {
-		fmt.Fprintf(h, "data %s %q %t\n", f.SHA256, f.Path, f.Exec)
+		fmt.Fprintf(h, "data %s %q %t %t %q\n", f.SHA256, f.Path, f.Exec, f.Dir, f.Link)
+	}
+	for _, m := range b.Missing {
+		fmt.Fprintf(h, "missing %q\n", m)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -286,11 +338,19 @@ func (b *Bundle) Verify() error {
 		if !fs.ValidPath(f.Path) {
 			return fmt.Errorf("workflow bundle: data file %q is not a relative path", f.Path)
 		}
+		if (f.Dir || f.Link != "") && (len(f.Data) > 0 || f.Exec || (f.Dir && f.Link != "")) {
+			return fmt.Errorf("workflow bundle: data entry %q is a directory or link with data", f.Path)
+		}
 		sum := sha256.Sum256(f.Data)
 		if hex.EncodeToString(sum[:]) != f.SHA256 {
 			return fmt.Errorf("workflow bundle: data file %s does not match its digest %s", f.Path, f.SHA256)
 		}
 		total += len(f.Data)
+	}
+	for i, m := range b.Missing {
+		if (i > 0 && b.Missing[i-1] >= m) || !fs.ValidPath(m) {
+			return fmt.Errorf("workflow bundle: missing path %q is not a sorted, unique, relative path", m)
+		}
 	}
 	if !hasEntry {
 		return fmt.Errorf("workflow bundle: its entry %q is not among its files", b.Entry)
@@ -308,13 +368,24 @@ func (b *Bundle) Verify() error {
 func (b *Bundle) FS() fs.FS { return bundleFS{b.Files, "module"} }
 
 // DataFS returns the bundle's application files (Data) as a file system
-// for eval.Options.AppFiles.
-func (b *Bundle) DataFS() fs.FS {
-	d := dataFS{files: map[string]*File{}, dirs: map[string][]fs.DirEntry{".": nil}}
+// for eval.Options.AppFiles. dir is the submitter's working directory
+// (RunInput.Cwd): a file the sources named that did not exist there is
+// reported as missing there, as aml run reports it.
+func (b *Bundle) DataFS(dir string) fs.FS {
+	d := dataFS{files: map[string]*File{}, dirs: map[string][]fs.DirEntry{".": nil}, missing: map[string]bool{}, dir: dir}
+	for _, m := range b.Missing {
+		d.missing[m] = true
+	}
 	for i := range b.Data {
 		f := &b.Data[i]
-		d.files[f.Path] = f
-		// Each directory above the file lists what is below it.
+		if f.Dir {
+			if _, ok := d.dirs[f.Path]; !ok {
+				d.dirs[f.Path] = nil
+			}
+		} else {
+			d.files[f.Path] = f
+		}
+		// Each directory above the entry lists what is below it.
 		child, entry := f.Path, fs.DirEntry(fs.FileInfoToDirEntry(dataInfo{f: f}))
 		for {
 			dir := path.Dir(child)
@@ -333,20 +404,96 @@ func (b *Bundle) DataFS() fs.FS {
 }
 
 // dataFS serves a bundle's application files with their directories, and
-// says what travels with a run when a file is not among them.
+// says what travels with a run when a file is not among them. It
+// implements fs.StatFS and fs.ReadLinkFS, so that the run's stat and
+// lstat of a name behave as the submitter's did.
 type dataFS struct {
-	files map[string]*File
-	dirs  map[string][]fs.DirEntry
+	files   map[string]*File
+	dirs    map[string][]fs.DirEntry
+	missing map[string]bool
+	dir     string
 }
 
-func (d dataFS) Open(name string) (fs.File, error) {
-	if f := d.files[name]; f != nil {
+// notFound is the error of a name the bundle does not hold: as on the
+// submitter when it did not exist there, else what travels with a run.
+func (d dataFS) notFound(op, name string) error {
+	if d.missing[name] || d.missingBelow(name) {
+		p := filepath.FromSlash(name)
+		if d.dir != "" {
+			p = filepath.Join(d.dir, p)
+		}
+		return &fs.PathError{Op: op, Path: p, Err: syscall.ENOENT}
+	}
+	return &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w: the workflow bundle holds no such file (only files and skill packages that file(src=), include(src=) and skill() name with a string literal travel with a run)", fs.ErrNotExist)}
+}
+
+// missingBelow reports whether a directory above name was missing.
+func (d dataFS) missingBelow(name string) bool {
+	for dir := path.Dir(name); dir != "." && dir != "/"; dir = path.Dir(dir) {
+		if d.missing[dir] {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve follows name (a link to a packed file or directory, within the
+// bundle) to what it names.
+func (d dataFS) resolve(name string) string {
+	for range 40 {
+		f := d.files[name]
+		if f == nil || f.Link == "" || path.IsAbs(f.Link) {
+			return name
+		}
+		name = path.Join(path.Dir(name), filepath.ToSlash(f.Link))
+	}
+	return name
+}
+
+func (d dataFS) open(op, name string) (fs.File, error) {
+	name = d.resolve(name)
+	if f := d.files[name]; f != nil && f.Link == "" {
 		return &dataFile{info: dataInfo{f: f}, r: bytes.NewReader(f.Data)}, nil
 	}
 	if es, ok := d.dirs[name]; ok {
 		return &dataFile{info: dataInfo{dir: name}, entries: es}, nil
 	}
-	return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: the workflow bundle holds no such file (only files and skill packages that file(src=), include(src=) and skill() name with a string literal travel with a run)", fs.ErrNotExist)}
+	return nil, d.notFound(op, name)
+}
+
+// Open implements fs.FS.
+func (d dataFS) Open(name string) (fs.File, error) { return d.open("open", name) }
+
+// Stat implements fs.StatFS, following links.
+func (d dataFS) Stat(name string) (fs.FileInfo, error) {
+	f, err := d.open("stat", name)
+	if err != nil {
+		return nil, err
+	}
+	return f.Stat()
+}
+
+// Lstat implements fs.ReadLinkFS: a link is described, not followed.
+func (d dataFS) Lstat(name string) (fs.FileInfo, error) {
+	if f := d.files[name]; f != nil && f.Link != "" {
+		return dataInfo{f: f}, nil
+	}
+	f, err := d.open("lstat", name)
+	if err != nil {
+		return nil, err
+	}
+	return f.Stat()
+}
+
+// ReadLink implements fs.ReadLinkFS.
+func (d dataFS) ReadLink(name string) (string, error) {
+	if f := d.files[name]; f != nil && f.Link != "" {
+		return f.Link, nil
+	}
+	if _, err := d.Lstat(name); err != nil {
+		return "", err
+	}
+	return "", &fs.PathError{Op: "readlink", Path: name, Err: errors.New("not a symbolic link")}
 }
 
 // dataFile is an open data file or directory.
@@ -379,7 +526,8 @@ func (f *dataFile) ReadDir(n int) ([]fs.DirEntry, error) {
 	return rest, nil
 }
 
-// dataInfo describes a data file (f) or a directory (dir).
+// dataInfo describes a data file or link (f) or a directory (dir, or f
+// marked Dir).
 type dataInfo struct {
 	f   *File
 	dir string
@@ -399,16 +547,23 @@ func (i dataInfo) Size() int64 {
 }
 func (i dataInfo) Mode() fs.FileMode {
 	switch {
-	case i.f == nil:
+	case i.f == nil || i.f.Dir:
 		return fs.ModeDir | 0o555
+	case i.f.Link != "":
+		return fs.ModeSymlink | 0o777
 	case i.f.Exec:
 		return 0o555
 	}
 	return 0o444
 }
 func (i dataInfo) ModTime() time.Time { return time.Time{} }
-func (i dataInfo) IsDir() bool        { return i.f == nil }
+func (i dataInfo) IsDir() bool        { return i.f == nil || i.f.Dir }
 func (i dataInfo) Sys() any           { return nil }
+
+var (
+	_ fs.StatFS     = dataFS{}
+	_ fs.ReadLinkFS = dataFS{}
+)
 
 type bundleFS struct {
 	files []File

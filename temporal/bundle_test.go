@@ -39,7 +39,10 @@ func TestPackLoadsTheSameProgram(t *testing.T) {
 		"flows/unused.star":  "x = 1\n",
 		"shared/unused.star": "y = 2\n",
 	})
-	b, err := temporal.Pack(filepath.Join(root, "flows", "review.star"))
+	// The files are named as loading them from the path given names
+	// them (a relative path here), so that positions read as aml run's.
+	t.Chdir(root)
+	b, err := temporal.Pack(filepath.Join("flows", "review.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +50,7 @@ func TestPackLoadsTheSameProgram(t *testing.T) {
 	for _, f := range b.Files {
 		paths = append(paths, f.Path)
 	}
-	if got, want := strings.Join(paths, " "), "../shared/c.star b.star lib/a.star review.star"; got != want || b.Entry != "review.star" {
+	if got, want := strings.Join(paths, " "), "flows/b.star flows/lib/a.star flows/review.star shared/c.star"; got != want || b.Entry != "flows/review.star" {
 		t.Fatalf("bundle of %q holds %q, want %q", b.Entry, got, want)
 	}
 	if err := b.Verify(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -37,6 +38,9 @@ type StartOptions struct {
 	Memo map[string]any
 	// ContinueAfter is RunInput.ContinueAfter.
 	ContinueAfter int
+	// Cwd is RunInput.Cwd, the directory the run's relative paths
+	// resolve from; "" is this process's working directory.
+	Cwd string
 }
 
 // Start starts a run of b and returns its id.
@@ -48,8 +52,15 @@ func (c *Client) Start(ctx context.Context, b *Bundle, opts StartOptions) (strin
 	if id == "" {
 		id = "aml-" + eval.NewRunID()
 	}
-	_, err := c.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: c.taskQueue, Memo: opts.Memo}, WorkflowName,
-		RunInput{Bundle: b, Entry: opts.Entry, Limits: opts.Limits, ContinueAfter: opts.ContinueAfter})
+	cwd := opts.Cwd
+	if cwd == "" {
+		var err error
+		if cwd, err = os.Getwd(); err != nil {
+			return "", fmt.Errorf("the working directory the run's relative paths resolve from: %w", err)
+		}
+	}
+	_, err := c.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: c.taskQueue, Memo: opts.Memo, WorkflowTaskTimeout: WorkflowTaskTimeout}, WorkflowName,
+		RunInput{Bundle: b, Entry: opts.Entry, Limits: opts.Limits, ContinueAfter: opts.ContinueAfter, Cwd: cwd})
 	if err != nil {
 		return "", fmt.Errorf("starting run %s: %w", id, err)
 	}
@@ -62,8 +73,17 @@ type RunError struct {
 	RunID     string
 	Msg       string
 	Cancelled bool
-	Err       error
+	// Backtrace is the Starlark backtrace of a failure that arose in
+	// Starlark code, and Code its machine-readable code (see
+	// Options.ErrorCode), as aml run reports them.
+	Backtrace, Code string
+	// Prints are as RunResult's.
+	Prints *PrintPage
+	Err    error
 }
+
+// ErrorCode returns the failure's code ("" for none).
+func (e *RunError) ErrorCode() string { return e.Code }
 
 func (e *RunError) Error() string { return e.Msg }
 
@@ -73,13 +93,20 @@ func (e *RunError) Unwrap() error { return e.Err }
 // Result waits for run id to end (across continue-as-new) and returns
 // its text, or a *RunError.
 func (c *Client) Result(ctx context.Context, id string) (string, error) {
+	res, err := c.Wait(ctx, id)
+	return res.Text, err
+}
+
+// Wait waits for run id to end (across continue-as-new) and returns its
+// result, with the print() lines of its last execution, or a *RunError.
+func (c *Client) Wait(ctx context.Context, id string) (RunResult, error) {
 	var res RunResult
 	err := c.c.GetWorkflow(ctx, id, "").Get(ctx, &res)
 	if err == nil {
-		return res.Text, nil
+		return res, nil
 	}
 	if ctx.Err() != nil {
-		return "", err
+		return res, err
 	}
 	re := &RunError{RunID: id, Msg: err.Error(), Err: err}
 	var ae *sdktemporal.ApplicationError
@@ -87,10 +114,14 @@ func (c *Client) Result(ctx context.Context, id string) (string, error) {
 	switch {
 	case errors.As(err, &ae):
 		re.Msg = ae.Message()
+		var f RunFailure
+		if ae.HasDetails() && ae.Details(&f) == nil {
+			re.Backtrace, re.Code, re.Prints = f.Backtrace, f.Code, f.Prints
+		}
 	case errors.As(err, &ce):
 		re.Msg, re.Cancelled = "the run was cancelled", true
 	}
-	return "", re
+	return res, re
 }
 
 // State returns what run id waits for (StateQuery).
@@ -108,6 +139,18 @@ func (c *Client) State(ctx context.Context, id string) (RunState, error) {
 func (c *Client) Trace(ctx context.Context, id string, from int) (TracePage, error) {
 	var p TracePage
 	v, err := c.c.QueryWorkflow(ctx, id, "", TraceQuery, from)
+	if err != nil {
+		return p, err
+	}
+	err = v.Get(&p)
+	return p, err
+}
+
+// Prints returns the run's print() lines from position from
+// (PrintQuery).
+func (c *Client) Prints(ctx context.Context, id string, from int) (PrintPage, error) {
+	var p PrintPage
+	v, err := c.c.QueryWorkflow(ctx, id, "", PrintQuery, from)
 	if err != nil {
 		return p, err
 	}

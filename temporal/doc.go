@@ -79,9 +79,11 @@
 // its digest, and a manifest blob; history records only the manifest's
 // digest. A sandbox whose provider keeps files of its own outside any
 // workspace cannot be restored elsewhere: its scope fails with an error
-// that says so. The host of script() runs in a private directory of its
-// worker (workers do not share the submitter's directory), removed when
-// the run ends.
+// that says so. The host of script() runs in the submitter's working
+// directory (RunInput.Cwd), as aml run runs it, which the worker must see
+// (its machine, or a shared mount); a worker that does not fails the
+// scope and says so. The relative paths of the run's providers resolve
+// from that directory too.
 //
 // A finished activity is in history, so it is never executed again: the
 // replay returns its recorded result. An activity in flight on a dead
@@ -125,14 +127,23 @@
 //     the blob store once it is large); the new execution resumes it as eval.Runtime.Resume does,
 //     so a run of 20,000 effects completes, and a changed bundle is reported
 //     as the same divergence a local resume reports.
-//   - The deadlock detector fails workflow code that runs for a second
-//     without yielding; a Starlark-heavy step can take longer, so workers
-//     set DeadlockDetectionTimeout (30 s by default, aml worker
-//     --deadlock-timeout).
-//   - Trace events never go through history: workflow code keeps them
-//     (metadata only) in memory, and the submitter reads them with the
-//     aml.trace query (see trace.go); print() in workflow code is logged
-//     only when the code is not replaying. Agent output stays on workers.
+//   - A workflow task must end within the run's workflow task timeout
+//     (WorkflowTaskTimeout, 20 s, set when a run starts), and the
+//     deadlock detector fails one whose code runs too long without
+//     yielding (aml worker sets DeadlockDetectionTimeout to 15 s). Workflow
+//     code therefore paces its Starlark computation (eval.Pacer): every
+//     PaceSteps steps (fewer while an agent's timeout_ms runs) it waits
+//     for an aml.pace activity, which ends the task, so that a loop of
+//     minutes runs as many short tasks; a cancellation or a timeout's
+//     timer reaches it then, and it stops there. The pauses and stops
+//     fall at step counts, which a replay reaches again, never on a
+//     clock. The run's cancellation (aml cancel) cancels the evaluation.
+//   - Trace events and print() lines never go through history while the
+//     run goes on: workflow code keeps them (metadata only, for the
+//     trace) in memory, and the submitter reads them with the aml.trace
+//     and aml.prints queries (see trace.go and prints.go); the last
+//     lines come with the run's outcome, redacted. Agent output stays on
+//     workers.
 //
 // # Questions
 //
@@ -173,6 +184,7 @@
 //	               worker side; checkpoint.go, workspace checkpoints
 //	continue.go    the journal, drain and continue-as-new
 //	tools.go       calls of tools defined in component bodies
+//	prints.go      print() lines for the submitter
 //	staging.go     an agent's staged files on its session's worker
 //	secrets.go     env() values kept out of history
 //	trace.go       the trace query of the live view

@@ -2,8 +2,10 @@ package temporal
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/aml-go/aml/eval"
@@ -45,6 +47,10 @@ type executor struct {
 	// workspaceID, for a run that continued as new, is the id its
 	// workspace() had (see NewID).
 	workspaceID string
+	// deadlines counts the timeouts pending (WithTimeoutCause): while
+	// one is, computation pauses more often, so that it stops soon after
+	// its deadline. nil counts none.
+	deadlines *int
 }
 
 // FanOut implements eval.Executor. Branches are not bounded here: the
@@ -82,10 +88,83 @@ func (s semaphore) Release()                          { s.s.Release(1) }
 
 // WithTimeoutCause implements eval.Executor. A Go timer would fire on
 // another goroutine at a time that does not replay; instead the returned
-// context carries the bound, and the activity that runs the agent session
-// is given it as its start-to-close timeout (its expiry becomes cause).
-func (executor) WithTimeoutCause(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc) {
-	return context.WithValue(ctx, timeoutKey{}, timeout{d: d, cause: cause}), func() {}
+// context carries the bound, which the activity that runs an agent
+// session gets as its start-to-close timeout (its expiry becomes cause),
+// and a workflow timer cancels the context with cause once d has passed,
+// which stops what computes in workflow code (a deterministic agent's
+// respond function) at its next pause (see Pace): the timer's firing is
+// in history, so a replay stops it at the same step.
+func (e executor) WithTimeoutCause(ctx context.Context, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+	cctx, cancel := context.WithCancelCause(context.WithValue(ctx, timeoutKey{}, timeout{d: d, cause: cause}))
+	tctx, stopTimer := workflow.WithCancel(workflowOf(ctx))
+	if e.deadlines != nil {
+		*e.deadlines++
+	}
+	pending := true
+	done := func() {
+		if pending && e.deadlines != nil {
+			*e.deadlines--
+		}
+		pending = false
+	}
+	workflow.Go(tctx, func(c workflow.Context) {
+		if workflow.Sleep(c, d) == nil {
+			cancel(cause)
+			done()
+		}
+	})
+	return cctx, func() {
+		stopTimer()
+		cancel(context.Canceled)
+		done()
+	}
 }
 
-var _ eval.Executor = executor{}
+// PaceSteps is how many Starlark steps workflow code runs between two
+// pauses (see executor.Pace): about half a second of computation on a
+// current machine.
+const PaceSteps = 100_000_000
+
+// PaceActivity is the activity of a pause of workflow code's computation:
+// it does nothing, but its completion starts a new workflow task.
+const PaceActivity = "aml.pace"
+
+// deadlinePaceSteps is how many steps workflow code runs between two
+// pauses while a timeout is pending: a twentieth of PaceSteps.
+const deadlinePaceSteps = PaceSteps / 20
+
+// PaceSteps implements eval.Pacer.
+func (e executor) PaceSteps() int64 {
+	if e.deadlines != nil && *e.deadlines > 0 {
+		return deadlinePaceSteps
+	}
+	return PaceSteps
+}
+
+// Pace implements eval.Pacer: the coroutine waits for a PaceActivity,
+// which ends the workflow task, so that no task computes for longer than
+// Temporal allows (a Starlark loop of minutes runs as many short tasks),
+// and what happened meanwhile (a cancellation, a timeout's timer) reaches
+// the evaluation before it goes on. (A timer would do, but a server
+// fires timers up to a second late.)
+func (executor) Pace(ctx context.Context) error {
+	wctx := workflowOf(ctx)
+	if wctx.Err() != nil {
+		return errRunCancelled
+	}
+	ao := workflow.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: &sdktemporal.RetryPolicy{InitialInterval: time.Second}}
+	_ = workflow.ExecuteActivity(workflow.WithActivityOptions(wctx, ao), PaceActivity).Get(wctx, nil)
+	return nil
+}
+
+// pace is PaceActivity.
+func pace(context.Context) error { return nil }
+
+// errRunCancelled is the cause of a run's evaluation that aml cancel (a
+// cancellation of the workflow) stopped.
+var errRunCancelled = errors.New("the run was cancelled")
+
+var (
+	_ eval.Executor = executor{}
+	_ eval.Pacer    = executor{}
+)

@@ -11,10 +11,7 @@ import (
 	"os"
 	"sync"
 
-	sdktemporal "go.temporal.io/sdk/temporal"
-
 	"github.com/aml-go/aml/eval"
-	"github.com/aml-go/aml/internal/redact"
 	"github.com/aml-go/aml/starlib"
 )
 
@@ -141,13 +138,9 @@ func (h *heldLease) runtime() (eval.SandboxRuntime, error) {
 }
 
 // failure wraps a provider's error as an activity failure that is not
-// retried, redacted of the worker's env() values.
-func failure(err error, seal *sealer) error {
-	msg := err.Error()
-	if seal != nil {
-		msg = redact.New(seal.values...).String(msg)
-	}
-	return sdktemporal.NewNonRetryableApplicationError(msg, placeFailure, nil)
+// retried, redacted of the worker's env() values (see fail).
+func (a *activities) failure(err error, seal *sealer) error {
+	return a.fail(err, seal, placeFailure)
 }
 
 // acquire is AcquireActivity.
@@ -158,12 +151,12 @@ func (a *activities) acquire(ctx context.Context, call AcquireCall) (*AcquireRes
 	err := a.acquireInto(ctx, call, h, res)
 	stop()
 	if err != nil {
-		return nil, failure(err, nil)
+		return nil, a.failure(err, nil)
 	}
 	key, err := a.leases.put(h)
 	if err != nil {
 		_ = h.release(context.WithoutCancel(ctx))
-		return nil, failure(err, nil)
+		return nil, a.failure(err, nil)
 	}
 	res.Key = key
 	return res, nil
@@ -208,11 +201,13 @@ func (a *activities) acquireInto(ctx context.Context, call AcquireCall, h *heldL
 			if p == nil {
 				p = starlib.DefaultHost()
 			}
-			dir, err := os.MkdirTemp("", "aml-host-")
+			dir, err := a.hostDir(call.Cwd)
 			if err != nil {
 				return err
 			}
-			h.scratch = dir
+			if call.Cwd == "" {
+				h.scratch = dir
+			}
 			req.Workspace = &eval.WorkspaceMaterialization{Directory: dir, Cwd: "."}
 		} else {
 			var err error
@@ -260,10 +255,34 @@ func (a *activities) acquireInto(ctx context.Context, call AcquireCall, h *heldL
 	return fmt.Errorf("unknown lease kind %q", call.Kind)
 }
 
+// hostDir is the directory of the run's host (script() outside any
+// sandbox): the submitter's working directory, as aml run has it, which
+// this worker must see; a run that did not say (RunInput.Cwd "") gets a
+// private directory, removed with the lease.
+func (a *activities) hostDir(cwd string) (string, error) {
+	if cwd == "" {
+		return os.MkdirTemp("", "aml-host-")
+	}
+	info, err := os.Stat(cwd)
+	if err != nil || !info.IsDir() {
+		host, _ := os.Hostname()
+		return "", fmt.Errorf("script() outside a sandbox runs in the submitter's directory %s, which worker %s does not have (%v): run the workers where the submitter's files are (on its machine, or with the directory on a shared mount), or put the script in a sandbox()", cwd, host, statProblem(info, err))
+	}
+	return cwd, nil
+}
+
+// statProblem says why a path is not a usable directory.
+func statProblem(info os.FileInfo, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return "not a directory: " + info.Mode().String()
+}
+
 // workspaceProvider finds the workspace provider of call on this worker.
 func (a *activities) workspaceProvider(call AcquireCall) (eval.WorkspaceProvider, error) {
 	if call.ProviderIndex >= 0 && call.Bundle != nil {
-		lb, err := a.load(call.Bundle)
+		lb, err := a.load(call.Bundle, call.Cwd)
 		if err != nil {
 			return nil, err
 		}
@@ -272,16 +291,27 @@ func (a *activities) workspaceProvider(call AcquireCall) (eval.WorkspaceProvider
 		}
 		return lb.workspaces[call.ProviderIndex], nil
 	}
+	if call.Factory != nil {
+		p, err := a.make(call.Factory, call.Cwd)
+		if err != nil {
+			return nil, err
+		}
+		wp, ok := p.(eval.WorkspaceProvider)
+		if !ok {
+			return nil, fmt.Errorf("%s: %s() makes no workspace provider", call.Factory.Pos, call.Factory.Builtin)
+		}
+		return wp, nil
+	}
 	if p := a.opts.Workspaces[call.Provider]; p != nil {
 		return p, nil
 	}
-	return nil, fmt.Errorf("this worker has no workspace provider %q: the workflow made it in a component body (make providers at the top level of the file), or it is a Go provider this worker was not given", call.Provider)
+	return nil, fmt.Errorf("this worker has no workspace provider %q: it is a Go provider, which cannot travel with a run; give every worker one of that name (temporal.Options.Workspaces)", call.Provider)
 }
 
 // sandboxProvider finds the sandbox provider of call on this worker.
 func (a *activities) sandboxProvider(call AcquireCall) (eval.SandboxProvider, error) {
 	if call.ProviderIndex >= 0 && call.Bundle != nil {
-		lb, err := a.load(call.Bundle)
+		lb, err := a.load(call.Bundle, call.Cwd)
 		if err != nil {
 			return nil, err
 		}
@@ -290,10 +320,21 @@ func (a *activities) sandboxProvider(call AcquireCall) (eval.SandboxProvider, er
 		}
 		return lb.sandboxes[call.ProviderIndex], nil
 	}
+	if call.Factory != nil {
+		p, err := a.make(call.Factory, call.Cwd)
+		if err != nil {
+			return nil, err
+		}
+		sp, ok := p.(eval.SandboxProvider)
+		if !ok {
+			return nil, fmt.Errorf("%s: %s() makes no sandbox provider", call.Factory.Pos, call.Factory.Builtin)
+		}
+		return sp, nil
+	}
 	if p := a.opts.Sandboxes[call.Provider]; p != nil {
 		return p, nil
 	}
-	return nil, fmt.Errorf("this worker has no sandbox provider %q: the workflow made it in a component body (make providers at the top level of the file), or it is a Go provider this worker was not given", call.Provider)
+	return nil, fmt.Errorf("this worker has no sandbox provider %q: it is a Go provider, which cannot travel with a run; give every worker one of that name (temporal.Options.Sandboxes)", call.Provider)
 }
 
 // opener returns the function that puts this worker's env() values where
@@ -319,11 +360,11 @@ func (a *activities) opener() (func(string) (string, error), *sealer) {
 func (a *activities) exec(ctx context.Context, call ExecCall) (*ExecReply, error) {
 	h, err := a.leases.get(call.Key)
 	if err != nil {
-		return nil, failure(err, nil)
+		return nil, a.failure(err, nil)
 	}
 	rt, err := h.runtime()
 	if err != nil {
-		return nil, failure(err, nil)
+		return nil, a.failure(err, nil)
 	}
 	open, seal := a.opener()
 	command, err := open(call.Command)
@@ -343,7 +384,7 @@ func (a *activities) exec(ctx context.Context, call ExecCall) (*ExecReply, error
 		}
 	}
 	if err != nil {
-		return nil, failure(err, nil)
+		return nil, a.failure(err, nil)
 	}
 	if call.Stdin != nil {
 		opts.Stdin = bytes.NewReader(call.Stdin)
@@ -355,16 +396,16 @@ func (a *activities) exec(ctx context.Context, call ExecCall) (*ExecReply, error
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		return nil, failure(err, seal)
+		return nil, a.failure(err, seal)
 	}
 	if r == nil {
-		return nil, failure(errors.New("the sandbox returned no result"), nil)
+		return nil, a.failure(errors.New("the sandbox returned no result"), nil)
 	}
 	reply := &ExecReply{Result: eval.ExecResult{ExitCode: r.ExitCode,
 		Stdout: []byte(seal.seal(string(r.Stdout))), Stderr: []byte(seal.seal(string(r.Stderr)))}}
 	if call.Checkpoint {
 		if reply.Checkpoint, err = a.checkpointOf(ctx, h); err != nil {
-			return nil, failure(err, nil)
+			return nil, a.failure(err, nil)
 		}
 	}
 	return reply, nil
@@ -399,7 +440,7 @@ func (a *activities) checkpointOf(ctx context.Context, h *heldLease) (string, er
 func (a *activities) file(ctx context.Context, call FileCall) (*FileReply, error) {
 	h, err := a.leases.get(call.Key)
 	if err != nil {
-		return nil, failure(err, nil)
+		return nil, a.failure(err, nil)
 	}
 	reply := &FileReply{}
 	err = a.fileOp(ctx, h, call, reply)
@@ -407,7 +448,7 @@ func (a *activities) file(ctx context.Context, call FileCall) (*FileReply, error
 		reply.Checkpoint, err = a.checkpointOf(ctx, h)
 	}
 	if err != nil {
-		return nil, failure(err, nil)
+		return nil, a.failure(err, nil)
 	}
 	return reply, nil
 }
@@ -509,15 +550,15 @@ func (a *activities) fileOp(ctx context.Context, h *heldLease, call FileCall, re
 func (a *activities) save(ctx context.Context, call SaveCall) error {
 	h, err := a.leases.get(call.Key)
 	if err != nil {
-		return failure(err, nil)
+		return a.failure(err, nil)
 	}
 	if h.workspace == nil {
-		return failure(errors.New("the lease is not a workspace"), nil)
+		return a.failure(errors.New("the lease is not a workspace"), nil)
 	}
 	stop := heartbeat(ctx)
 	defer stop()
 	if err := h.workspace.Save(ctx, call.Request); err != nil {
-		return failure(err, nil)
+		return a.failure(err, nil)
 	}
 	return nil
 }
@@ -530,7 +571,7 @@ func (a *activities) release(ctx context.Context, call ReleaseCall) error {
 		return nil
 	}
 	if err := h.release(context.WithoutCancel(ctx)); err != nil {
-		return failure(err, nil)
+		return a.failure(err, nil)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/starlib"
 )
 
 // Places: where a run's sandboxes and workspaces live.
@@ -84,6 +85,12 @@ type AcquireCall struct {
 	Restore string `json:"restore,omitempty"`
 	// Source is the authored position of the scope.
 	Source string `json:"source,omitempty"`
+	// Cwd is the run's RunInput.Cwd: the providers' relative paths and
+	// the host's directory.
+	Cwd string `json:"cwd,omitempty"`
+	// Factory, for a provider that a component body made, is the call
+	// that made it (see AgentCall.Factory).
+	Factory *starlib.FactoryCall `json:"factory,omitempty"`
 }
 
 // AcquireResult is what AcquireActivity returns: the held lease's key on
@@ -178,6 +185,7 @@ type places struct {
 	bundle     *Bundle
 	seal       *sealer
 	runID      string
+	cwd        string
 	sandboxes  []eval.SandboxProvider
 	workspaces []eval.WorkspaceProvider
 	// byLease finds the place of a workspace lease by its id, for the
@@ -591,6 +599,8 @@ type remoteWorkspaceProvider struct {
 	ps    *places
 	name  string
 	index int
+	// factory makes a provider a component body made (see travelling).
+	factory *starlib.FactoryCall
 }
 
 func (p remoteWorkspaceProvider) Name() string { return p.name }
@@ -601,7 +611,7 @@ func (p remoteWorkspaceProvider) Acquire(ctx context.Context, req *eval.Workspac
 		return nil, err
 	}
 	r := *req
-	call := AcquireCall{Kind: kindWorkspace, Provider: p.name, ProviderIndex: p.index, Bundle: p.ps.bundleFor(p.index), RunID: p.ps.runID, Workspace: &r}
+	call := AcquireCall{Kind: kindWorkspace, Provider: p.name, ProviderIndex: p.index, Bundle: p.ps.bundleFor(p.index), RunID: p.ps.runID, Workspace: &r, Cwd: p.ps.cwd, Factory: p.factory}
 	if req.ID == p.ps.carriedWorkspace {
 		// The run continued as new: its workspace comes back as the
 		// previous execution left it.
@@ -729,24 +739,25 @@ func (f *remoteFile) Close() error { return nil }
 // remoteSandboxProvider acquires a sandbox on a worker: in the place of
 // the workspace it materializes, else in a place of its own. With host
 // set it is the run's host (script() outside any sandbox), which runs in
-// a private directory on its worker.
+// the submitter's directory (RunInput.Cwd) on its worker.
 type remoteSandboxProvider struct {
 	ps    *places
 	name  string
 	index int
 	host  bool
+	// factory makes a provider a component body made (see travelling).
+	factory *starlib.FactoryCall
 }
 
 func (p remoteSandboxProvider) Name() string { return p.name }
 
 func (p remoteSandboxProvider) Acquire(ctx context.Context, req *eval.SandboxAcquireRequest) (eval.SandboxLease, error) {
 	r := *req
-	call := AcquireCall{Kind: kindSandbox, Provider: p.name, ProviderIndex: p.index, Bundle: p.ps.bundleFor(p.index), RunID: p.ps.runID, Sandbox: &r}
+	call := AcquireCall{Kind: kindSandbox, Provider: p.name, ProviderIndex: p.index, Bundle: p.ps.bundleFor(p.index), RunID: p.ps.runID, Sandbox: &r, Cwd: p.ps.cwd, Factory: p.factory}
 	var pl *place
 	if p.host {
-		// The host's directory is the evaluation's on the submitter's
-		// machine, which workers do not share: the worker gives it a
-		// private one.
+		// The host's directory is the submitter's (Cwd), which the
+		// worker checks it sees.
 		call.Kind, r.Workspace = kindHost, nil
 	} else if req.Workspace != nil {
 		if wl := p.ps.byLease[req.Workspace.LeaseID]; wl != nil && !wl.released {

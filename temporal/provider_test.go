@@ -64,13 +64,17 @@ def main():
 		t.Fatalf("text %q, want %q", res.Text, want)
 	}
 
-	// A provider made in a component body cannot be made on a worker.
-	src = "def main():\n    return agent(\"x\", provider = keyed_agent(name = \"late\", key = \"k\"))\n"
+	// A provider made in a component body travels as its factory call,
+	// its env() values as tokens the worker fills from its own.
+	src = "def main():\n    return agent(\"x\", provider = keyed_agent(name = \"late\", key = env(\"KEY\", \"none\")))\n"
 	b = packSource(t, dir, "keyed.star", src)
-	env = testEnv(temporal.Options{Extensions: []*starlib.Extension{keyedExtension}})
+	env = testEnv(temporal.Options{Extensions: []*starlib.Extension{keyedExtension}, Env: workerEnv})
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
-	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "make providers at the top level") || !strings.Contains(err.Error(), "keyed.star:2:17") {
+	if err := env.GetWorkflowError(); err != nil {
 		t.Fatalf("a provider made in a component body: %v", err)
+	}
+	if err := env.GetWorkflowResult(&res); err != nil || res.Text != "late(worker-secret):x" {
+		t.Fatalf("a provider made in a component body: %q, %v", res.Text, err)
 	}
 }
 

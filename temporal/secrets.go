@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/aml-go/aml/internal/redact"
+	"github.com/aml-go/aml/starlib"
 )
 
 // Secrets in workflow code. Temporal history is readable by anyone with
@@ -209,4 +210,67 @@ func workflowEnv(wctx workflow.Context, lookup func(string) (string, bool), key 
 func envDigestKey(key []byte) []byte {
 	k := sha256.Sum256(append([]byte("aml temporal env digest\x00"), key...))
 	return k[:]
+}
+
+// sealFactory copies a provider's factory call with the env() values its
+// arguments hold replaced by their tokens.
+func sealFactory(fc *starlib.FactoryCall, seal *sealer) *starlib.FactoryCall {
+	out := &starlib.FactoryCall{Builtin: fc.Builtin, Pos: fc.Pos}
+	for _, a := range fc.Args {
+		out.Args = append(out.Args, mapStrings(a, seal.seal))
+	}
+	if fc.Kwargs != nil {
+		out.Kwargs = map[string]any{}
+		for k, v := range fc.Kwargs {
+			out.Kwargs[k] = mapStrings(v, seal.seal)
+		}
+	}
+	return out
+}
+
+// openFactory fills the env() tokens of a travelled factory call with
+// this worker's values.
+func openFactory(fc *starlib.FactoryCall, open func(string) (string, error)) (*starlib.FactoryCall, error) {
+	var err error
+	fill := func(s string) string {
+		if err != nil {
+			return s
+		}
+		var o string
+		o, err = open(s)
+		return o
+	}
+	out := &starlib.FactoryCall{Builtin: fc.Builtin, Pos: fc.Pos}
+	for _, a := range fc.Args {
+		out.Args = append(out.Args, mapStrings(a, fill))
+	}
+	if fc.Kwargs != nil {
+		out.Kwargs = map[string]any{}
+		for k, v := range fc.Kwargs {
+			out.Kwargs[k] = mapStrings(v, fill)
+		}
+	}
+	return out, err
+}
+
+// mapStrings copies JSON-like data with f applied to every string in it,
+// the keys of maps included.
+func mapStrings(v any, f func(string) string) any {
+	switch x := v.(type) {
+	case string:
+		return f(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = mapStrings(e, f)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[f(k)] = mapStrings(e, f)
+		}
+		return out
+	}
+	return v
 }

@@ -49,8 +49,9 @@ type Options struct {
 	// not make with a factory.
 	Sandboxes  map[string]eval.SandboxProvider
 	Workspaces map[string]eval.WorkspaceProvider
-	// Host runs script() outside any sandbox, in a private directory per
-	// run; nil uses starlib.DefaultHost().
+	// Host runs script() outside any sandbox, in the submitter's
+	// directory (RunInput.Cwd; a private directory per run when the run
+	// names none); nil uses starlib.DefaultHost().
 	Host eval.SandboxProvider
 	// Checkpoints is where workspaces are checkpointed after every effect
 	// that can write, so that a workspace whose worker died is restored
@@ -62,6 +63,13 @@ type Options struct {
 	// component bodies define with (to the workflow that defined them);
 	// nil makes such calls fail with an error that says so.
 	Client client.Client
+	// ErrorCode gives an error its machine-readable code (aml run
+	// --json's "code"), where the error arises: on the worker for a
+	// provider's, in workflow code for the run's; RunError.Code carries
+	// it to the submitter. An error that came from an activity
+	// implements ErrorCode() string with the code its worker gave it.
+	// nil gives no codes.
+	ErrorCode func(error) string
 }
 
 // Register registers the AML workflow (WorkflowName) and activities
@@ -82,13 +90,14 @@ func Register(r worker.Registry, opts Options) *Leases {
 	r.RegisterActivityWithOptions(a.file, activity.RegisterOptions{Name: FileActivity})
 	r.RegisterActivityWithOptions(a.save, activity.RegisterOptions{Name: SaveActivity})
 	r.RegisterActivityWithOptions(a.release, activity.RegisterOptions{Name: ReleaseActivity})
+	r.RegisterActivityWithOptions(pace, activity.RegisterOptions{Name: PaceActivity})
 	return a.leases
 }
 
 // RegisterWorkflow registers the AML workflow alone: on a
 // worker.WorkflowReplayer that replays a recorded history, say.
 func RegisterWorkflow(r worker.WorkflowRegistry, opts Options) {
-	wf := &workflows{extensions: opts.Extensions, env: opts.Env, envKey: opts.EnvKey}
+	wf := &workflows{extensions: opts.Extensions, env: opts.Env, envKey: opts.EnvKey, errorCode: opts.ErrorCode, defaultAgent: opts.DefaultAgent != nil}
 	r.RegisterWorkflowWithOptions(wf.run, workflow.RegisterOptions{Name: WorkflowName})
 }
 
@@ -119,8 +128,10 @@ const maxLoaded = 64
 
 // load returns b loaded on this worker (its providers and tools), loading
 // it once.
-func (a *activities) load(b *Bundle) (*loadedBundle, error) {
-	digest := b.Digest()
+func (a *activities) load(b *Bundle, dir string) (*loadedBundle, error) {
+	// The providers' relative paths resolve from the submitter's
+	// directory, so the same bundle from another is loaded apart.
+	digest := b.Digest() + "\x00" + dir
 	a.mu.Lock()
 	lb := a.loaded[digest]
 	if lb == nil {
@@ -135,7 +146,7 @@ func (a *activities) load(b *Bundle) (*loadedBundle, error) {
 		if lb.err = b.Verify(); lb.err != nil {
 			return
 		}
-		w, err := starlib.LoadFile(b.Entry, starlib.LoadOptions{FS: b.FS(), Extensions: a.opts.Extensions, Env: a.opts.Env, Print: func(string) {}})
+		w, err := starlib.LoadFile(b.Entry, starlib.LoadOptions{FS: b.FS(), Extensions: a.opts.Extensions, Env: a.opts.Env, Dir: dir, Print: func(string) {}})
 		if err != nil {
 			lb.err = fmt.Errorf("this worker cannot load the workflow: %w", err)
 			return
@@ -149,7 +160,7 @@ func (a *activities) load(b *Bundle) (*loadedBundle, error) {
 // provider finds the provider of call on this worker.
 func (a *activities) provider(call AgentCall) (eval.AgentProvider, error) {
 	if call.ProviderIndex >= 0 && call.Bundle != nil {
-		lb, err := a.load(call.Bundle)
+		lb, err := a.load(call.Bundle, call.Cwd)
 		if err != nil {
 			return nil, err
 		}
@@ -158,6 +169,17 @@ func (a *activities) provider(call AgentCall) (eval.AgentProvider, error) {
 			return nil, fmt.Errorf("loaded on this worker, the workflow does not make provider %q as its provider #%d (does its top level depend on env() values that differ here?)", call.Provider, call.ProviderIndex)
 		}
 		return ps[call.ProviderIndex], nil
+	}
+	if call.Factory != nil {
+		p, err := a.make(call.Factory, call.Cwd)
+		if err != nil {
+			return nil, err
+		}
+		ap, ok := p.(eval.AgentProvider)
+		if !ok {
+			return nil, fmt.Errorf("%s: %s() makes no agent provider", call.Factory.Pos, call.Factory.Builtin)
+		}
+		return ap, nil
 	}
 	if p := a.opts.Agents[call.Provider]; p != nil {
 		return p, nil
@@ -168,7 +190,19 @@ func (a *activities) provider(call AgentCall) (eval.AgentProvider, error) {
 	if call.Provider == "" {
 		return nil, errors.New("the workflow configured no agent provider and this worker has no default one")
 	}
-	return nil, fmt.Errorf("this worker has no agent provider %q: the workflow made it in a component body (make providers at the top level of the file), or it is a Go provider this worker was not given", call.Provider)
+	return nil, fmt.Errorf("this worker has no agent provider %q: it is a Go provider, which cannot travel with a run; give every worker one of that name (temporal.Options.Agents)", call.Provider)
+}
+
+// make makes, with this worker's environment, a provider that a
+// component body made while the run evaluated, from its factory call;
+// its relative paths resolve from dir, the submitter's directory.
+func (a *activities) make(fc *starlib.FactoryCall, dir string) (any, error) {
+	open, _ := a.opener()
+	fc, err := openFactory(fc, open)
+	if err != nil {
+		return nil, err
+	}
+	return starlib.MakeProvider(fc, starlib.LoadOptions{Extensions: a.opts.Extensions, Env: a.opts.Env, Dir: dir, Print: func(string) {}})
 }
 
 // tools grants the tools of call as this worker defines them when it
@@ -177,7 +211,7 @@ func (a *activities) tools(ctx context.Context, call AgentCall) ([]*eval.AgentTo
 	var lb *loadedBundle
 	if call.Bundle != nil {
 		var err error
-		if lb, err = a.load(call.Bundle); err != nil {
+		if lb, err = a.load(call.Bundle, call.Cwd); err != nil {
 			return nil, err
 		}
 	}
@@ -220,7 +254,7 @@ func (a *activities) mcpServers(call AgentCall, open func(string) (string, error
 		if call.Bundle == nil {
 			return nil, errors.New("a session with granted MCP servers came without the workflow's bundle")
 		}
-		lb, err := a.load(call.Bundle)
+		lb, err := a.load(call.Bundle, call.Cwd)
 		if err != nil {
 			return nil, err
 		}
@@ -269,10 +303,45 @@ func openServer(m *eval.MCPServer, open func(string) (string, error)) (*eval.MCP
 // agent is AgentActivity: one agent() session. It heartbeats every
 // HeartbeatInterval while the provider works, so that a worker that dies
 // is noticed within HeartbeatTimeout.
-func (a *activities) agent(ctx context.Context, call AgentCall) (*eval.AgentResponse, error) {
+func (a *activities) agent(ctx context.Context, call AgentCall) (*AgentReply, error) {
+	// What the session's tools print here goes back with its outcome.
+	prints := &printCollector{}
+	reply, seal, err := a.runAgent(starlib.WithPrint(ctx, prints.print), call)
+	lines := prints.take()
+	if seal != nil {
+		for i, l := range lines {
+			lines[i] = seal.seal(l)
+		}
+	}
+	if err != nil {
+		var ae *sdktemporal.ApplicationError
+		if len(lines) > 0 && errors.As(err, &ae) {
+			var f activityFailure
+			if ae.HasDetails() {
+				_ = ae.Details(&f)
+			}
+			f.Prints = lines
+			return nil, sdktemporal.NewNonRetryableApplicationError(ae.Message(), ae.Type(), nil, f)
+		}
+		return nil, err
+	}
+	reply.Prints = lines
+	return reply, nil
+}
+
+// AgentReply is what AgentActivity returns: the session's response, and
+// the lines its tools printed on the worker (print()).
+type AgentReply struct {
+	eval.AgentResponse
+	Prints []string `json:"prints,omitempty"`
+}
+
+// runAgent runs the session of call; the sealer it returns holds this
+// worker's env() values that the session used.
+func (a *activities) runAgent(ctx context.Context, call AgentCall) (*AgentReply, *sealer, error) {
 	p, err := a.provider(call)
 	if err != nil {
-		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
+		return nil, nil, a.fail(err, nil, agentFailure)
 	}
 	// Put this worker's env() values where the workflow left tokens, and
 	// take them out again of what goes back into history.
@@ -303,14 +372,14 @@ func (a *activities) agent(ctx context.Context, call AgentCall) (*eval.AgentResp
 		}
 	}
 	if uerr != nil {
-		return nil, sdktemporal.NewNonRetryableApplicationError(uerr.Error(), agentFailure, nil)
+		return nil, nil, a.fail(uerr, nil, agentFailure)
 	}
 	req.Skills = call.Skills
 	if call.Staging != nil {
 		// What was staged for the agent, staged again here.
 		dir, rename, err := restage(call.Staging)
 		if err != nil {
-			return nil, sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("staging the agent's files on this worker: %v", err), agentFailure, nil)
+			return nil, nil, a.fail(fmt.Errorf("staging the agent's files on this worker: %w", err), nil, agentFailure)
 		}
 		defer os.RemoveAll(dir)
 		req.Prompt, req.System, req.Skills = rename(req.Prompt), rename(req.System), renameSkills(call.Skills, rename)
@@ -321,34 +390,34 @@ func (a *activities) agent(ctx context.Context, call AgentCall) (*eval.AgentResp
 	if len(call.Tools) > 0 {
 		tools, err := a.tools(ctx, call)
 		if err != nil {
-			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
+			return nil, nil, a.fail(err, nil, agentFailure)
 		}
 		req.Tools = tools
 	}
 	if len(call.MCPServers) > 0 {
 		servers, err := a.mcpServers(call, open)
 		if err != nil {
-			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
+			return nil, nil, a.fail(err, nil, agentFailure)
 		}
 		req.MCPServers = servers
 	}
 	if call.OutputSchema != nil {
 		req.Output = &eval.OutputRequest{JSONSchema: call.OutputSchema}
 	}
-	exec := &eval.AgentExecution{RunID: call.RunID}
+	exec := &eval.AgentExecution{RunID: call.RunID, WorkingDirectory: call.Cwd}
 	if ref := call.Sandbox; ref != nil {
 		h, err := a.leases.get(ref.Key)
 		if err != nil {
-			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
+			return nil, nil, a.fail(err, nil, agentFailure)
 		}
 		rt, err := h.runtime()
 		if err != nil {
-			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
+			return nil, nil, a.fail(err, nil, agentFailure)
 		}
 		exec.Sandbox = &eval.SandboxSession{Lease: h.sandbox, Runtime: rt, Access: ref.Access, Root: ref.Root, Cwd: ref.Cwd}
 		if sc, ok := p.(eval.SandboxCompatible); !ok || !sc.SupportsSandbox(exec.Sandbox) {
 			err := fmt.Errorf("%s: agent provider %q cannot run inside sandbox(): it does not accept the sandbox's runtime; use a provider that supports sandboxes or move the agent out of the sandbox", call.Source, p.Name())
-			return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
+			return nil, nil, a.fail(err, nil, agentFailure)
 		}
 	}
 	stop := heartbeat(ctx)
@@ -356,22 +425,43 @@ func (a *activities) agent(ctx context.Context, call AgentCall) (*eval.AgentResp
 	stop()
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, err
+			return nil, seal, err
 		}
-		msg := redact.New(seal.values...).String(err.Error())
-		return nil, sdktemporal.NewNonRetryableApplicationError(msg, agentFailure, nil)
+		return nil, seal, a.fail(err, seal, agentFailure)
 	}
 	if resp == nil {
-		err := errors.New("provider returned no response")
-		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), agentFailure, err)
+		return nil, seal, a.fail(errors.New("provider returned no response"), nil, agentFailure)
 	}
-	out := *resp
+	out := &AgentReply{AgentResponse: *resp}
 	out.Text = seal.seal(resp.Text)
 	out.Messages = make([]string, len(resp.Messages))
 	for i, m := range resp.Messages {
 		out.Messages[i] = seal.seal(m)
 	}
-	return &out, nil
+	return out, seal, nil
+}
+
+// fail makes a provider's error the failure of an activity, which is not
+// retried: its message (redacted of the worker's env() values in seal)
+// and, as its detail, the code Options.ErrorCode gives it, so that
+// workflow code reports it as aml run reports the provider's own error.
+func (a *activities) fail(err error, seal *sealer, kind string) error {
+	msg := err.Error()
+	if seal != nil {
+		msg = redact.New(seal.values...).String(msg)
+	}
+	var f activityFailure
+	if a.opts.ErrorCode != nil {
+		f.Code = a.opts.ErrorCode(err)
+	}
+	return sdktemporal.NewNonRetryableApplicationError(msg, kind, nil, f)
+}
+
+// activityFailure is the detail of an activity's failure: the code of
+// its error, and the lines the session's tools printed on the worker.
+type activityFailure struct {
+	Code   string   `json:"code,omitempty"`
+	Prints []string `json:"prints,omitempty"`
 }
 
 // heartbeat records a heartbeat every HeartbeatInterval until the

@@ -118,6 +118,16 @@ const (
 	SessionTimeout    = 2 * time.Hour
 )
 
+// WorkflowTaskTimeout is the workflow task timeout runs start with
+// (Client.Start): how long Temporal waits for a worker to answer one task
+// of workflow code before it gives the task to another. Workflow code
+// pauses its computation every PaceSteps Starlark steps, so no task of a
+// run needs more than a fraction of it; a worker's deadlock detection
+// (worker.Options.DeadlockDetectionTimeout, aml worker
+// --deadlock-timeout) must be shorter, so that the worker, not the
+// timeout, reports a task that does not pause.
+const WorkflowTaskTimeout = 20 * time.Second
+
 // RunInput starts a run: the bundle of the workflow and its modules, and
 // the entry component to evaluate ("" picks the file's entry as aml run
 // does).
@@ -134,11 +144,23 @@ type RunInput struct {
 	// Continued is what the previous execution of the run carried over;
 	// nil for a new run.
 	Continued *Continuation `json:"continued,omitempty"`
+	// Cwd is the submitter's working directory, from which the run's
+	// relative paths resolve as aml run resolves them: the directories
+	// its providers name, the host directory of script() outside any
+	// sandbox, and the application files it reads. Workers must see it
+	// (the same machine, or a shared mount); "" resolves them from each
+	// worker's own.
+	Cwd string `json:"cwd,omitempty"`
 }
 
 // RunResult is a finished run's result: the entry's text.
 type RunResult struct {
 	Text string `json:"text"`
+	// Prints are the print() lines of the run's last execution (see
+	// PrintQuery), redacted as its errors are, so that a follower
+	// shows the last of them without querying a closed run (which a
+	// worker answers by replaying it whole).
+	Prints *PrintPage `json:"prints,omitempty"`
 }
 
 // workflows holds what the workflow function needs besides its input: the
@@ -147,6 +169,10 @@ type workflows struct {
 	extensions []*starlib.Extension
 	env        func(string) (string, bool)
 	envKey     []byte
+	errorCode  func(error) string
+	// defaultAgent reports whether workers run sessions that the
+	// workflow gave no provider (Options.DefaultAgent).
+	defaultAgent bool
 }
 
 // run is the workflow function of an AML run (registered as WorkflowName):
@@ -163,17 +189,25 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 		cont = &Continuation{}
 	}
 	envLog := map[string]envRecord{}
+	prints := &printBuffer{}
+	if err := workflow.SetQueryHandler(wctx, PrintQuery, func(from int) (PrintPage, error) {
+		p := prints.page(from)
+		p.Execution = workflow.GetInfo(wctx).WorkflowExecution.RunID
+		return p, nil
+	}); err != nil {
+		return nil, err
+	}
 	w, err := starlib.LoadFile(in.Bundle.Entry, starlib.LoadOptions{
+		// The top level pauses as the evaluation does (executor.Pace).
+		Context:    eval.WithPacer(withWorkflow(context.Background(), wctx), executor{}),
 		FS:         in.Bundle.FS(),
 		Extensions: wf.extensions,
 		// env() values stay on workers (see secrets.go).
 		Env:          workflowEnv(wctx, wf.env, wf.envKey, seal, cont.Env, envLog),
+		Dir:          in.Cwd,
 		EnvDigestKey: envDigestKey(wf.envKey),
-		Print: func(msg string) {
-			if !workflow.IsReplaying(wctx) {
-				log.Info(msg)
-			}
-		},
+		// print() lines are kept for the submitter (prints.go).
+		Print: func(msg string) { prints.add(msg) },
 	})
 	if err != nil {
 		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "aml.load", err)
@@ -184,9 +218,15 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	if err := qs.listen(wctx, cont); err != nil {
 		return nil, err
 	}
-	ps := &places{bundle: in.Bundle, seal: seal, runID: runID, rs: rs,
+	ps := &places{bundle: in.Bundle, seal: seal, runID: runID, rs: rs, cwd: in.Cwd,
 		sandboxes: w.SandboxProviders(), workspaces: w.WorkspaceProviders(),
 		carriedWorkspace: cont.WorkspaceID, carriedCheckpoint: cont.WorkspaceCheckpoint}
+	// Whether workers run sessions without a provider is recorded once,
+	// so that a worker given other options replays the run as it ran.
+	var defaultAgent bool
+	if err := workflow.SideEffect(wctx, func(workflow.Context) any { return wf.defaultAgent }).Get(&defaultAgent); err != nil {
+		return nil, err
+	}
 	relay := &toolRelay{}
 	traces := &traceBuffer{}
 	if err := workflow.SetQueryHandler(wctx, TraceQuery, func(from int) (TracePage, error) {
@@ -200,26 +240,41 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 		Trace:            []eval.TraceSink{traces},
 		Limits:           in.Limits,
 		Ask:              qs.ask,
-		Executor:         executor{workspaceID: cont.WorkspaceID},
-		AppFiles:         in.Bundle.DataFS(),
-		ProviderOverride: agentOverride(in.Bundle, w, seal, rs, relay),
+		Executor:         executor{workspaceID: cont.WorkspaceID, deadlines: new(int)},
+		AppFiles:         in.Bundle.DataFS(in.Cwd),
+		Cwd:              in.Cwd,
+		ProviderOverride: agentOverride(in.Bundle, w, seal, rs, relay, defaultAgent, in.Cwd, prints),
 		Host:             remoteSandboxProvider{ps: ps, name: "host", index: -1, host: true},
 		SandboxOverride: func(p eval.SandboxProvider) eval.SandboxProvider {
 			if p == nil {
 				return nil
 			}
-			return remoteSandboxProvider{ps: ps, name: p.Name(), index: slices.IndexFunc(ps.sandboxes, func(m eval.SandboxProvider) bool { return same(m, p) })}
+			rp := remoteSandboxProvider{ps: ps, name: p.Name(), index: slices.IndexFunc(ps.sandboxes, func(m eval.SandboxProvider) bool { return same(m, p) })}
+			if rp.index < 0 {
+				rp.factory = travelling(w, p, seal)
+			}
+			return rp
 		},
 		WorkspaceOverride: func(p eval.WorkspaceProvider) eval.WorkspaceProvider {
 			if p == nil {
 				return nil
 			}
-			return remoteWorkspaceProvider{ps: ps, name: p.Name(), index: slices.IndexFunc(ps.workspaces, func(m eval.WorkspaceProvider) bool { return same(m, p) })}
+			rp := remoteWorkspaceProvider{ps: ps, name: p.Name(), index: slices.IndexFunc(ps.workspaces, func(m eval.WorkspaceProvider) bool { return same(m, p) })}
+			if rp.index < 0 {
+				rp.factory = travelling(w, p, seal)
+			}
+			return rp
 		},
 	}
-	ctx, cancel := context.WithCancel(withWorkflow(context.Background(), wctx))
-	defer cancel()
-	rs.cancel = cancel
+	ctx, cancel := context.WithCancelCause(withWorkflow(context.Background(), wctx))
+	defer cancel(nil)
+	rs.cancel = func() { cancel(context.Canceled) }
+	// aml cancel (the workflow's cancellation) stops the evaluation: its
+	// Starlark threads at their next pause, its effects at once.
+	workflow.Go(wctx, func(c workflow.Context) {
+		c.Done().Receive(c, nil)
+		cancel(errRunCancelled)
+	})
 	if err := relay.listen(wctx, ctx); err != nil {
 		return nil, err
 	}
@@ -250,10 +305,14 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	}
 	if err != nil {
 		// Redacted as aml run redacts it: history is no place for secrets.
-		msg := redact.New(append(w.Secrets(), seal.values...)...).String(err.Error())
-		return nil, sdktemporal.NewNonRetryableApplicationError(msg, "aml.evaluation", nil)
+		red := redact.New(append(w.Secrets(), seal.values...)...)
+		f := RunFailure{Backtrace: red.String(backtraceOf(err)), Prints: prints.tail(wctx, red)}
+		if wf.errorCode != nil {
+			f.Code = wf.errorCode(err)
+		}
+		return nil, sdktemporal.NewNonRetryableApplicationError(red.String(err.Error()), "aml.evaluation", nil, f)
 	}
-	return &RunResult{Text: text}, nil
+	return &RunResult{Text: text, Prints: prints.tail(wctx, redact.New(append(w.Secrets(), seal.values...)...))}, nil
 }
 
 // agentOverride keeps a provider that computes in the process (the
@@ -261,21 +320,42 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 // bundle) in workflow code, where it replays; every other session becomes
 // an activity, which names the provider by its ordinal among those the
 // workflow made while it loaded (see starlib.Workflow.AgentProviders).
-func agentOverride(b *Bundle, w *starlib.Workflow, seal *sealer, rs *runState, relay *toolRelay) func(eval.AgentProvider) eval.AgentProvider {
+func agentOverride(b *Bundle, w *starlib.Workflow, seal *sealer, rs *runState, relay *toolRelay, defaultAgent bool, cwd string, prints *printBuffer) func(eval.AgentProvider) eval.AgentProvider {
 	made, tools, servers := w.AgentProviders(), w.Tools(), w.MCPServers()
 	return func(p eval.AgentProvider) eval.AgentProvider {
 		if ip, ok := p.(eval.InProcess); ok && ip.InProcess() {
 			return p
 		}
-		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, servers: servers, seal: seal, made: p, rs: rs, relay: relay}
+		if p == nil && !defaultAgent {
+			// No provider, and none on the workers: the evaluator says
+			// so as aml run does.
+			return nil
+		}
+		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, servers: servers, seal: seal, made: p, rs: rs, relay: relay, cwd: cwd, prints: prints}
 		for i, m := range made {
 			if same(m, p) {
 				stub.index = i
 				break
 			}
 		}
+		if stub.index < 0 && p != nil {
+			stub.factory = travelling(w, p, seal)
+		}
 		return stub
 	}
+}
+
+// travelling returns the factory call that made p, a provider that a
+// component body made while the run evaluated (loading the bundle on a
+// worker does not make it again), with its env() values sealed, for the
+// worker to make it from; nil when p cannot travel (a Go provider,
+// which workers must be given by name).
+func travelling(w *starlib.Workflow, p any, seal *sealer) *starlib.FactoryCall {
+	fc, err := w.FactoryCall(p)
+	if err != nil {
+		return nil
+	}
+	return sealFactory(fc, seal)
 }
 
 // providerName is the name a worker finds an agent provider by: the
@@ -327,6 +407,13 @@ type AgentCall struct {
 	// request named the workflow's.
 	Skills  []eval.AgentSkill `json:"skills,omitempty"`
 	Staging *Staging          `json:"staging,omitempty"`
+	// Cwd is the run's RunInput.Cwd: the providers' relative paths, and
+	// the directory of a session outside any sandbox.
+	Cwd string `json:"cwd,omitempty"`
+	// Factory, for a provider that a component body made, is the call
+	// that made it (env() values as tokens): the worker makes the
+	// provider from it.
+	Factory *starlib.FactoryCall `json:"factory,omitempty"`
 }
 
 // SandboxRef names a held sandbox lease and the view of it an agent gets
@@ -390,6 +477,13 @@ type agentStub struct {
 	rs *runState
 	// relay serves the calls of tools the workflow defined while it ran.
 	relay *toolRelay
+	// cwd is the run's RunInput.Cwd.
+	cwd string
+	// prints keeps the lines the session's tools print on the worker.
+	prints *printBuffer
+	// factory, for a provider a component body made, is the call that
+	// made it, which the worker makes it again from.
+	factory *starlib.FactoryCall
 }
 
 // SupportsSandbox implements eval.SandboxCompatible as the provider the
@@ -441,7 +535,7 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 	}
 	call := AgentCall{
 		Provider: s.name, ProviderIndex: s.index, Prompt: s.seal.seal(req.Prompt), System: s.seal.seal(req.System), Model: req.Model,
-		Name: req.Name, Permissions: req.Permissions, RunID: exec.RunID, Source: exec.Source.String(),
+		Name: req.Name, Permissions: req.Permissions, RunID: exec.RunID, Source: exec.Source.String(), Cwd: s.cwd, Factory: s.factory,
 	}
 	for _, f := range req.FollowUps {
 		call.FollowUps = append(call.FollowUps, s.seal.seal(f))
@@ -508,7 +602,7 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 		ao.StartToCloseTimeout = t.d
 		ao.RetryPolicy.MaximumAttempts = 1
 	}
-	var resp eval.AgentResponse
+	var resp AgentReply
 	if sandboxed != nil {
 		// The session runs on the worker that holds the sandbox; if that
 		// worker dies, on the one that holds it again.
@@ -533,13 +627,6 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 			free()
 		}
 	}
-	if err != nil {
-		var te *sdktemporal.TimeoutError
-		if bounded && errors.As(err, &te) {
-			return nil, t.cause
-		}
-		return nil, activityError(err)
-	}
 	// The worker sealed what it returns; put the values back.
 	lookup := func(name string) (string, bool) {
 		for v, n := range s.seal.names {
@@ -549,6 +636,27 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 		}
 		return "", false
 	}
+	printed := func(lines []string) {
+		for _, l := range lines {
+			if u, uerr := unseal(l, lookup); uerr == nil {
+				l = u
+			}
+			s.prints.add(l)
+		}
+	}
+	if err != nil {
+		var te *sdktemporal.TimeoutError
+		if bounded && errors.As(err, &te) {
+			return nil, t.cause
+		}
+		err = activityError(err)
+		var re *remoteError
+		if errors.As(err, &re) {
+			printed(re.prints)
+		}
+		return nil, err
+	}
+	printed(resp.Prints)
 	if resp.Text, err = unseal(resp.Text, lookup); err != nil {
 		return nil, err
 	}
@@ -557,20 +665,74 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 			return nil, err
 		}
 	}
-	return &resp, nil
+	return &resp.AgentResponse, nil
 }
 
 // agentFailure is the error type of a provider's own failure.
 const agentFailure = "aml.agent.failure"
 
 // activityError unwraps an activity's failure to the message its provider
-// gave, which is what aml run reports.
+// gave, which is what aml run reports, and the code its worker gave it.
 func activityError(err error) error {
 	var ae *sdktemporal.ApplicationError
 	if errors.As(err, &ae) {
-		return errors.New(ae.Error())
+		re := &remoteError{msg: ae.Message()}
+		if ae.HasDetails() {
+			var f activityFailure
+			if ae.Details(&f) == nil {
+				re.code, re.prints = f.Code, f.Prints
+			}
+		}
+		return re
 	}
 	return err
+}
+
+// remoteError is the error a provider returned on a worker, as its
+// activity reported it: the message, and the code of Options.ErrorCode.
+type remoteError struct {
+	msg, code string
+	// prints are what the session's tools printed on the worker.
+	prints []string
+}
+
+func (e *remoteError) Error() string { return e.msg }
+
+// ErrorCode returns the code the worker gave the error ("" for none).
+func (e *remoteError) ErrorCode() string { return e.code }
+
+// RunFailure is the detail of a failed run's error (an ApplicationError
+// of type "aml.evaluation"): what aml run reports besides the message.
+type RunFailure struct {
+	// Backtrace is the Starlark backtrace of the failure, when it arose
+	// in Starlark code.
+	Backtrace string `json:"backtrace,omitempty"`
+	// Code is Options.ErrorCode's code of the error.
+	Code string `json:"code,omitempty"`
+	// Prints are as RunResult's.
+	Prints *PrintPage `json:"prints,omitempty"`
+}
+
+// backtraceOf returns the first Starlark backtrace in err's chain,
+// searching wrapped and joined errors depth-first, as aml run does.
+func backtraceOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	if ee, ok := err.(*eval.EvaluationError); ok && ee.Backtrace != "" {
+		return ee.Backtrace
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return backtraceOf(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if bt := backtraceOf(e); bt != "" {
+				return bt
+			}
+		}
+	}
+	return ""
 }
 
 // same reports whether a and b are the same provider value, without the

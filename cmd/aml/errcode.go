@@ -65,5 +65,11 @@ func errorCode(err error) string {
 	case errors.Is(err, context.Canceled):
 		return codeCancelled
 	}
+	// An error that crossed from a Temporal worker or run carries the
+	// code its side gave it.
+	var coded interface{ ErrorCode() string }
+	if errors.As(err, &coded) && coded.ErrorCode() != "" {
+		return coded.ErrorCode()
+	}
 	return codeFailed
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/aml-go/aml/observe/otlp"
 	"github.com/aml-go/aml/report"
 	"github.com/aml-go/aml/starlib"
+	"github.com/aml-go/aml/temporal"
 )
 
 // cleanupDeadline bounds graceful cleanup after the first signal.
@@ -552,6 +553,8 @@ func backtrace(err error) string {
 		return ee.Backtrace
 	}
 	switch u := err.(type) {
+	case *temporal.RunError:
+		return u.Backtrace
 	case *redact.Error:
 		return u.Redact(backtrace(u.Unwrap()))
 	case interface{ Unwrap() error }:

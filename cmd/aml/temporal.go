@@ -127,7 +127,7 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("worker", workerUsage, stderr)
 	t.register(fs, "Temporal frontend address (default: TEMPORAL_ADDRESS)")
 	fs.Var(&maxAgents, "max-concurrent-agents", "agent sessions this worker runs at once (default 4; 0: the SDK's default)")
-	fs.DurationVar(&deadlock, "deadlock-timeout", 30*time.Second, "how long workflow code may run without yielding before Temporal fails the task")
+	fs.DurationVar(&deadlock, "deadlock-timeout", 15*time.Second, "how long a task of workflow code may run without pausing before the worker fails it (below the runs' workflow task timeout, 20s)")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -166,7 +166,7 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 		logger.Error(fmt.Sprintf("the key that seals env() values: %v", err))
 		return exitFailure
 	}
-	leases := temporal.Register(w, temporal.Options{Extensions: extensions(), EnvKey: key, Checkpoints: t.store, Client: c})
+	leases := temporal.Register(w, temporal.Options{Extensions: extensions(), EnvKey: key, Checkpoints: t.store, Client: c, ErrorCode: errorCode})
 	if err := w.Start(); err != nil {
 		logger.Error(fmt.Sprintf("cannot start the worker: %v", err))
 		return exitFailure
@@ -204,8 +204,18 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	defer r.close()
 	// The workflow loads here first, so that its mistakes are reported
 	// before anything is submitted, with the positions aml run gives.
-	wf, err := starlib.LoadFile(file, starlib.LoadOptions{Print: func(string) {}, Extensions: extensions()})
+	// What its top level prints is shown only then: otherwise the run
+	// prints it again, in workflow code.
+	var loadPrints []string
+	wf, err := starlib.LoadFile(file, starlib.LoadOptions{Print: func(msg string) { loadPrints = append(loadPrints, msg) }, Extensions: extensions()})
 	if err != nil {
+		printer := r.logger.WithPrefix("print")
+		for _, msg := range loadPrints {
+			printer.Print(msg)
+		}
+		return reportLoadError(stderr, stdout, f.json, err)
+	}
+	if _, err := wf.Entry(f.entry); err != nil {
 		return reportLoadError(stderr, stdout, f.json, err)
 	}
 	// The limit flags bound the run as they bound aml run; the trace
@@ -246,26 +256,51 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	defer signal.Stop(r.sigs)
 	started := time.Now()
 	// The run's trace events (metadata; content stays on the workers)
-	// reach the live view and the trace sinks the flags ask for.
+	// reach the live view and the trace sinks the flags ask for, and its
+	// print() lines the log, as aml run's do.
 	follow := &traceFollower{c: ac, runID: runID, sinks: opts.Trace}
+	printer := r.logger.WithPrefix("print")
+	prints := &printFollower{c: ac, runID: runID, print: func(msg string) { printer.Print(msg) }}
 	r.lv.Start()
 	done := make(chan outcome, 1)
+	ended := make(chan struct{})
+	pollCtx, stopPolling := context.WithCancel(ctx)
 	go func() {
-		text, err := ac.Result(ctx, runID)
+		res, err := ac.Wait(ctx, runID)
+		close(ended)
+		stopPolling()
+		// The last lines come with the outcome: a query of a closed run
+		// would make a worker replay it whole.
+		tail := res.Prints
+		var re *temporal.RunError
+		if errors.As(err, &re) {
+			tail = re.Prints
+		}
+		prints.finish(tail)
 		follow.poll(ctx) // the events of the run's end
-		done <- outcome{text, err, time.Since(started)}
+		done <- outcome{res.Text, err, time.Since(started)}
 	}()
-	// Questions the run asks are reported once each, with how to answer.
-	told := map[string]bool{}
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case res := <-done:
-			return r.finish(runID, res)
-		case <-tick.C:
-			follow.poll(ctx)
-			st, err := temporalRunState(ctx, c, runID)
+	// While the run goes on, a poller follows its lines, its trace and
+	// its questions (each reported once, with how to answer it); it
+	// stops once the run ended, so that it never queries a closed run,
+	// which a worker answers by replaying it whole.
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		told := map[string]bool{}
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-pollCtx.Done():
+				return
+			case <-ended:
+				return
+			case <-tick.C:
+			}
+			prints.poll(pollCtx)
+			follow.poll(pollCtx)
+			st, err := temporalRunState(pollCtx, c, runID)
 			if err != nil {
 				continue
 			}
@@ -275,14 +310,21 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 					r.logger.Warnf("run %s waits for an answer to %q (asked at %s): aml answer %s %s --temporal %s", runID, q.Text, q.Source, runID, shellWord(q.ID+"="+answerExample(q)), t.address)
 				}
 			}
-			continue
-		case sig := <-r.sigs:
-			r.logger.Warnf("received %s: no longer following run %s, which goes on without this process", signalName(sig), runID)
-			if sig == syscall.SIGTERM {
-				return exitSIGTERM
-			}
-			return exitSIGINT
 		}
+	}()
+	defer func() {
+		stopPolling()
+		<-polled
+	}()
+	select {
+	case res := <-done:
+		return r.finish(runID, res)
+	case sig := <-r.sigs:
+		r.logger.Warnf("received %s: no longer following run %s, which goes on without this process", signalName(sig), runID)
+		if sig == syscall.SIGTERM {
+			return exitSIGTERM
+		}
+		return exitSIGINT
 	}
 }
 
@@ -330,6 +372,67 @@ func (f *traceFollower) poll(ctx context.Context) {
 		}
 		f.next = page.Next
 	}
+}
+
+// printFollower reads a run's print() lines (temporal.PrintQuery) and
+// prints them, in order, once each. poll is safe for concurrent use.
+type printFollower struct {
+	c     *temporal.Client
+	runID string
+	print func(string)
+
+	mu        sync.Mutex
+	execution string
+	next      int
+}
+
+// poll prints the lines the run printed since the last poll.
+func (f *printFollower) poll(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range 50 {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		page, err := f.c.Prints(qctx, f.runID, f.next)
+		cancel()
+		if err != nil {
+			return // not started yet, or no worker to answer: next time
+		}
+		if page.Execution != f.execution && f.execution != "" {
+			// The run continued as new: its lines start again.
+			f.execution, f.next = page.Execution, 0
+			continue
+		}
+		f.execution = page.Execution
+		if page.Dropped > 0 {
+			f.print(fmt.Sprintf("(%d lines the run no longer keeps)", page.Dropped))
+		}
+		for _, l := range page.Lines {
+			f.print(l)
+		}
+		if page.Next == f.next || len(page.Lines) == 0 {
+			return
+		}
+		f.next = page.Next
+	}
+}
+
+// finish prints the lines of tail (the run's last lines, which its
+// outcome carries) that poll has not printed.
+func (f *printFollower) finish(tail *temporal.PrintPage) {
+	if tail == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	first := tail.Next - len(tail.Lines)
+	from := 0
+	if tail.Execution == f.execution && f.next > first {
+		from = min(f.next-first, len(tail.Lines))
+	}
+	for _, l := range tail.Lines[from:] {
+		f.print(l)
+	}
+	f.execution, f.next = tail.Execution, tail.Next
 }
 
 // temporalState names a run's Temporal status as aml runs does.

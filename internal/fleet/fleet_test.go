@@ -254,7 +254,8 @@ func TestTemporalFleet(t *testing.T) {
 	}
 
 	// A run that fails: aml run --temporal reports it as aml run does,
-	// exit 1 and the error with its position, or the --json envelope.
+	// exit 1 and the error with its position (naming the file as it was
+	// given), or the --json envelope.
 	fail := filepath.Join(dir, "fail.star")
 	failSrc := "fake = acp_agent(command = env(\"FAKE_AGENT\", \"fake-acp-agent\"), name = \"fake\")\n\ndef main():\n    return parallel(agent(\"say fine\", provider = fake), agent(\"exit 3\", provider = fake))\n"
 	if err := os.WriteFile(fail, []byte(failSrc), 0o644); err != nil {
@@ -264,7 +265,7 @@ func TestTemporalFleet(t *testing.T) {
 	var failOut, failErr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &failOut, &failErr
 	_ = cmd.Run()
-	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(failErr.String(), "aml: error: fail.star:4:20") || !strings.Contains(failErr.String(), "branch 1") || failOut.Len() != 0 {
+	if code := cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(failErr.String(), "aml: error: "+fail+":4:20") || !strings.Contains(failErr.String(), "branch 1") || failOut.Len() != 0 {
 		t.Fatalf("a failing run: exit %d\nstdout %q\nstderr %s", code, failOut.String(), failErr.String())
 	}
 	out, _ = exec.Command(bin, "run", "--json", "--temporal", srv.Address, fail).Output()
@@ -290,7 +291,7 @@ func TestTemporalFleet(t *testing.T) {
 		t.Fatalf("aml runs show --temporal: %v", err)
 	}
 	show := string(out)
-	if !strings.Contains(show, "state:    succeeded") || len(regexp.MustCompile(`agent fake at fleet.star:15:14 \[c#0/[^\]]*\]: finished`).FindAllString(show, -1)) != 40 || !strings.Contains(show, killedText) {
+	if !strings.Contains(show, "state:    succeeded") || len(regexp.MustCompile(`agent fake at \S*/fleet.star:15:14 \[c#0/[^\]]*\]: finished`).FindAllString(show, -1)) != 40 || !strings.Contains(show, killedText) {
 		t.Fatalf("aml runs show --temporal:\n%s", show)
 	}
 
@@ -351,7 +352,7 @@ func TestTemporalFleet(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	waitFor("reviewer: Who reviews? (asked at ask.star:2:14)")
+	waitFor("reviewer: Who reviews? (asked at " + askFile + ":2:14)")
 	out, _ = exec.Command(bin, "runs", "--temporal", srv.Address).Output()
 	if !regexp.MustCompile(askID + `\s+waiting for an answer \(1 question\(s\)\)`).Match(out) {
 		t.Fatalf("aml runs --temporal while the run waits:\n%s", out)
