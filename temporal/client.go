@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	sdktemporal "go.temporal.io/sdk/temporal"
 
@@ -188,16 +191,60 @@ func (c *Client) Answer(ctx context.Context, id string, answers ...Answer) error
 	return nil
 }
 
-// Cancel cancels run id and waits until it has ended: its sessions,
-// scripts and scopes released on every worker.
-func (c *Client) Cancel(ctx context.Context, id string) error {
+// Cancelled is how Client.Cancel ended a run.
+type Cancelled struct {
+	// Terminated reports that the run did not end within the grace
+	// period and was terminated.
+	Terminated bool
+	// Took is how long it took the run to end.
+	Took time.Duration
+}
+
+// ErrAlreadyEnded is the error of Cancel for a run that had ended before
+// it could be cancelled.
+var ErrAlreadyEnded = errors.New("the run ended before it could be cancelled")
+
+// Cancel cancels run id and waits, at most grace, until it has ended:
+// its workflow code stopped (at its next pause, see PaceSteps), its
+// sessions, scripts and scopes released on every worker. A run that has
+// not ended by then (no worker serves it, or its workflow code does not
+// pause) is terminated, and the result says so: its activities then end
+// on their workers at their next heartbeat, and the scopes it held are
+// released by the workers' sweep (Leases.Sweep). A run that had ended
+// already is ErrAlreadyEnded.
+func (c *Client) Cancel(ctx context.Context, id string, grace time.Duration) (Cancelled, error) {
+	started := time.Now()
+	desc, err := c.c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return Cancelled{}, fmt.Errorf("run %s: %w", id, err)
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return Cancelled{}, fmt.Errorf("run %s: %w", id, ErrAlreadyEnded)
+	}
 	if err := c.c.CancelWorkflow(ctx, id, ""); err != nil {
-		return err
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			// It ended meanwhile.
+			return Cancelled{}, fmt.Errorf("run %s: %w", id, ErrAlreadyEnded)
+		}
+		return Cancelled{}, fmt.Errorf("run %s: %w", id, err)
 	}
-	_, err := c.Result(ctx, id)
+	wctx, cancel := context.WithTimeout(ctx, grace)
+	_, err = c.Result(wctx, id)
+	waited := wctx.Err() != nil
+	cancel()
 	var re *RunError
-	if err == nil || (errors.As(err, &re) && re.Cancelled) {
-		return nil
+	switch {
+	case errors.As(err, &re) && re.Cancelled:
+		return Cancelled{Took: time.Since(started)}, nil
+	case err == nil || (re != nil && !waited):
+		return Cancelled{Took: time.Since(started)}, fmt.Errorf("run %s: %w", id, ErrAlreadyEnded)
+	case ctx.Err() != nil:
+		return Cancelled{}, ctx.Err()
 	}
-	return err
+	reason := fmt.Sprintf("aml cancel: the run did not end within %s of its cancellation", grace)
+	if err := c.c.TerminateWorkflow(ctx, id, "", reason); err != nil {
+		return Cancelled{}, fmt.Errorf("terminating run %s: %w", id, err)
+	}
+	return Cancelled{Terminated: true, Took: time.Since(started)}, nil
 }

@@ -85,8 +85,11 @@ func TestClientOnServer(t *testing.T) {
 		t.Fatalf("Start: %q, %v", id, err)
 	}
 	<-hang.started
-	if err := ac.Cancel(ctx, id); err != nil {
-		t.Fatalf("Cancel: %v", err)
+	if res, err := ac.Cancel(ctx, id, time.Minute); err != nil || res.Terminated {
+		t.Fatalf("Cancel: %+v, %v", res, err)
+	}
+	if _, err := ac.Cancel(ctx, id, time.Minute); !errors.Is(err, temporal.ErrAlreadyEnded) {
+		t.Fatalf("Cancel of a run that ended: %v", err)
 	}
 	_, err = ac.Result(ctx, id)
 	var re *temporal.RunError

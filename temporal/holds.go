@@ -11,6 +11,11 @@ import (
 	"os"
 	"sync"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/starlib"
 )
@@ -28,6 +33,8 @@ type Leases struct {
 
 // heldLease is one lease a run holds on this worker.
 type heldLease struct {
+	// run is the workflow execution that holds the lease.
+	run       workflowRun
 	kind      string
 	sandbox   eval.SandboxLease
 	workspace eval.WorkspaceLease
@@ -143,9 +150,67 @@ func (a *activities) failure(err error, seal *sealer) error {
 	return a.fail(err, seal, placeFailure)
 }
 
+// workflowRun names a workflow execution.
+type workflowRun struct{ id, runID string }
+
+// Sweep releases the leases this worker holds for runs that have ended
+// without releasing them (a terminated run cannot): it asks c for the
+// state of each run it holds leases for, and releases those of a run
+// that is no longer running. It returns, by workflow id, how many leases
+// of each such run it released. It is safe to call at any time, and
+// concurrently with the activities; aml worker calls it every minute.
+func (ls *Leases) Sweep(ctx context.Context, c client.Client) (map[string]int, error) {
+	ls.mu.Lock()
+	runs := map[workflowRun]bool{}
+	for _, h := range ls.held {
+		if h.run.id != "" {
+			runs[h.run] = true
+		}
+	}
+	ls.mu.Unlock()
+	released := map[string]int{}
+	var errs []error
+	for run := range runs {
+		desc, err := c.DescribeWorkflowExecution(ctx, run.id, run.runID)
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(err, &nf):
+			// Gone from the service: it ended long ago.
+		case err != nil:
+			errs = append(errs, fmt.Errorf("the state of run %s: %w", run.id, err))
+			continue
+		case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+			continue
+		}
+		ls.mu.Lock()
+		var ended []*heldLease
+		for key, h := range ls.held {
+			if h.run == run {
+				ended = append(ended, h)
+				delete(ls.held, key)
+			}
+		}
+		ls.mu.Unlock()
+		// Sandboxes before the workspaces they materialize.
+		for _, pass := range []string{kindSandbox, kindHost, kindWorkspace} {
+			for _, h := range ended {
+				if h.kind == pass {
+					errs = append(errs, h.release(ctx))
+				}
+			}
+		}
+		released[run.id] += len(ended)
+	}
+	return released, errors.Join(errs...)
+}
+
 // acquire is AcquireActivity.
 func (a *activities) acquire(ctx context.Context, call AcquireCall) (*AcquireResult, error) {
 	h := &heldLease{kind: call.Kind}
+	if activity.IsActivity(ctx) {
+		we := activity.GetInfo(ctx).WorkflowExecution
+		h.run = workflowRun{id: we.ID, runID: we.RunID}
+	}
 	res := &AcquireResult{}
 	stop := heartbeat(ctx)
 	err := a.acquireInto(ctx, call, h, res)

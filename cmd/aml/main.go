@@ -50,7 +50,7 @@ Commands:
   worker --temporal HOST:PORT
                      run workflows and agent sessions from a Temporal task queue
   cancel RUN --temporal HOST:PORT
-                     cancel a run on Temporal, ending its sessions on every worker
+                     cancel a run on Temporal (terminated after --grace, 30s, if it has not ended)
   answer RUN ID=VALUE... --temporal HOST:PORT
                      answer the questions a run on Temporal waits for
   resume RUN --journal DIR

@@ -175,7 +175,26 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
-	sig := <-sigs
+	// What a terminated run held here is released by a sweep: a run that
+	// was terminated (aml cancel after its grace) cannot release it.
+	sweep := time.NewTicker(leaseSweepInterval)
+	defer sweep.Stop()
+	var sig os.Signal
+	for sig == nil {
+		select {
+		case sig = <-sigs:
+		case <-sweep.C:
+			sctx, cancel := context.WithTimeout(context.Background(), leaseSweepInterval)
+			released, err := leases.Sweep(sctx, c)
+			cancel()
+			for run, n := range released {
+				logger.Infof("released %d lease(s) of run %s, which ended without releasing them", n, run)
+			}
+			if err != nil {
+				logger.Warn(fmt.Sprintf("sweeping the leases of ended runs: %v", err))
+			}
+		}
+	}
 	logger.Infof("received %s: stopping (sessions in flight run again on another worker)", signalName(sig))
 	w.Stop()
 	// What runs held here is released: their scopes are acquired again
@@ -191,6 +210,10 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 	}
 	return exitOK
 }
+
+// leaseSweepInterval is how often aml worker releases the leases of
+// runs that ended without releasing them (temporal.Leases.Sweep).
+const leaseSweepInterval = 20 * time.Second
 
 // maxLeases bounds the sandbox and workspace scopes one worker holds at
 // once (Temporal sessions).
@@ -725,24 +748,33 @@ func activityLabel(dc converter.DataConverter, a *historypb.ActivityTaskSchedule
 	return name
 }
 
-const cancelUsage = `usage: aml cancel RUN --temporal HOST:PORT [--namespace NS]
+const cancelUsage = `usage: aml cancel RUN --temporal HOST:PORT [--namespace NS] [--grace D]
 
-Cancels a run on Temporal: its agent sessions are cancelled on every
-worker (their processes end) and the run ends as cancelled. aml cancel
-waits until it has (at most --wait).
+Cancels a run on Temporal: its workflow code stops at its next pause,
+its agent sessions and scripts are cancelled on every worker (their
+processes end), its scopes are released, and the run ends as cancelled.
+A run that has not ended --grace after the request (no worker serves
+it, or its workflow code does not pause) is terminated: its sessions and
+scripts end at their next heartbeat, and the workers release what it
+held within a minute. aml cancel says which it did.
 
-Exit codes: 0 cancelled, 1 the run could not be cancelled (not found,
-already finished, or still running after --wait), 2 usage error.
+Exit codes: 0 cancelled or terminated, 1 the run could not be cancelled
+(not found, or it had ended already), 2 usage error.
 
 Flags:
 `
 
+// cancelGrace is how long aml cancel waits for a cancelled run to end
+// before it terminates it.
+const cancelGrace = 30 * time.Second
+
 func cmdCancel(args []string, stdout, stderr io.Writer) int {
 	var t temporalFlags
-	var wait time.Duration
+	var grace time.Duration
 	fs := newFlagSet("cancel", cancelUsage, stderr)
 	t.register(fs, "the Temporal frontend address (default: TEMPORAL_ADDRESS)")
-	fs.DurationVar(&wait, "wait", 2*time.Minute, "how long to wait for the run to end")
+	fs.DurationVar(&grace, "grace", cancelGrace, "how long the run may take to end before it is terminated")
+	fs.DurationVar(&grace, "wait", cancelGrace, "the former name of --grace")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -750,6 +782,10 @@ func cmdCancel(args []string, stdout, stderr io.Writer) int {
 	if len(pos) != 1 {
 		fmt.Fprintln(stderr, "aml cancel: want exactly one run id")
 		fs.Usage()
+		return exitUsage
+	}
+	if grace < 0 {
+		fmt.Fprintln(stderr, "aml cancel: --grace must not be negative")
 		return exitUsage
 	}
 	if !t.addressFromEnv("cancel", stderr) {
@@ -761,27 +797,22 @@ func cmdCancel(args []string, stdout, stderr io.Writer) int {
 		return exitFailure
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := context.WithTimeout(context.Background(), grace+time.Minute)
 	defer cancel()
-	ac := temporal.NewClient(c, "")
-	if err := c.CancelWorkflow(ctx, pos[0], ""); err != nil {
-		fmt.Fprintf(stderr, "aml cancel: run %s: %v\n", pos[0], err)
-		return exitFailure
-	}
-	_, err = ac.Result(ctx, pos[0])
-	var re *temporal.RunError
+	res, err := temporal.NewClient(c, "").Cancel(ctx, pos[0], grace)
 	switch {
-	case errors.As(err, &re) && re.Cancelled:
-		fmt.Fprintf(stdout, "cancelled %s\n", pos[0])
-		return exitOK
-	case ctx.Err() != nil:
-		fmt.Fprintf(stderr, "aml cancel: run %s is still running %s after the request\n", pos[0], wait)
-	case err == nil:
-		fmt.Fprintf(stderr, "aml cancel: run %s succeeded before it could be cancelled\n", pos[0])
+	case errors.Is(err, temporal.ErrAlreadyEnded):
+		fmt.Fprintf(stderr, "aml cancel: run %s had ended before it could be cancelled\n", pos[0])
+		return exitFailure
+	case err != nil:
+		fmt.Fprintf(stderr, "aml cancel: %v\n", err)
+		return exitFailure
+	case res.Terminated:
+		fmt.Fprintf(stdout, "terminated %s: it did not end within %s of the cancel request (its sessions and scripts end at their next heartbeat; its workers release what it held)\n", pos[0], grace)
 	default:
-		fmt.Fprintf(stderr, "aml cancel: run %s ended otherwise: %v\n", pos[0], err)
+		fmt.Fprintf(stdout, "cancelled %s\n", pos[0])
 	}
-	return exitFailure
+	return exitOK
 }
 
 // temporalRunState queries a running run's questions.

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -410,21 +411,37 @@ func startWorkers(t *testing.T, bin, address string, flags []string, env func(na
 	for _, name := range []string{"a", "b"} {
 		cmd := exec.Command(bin, append([]string{"worker", "--temporal", address}, flags...)...)
 		cmd.Env = append(os.Environ(), env(name)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
+		stderr := &lockedWriter{}
+		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		workerStderr.Store(cmd, stderr)
 		workers[name] = cmd
 		t.Cleanup(func() {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			_ = cmd.Wait()
 			if t.Failed() {
-				t.Logf("worker %s:\n%s", name, stderr.String())
+				t.Logf("worker %s:\n%s", name, stderr.tail(8000))
 			}
 		})
 	}
 	return workers
+}
+
+// workerStderr holds what each worker startWorkers started wrote on its
+// standard error (*lockedWriter by *exec.Cmd).
+var workerStderr sync.Map
+
+// workerLogs returns what the workers wrote on their standard error.
+func workerLogs(workers map[string]*exec.Cmd) string {
+	var b strings.Builder
+	for name, w := range workers {
+		if v, ok := workerStderr.Load(w); ok {
+			fmt.Fprintf(&b, "worker %s:\n%s\n", name, v.(*lockedWriter).tail(1<<20))
+		}
+	}
+	return b.String()
 }
 
 // processesOf returns the pids of the processes running the executable
