@@ -479,6 +479,25 @@ func temporalState(s enumspb.WorkflowExecutionStatus) string {
 	return "unknown"
 }
 
+// runStateLabel is a run's state as aml runs and aml runs show print it:
+// its Temporal status, or, for a running run that waits for answers,
+// how many.
+func runStateLabel(ctx context.Context, c client.Client, id string, status enumspb.WorkflowExecutionStatus) string {
+	if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if st, err := temporalRunState(ctx, c, id); err == nil && len(st.Questions) > 0 {
+			return fmt.Sprintf("waiting for an answer (%d question(s))", len(st.Questions))
+		}
+	}
+	return temporalState(status)
+}
+
+// internalActivity reports whether an activity is Temporal's or aml's
+// own machinery (a session's creation or completion, a pause of the
+// computation) rather than an effect of the run.
+func internalActivity(name string) bool {
+	return strings.HasPrefix(name, "internalSession") || name == temporal.PaceActivity
+}
+
 // memoWorkflow is the memo field that names a run's workflow file.
 const memoWorkflow = "workflow"
 
@@ -526,12 +545,7 @@ func listTemporalRuns(t *temporalFlags, stdout, stderr io.Writer) int {
 			if wf == "" {
 				wf = "-"
 			}
-			state := temporalState(e.Status)
-			if e.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-				if st, err := temporalRunState(ctx, c, e.Execution.GetWorkflowId()); err == nil && len(st.Questions) > 0 {
-					state = fmt.Sprintf("waiting for an answer (%d question(s))", len(st.Questions))
-				}
-			}
+			state := runStateLabel(ctx, c, e.Execution.GetWorkflowId(), e.Status)
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Execution.GetWorkflowId(), state, wf,
 				e.GetStartTime().AsTime().Local().Format("2006-01-02 15:04:05"), closed)
 		}
@@ -560,7 +574,7 @@ func showTemporalRun(t *temporalFlags, runID string, stdout, stderr io.Writer) i
 		return exitFailure
 	}
 	info := desc.WorkflowExecutionInfo
-	fmt.Fprintf(stdout, "run:      %s\nstate:    %s\n", runID, temporalState(info.Status))
+	fmt.Fprintf(stdout, "run:      %s\nstate:    %s\n", runID, runStateLabel(ctx, c, runID, info.Status))
 	if wf := memoString(info.Memo, memoWorkflow); wf != "" {
 		fmt.Fprintf(stdout, "workflow: %s\n", wf)
 	}
@@ -593,6 +607,9 @@ func showTemporalRun(t *temporalFlags, runID string, stdout, stderr io.Writer) i
 			}
 			switch a := ev.Attributes.(type) {
 			case *historypb.HistoryEvent_ActivityTaskScheduledEventAttributes:
+				if internalActivity(a.ActivityTaskScheduledEventAttributes.GetActivityType().GetName()) {
+					continue
+				}
 				e := &effect{label: activityLabel(dc, a.ActivityTaskScheduledEventAttributes), state: "scheduled"}
 				if id := a.ActivityTaskScheduledEventAttributes.GetActivityId(); strings.Contains(id, "#") {
 					// The effect's identity, as aml run --journal names it.
@@ -742,8 +759,6 @@ func activityLabel(dc converter.DataConverter, a *historypb.ActivityTaskSchedule
 		return "save the workspace"
 	case temporal.ReleaseActivity:
 		return "release"
-	case "internalSessionCreationActivity":
-		return "session (the worker that holds a scope)"
 	}
 	return name
 }

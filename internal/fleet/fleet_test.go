@@ -353,7 +353,10 @@ func TestTemporalFleet(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	waitFor("reviewer: Who reviews? (asked at " + askFile + ":2:14)")
+	// aml runs show and aml runs agree on the state of a run that waits.
+	if show := waitFor("reviewer: Who reviews? (asked at " + askFile + ":2:14)"); !strings.Contains(show, "state:    waiting for an answer (1 question(s))") {
+		t.Fatalf("aml runs show of a run that waits:\n%s", show)
+	}
 	out, _ = exec.Command(bin, "runs", "--temporal", srv.Address).Output()
 	if !regexp.MustCompile(askID + `\s+waiting for an answer \(1 question\(s\)\)`).Match(out) {
 		t.Fatalf("aml runs --temporal while the run waits:\n%s", out)

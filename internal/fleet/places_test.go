@@ -176,7 +176,8 @@ func TestTemporalFleetPlaces(t *testing.T) {
 	out, err = exec.Command(bin, "runs", "show", longID, "--temporal", srv.Address).Output()
 	show := string(out)
 	if err != nil || !strings.Contains(show, fmt.Sprintf("executions: %d", len(executions.GetExecutions()))) ||
-		len(regexp.MustCompile(`agent fake at \S*/long.star:7:37 \[c#0/[^\]]*agent#0\]: finished`).FindAllString(show, -1)) != 120 || !strings.Contains(show, "result:\n120\n") {
+		len(regexp.MustCompile(`agent fake at \S*/long.star:7:37 \[c#0/[^\]]*agent#0\]: finished`).FindAllString(show, -1)) != 120 || !strings.Contains(show, "result:\n120\n") ||
+		strings.Contains(show, "internalSession") || strings.Contains(show, "session (") {
 		t.Fatalf("aml runs show of the continued run: %v\n%s", err, show)
 	}
 
@@ -210,6 +211,13 @@ func TestTemporalFleetPlaces(t *testing.T) {
 	}
 	if left := processesWith(t, marker); len(left) > 0 {
 		t.Fatalf("script processes %v outlive the cancelled run", left)
+	}
+	// Its effects are the run's own: not the sessions that held its
+	// scopes, which are Temporal's machinery.
+	out, err = exec.Command(bin, "runs", "show", hangID, "--temporal", srv.Address).Output()
+	if show := string(out); err != nil || !strings.Contains(show, "state:    cancelled") || !strings.Contains(show, "acquire workspace") ||
+		!strings.Contains(show, "script sh -c echo up") || strings.Contains(show, "internalSession") || strings.Contains(show, "session (") {
+		t.Fatalf("aml runs show of the cancelled run: %v\n%s", err, show)
 	}
 }
 
