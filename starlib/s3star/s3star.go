@@ -40,7 +40,8 @@ On first use of a service and bucket in a process, it checks with three small re
 		{Name: "max_entries", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on the entries of a revision (default 1000000)."},
 		{Name: "max_extracted_bytes", Type: "int | None", Default: "None", Positive: true, Doc: "Bound on uncompressed bytes (default 1 GiB)."},
 		{Name: "temporary_directory", Type: "str | None", Default: "None", Doc: "Parent of materializations (default the system temporary directory)."},
-		{Name: "request_timeout_ms", Type: "int | None", Default: "None", Positive: true, Doc: "How long a request may go without progress (no answer, no byte moving) before it fails and is retried (default 60000). A transfer that keeps moving is never cut."},
+		{Name: "request_timeout_ms", Type: "int | None", Default: "None", Positive: true, Doc: "How long a call of the service may go without progress (no answer, no byte moving), across its retries, before it fails with an error that names the endpoint (default 60000). A transfer that keeps moving is never cut."},
+		{Name: "response_timeout_ms", Type: "int | None", Default: "None", Positive: true, Doc: "How long one attempt waits for the first byte of the answer, or a transfer for its next byte, before the request is tried again (default 10000; at most request_timeout_ms)."},
 		{Name: "accept_lost_updates", Type: "bool", Default: "False", Doc: "Use a service that ignores conditional writes anyway. On first use of a service and bucket, aml checks that it honours them and refuses one that does not; with this set it does not check, and on such a service a stale writer's save can replace a newer revision without a word. Set it only for a store one writer uses."},
 	},
 	Returns: "a workspace provider",
@@ -62,6 +63,7 @@ On first use of a service and bucket in a process, it checks with three small re
 			{"max_entries", func(n int64) { opts.MaxEntries = int(n) }},
 			{"max_extracted_bytes", func(n int64) { opts.MaxExtractedBytes = n }},
 			{"request_timeout_ms", func(n int64) { opts.RequestTimeout = time.Duration(n) * time.Millisecond }},
+			{"response_timeout_ms", func(n int64) { opts.ResponseTimeout = time.Duration(n) * time.Millisecond }},
 		} {
 			n, set, err := c.Int(f.name)
 			if err != nil {

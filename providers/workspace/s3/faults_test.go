@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -353,4 +354,99 @@ func appliedUnanswered(f *faultProxy, applied *atomic.Int64) func(w http.Respons
 		<-r.Context().Done()
 		return true
 	}
+}
+
+// TestStalledEndpoint: a service that accepts connections and never
+// answers fails a run's operation within request_timeout_ms (60 s by
+// default), after retries whose attempts each wait response_timeout_ms
+// (10 s by default), with an error that names the endpoint and the
+// option; a transfer that keeps moving for longer than the bound is not
+// cut.
+func TestStalledEndpoint(t *testing.T) {
+	tests3.SetEnv(t)
+	t.Run("never-answers", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		var conns atomic.Int64
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				conns.Add(1)
+				// Take what comes, answer nothing.
+				go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
+			}
+		}()
+		endpoint := "http://" + ln.Addr().String()
+		p, err := aws3.New(aws3.Options{Bucket: "work", Endpoint: endpoint, ForcePathStyle: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		started := time.Now()
+		_, err = p.Acquire(context.Background(), &eval.WorkspaceAcquireRequest{ID: "w", Lock: true, EvaluationID: "stall", Load: &eval.WorkspaceLoad{Revision: "current"}})
+		took := time.Since(started)
+		var se *aws3.StallError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), endpoint) || !strings.Contains(err.Error(), "request_timeout_ms") {
+			t.Fatalf("an acquisition from an endpoint that never answers: %v", err)
+		}
+		if took > aws3.DefaultRequestTimeout+10*time.Second {
+			t.Fatalf("it failed after %s, past the %s bound", took, aws3.DefaultRequestTimeout)
+		}
+		if n := conns.Load(); n < 2 {
+			t.Fatalf("%d connections: the request was not tried again after %s", n, aws3.DefaultResponseTimeout)
+		}
+		t.Logf("failed after %s and %d attempts: %v", took.Round(time.Millisecond), conns.Load(), err)
+	})
+	t.Run("slow-transfer", func(t *testing.T) {
+		f := newFaultProxy(t)
+		want, err := saveBlob(t, f.provider(t, 5*time.Second), "w", 16<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The service sends each large object slowly: 64 KiB every 10 ms.
+		var slowed atomic.Int64
+		f.set(func(w http.ResponseWriter, r *http.Request) bool {
+			if r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/revisions/") {
+				return false
+			}
+			slowed.Add(1)
+			rec := httptest.NewRecorder()
+			f.backend.ServeHTTP(rec, r)
+			for k, v := range rec.Header() {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(rec.Code)
+			body := rec.Body.Bytes()
+			for len(body) > 0 {
+				n := min(len(body), 64<<10)
+				if _, err := w.Write(body[:n]); err != nil {
+					return true
+				}
+				w.(http.Flusher).Flush()
+				body = body[n:]
+				time.Sleep(10 * time.Millisecond)
+			}
+			return true
+		})
+		p, err := aws3.New(aws3.Options{Bucket: "work", Endpoint: f.srv.URL, ForcePathStyle: true, RequestTimeout: time.Second, ResponseTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		started := time.Now()
+		got, err := loadBlob(t, p, "w")
+		took := time.Since(started)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("a load whose download moves slowly for longer than request_timeout_ms: %d bytes, %v", len(got), err)
+		}
+		if slowed.Load() == 0 || took < 2*time.Second {
+			t.Fatalf("the download was not slowed (%d slowed downloads, %s)", slowed.Load(), took)
+		}
+		t.Logf("a 16 MiB load moving for %s under a 1 s bound", took.Round(time.Millisecond))
+	})
+
 }

@@ -107,11 +107,16 @@ type Options struct {
 	MaxEntries         int
 	MaxExtractedBytes  int64
 	TemporaryDirectory string
-	// RequestTimeout bounds how long a request may go without progress
-	// (no response, no byte sent or received); 0 is
-	// DefaultRequestTimeout (60 s). It applies to clients made from the
-	// options, not to Client.
-	RequestTimeout time.Duration
+	// RequestTimeout bounds how long an operation may go without
+	// progress (no answer, no byte sent or received) across its
+	// attempts before it fails with a *StallError; 0 is
+	// DefaultRequestTimeout (60 s). ResponseTimeout bounds how long one
+	// attempt waits for the first byte of its answer, or for the next
+	// byte of a transfer, before it is tried again; 0 is
+	// DefaultResponseTimeout (10 s), and it is at most RequestTimeout.
+	// A transfer that keeps moving is never cut. Both apply to clients
+	// made from the options, not to Client.
+	RequestTimeout, ResponseTimeout time.Duration
 	// AcceptLostUpdates skips the check, on first use of a service and
 	// bucket, that the service honours the conditional writes the
 	// protocol relies on (see checkConditions). On a service that
@@ -228,12 +233,22 @@ func NewClient(opts Options) (*s3.Client, error) {
 			// checksums the SDK sends by default.
 			o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 			o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-			timeout := opts.RequestTimeout
-			if timeout <= 0 {
-				timeout = DefaultRequestTimeout
+			budget := opts.RequestTimeout
+			if budget <= 0 {
+				budget = DefaultRequestTimeout
 			}
-			o.HTTPClient = httpClient(timeout)
+			idle := opts.ResponseTimeout
+			if idle <= 0 {
+				idle = DefaultResponseTimeout
+			}
+			idle = min(idle, budget)
+			o.HTTPClient = httpClient(idle)
 			o.Retryer = retryer()
+			endpoint := opts.Endpoint
+			if endpoint == "" {
+				endpoint = "s3." + o.Region + ".amazonaws.com"
+			}
+			o.APIOptions = append(o.APIOptions, stallBound(endpoint, idle, budget))
 		})
 	}
 	return cli, nil
