@@ -27,7 +27,12 @@ import (
 // the ordinal, among everything its context did (effects and contexts of
 // every kind), of each segment of its identity, so that a resume can
 // tell an effect the program inserted between recorded ones from the
-// first effect the recorded run never reached.
+// first effect the recorded run never reached. An effect whose request
+// differs from the record at its identity may also have been inserted
+// before an effect of its kind, which then holds the identity the
+// journal recorded it under plus one: Resume's dry replay aligns the
+// context's effects with its records by their requests (see
+// insertionGuess) and names an insertion as one.
 //
 // Edits that keep every identity: comments, blank lines and docstrings;
 // moving, adding or removing helper functions, load()s and top-level
@@ -76,6 +81,46 @@ type effectPath struct {
 	live bool
 	// done is set when the context completed, in a dry replay.
 	done bool
+	// guess, in a dry replay, is an effect of this context whose request
+	// differs from the record at its identity, which may have been
+	// inserted before that record: the next effect of its kind decides
+	// (see replay).
+	guess *insertionGuess
+}
+
+// insertionGuess are the effects, in a row, that a dry replay met where
+// the journal recorded others of their kind: inserted, if the program's
+// next effect of that kind is what the run recorded in the first one's
+// place (the records shift by as many), else the first one changed.
+type insertionGuess struct {
+	kind string
+	// inserted are the effects as insertions; changed is the first one
+	// as a change.
+	inserted []*DivergenceError
+	changed  *DivergenceError
+	slot     slot
+}
+
+// maxGuessed bounds the effects in a row a dry replay takes for
+// insertions before it calls the first one changed.
+const maxGuessed = 8
+
+// decide resolves g at the effect of kind at identity id with request
+// req: the inserted effects, when the records shifted by as many as g
+// holds, else the first one changed.
+func (d *domain) decide(g *insertionGuess, kind, id, req string) (*Effect, error) {
+	jr := d.journal
+	if g.kind == kind {
+		if prev := jr.lookup(shiftedID(id, -len(g.inserted))); prev != nil && prev.Kind == kind && len(changedFields(prev.Request, req)) == 0 {
+			for _, de := range g.inserted[1:] {
+				jr.mu.Lock()
+				jr.changes = append(jr.changes, de)
+				jr.mu.Unlock()
+			}
+			return d.diverge(g.slot, g.inserted[0])
+		}
+	}
+	return d.diverge(g.slot, g.changed)
 }
 
 // occurrences counts the elements of one kind in a context.
@@ -445,6 +490,12 @@ func (d *domain) replay(s slot, kind string, pos Position, label string, req str
 		return nil, nil
 	}
 	rec := jr.lookup(s.id)
+	if rec == nil && !checkKind(kind) {
+		if g := p.takeGuess(); g != nil {
+			// The next effect of the context has no record.
+			return d.decide(g, kind, s.id, req)
+		}
+	}
 	if rec == nil {
 		if !checkKind(kind) && (p.passed || jr.recordedAfter(p, s.seq)) {
 			return d.diverge(s, &DivergenceError{ID: s.id, Kind: ChangeInserted, Pos: pos, Label: label})
@@ -463,6 +514,29 @@ func (d *domain) replay(s slot, kind string, pos Position, label string, req str
 		}
 		return nil, nil
 	}
+	if g := p.takeGuess(); g != nil && !checkKind(kind) {
+		// Effects met before this one, in this context, differed from
+		// their records: this one decides whether they were inserted.
+		if g.kind == kind {
+			if prev := jr.lookup(shiftedID(s.id, -len(g.inserted))); prev != nil && prev.Kind == kind && len(changedFields(prev.Request, req)) == 0 {
+				return d.decide(g, kind, s.id, req)
+			}
+			if len(g.inserted) < maxGuessed && rec.Kind == kind && len(changedFields(rec.Request, req)) > 0 {
+				// Another one inserted, perhaps: it is served the
+				// record in its place, as the first one was.
+				g.inserted = append(g.inserted, &DivergenceError{ID: s.id, Kind: ChangeInserted, Pos: pos, Label: label})
+				p.setGuess(g)
+				return rec, nil
+			}
+			return d.diverge(g.slot, g.changed)
+		}
+		if len(changedFields(rec.Request, req)) > 0 || rec.Kind != kind {
+			return d.diverge(g.slot, g.changed)
+		}
+		p.setGuess(g) // not its kind: the next one decides
+	} else if g != nil {
+		p.setGuess(g)
+	}
 	jr.consume(s.id)
 	changed := changedFields(rec.Request, req)
 	if rec.Kind != kind {
@@ -476,8 +550,41 @@ func (d *domain) replay(s slot, kind string, pos Position, label string, req str
 		// The program reaches, in this place, what the run recorded
 		// later: the records between are no longer reached here.
 		de = &DivergenceError{ID: rec.ID, Kind: ChangeRemoved, Pos: rec.Pos, Label: rec.Label, Recorded: rec, Now: &Effect{ID: later.ID, Pos: pos, Label: label}}
+	} else if jr.verify && rec.Kind == kind && !checkKind(kind) && !p.fanOut {
+		// Inserted before the record, or changed? The dry replay goes on,
+		// this effect served by the record in its place, to the next
+		// effect of its kind: if that is what the run recorded here, the
+		// records shifted by one, and this one was inserted.
+		p.setGuess(&insertionGuess{kind: kind, slot: s, changed: de,
+			inserted: []*DivergenceError{{ID: s.id, Kind: ChangeInserted, Pos: pos, Label: label}}})
+		return rec, nil
 	}
 	return d.diverge(s, de)
+}
+
+// shiftedID is the identity id with its occurrence moved by delta.
+func shiftedID(id string, delta int) string {
+	i := strings.LastIndexByte(id, '#')
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil || n+delta < 0 {
+		return ""
+	}
+	return id[:i+1] + strconv.Itoa(n+delta)
+}
+
+// setGuess and takeGuess keep the context's pending insertion guess.
+func (p *effectPath) setGuess(g *insertionGuess) {
+	p.mu.Lock()
+	p.guess = g
+	p.mu.Unlock()
+}
+
+func (p *effectPath) takeGuess() *insertionGuess {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := p.guess
+	p.guess = nil
+	return g
 }
 
 // laterSame returns the record of a later effect of kind in context p
@@ -661,7 +768,17 @@ func bySource(a Position, aID string, b Position, bID string) bool {
 func (jr *journaling) findings() []*DivergenceError {
 	jr.mu.Lock()
 	met := append([]*DivergenceError(nil), jr.changes...)
+	visited := make([]*effectPath, 0, len(jr.visited))
+	for _, p := range jr.visited {
+		visited = append(visited, p)
+	}
 	jr.mu.Unlock()
+	for _, p := range visited {
+		// A guess no later effect decided: the effect changed.
+		if g := p.takeGuess(); g != nil {
+			met = append(met, g.changed)
+		}
+	}
 	sortChanges(met)
 	gone := jr.removed()
 	sortChanges(gone)
