@@ -389,6 +389,9 @@ Each acquisition materializes into a fresh temporary directory (so file() and sc
 	},
 	Returns: "a workspace provider",
 	Example: `configure(workspace_provider = deterministic_workspace())`,
+	// It validates and builds; it starts nothing: aml check runs it on
+	// literal arguments.
+	Static: true,
 	Impl: func(c *Call) (starlark.Value, error) {
 		p, err := deterministic.NewWorkspace(deterministic.WorkspaceOptions{Name: c.Str("name")})
 		if err != nil {

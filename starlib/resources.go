@@ -368,6 +368,9 @@ Commands run as host processes in their own process groups with literal argument
 	},
 	Returns: "a sandbox provider",
 	Example: `configure(sandbox_provider = local_sandbox(workspace = "."))`,
+	// It validates and builds; it starts nothing: aml check runs it on
+	// literal arguments.
+	Static: true,
 	Impl: func(c *Call) (starlark.Value, error) {
 		opts := local.Options{Setup: c.Str("setup"), Workspace: c.Str("workspace")}
 		if ms, set, err := c.Int("setup_timeout_ms"); err != nil {
@@ -402,6 +405,9 @@ The directory itself is the materialization (no revisions; saving only checks th
 	Params:  []Param{{Name: "directory", Type: "str", Doc: "An existing directory."}},
 	Returns: "a workspace provider",
 	Example: `configure(workspace_provider = local_workspace(directory = "."))`,
+	// It validates and builds; it starts nothing: aml check runs it on
+	// literal arguments.
+	Static: true,
 	Impl: func(c *Call) (starlark.Value, error) {
 		dir, err := c.Abs(c.Str("directory"))
 		if err != nil {

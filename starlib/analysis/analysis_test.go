@@ -13,11 +13,12 @@ import (
 	"github.com/aml-go/aml/starlib/analysis"
 	"github.com/aml-go/aml/starlib/dockerstar"
 	"github.com/aml-go/aml/starlib/fsstar"
+	"github.com/aml-go/aml/starlib/remotestar"
 	"github.com/aml-go/aml/starlib/s3star"
 )
 
 // opts has the extensions the aml command links.
-var opts = &analysis.Options{Extensions: []*starlib.Extension{acpstar.New(acpstar.Options{}), fsstar.Extension, dockerstar.Extension, s3star.Extension}}
+var opts = &analysis.Options{Extensions: []*starlib.Extension{acpstar.New(acpstar.Options{}), fsstar.Extension, dockerstar.Extension, s3star.Extension, remotestar.Extension}}
 
 func errorsOf(f *analysis.File) []analysis.Diagnostic {
 	var out []analysis.Diagnostic

@@ -37,6 +37,7 @@ type Options struct {
 func New(opts Options) *starlib.Extension {
 	b := *dockerSandboxBuiltin
 	b.Impl = func(c *starlib.Call) (starlark.Value, error) { return dockerSandboxImpl(c, opts) }
+	b.Rules = func(c *starlib.Call) error { return dockerSandboxRules(c, opts) }
 	return &starlib.Extension{Name: "docker", Builtins: []*starlib.Builtin{&b}}
 }
 
@@ -68,40 +69,66 @@ Each outermost sandbox() starts one container from image= (pulled when the engin
 }
 
 func dockerSandboxImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
+	opts, err := dockerOptions(c, ext)
+	if err != nil {
+		return nil, err
+	}
+	p, err := docker.New(opts)
+	if err != nil {
+		return nil, c.Errorf("%v", err)
+	}
+	return &starlib.SandboxProviderValue{Provider: p}, nil
+}
+
+// dockerSandboxRules are what aml check decides of a call: what
+// docker.New refuses before it makes a client.
+func dockerSandboxRules(c *starlib.Call, ext Options) error {
+	opts, err := dockerOptions(c, ext)
+	if err != nil {
+		return err
+	}
+	if err := docker.CheckOptions(opts); err != nil {
+		return c.Errorf("%v", err)
+	}
+	return nil
+}
+
+// dockerOptions reads the options of a call of docker_sandbox().
+func dockerOptions(c *starlib.Call, ext Options) (docker.Options, error) {
 	opts := docker.Options{Image: c.Str("image"), Setup: c.Str("setup"), User: c.Str("user"), Workspace: c.Str("workspace"), Network: c.Str("network"), Relay: ext.Relay, Leftovers: ext.Leftovers}
 	if n, set, err := c.Int("max_output_bytes"); err != nil {
-		return nil, err
+		return opts, err
 	} else if set {
 		opts.MaxOutputBytes = n // positive: the catalog checked it
 	}
 	if ms, set, err := c.Int("setup_timeout_ms"); err != nil {
-		return nil, err
+		return opts, err
 	} else if set {
 		opts.SetupTimeout = time.Duration(ms) * time.Millisecond
 	}
 	if ms, set, err := c.Int("engine_timeout_ms"); err != nil {
-		return nil, err
+		return opts, err
 	} else if set {
 		opts.EngineTimeout = time.Duration(ms) * time.Millisecond
 	}
 	var err error
 	if opts.Env, err = c.StringDict("env"); err != nil {
-		return nil, err
+		return opts, err
 	}
 	if opts.Labels, err = c.StringDict("labels"); err != nil {
-		return nil, err
+		return opts, err
 	}
 	switch v := c.Value("memory").(type) {
 	case starlark.Int:
 		n, ok := v.Int64()
 		if !ok || n <= 0 {
-			return nil, c.Errorf("memory must be a positive number of bytes, got %s", v)
+			return opts, c.Errorf("memory must be a positive number of bytes, got %s", v)
 		}
 		opts.Memory = n
 	case starlark.String:
 		n, err := units.RAMInBytes(string(v))
 		if err != nil || n <= 0 {
-			return nil, c.Errorf(`memory %q is not a size such as "512m" or "2g"`, string(v))
+			return opts, c.Errorf(`memory %q is not a size such as "512m" or "2g"`, string(v))
 		}
 		opts.Memory = n
 	}
@@ -113,14 +140,14 @@ func dockerSandboxImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
 		opts.CPUs = float64(n)
 	}
 	if c.Has("cpus") && c.Value("cpus") != starlark.None && opts.CPUs <= 0 {
-		return nil, c.Errorf("cpus must be positive, got %s", c.Value("cpus"))
+		return opts, c.Errorf("cpus must be positive, got %s", c.Value("cpus"))
 	}
 	if n, set, err := c.Int("pids_limit"); err != nil {
-		return nil, err
+		return opts, err
 	} else if set {
 		switch {
 		case n < 0:
-			return nil, c.Errorf("pids_limit must be positive, or 0 to remove the bound, got %d", n)
+			return opts, c.Errorf("pids_limit must be positive, or 0 to remove the bound, got %d", n)
 		case n == 0:
 			opts.PidsLimit = -1
 		default:
@@ -129,14 +156,10 @@ func dockerSandboxImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
 	}
 	opts.ReadOnlyRootFS = c.Bool("read_only_rootfs", false)
 	if opts.CapDrop, err = c.StringList("cap_drop"); err != nil {
-		return nil, err
+		return opts, err
 	}
 	if abs, err := c.Abs(opts.Workspace); err == nil {
 		opts.Workspace = abs
 	}
-	p, err := docker.New(opts)
-	if err != nil {
-		return nil, c.Errorf("%v", err)
-	}
-	return &starlib.SandboxProviderValue{Provider: p}, nil
+	return opts, nil
 }

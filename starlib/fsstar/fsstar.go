@@ -31,29 +31,9 @@ Each save publishes a new revision (a tar.gz archive, or a folder that reuses un
 	Returns: "a workspace provider",
 	Example: `configure(workspace_provider = filesystem_workspace(directory = ".aml/workspaces", format = "folder"))`,
 	Impl: func(c *starlib.Call) (starlark.Value, error) {
-		opts := wsfs.Options{Format: c.Str("format")}
-		var err error
-		if opts.Directory, err = c.Abs(c.Str("directory")); err != nil {
-			return nil, c.Errorf("directory %q: %v", c.Str("directory"), err)
-		}
-		if opts.TemporaryDirectory, err = c.Abs(c.Str("temporary_directory")); err != nil {
-			return nil, c.Errorf("temporary_directory %q: %v", c.Str("temporary_directory"), err)
-		}
-		for _, f := range []struct {
-			name string
-			set  func(int64)
-		}{
-			{"max_archive_bytes", func(n int64) { opts.MaxArchiveBytes = n }},
-			{"max_entries", func(n int64) { opts.MaxEntries = int(n) }},
-			{"max_extracted_bytes", func(n int64) { opts.MaxExtractedBytes = n }},
-		} {
-			n, set, err := c.Int(f.name)
-			if err != nil {
-				return nil, err
-			}
-			if set {
-				f.set(n) // positive: the catalog checked it
-			}
+		opts, err := optionsOf(c)
+		if err != nil {
+			return nil, err
 		}
 		p, err := wsfs.New(opts)
 		if err != nil {
@@ -61,4 +41,45 @@ Each save publishes a new revision (a tar.gz archive, or a folder that reuses un
 		}
 		return &starlib.WorkspaceProviderValue{Provider: p}, nil
 	},
+	// aml check decides what wsfs.New refuses before it touches the
+	// file system.
+	Rules: func(c *starlib.Call) error {
+		opts, err := optionsOf(c)
+		if err != nil {
+			return err
+		}
+		if err := wsfs.CheckOptions(opts); err != nil {
+			return c.Errorf("%v", err)
+		}
+		return nil
+	},
+}
+
+// optionsOf reads the options of a call of filesystem_workspace().
+func optionsOf(c *starlib.Call) (wsfs.Options, error) {
+	opts := wsfs.Options{Format: c.Str("format")}
+	var err error
+	if opts.Directory, err = c.Abs(c.Str("directory")); err != nil {
+		return opts, c.Errorf("directory %q: %v", c.Str("directory"), err)
+	}
+	if opts.TemporaryDirectory, err = c.Abs(c.Str("temporary_directory")); err != nil {
+		return opts, c.Errorf("temporary_directory %q: %v", c.Str("temporary_directory"), err)
+	}
+	for _, f := range []struct {
+		name string
+		set  func(int64)
+	}{
+		{"max_archive_bytes", func(n int64) { opts.MaxArchiveBytes = n }},
+		{"max_entries", func(n int64) { opts.MaxEntries = int(n) }},
+		{"max_extracted_bytes", func(n int64) { opts.MaxExtractedBytes = n }},
+	} {
+		n, set, err := c.Int(f.name)
+		if err != nil {
+			return opts, err
+		}
+		if set {
+			f.set(n) // positive: the catalog checked it
+		}
+	}
+	return opts, nil
 }

@@ -149,15 +149,50 @@ func modalCreate(m map[string]any) (sdk.SandboxCreateParams, error) {
 	return p, nil
 }
 
-func modalImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
+// modalOptions reads the service options of a call of modal_sandbox().
+func modalOptions(c *starlib.Call) (modal.Options, error) {
 	mo := modal.Options{TokenID: c.Str("token_id"), TokenSecret: c.Str("token_secret"), Environment: c.Str("environment"),
 		AppName: c.Str("app_name"), Image: c.Str("image")}
 	create, err := c.JSON("create")
 	if err != nil {
-		return nil, err
+		return mo, err
 	}
 	if mo.Create, err = modalCreate(create); err != nil {
-		return nil, c.Errorf("%v", err)
+		return mo, c.Errorf("%v", err)
+	}
+	return mo, nil
+}
+
+// modalRules are what aml check decides of a call: the rules of its
+// arguments, what the service refuses before it makes a client, and,
+// when the call names its token (else the client reads Modal's
+// configuration, and may fail there first), what the remote core
+// refuses.
+func modalRules(c *starlib.Call) error {
+	mo, err := modalOptions(c)
+	if err != nil {
+		return err
+	}
+	if err := modal.CheckOptions(mo); err != nil {
+		return c.Errorf("%v", err)
+	}
+	if mo.TokenID == "" {
+		return nil
+	}
+	opts, err := remoteOptions(c, nil, "/workspace")
+	if err != nil {
+		return err
+	}
+	if err := remote.CheckOptions("modal", opts); err != nil {
+		return c.Errorf("%v", err)
+	}
+	return nil
+}
+
+func modalImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
+	mo, err := modalOptions(c)
+	if err != nil {
+		return nil, err
 	}
 	newService := func(o modal.Options) (remote.Service, error) { return modal.New(o) }
 	if ext.Modal != nil {

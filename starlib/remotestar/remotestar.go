@@ -35,8 +35,10 @@ type Options struct {
 func New(opts Options) *starlib.Extension {
 	d := *daytonaBuiltin
 	d.Impl = func(c *starlib.Call) (starlark.Value, error) { return daytonaImpl(c, opts) }
+	d.Rules = daytonaRules
 	m := *modalBuiltin
 	m.Impl = func(c *starlib.Call) (starlark.Value, error) { return modalImpl(c, opts) }
+	m.Rules = modalRules
 	return &starlib.Extension{Name: "remote", Builtins: []*starlib.Builtin{&d, &m}}
 }
 
@@ -94,26 +96,58 @@ Each outermost sandbox() creates one sandbox from image= (a one-line Dockerfile 
 	Example: `configure(sandbox_provider = daytona_sandbox(snapshot = "aml-agent", api_key = env("DAYTONA_API_KEY")))`,
 }
 
-func daytonaImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
+// daytonaOptions reads the service options of a call of
+// daytona_sandbox().
+func daytonaOptions(c *starlib.Call) (daytona.Options, error) {
 	do := daytona.Options{APIKey: c.Str("api_key"), APIURL: c.Str("api_url"), OrganizationID: c.Str("organization_id"), Target: c.Str("target"),
 		Image: c.Str("image"), Snapshot: c.Str("snapshot")}
 	if c.Has("image") && c.Has("snapshot") && c.Value("image") != starlark.None && c.Value("snapshot") != starlark.None {
-		return nil, c.Errorf("image= and snapshot= cannot both be given: choose one, or neither for the AML agent image")
+		return do, c.Errorf("image= and snapshot= cannot both be given: choose one, or neither for the AML agent image")
 	}
 	create, err := c.JSON("create")
 	if err != nil {
-		return nil, err
+		return do, err
 	}
 	for _, k := range []string{"image", "snapshot", "buildInfo"} {
 		if _, ok := create[k]; ok {
-			return nil, c.Errorf("create= cannot hold %q: give image= or snapshot= at the top", k)
+			return do, c.Errorf("create= cannot hold %q: give image= or snapshot= at the top", k)
 		}
 	}
 	do.Create = create
 	if ms, set, err := c.Int("create_timeout_ms"); err != nil {
-		return nil, err
+		return do, err
 	} else if set {
 		do.CreateTimeout = time.Duration(ms) * time.Millisecond
+	}
+	return do, nil
+}
+
+// daytonaRules are what aml check decides of a call: the rules of its
+// arguments, and, when it names its API key (else the run reads
+// DAYTONA_API_KEY, and may fail there first), what the service and the
+// remote core refuse before they contact anything.
+func daytonaRules(c *starlib.Call) error {
+	do, err := daytonaOptions(c)
+	if err != nil || do.APIKey == "" {
+		return err
+	}
+	if err := daytona.CheckOptions(do); err != nil {
+		return c.Errorf("%v", err)
+	}
+	opts, err := remoteOptions(c, nil, "workspace")
+	if err != nil {
+		return err
+	}
+	if err := remote.CheckOptions("daytona", opts); err != nil {
+		return c.Errorf("%v", err)
+	}
+	return nil
+}
+
+func daytonaImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
+	do, err := daytonaOptions(c)
+	if err != nil {
+		return nil, err
 	}
 	newService := func(o daytona.Options) (remote.Service, error) { return daytona.New(o) }
 	if ext.Daytona != nil {

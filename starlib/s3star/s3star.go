@@ -47,31 +47,9 @@ On first use of a service and bucket in a process, it checks with three small re
 	Returns: "a workspace provider",
 	Example: `configure(workspace_provider = s3_workspace(bucket = "my-team-workspaces", region = "eu-west-1"))`,
 	Impl: func(c *starlib.Call) (starlark.Value, error) {
-		opts := s3.Options{Bucket: c.Str("bucket"), Prefix: c.Str("prefix"), Format: c.Str("format"), Region: c.Str("region"),
-			Endpoint: c.Str("endpoint"), ForcePathStyle: c.Bool("force_path_style", false), Profile: c.Str("profile"),
-			AcceptLostUpdates: c.Bool("accept_lost_updates", false)}
-		tmp, err := c.Abs(c.Str("temporary_directory"))
+		opts, err := optionsOf(c)
 		if err != nil {
-			return nil, c.Errorf("temporary_directory %q: %v", c.Str("temporary_directory"), err)
-		}
-		opts.TemporaryDirectory = tmp
-		for _, f := range []struct {
-			name string
-			set  func(int64)
-		}{
-			{"max_archive_bytes", func(n int64) { opts.MaxArchiveBytes = n }},
-			{"max_entries", func(n int64) { opts.MaxEntries = int(n) }},
-			{"max_extracted_bytes", func(n int64) { opts.MaxExtractedBytes = n }},
-			{"request_timeout_ms", func(n int64) { opts.RequestTimeout = time.Duration(n) * time.Millisecond }},
-			{"response_timeout_ms", func(n int64) { opts.ResponseTimeout = time.Duration(n) * time.Millisecond }},
-		} {
-			n, set, err := c.Int(f.name)
-			if err != nil {
-				return nil, err
-			}
-			if set {
-				f.set(n) // positive: the catalog checked it
-			}
+			return nil, err
 		}
 		p, err := s3.New(opts)
 		if err != nil {
@@ -79,4 +57,46 @@ On first use of a service and bucket in a process, it checks with three small re
 		}
 		return &starlib.WorkspaceProviderValue{Provider: p}, nil
 	},
+	// aml check decides what s3.New refuses before it loads anything.
+	Rules: func(c *starlib.Call) error {
+		opts, err := optionsOf(c)
+		if err != nil {
+			return err
+		}
+		if err := s3.CheckOptions(opts); err != nil {
+			return c.Errorf("%v", err)
+		}
+		return nil
+	},
+}
+
+// optionsOf reads the options of a call of s3_workspace().
+func optionsOf(c *starlib.Call) (s3.Options, error) {
+	opts := s3.Options{Bucket: c.Str("bucket"), Prefix: c.Str("prefix"), Format: c.Str("format"), Region: c.Str("region"),
+		Endpoint: c.Str("endpoint"), ForcePathStyle: c.Bool("force_path_style", false), Profile: c.Str("profile"),
+		AcceptLostUpdates: c.Bool("accept_lost_updates", false)}
+	tmp, err := c.Abs(c.Str("temporary_directory"))
+	if err != nil {
+		return opts, c.Errorf("temporary_directory %q: %v", c.Str("temporary_directory"), err)
+	}
+	opts.TemporaryDirectory = tmp
+	for _, f := range []struct {
+		name string
+		set  func(int64)
+	}{
+		{"max_archive_bytes", func(n int64) { opts.MaxArchiveBytes = n }},
+		{"max_entries", func(n int64) { opts.MaxEntries = int(n) }},
+		{"max_extracted_bytes", func(n int64) { opts.MaxExtractedBytes = n }},
+		{"request_timeout_ms", func(n int64) { opts.RequestTimeout = time.Duration(n) * time.Millisecond }},
+		{"response_timeout_ms", func(n int64) { opts.ResponseTimeout = time.Duration(n) * time.Millisecond }},
+	} {
+		n, set, err := c.Int(f.name)
+		if err != nil {
+			return opts, err
+		}
+		if set {
+			f.set(n) // positive: the catalog checked it
+		}
+	}
+	return opts, nil
 }

@@ -104,32 +104,12 @@ func New(opts Options) (*Service, error) {
 	if opts.APIURL == "" {
 		opts.APIURL = DefaultAPIURL
 	}
-	u, err := url.Parse(opts.APIURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("daytona: the API URL %q is not an http(s) URL", opts.APIURL)
+	if err := CheckOptions(opts); err != nil {
+		return nil, err
 	}
 	opts.APIURL = strings.TrimRight(opts.APIURL, "/")
-	if opts.Image != "" && opts.Snapshot != "" {
-		return nil, errors.New("daytona: image and snapshot are mutually exclusive")
-	}
 	if opts.Image == "" && opts.Snapshot == "" {
 		opts.Image = DefaultImage
-	}
-	if strings.ContainsAny(opts.Image, " \t\r\n") {
-		return nil, fmt.Errorf("daytona: the image %q contains white space", opts.Image)
-	}
-	for _, k := range []string{"image", "snapshot", "buildInfo"} {
-		if _, ok := opts.Create[k]; ok {
-			return nil, fmt.Errorf("daytona: create cannot hold %q: use the provider's image or snapshot", k)
-		}
-	}
-	if l, ok := opts.Create["labels"]; ok {
-		if _, err := stringMap(l); err != nil {
-			return nil, fmt.Errorf("daytona: create's labels: %w", err)
-		}
-	}
-	if t, ok := opts.Create["target"]; ok && opts.Target != "" && t != opts.Target {
-		return nil, fmt.Errorf("daytona: the target %q and create's target %v differ", opts.Target, t)
 	}
 	opts.Create = maps.Clone(opts.Create)
 	def := func(d *time.Duration, v time.Duration) {
@@ -384,4 +364,38 @@ func (s *Service) sandbox(ctx context.Context, id string) (sandboxJSON, error) {
 		return sb, fmt.Errorf("daytona: sandbox %s is %s: %w", id, sb.State, ErrSandboxGone)
 	}
 	return sb, err
+}
+
+// CheckOptions reports what New refuses in opts once it has an API key
+// (it reads no environment variable): an API URL that is not http(s),
+// both an image and a snapshot, an image with white space, create fields
+// the provider owns, create labels that are not strings, two targets.
+// aml check calls it on a call's literal arguments.
+func CheckOptions(opts Options) error {
+	if opts.APIURL != "" {
+		u, err := url.Parse(opts.APIURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("daytona: the API URL %q is not an http(s) URL", opts.APIURL)
+		}
+	}
+	if opts.Image != "" && opts.Snapshot != "" {
+		return errors.New("daytona: image and snapshot are mutually exclusive")
+	}
+	if strings.ContainsAny(opts.Image, " \t\r\n") {
+		return fmt.Errorf("daytona: the image %q contains white space", opts.Image)
+	}
+	for _, k := range []string{"image", "snapshot", "buildInfo"} {
+		if _, ok := opts.Create[k]; ok {
+			return fmt.Errorf("daytona: create cannot hold %q: use the provider's image or snapshot", k)
+		}
+	}
+	if l, ok := opts.Create["labels"]; ok {
+		if _, err := stringMap(l); err != nil {
+			return fmt.Errorf("daytona: create's labels: %w", err)
+		}
+	}
+	if t, ok := opts.Create["target"]; ok && opts.Target != "" && t != opts.Target {
+		return fmt.Errorf("daytona: the target %q and create's target %v differ", opts.Target, t)
+	}
+	return nil
 }

@@ -158,12 +158,8 @@ var _ eval.SandboxProvider = (*Provider)(nil)
 // New validates opts and returns a Provider. It does not contact the
 // engine: a missing daemon or image is reported by Acquire.
 func New(opts Options) (*Provider, error) {
-	for _, o := range []struct{ label, v string }{
-		{"image", opts.Image}, {"setup", opts.Setup}, {"user", opts.User}, {"workspace", opts.Workspace}, {"network", opts.Network}, {"relay", opts.Relay},
-	} {
-		if err := option.String("docker sandbox", o.label, o.v, false); err != nil {
-			return nil, err
-		}
+	if err := CheckOptions(opts); err != nil {
+		return nil, err
 	}
 	if opts.Image == "" {
 		opts.Image = DefaultImage
@@ -171,32 +167,11 @@ func New(opts Options) (*Provider, error) {
 	if opts.Network == "" {
 		opts.Network = "none"
 	}
-	if opts.MaxOutputBytes < 0 {
-		return nil, fmt.Errorf("docker sandbox MaxOutputBytes must be positive, got %d", opts.MaxOutputBytes)
-	}
-	switch {
-	case opts.Memory < 0:
-		return nil, fmt.Errorf("docker sandbox memory must be positive, got %d", opts.Memory)
-	case opts.Memory > 0 && opts.Memory < 6<<20:
-		// The engine refuses less than 6 MiB.
-		return nil, fmt.Errorf("docker sandbox memory must be at least 6 MiB, got %d bytes", opts.Memory)
-	case opts.CPUs < 0:
-		return nil, fmt.Errorf("docker sandbox cpus must be positive, got %g", opts.CPUs)
-	case opts.SetupTimeout < 0:
-		return nil, fmt.Errorf("docker sandbox setup timeout must be positive, got %v", opts.SetupTimeout)
-	case opts.EngineTimeout < 0:
-		return nil, fmt.Errorf("docker sandbox engine timeout must be positive, got %v", opts.EngineTimeout)
-	}
 	if opts.SetupTimeout == 0 {
 		opts.SetupTimeout = DefaultSetupTimeout
 	}
 	if opts.EngineTimeout == 0 {
 		opts.EngineTimeout = DefaultEngineTimeout
-	}
-	for _, c := range opts.CapDrop {
-		if err := option.String("docker sandbox", "cap_drop entry", c, true); err != nil {
-			return nil, err
-		}
 	}
 	if opts.PidsLimit == 0 {
 		opts.PidsLimit = DefaultPidsLimit
@@ -205,14 +180,6 @@ func New(opts Options) (*Provider, error) {
 	maxOutput := opts.MaxOutputBytes
 	if maxOutput == 0 {
 		maxOutput = DefaultMaxOutputBytes
-	}
-	if err := checkEnv(opts.Env); err != nil {
-		return nil, err
-	}
-	for k := range opts.Labels {
-		if k == "" || strings.HasPrefix(k, "aml.") {
-			return nil, fmt.Errorf("docker sandbox label %q is invalid: labels must be non-empty and not start with \"aml.\" (the provider's own)", k)
-		}
 	}
 	if opts.Relay != "" {
 		abs, err := filepath.Abs(opts.Relay)
@@ -251,6 +218,50 @@ func New(opts Options) (*Provider, error) {
 	}
 	p.staged = sp
 	return p, nil
+}
+
+// CheckOptions reports what New refuses in opts before it does anything
+// (it makes no client and contacts no engine): malformed strings,
+// negative or too small bounds, invalid environment variables and
+// labels. aml check calls it on a call's literal arguments.
+func CheckOptions(opts Options) error {
+	for _, o := range []struct{ label, v string }{
+		{"image", opts.Image}, {"setup", opts.Setup}, {"user", opts.User}, {"workspace", opts.Workspace}, {"network", opts.Network}, {"relay", opts.Relay},
+	} {
+		if err := option.String("docker sandbox", o.label, o.v, false); err != nil {
+			return err
+		}
+	}
+	if opts.MaxOutputBytes < 0 {
+		return fmt.Errorf("docker sandbox MaxOutputBytes must be positive, got %d", opts.MaxOutputBytes)
+	}
+	switch {
+	case opts.Memory < 0:
+		return fmt.Errorf("docker sandbox memory must be positive, got %d", opts.Memory)
+	case opts.Memory > 0 && opts.Memory < 6<<20:
+		// The engine refuses less than 6 MiB.
+		return fmt.Errorf("docker sandbox memory must be at least 6 MiB, got %d bytes", opts.Memory)
+	case opts.CPUs < 0:
+		return fmt.Errorf("docker sandbox cpus must be positive, got %g", opts.CPUs)
+	case opts.SetupTimeout < 0:
+		return fmt.Errorf("docker sandbox setup timeout must be positive, got %v", opts.SetupTimeout)
+	case opts.EngineTimeout < 0:
+		return fmt.Errorf("docker sandbox engine timeout must be positive, got %v", opts.EngineTimeout)
+	}
+	for _, c := range opts.CapDrop {
+		if err := option.String("docker sandbox", "cap_drop entry", c, true); err != nil {
+			return err
+		}
+	}
+	if err := checkEnv(opts.Env); err != nil {
+		return err
+	}
+	for k := range opts.Labels {
+		if k == "" || strings.HasPrefix(k, "aml.") {
+			return fmt.Errorf("docker sandbox label %q is invalid: labels must be non-empty and not start with \"aml.\" (the provider's own)", k)
+		}
+	}
+	return nil
 }
 
 func checkEnv(env map[string]string) error {

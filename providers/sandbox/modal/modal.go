@@ -173,27 +173,14 @@ var _ remote.Service = (*Service)(nil)
 // New validates opts and returns a Service; it makes the SDK client
 // unless opts.Client is given, and makes no request.
 func New(opts Options) (*Service, error) {
-	const factory = "modal sandbox"
-	if err := option.Strings(factory, map[string]string{"app_name": opts.AppName, "image": opts.Image, "environment": opts.Environment, "token_id": opts.TokenID, "token_secret": opts.TokenSecret}, "token_id", "token_secret"); err != nil {
+	if err := CheckOptions(opts); err != nil {
 		return nil, err
-	}
-	if opts.Client != nil && (opts.TokenID != "" || opts.TokenSecret != "" || opts.Environment != "" || opts.MaxThrottleWait != 0) {
-		return nil, errors.New("modal: an injected client is mutually exclusive with token_id, token_secret, environment and max_throttle_wait")
-	}
-	if (opts.TokenID == "") != (opts.TokenSecret == "") {
-		return nil, errors.New("modal: token_id and token_secret go together")
 	}
 	if opts.AppName == "" {
 		opts.AppName = DefaultAppName
 	}
 	if opts.Image == "" {
 		opts.Image = DefaultImage
-	}
-	if strings.ContainsAny(opts.Image, " \t\r\n") {
-		return nil, fmt.Errorf("modal: the image %q contains white space", opts.Image)
-	}
-	if w := opts.Create.Workdir; w != "" && !strings.HasPrefix(w, "/") {
-		return nil, fmt.Errorf("modal: create's workdir %q must be absolute", w)
 	}
 	opts.Create.Tags = maps.Clone(opts.Create.Tags)
 	opts.Create.Env = maps.Clone(opts.Create.Env)
@@ -511,3 +498,27 @@ func (s *Service) Destroy(ctx context.Context, id string) error {
 
 // envName is what Modal accepts as an environment variable's name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// CheckOptions reports what New refuses in opts before it makes a
+// client: malformed strings, an injected client with credentials, half a
+// token, an image with white space, a relative create workdir. aml check
+// calls it on a call's literal arguments.
+func CheckOptions(opts Options) error {
+	const factory = "modal sandbox"
+	if err := option.Strings(factory, map[string]string{"app_name": opts.AppName, "image": opts.Image, "environment": opts.Environment, "token_id": opts.TokenID, "token_secret": opts.TokenSecret}, "token_id", "token_secret"); err != nil {
+		return err
+	}
+	if opts.Client != nil && (opts.TokenID != "" || opts.TokenSecret != "" || opts.Environment != "" || opts.MaxThrottleWait != 0) {
+		return errors.New("modal: an injected client is mutually exclusive with token_id, token_secret, environment and max_throttle_wait")
+	}
+	if (opts.TokenID == "") != (opts.TokenSecret == "") {
+		return errors.New("modal: token_id and token_secret go together")
+	}
+	if strings.ContainsAny(opts.Image, " \t\r\n") {
+		return fmt.Errorf("modal: the image %q contains white space", opts.Image)
+	}
+	if w := opts.Create.Workdir; w != "" && !strings.HasPrefix(w, "/") {
+		return fmt.Errorf("modal: create's workdir %q must be absolute", w)
+	}
+	return nil
+}

@@ -89,30 +89,14 @@ func New(opts Options) (*Provider, error) {
 		return nil, errors.New("remote sandbox: no service")
 	}
 	name := opts.Service.Name() + " sandbox"
-	for _, o := range []struct{ label, v string }{{"setup", opts.Setup}, {"workspace", opts.Workspace}, {"relay", opts.Relay}} {
-		if err := option.String(name, o.label, o.v, false); err != nil {
-			return nil, err
-		}
-	}
-	if opts.GuestRoot == "" || path.Clean(opts.GuestRoot) != opts.GuestRoot || opts.GuestRoot == "/" || opts.GuestRoot == "." {
-		return nil, fmt.Errorf("%s: guest root %q must be a clean directory other than the home or /", name, opts.GuestRoot)
-	}
-	switch {
-	case opts.MaxOutputBytes < 0:
-		return nil, fmt.Errorf("%s max_output_bytes must be positive, got %d", name, opts.MaxOutputBytes)
-	case opts.SetupTimeout < 0:
-		return nil, fmt.Errorf("%s setup timeout must be positive, got %v", name, opts.SetupTimeout)
+	if err := CheckOptions(opts.Service.Name(), opts); err != nil {
+		return nil, err
 	}
 	if opts.SetupTimeout == 0 {
 		opts.SetupTimeout = DefaultSetupTimeout
 	}
 	if opts.Relay == "" {
 		opts.Relay = "aml"
-	}
-	for k := range opts.Labels {
-		if k == "" || strings.HasPrefix(k, "aml.") {
-			return nil, fmt.Errorf("%s label %q is invalid: labels must be non-empty and not start with \"aml.\" (the provider's own)", name, k)
-		}
 	}
 	if opts.Workspace != "" {
 		abs, err := filepath.Abs(opts.Workspace)
@@ -312,4 +296,32 @@ func (p *Provider) release(ctx context.Context, prov staged.Provisioned[string, 
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// CheckOptions reports what New refuses in opts (opts.Service aside) for
+// the service named service: malformed strings, a guest root that is not
+// a clean directory, negative bounds, labels that are the provider's.
+// aml check calls it on a call's literal arguments.
+func CheckOptions(service string, opts Options) error {
+	name := service + " sandbox"
+	for _, o := range []struct{ label, v string }{{"setup", opts.Setup}, {"workspace", opts.Workspace}, {"relay", opts.Relay}} {
+		if err := option.String(name, o.label, o.v, false); err != nil {
+			return err
+		}
+	}
+	if opts.GuestRoot == "" || path.Clean(opts.GuestRoot) != opts.GuestRoot || opts.GuestRoot == "/" || opts.GuestRoot == "." {
+		return fmt.Errorf("%s: guest root %q must be a clean directory other than the home or /", name, opts.GuestRoot)
+	}
+	switch {
+	case opts.MaxOutputBytes < 0:
+		return fmt.Errorf("%s max_output_bytes must be positive, got %d", name, opts.MaxOutputBytes)
+	case opts.SetupTimeout < 0:
+		return fmt.Errorf("%s setup timeout must be positive, got %v", name, opts.SetupTimeout)
+	}
+	for k := range opts.Labels {
+		if k == "" || strings.HasPrefix(k, "aml.") {
+			return fmt.Errorf("%s label %q is invalid: labels must be non-empty and not start with \"aml.\" (the provider's own)", name, k)
+		}
+	}
+	return nil
 }

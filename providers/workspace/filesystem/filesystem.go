@@ -113,24 +113,41 @@ type Options struct {
 // the options without touching the filesystem. The provider is safe for
 // concurrent use.
 func New(opts Options) (eval.WorkspaceProvider, error) {
+	if err := CheckOptions(opts); err != nil {
+		return nil, err
+	}
 	s, err := NewStorage(opts.Directory)
 	if err != nil {
 		return nil, err
 	}
-	if err := option.String("filesystem workspace", "temporary directory", opts.TemporaryDirectory, false); err != nil {
-		return nil, err
-	}
-	po := persist.Options{
+	return persist.New(s, persistOptions(opts)), nil
+}
+
+// persistOptions are the persist.Options of opts.
+func persistOptions(opts Options) persist.Options {
+	return persist.Options{
 		Format:             opts.Format,
 		MaxArchiveBytes:    opts.MaxArchiveBytes,
 		MaxEntries:         opts.MaxEntries,
 		MaxExtractedBytes:  opts.MaxExtractedBytes,
 		TemporaryDirectory: opts.TemporaryDirectory,
 	}
-	if err := po.Validate(); err != nil {
-		return nil, fmt.Errorf("filesystem workspace: %w", err)
+}
+
+// CheckOptions reports what New refuses in opts, without touching the
+// file system: a missing or malformed directory, an unknown format, a
+// negative bound. aml check calls it on a call's literal arguments.
+func CheckOptions(opts Options) error {
+	if err := option.Set("filesystem workspace", "directory", opts.Directory, false); err != nil {
+		return err
 	}
-	return persist.New(s, po), nil
+	if err := option.String("filesystem workspace", "temporary directory", opts.TemporaryDirectory, false); err != nil {
+		return err
+	}
+	if err := persistOptions(opts).Validate(); err != nil {
+		return fmt.Errorf("filesystem workspace: %w", err)
+	}
+	return nil
 }
 
 // Storage is the persist.Storage of the filesystem provider. It is safe

@@ -131,21 +131,62 @@ type Options struct {
 // bucket or bad credentials are reported at acquisition). The provider is
 // safe for concurrent use.
 func New(opts Options) (eval.WorkspaceProvider, error) {
+	if err := CheckOptions(opts); err != nil {
+		return nil, err
+	}
 	st, err := NewStorage(opts)
 	if err != nil {
 		return nil, err
 	}
-	po := persist.Options{
+	return persist.New(st, persistOptions(opts)), nil
+}
+
+// persistOptions are the persist.Options of opts.
+func persistOptions(opts Options) persist.Options {
+	return persist.Options{
 		Format:             opts.Format,
 		MaxArchiveBytes:    opts.MaxArchiveBytes,
 		MaxEntries:         opts.MaxEntries,
 		MaxExtractedBytes:  opts.MaxExtractedBytes,
 		TemporaryDirectory: opts.TemporaryDirectory,
 	}
-	if err := po.Validate(); err != nil {
-		return nil, fmt.Errorf("s3 workspace: %w", err)
+}
+
+// CheckOptions reports what New refuses in opts before it does anything
+// (it loads no configuration and contacts nothing): a malformed name,
+// bucket or prefix, an unknown format, a negative bound. aml check calls
+// it on a call's literal arguments.
+func CheckOptions(opts Options) error {
+	if err := checkStorageOptions(opts); err != nil {
+		return err
 	}
-	return persist.New(st, po), nil
+	if err := persistOptions(opts).Validate(); err != nil {
+		return fmt.Errorf("s3 workspace: %w", err)
+	}
+	return nil
+}
+
+// checkStorageOptions checks the options of the storage.
+func checkStorageOptions(opts Options) error {
+	for _, o := range []struct{ label, v string }{
+		{"bucket", opts.Bucket}, {"prefix", opts.Prefix}, {"region", opts.Region}, {"profile", opts.Profile},
+		{"endpoint", opts.Endpoint}, {"temporary directory", opts.TemporaryDirectory},
+	} {
+		if err := option.String("s3 workspace", o.label, o.v, false); err != nil {
+			return err
+		}
+	}
+	if err := checkBucket(opts.Bucket); err != nil {
+		return err
+	}
+	prefix := opts.Prefix
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if err := persist.ValidateStoragePath(prefix); err != nil {
+		return fmt.Errorf("s3 workspace prefix %q must be relative, with no empty, \".\" or \"..\" segments and no leading or trailing slash", opts.Prefix)
+	}
+	return nil
 }
 
 // Storage is the persist.Storage of the provider. It is safe for
@@ -167,23 +208,12 @@ type Storage struct {
 
 // NewStorage validates opts and returns the storage.
 func NewStorage(opts Options) (*Storage, error) {
-	for _, o := range []struct{ label, v string }{
-		{"bucket", opts.Bucket}, {"prefix", opts.Prefix}, {"region", opts.Region}, {"profile", opts.Profile},
-		{"endpoint", opts.Endpoint}, {"temporary directory", opts.TemporaryDirectory},
-	} {
-		if err := option.String("s3 workspace", o.label, o.v, false); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkBucket(opts.Bucket); err != nil {
+	if err := checkStorageOptions(opts); err != nil {
 		return nil, err
 	}
 	prefix := opts.Prefix
 	if prefix == "" {
 		prefix = DefaultPrefix
-	}
-	if err := persist.ValidateStoragePath(prefix); err != nil {
-		return nil, fmt.Errorf("s3 workspace prefix %q must be relative, with no empty, \".\" or \"..\" segments and no leading or trailing slash", opts.Prefix)
 	}
 	cli, err := NewClient(opts)
 	if err != nil {
