@@ -214,3 +214,47 @@ func confinedError(p string, err error) error {
 	}
 	return err
 }
+
+// DirFiles returns the evaluator's own access to the files of a
+// workspace materialization at dir, as file() and include(path=) use it
+// outside any sandbox: every path resolves below dir through os.Root, so
+// no link leads outside it; a write replaces one whole regular file and
+// never writes through a link; Stat and reads accept only a regular file.
+// An executor that holds a workspace in another process (a Temporal
+// worker) serves the evaluator's WorkspaceFiles calls with it, so that
+// they succeed and fail as a local run's do. It is safe for concurrent
+// use.
+func DirFiles(dir string) interface {
+	WorkspaceFiles
+	FileOpener
+} {
+	return dirFiles(dir)
+}
+
+// dirFiles is DirFiles.
+type dirFiles string
+
+func (d dirFiles) WriteFile(_ context.Context, p string, data []byte) error {
+	return writeConfined(string(d), p, data)
+}
+
+func (d dirFiles) Stat(_ context.Context, p string) (FileInfo, error) {
+	info, err := readConfinedInfo(string(d), p)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	return FileInfo{Kind: "file", Size: info.Size(), ModTime: info.ModTime()}, nil
+}
+
+func (d dirFiles) ReadFile(_ context.Context, p string) ([]byte, error) {
+	data, _, err := readConfined(string(d), p)
+	return data, err
+}
+
+func (d dirFiles) OpenFile(_ context.Context, p string) (io.ReadCloser, error) {
+	r, f, _, err := openConfined(string(d), p)
+	if err != nil {
+		return nil, err
+	}
+	return rootedFile{f, r}, nil
+}

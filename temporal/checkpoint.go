@@ -3,17 +3,13 @@ package temporal
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
-	"path"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -249,7 +245,7 @@ func (c *checkpointer) restore(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		if err := writeInRoot(c.dir, e.Path, content); err != nil {
+		if err := eval.DirFiles(c.dir).WriteFile(ctx, e.Path, content); err != nil {
 			return err
 		}
 		_ = root.Chmod(e.Path, fs.FileMode(e.Mode))
@@ -257,117 +253,6 @@ func (c *checkpointer) restore(ctx context.Context, id string) error {
 	return nil
 }
 
-// Confined file access in a held workspace: paths are resolved below the
-// directory by os.Root, so no link leads outside it.
-
-func writeInRoot(dir, p string, data []byte) error {
-	if !fs.ValidPath(p) || p == "." {
-		return fmt.Errorf("%q is not a relative path below the workspace", p)
-	}
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	if info, err := r.Lstat(p); err == nil && !info.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file (a link or a directory): it is not written through", p)
-	}
-	if d := path.Dir(p); d != "." {
-		if err := r.MkdirAll(d, 0o755); err != nil {
-			return err
-		}
-	}
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	tmp := path.Join(path.Dir(p), ".aml-file-"+hex.EncodeToString(b[:]))
-	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(data)
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = r.Rename(tmp, p)
-	}
-	if werr != nil {
-		_ = r.Remove(tmp)
-	}
-	return werr
-}
-
-func statInRoot(dir, p string) (eval.FileInfo, error) {
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return eval.FileInfo{}, err
-	}
-	defer r.Close()
-	info, err := r.Stat(filepath.FromSlash(p))
-	if err != nil {
-		return eval.FileInfo{}, err
-	}
-	kind := "other"
-	switch {
-	case info.Mode().IsRegular():
-		kind = "file"
-	case info.IsDir():
-		kind = "directory"
-	}
-	return eval.FileInfo{Kind: kind, Size: info.Size(), ModTime: info.ModTime()}, nil
-}
-
 // maxReadBytes bounds a file read from a held workspace: it travels in one
 // activity result.
 const maxReadBytes = MaxBlobBytes
-
-// openInRoot opens a regular file below dir, never through a link that
-// leaves it.
-func openInRoot(dir, p string) (io.ReadCloser, error) {
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	f, err := r.Open(filepath.FromSlash(p))
-	if err != nil {
-		return nil, err
-	}
-	info, err := f.Stat()
-	if err == nil && !info.Mode().IsRegular() {
-		err = fmt.Errorf("%s is not a regular file", p)
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
-}
-
-func readInRoot(dir, p string) ([]byte, error) {
-	r, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	f, err := r.Open(filepath.FromSlash(p))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", p)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxReadBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxReadBytes {
-		return nil, fmt.Errorf("%s is over %d bytes", p, maxReadBytes)
-	}
-	return data, nil
-}

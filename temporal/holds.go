@@ -525,21 +525,27 @@ func (a *activities) fileOp(ctx context.Context, h *heldLease, call FileCall, re
 		return err
 	}
 	if h.workspace != nil {
-		dir := h.workspace.Directory()
+		// The evaluator's own access to a materialization, so that it
+		// fails as a local run's does.
+		files := eval.DirFiles(h.workspace.Directory())
 		switch call.Op {
 		case fileWrite:
-			return writeInRoot(dir, call.Path, call.Data)
+			return files.WriteFile(ctx, call.Path, call.Data)
 		case fileStat:
-			info, err := statInRoot(dir, call.Path)
+			info, err := files.Stat(ctx, call.Path)
 			reply.Info = info
 			return err
 		case fileRead:
+			open := func() (io.ReadCloser, error) { return files.OpenFile(ctx, call.Path) }
 			if call.Limit > 0 {
 				var err error
-				reply.Data, err = readRange(func() (io.ReadCloser, error) { return openInRoot(dir, call.Path) }, call)
+				reply.Data, err = readRange(open, call)
 				return err
 			}
-			data, err := readInRoot(dir, call.Path)
+			data, err := readRange(open, FileCall{Limit: maxReadBytes + 1})
+			if err == nil && len(data) > maxReadBytes {
+				return fmt.Errorf("%s is over %d bytes", call.Path, maxReadBytes)
+			}
 			reply.Data = data
 			return err
 		}
