@@ -232,6 +232,93 @@ func (p *packer) addDataPath(name string, skill bool) error {
 	})
 }
 
+// ProviderError is a provider that a function body makes in a way that
+// cannot travel to a worker: its factory is given a function. A worker
+// makes a provider that a function body made from its factory call and
+// literal arguments (see starlib.FactoryCall); a function is not data.
+// Pack refuses such a workflow, naming the call.
+type ProviderError struct {
+	File      string
+	Line, Col int32
+	// Factory is the builtin, Param the argument that is a function.
+	Factory, Param string
+}
+
+func (e *ProviderError) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s(%s=) is called in a function body with a function, which cannot travel to a Temporal worker (a worker makes a provider a function body made from its factory call and literal arguments): make the provider at the top level of the file", e.File, e.Line, e.Col, e.Factory, e.Param)
+}
+
+// refuseStayingProviders finds, in the function bodies of f, the calls of
+// provider factories given a function (a provider that cannot travel).
+// A deterministic_agent()'s respond= is allowed: its sessions compute in
+// workflow code, where the function is.
+func refuseStayingProviders(file string, f *syntax.File) error {
+	var err error
+	inBody := 0
+	var walk func(n syntax.Node) bool
+	walk = func(n syntax.Node) bool {
+		if err != nil {
+			return false
+		}
+		switch n := n.(type) {
+		case *syntax.DefStmt:
+			inBody++
+			for _, st := range n.Body {
+				syntax.Walk(st, walk)
+			}
+			inBody--
+			return false
+		case *syntax.LambdaExpr:
+			inBody++
+			syntax.Walk(n.Body, walk)
+			inBody--
+			return false
+		case *syntax.CallExpr:
+			fn, ok := n.Fn.(*syntax.Ident)
+			if !ok || inBody == 0 || fn.Name == "deterministic_agent" {
+				return true
+			}
+			b, ok := starlib.Lookup(fn.Name)
+			if !ok || b.Group != "providers" {
+				return true
+			}
+			for i, arg := range n.Args {
+				name := ""
+				val := arg
+				if bin, ok := arg.(*syntax.BinaryExpr); ok && bin.Op == syntax.EQ {
+					if key, ok := bin.X.(*syntax.Ident); ok {
+						name, val = key.Name, bin.Y
+					}
+				} else if i < len(b.Params) {
+					name = b.Params[i].Name
+				}
+				if name == "" || !takesFunction(b, name) {
+					continue
+				}
+				if lit, ok := val.(*syntax.Ident); ok && lit.Name == "None" {
+					continue
+				}
+				pos := n.Lparen
+				err = &ProviderError{File: file, Line: pos.Line, Col: pos.Col, Factory: fn.Name, Param: name}
+				return false
+			}
+		}
+		return true
+	}
+	syntax.Walk(f, walk)
+	return err
+}
+
+// takesFunction reports whether b's parameter name takes a function.
+func takesFunction(b *starlib.Builtin, name string) bool {
+	for _, p := range b.Params {
+		if p.Name == name {
+			return strings.Contains(p.Type, "callable")
+		}
+	}
+	return false
+}
+
 // emptySHA256 is the digest of no data: that of a directory's or a
 // link's entry.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -274,6 +361,9 @@ func (p *packer) add(file, key, from string, line, col int32, module string) err
 		return nil
 	}
 	if err := p.addData(file, f); err != nil {
+		return err
+	}
+	if err := refuseStayingProviders(file, f); err != nil {
 		return err
 	}
 	for _, stmt := range f.Stmts {

@@ -112,3 +112,31 @@ func TestPackRefusals(t *testing.T) {
 		t.Fatalf("bundle without its entry: %v", err)
 	}
 }
+
+// TestPackRefusesStayingProviders: a provider that a function body makes
+// with a function (deterministic_sandbox(exec=)) cannot travel to a
+// worker, and Pack names the call; the same factory at the top level, a
+// function body's provider made from data, and deterministic_agent(
+// respond=) anywhere (its sessions compute in workflow code) are packed.
+func TestPackRefusesStayingProviders(t *testing.T) {
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{
+		"stay.star":   "def _exec(command, args):\n    return \"x\"\n\ndef main():\n    box = deterministic_sandbox(exec = _exec)\n    return sandbox(script(\"ls\", shell = \"sh\"), provider = box)\n",
+		"lambda.star": "main = lambda: sandbox(script(\"ls\", shell = \"sh\"), provider = deterministic_sandbox(_exec))\n\ndef _exec(command, args):\n    return \"x\"\n",
+		"top.star":    "def _exec(command, args):\n    return \"x\"\n\nbox = deterministic_sandbox(exec = _exec)\n\ndef main():\n    return sandbox(script(\"ls\", shell = \"sh\"), provider = box, access = \"read-write\")\n",
+		"data.star":   "def main():\n    return sandbox(script(\"ls\", shell = \"sh\"), provider = local_sandbox(setup = \"true\"), access = \"read-write\")\n",
+		"agent.star":  "def main():\n    echo = deterministic_agent(respond = lambda req: req.prompt)\n    return agent(\"x\", provider = echo)\n",
+	})
+	for name, at := range map[string]string{"stay.star": ":5:32: deterministic_sandbox(exec=)", "lambda.star": ":1:84: deterministic_sandbox(exec=)"} {
+		_, err := temporal.Pack(filepath.Join(root, name))
+		var pe *temporal.ProviderError
+		if !errors.As(err, &pe) || !strings.Contains(err.Error(), filepath.Join(root, name)+at) || !strings.Contains(err.Error(), "make the provider at the top level") {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	for _, name := range []string{"top.star", "data.star", "agent.star"} {
+		if _, err := temporal.Pack(filepath.Join(root, name)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+}
