@@ -78,6 +78,7 @@
 //	Cassette           Journal: a recording replayed offline (agents and answers only)
 //	Sized              Journal: how many records it holds (a new run then looks nothing up)
 //	Lister             Journal: lists its records (a resume then names inserted and removed effects)
+//	Pacer              Executor: pauses the evaluation's Starlark computation at step counts (executor.go)
 //
 // # Durable runs
 //

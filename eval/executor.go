@@ -51,3 +51,44 @@ type Semaphore interface {
 	// Release frees a slot taken by Acquire.
 	Release()
 }
+
+// Pacer is an optional Executor capability: an executor whose work must
+// pause regularly (workflow code, whose every task Temporal bounds in
+// time) paces the evaluation's Starlark computation. The computation
+// stops only at step counts (see TakeSteps), never on a timer, so that a
+// replay of it pauses and stops where it did.
+type Pacer interface {
+	// PaceSteps is how many Starlark steps of the evaluation run between
+	// two pauses; it is asked every few thousand steps, and may change
+	// (it must not depend on anything a replay would not see again).
+	PaceSteps() int64
+	// Pace pauses the computation of ctx: it returns when the
+	// computation may go on, or the error that stops it. It is called
+	// on the goroutine of the computation, one at a time.
+	Pace(ctx context.Context) error
+}
+
+// paceKey carries an evaluation's pacing in its context.
+type paceKey struct{}
+
+// pacing counts the steps since the evaluation last paused. Only an
+// executor whose branches run one at a time paces, so it needs no lock.
+type pacing struct {
+	p     Pacer
+	since int64
+}
+
+// Paced reports whether the evaluation of ctx is paced (see Pacer): its
+// Starlark threads are then stopped by TakeSteps, at a step count, when
+// ctx is done, rather than at once.
+func Paced(ctx context.Context) bool {
+	p, _ := ctx.Value(paceKey{}).(*pacing)
+	return p != nil
+}
+
+// WithPacer returns ctx with the pacing of p, for Starlark computation
+// that runs outside an evaluation under p's executor (the top level of a
+// workflow file, loaded in workflow code).
+func WithPacer(ctx context.Context, p Pacer) context.Context {
+	return context.WithValue(ctx, paceKey{}, &pacing{p: p})
+}
