@@ -132,8 +132,9 @@
 //     deadlock detector fails one whose code runs too long without
 //     yielding (aml worker sets DeadlockDetectionTimeout to 15 s). Workflow
 //     code therefore paces its Starlark computation (eval.Pacer): every
-//     PaceSteps steps (fewer while an agent's timeout_ms runs) it waits
-//     for an aml.pace activity, which ends the task, so that a loop of
+//     PaceSteps steps (fewer while an agent's timeout_ms runs) it sends
+//     its run the aml.pace signal and waits for its delivery, which ends
+//     the task (and takes no activity slot), so that a loop of
 //     minutes runs as many short tasks; a cancellation or a timeout's
 //     timer reaches it then, and it stops there. The pauses and stops
 //     fall at step counts, which a replay reaches again, never on a

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/aml-go/aml/eval"
@@ -125,9 +124,9 @@ func (e executor) WithTimeoutCause(ctx context.Context, d time.Duration, cause e
 // current machine.
 const PaceSteps = 100_000_000
 
-// PaceActivity is the activity of a pause of workflow code's computation:
-// it does nothing, but its completion starts a new workflow task.
-const PaceActivity = "aml.pace"
+// PaceSignal is the signal a run sends itself to pause its workflow
+// code's computation: its delivery starts a new workflow task.
+const PaceSignal = "aml.pace"
 
 // deadlinePaceSteps is how many steps workflow code runs between two
 // pauses while a timeout is pending: a twentieth of PaceSteps.
@@ -141,24 +140,34 @@ func (e executor) PaceSteps() int64 {
 	return PaceSteps
 }
 
-// Pace implements eval.Pacer: the coroutine waits for a PaceActivity,
-// which ends the workflow task, so that no task computes for longer than
-// Temporal allows (a Starlark loop of minutes runs as many short tasks),
-// and what happened meanwhile (a cancellation, a timeout's timer) reaches
-// the evaluation before it goes on. (A timer would do, but a server
-// fires timers up to a second late.)
+// Pace implements eval.Pacer: the coroutine signals its own run
+// (PaceSignal) and waits until the service says the signal was
+// delivered, which ends the workflow task, so that no task computes for
+// longer than Temporal allows (a Starlark loop of minutes runs as many
+// short tasks), and what happened meanwhile (a cancellation, a timeout's
+// timer) reaches the evaluation before it goes on. The signal takes no
+// worker's activity slot (a pause behind agent sessions that wait for a
+// tool this computation serves would never come), and the service
+// delivers it at once, where a timer may fire a second late.
 func (executor) Pace(ctx context.Context) error {
 	wctx := workflowOf(ctx)
 	if wctx.Err() != nil {
 		return errRunCancelled
 	}
-	ao := workflow.ActivityOptions{StartToCloseTimeout: time.Minute, RetryPolicy: &sdktemporal.RetryPolicy{InitialInterval: time.Second}}
-	_ = workflow.ExecuteActivity(workflow.WithActivityOptions(wctx, ao), PaceActivity).Get(wctx, nil)
+	we := workflow.GetInfo(wctx).WorkflowExecution
+	_ = workflow.SignalExternalWorkflow(wctx, we.ID, we.RunID, PaceSignal, nil).Get(wctx, nil)
 	return nil
 }
 
-// pace is PaceActivity.
-func pace(context.Context) error { return nil }
+// drainPaces receives the pause signals of a run (see Pace), which carry
+// nothing.
+func drainPaces(wctx workflow.Context) {
+	workflow.Go(wctx, func(c workflow.Context) {
+		ch := workflow.GetSignalChannel(c, PaceSignal)
+		for ch.Receive(c, nil) {
+		}
+	})
+}
 
 // errRunCancelled is the cause of a run's evaluation that aml cancel (a
 // cancellation of the workflow) stopped.

@@ -90,7 +90,6 @@ func Register(r worker.Registry, opts Options) *Leases {
 	r.RegisterActivityWithOptions(a.file, activity.RegisterOptions{Name: FileActivity})
 	r.RegisterActivityWithOptions(a.save, activity.RegisterOptions{Name: SaveActivity})
 	r.RegisterActivityWithOptions(a.release, activity.RegisterOptions{Name: ReleaseActivity})
-	r.RegisterActivityWithOptions(pace, activity.RegisterOptions{Name: PaceActivity})
 	return a.leases
 }
 

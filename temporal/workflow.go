@@ -227,6 +227,7 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	if err := workflow.SideEffect(wctx, func(workflow.Context) any { return wf.defaultAgent }).Get(&defaultAgent); err != nil {
 		return nil, err
 	}
+	drainPaces(wctx)
 	relay := &toolRelay{}
 	traces := &traceBuffer{}
 	if err := workflow.SetQueryHandler(wctx, TraceQuery, func(from int) (TracePage, error) {

@@ -491,11 +491,11 @@ func runStateLabel(ctx context.Context, c client.Client, id string, status enums
 	return temporalState(status)
 }
 
-// internalActivity reports whether an activity is Temporal's or aml's
-// own machinery (a session's creation or completion, a pause of the
-// computation) rather than an effect of the run.
+// internalActivity reports whether an activity is Temporal's own
+// machinery (a session's creation or completion) rather than an effect
+// of the run.
 func internalActivity(name string) bool {
-	return strings.HasPrefix(name, "internalSession") || name == temporal.PaceActivity
+	return strings.HasPrefix(name, "internalSession")
 }
 
 // memoWorkflow is the memo field that names a run's workflow file.

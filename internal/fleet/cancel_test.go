@@ -76,7 +76,7 @@ func TestCancelEndsEveryRun(t *testing.T) {
 	// it computes.
 	paces := func(id string, n int) {
 		t.Helper()
-		for end := time.Now().Add(2 * time.Minute); strings.Count(historyOf(t, c, id), "aml.pace") < n; {
+		for end := time.Now().Add(2 * time.Minute); strings.Count(historyOf(t, c, id), "SignalExternalWorkflowExecutionInitiated") < n; {
 			if time.Now().After(end) {
 				t.Fatalf("run %s did not compute:\n%s", id, historyOf(t, c, id))
 			}
@@ -213,8 +213,8 @@ def main():
 
 // TestLongComputationPauses: workflow code that computes for longer than
 // a worker lets one task of workflow code run (aml worker
-// --deadlock-timeout, here 2 s) gives its result, because it pauses (an
-// aml.pace activity, which ends the task) every so many Starlark steps;
+// --deadlock-timeout, here 2 s) gives its result, because it pauses (a
+// signal it sends itself, which ends the task) every so many Starlark steps;
 // no workflow task fails or times out.
 func TestLongComputationPauses(t *testing.T) {
 	srv, bin, dir, _ := setUp(t)
@@ -255,7 +255,7 @@ func TestLongComputationPauses(t *testing.T) {
 	if strings.Contains(hist, "WorkflowTaskFailed") || strings.Contains(hist, "WorkflowTaskTimedOut") {
 		t.Fatalf("a workflow task of the run failed:\n%s", hist)
 	}
-	pauses := strings.Count(hist, "aml.pace")
+	pauses := strings.Count(hist, "SignalExternalWorkflowExecutionInitiated")
 	if pauses < 2 {
 		t.Fatalf("the run paused %d times:\n%s", pauses, hist)
 	}
