@@ -99,18 +99,28 @@ func (c *printCollector) take() []string {
 	return out
 }
 
-// tail returns every line the run keeps, redacted, for its result: the
-// first of them is at position Next-len(Lines).
+// maxTailBytes bounds the print() lines a run's outcome carries: a
+// follower has read the others while the run went on.
+const maxTailBytes = 64 << 10
+
+// tail returns the last lines the run keeps, at most maxTailBytes of
+// them, redacted, for its outcome: the first of them is at position
+// Next-len(Lines).
 func (b *printBuffer) tail(wctx workflow.Context, red redact.Redactor) *PrintPage {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.lines) == 0 {
 		return nil
 	}
+	first, size := len(b.lines), 0
+	for first > 0 && size+len(b.lines[first-1]) <= maxTailBytes {
+		first--
+		size += len(b.lines[first])
+	}
 	p := &PrintPage{Next: b.base + len(b.lines), Execution: workflow.GetInfo(wctx).WorkflowExecution.RunID}
-	p.Lines = make([]string, len(b.lines))
-	for i, l := range b.lines {
-		p.Lines[i] = red.String(l)
+	p.Lines = make([]string, 0, len(b.lines)-first)
+	for _, l := range b.lines[first:] {
+		p.Lines = append(p.Lines, red.String(l))
 	}
 	return p
 }

@@ -3,6 +3,7 @@ package temporal_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -268,5 +269,33 @@ func TestWorkflowLimits(t *testing.T) {
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b, Limits: &l})
 	if err := env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "exceeded max_agent_calls 3") {
 		t.Fatalf("a run of 12 agents under max_agent_calls 3: %v", err)
+	}
+}
+
+// TestPrintsComeWithTheOutcome: a run's outcome carries its last print()
+// lines, in order and bounded, where the follower finds those it did not
+// read while the run went on.
+func TestPrintsComeWithTheOutcome(t *testing.T) {
+	src := "def main():\n    for i in range(3000):\n        print(\"line \" + str(10000 + i)[1:] + \" \" + \"x\" * 90)\n    return \"done\"\n"
+	b := packSource(t, t.TempDir(), "prints.star", src)
+	env := testEnv(temporal.Options{})
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
+	var res temporal.RunResult
+	if err := env.GetWorkflowResult(&res); err != nil {
+		t.Fatal(err)
+	}
+	p := res.Prints
+	if p == nil || p.Next != 3000 || len(p.Lines) == 0 || len(p.Lines) == 3000 {
+		t.Fatalf("the outcome carries %+v lines", p)
+	}
+	size := 0
+	for i, l := range p.Lines {
+		size += len(l)
+		if want := fmt.Sprintf("line %04d ", 3000-len(p.Lines)+i); !strings.HasPrefix(l, want) {
+			t.Fatalf("line %d of the tail is %.20q, want it to start %q", i, l, want)
+		}
+	}
+	if size > 64<<10 {
+		t.Fatalf("the tail holds %d bytes", size)
 	}
 }

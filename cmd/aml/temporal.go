@@ -448,9 +448,16 @@ func (f *printFollower) finish(tail *temporal.PrintPage) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	first := tail.Next - len(tail.Lines)
+	next := f.next
+	if tail.Execution != f.execution {
+		next = 0 // an execution the follower has not read
+	}
 	from := 0
-	if tail.Execution == f.execution && f.next > first {
-		from = min(f.next-first, len(tail.Lines))
+	switch {
+	case next > first:
+		from = min(next-first, len(tail.Lines))
+	case next < first:
+		f.print(fmt.Sprintf("(%d lines the run no longer keeps)", first-next))
 	}
 	for _, l := range tail.Lines[from:] {
 		f.print(l)
