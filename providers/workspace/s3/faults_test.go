@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -363,8 +364,12 @@ func appliedUnanswered(f *faultProxy, applied *atomic.Int64) func(w http.Respons
 // option; a transfer that keeps moving for longer than the bound is not
 // cut.
 func TestStalledEndpoint(t *testing.T) {
-	tests3.SetEnv(t)
+	// Static credentials and region, so that the test reads no
+	// environment and runs beside the package's others.
+	t.Parallel()
+	cfg := aws.Config{Region: "us-east-1", Credentials: credentials.NewStaticCredentialsProvider("AK", "SK", "")}
 	t.Run("never-answers", func(t *testing.T) {
+		t.Parallel()
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -383,7 +388,7 @@ func TestStalledEndpoint(t *testing.T) {
 			}
 		}()
 		endpoint := "http://" + ln.Addr().String()
-		p, err := aws3.New(aws3.Options{Bucket: "work", Endpoint: endpoint, ForcePathStyle: true})
+		p, err := aws3.New(aws3.Options{Bucket: "work", Endpoint: endpoint, ForcePathStyle: true, Config: &cfg})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,20 +408,44 @@ func TestStalledEndpoint(t *testing.T) {
 		t.Logf("failed after %s and %d attempts: %v", took.Round(time.Millisecond), conns.Load(), err)
 	})
 	t.Run("slow-transfer", func(t *testing.T) {
+		t.Parallel()
 		f := newFaultProxy(t)
-		want, err := saveBlob(t, f.provider(t, 5*time.Second), "w", 16<<20)
+		saver, err := aws3.New(aws3.Options{Bucket: "work", Endpoint: f.srv.URL, ForcePathStyle: true, Config: &cfg, RequestTimeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The service sends each large object slowly: 64 KiB every 10 ms.
-		var slowed atomic.Int64
+		want, err := saveBlob(t, saver, "w", 16<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The service sends each large object slowly: 64 KiB every 20 ms,
+		// its answer ready at once (the fake service's own work on 16 MiB,
+		// slow under the race detector, is done beforehand), so that the
+		// answer starts at once and then only trickles.
+		var (
+			slowed atomic.Int64
+			mu     sync.Mutex
+			ready  = map[string]*httptest.ResponseRecorder{}
+		)
+		answer := func(r *http.Request) *httptest.ResponseRecorder {
+			mu.Lock()
+			defer mu.Unlock()
+			if rec := ready[r.URL.Path]; rec != nil && r.Header.Get("Range") == "" {
+				return rec
+			}
+			rec := httptest.NewRecorder()
+			f.backend.ServeHTTP(rec, r)
+			if r.Header.Get("Range") == "" {
+				ready[r.URL.Path] = rec
+			}
+			return rec
+		}
 		f.set(func(w http.ResponseWriter, r *http.Request) bool {
 			if r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/revisions/") {
 				return false
 			}
 			slowed.Add(1)
-			rec := httptest.NewRecorder()
-			f.backend.ServeHTTP(rec, r)
+			rec := answer(r)
 			for k, v := range rec.Header() {
 				w.Header()[k] = v
 			}
@@ -429,11 +458,26 @@ func TestStalledEndpoint(t *testing.T) {
 				}
 				w.(http.Flusher).Flush()
 				body = body[n:]
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond)
 			}
 			return true
 		})
-		p, err := aws3.New(aws3.Options{Bucket: "work", Endpoint: f.srv.URL, ForcePathStyle: true, RequestTimeout: time.Second, ResponseTimeout: time.Second})
+		// Prepare the answers: a read of every revision through the proxy.
+		cli := tests3.Client(f.srv.URL)
+		list, err := cli.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String("work"), Prefix: aws.String("aml/workspaces/w/revisions/")})
+		if err != nil || len(list.Contents) == 0 {
+			t.Fatalf("the revisions: %v", err)
+		}
+		for _, o := range list.Contents {
+			out, err := cli.GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("work"), Key: o.Key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, out.Body)
+			out.Body.Close()
+		}
+		slowed.Store(0)
+		p, err := aws3.New(aws3.Options{Bucket: "work", Endpoint: f.srv.URL, ForcePathStyle: true, Config: &cfg, RequestTimeout: 2 * time.Second, ResponseTimeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -443,10 +487,10 @@ func TestStalledEndpoint(t *testing.T) {
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("a load whose download moves slowly for longer than request_timeout_ms: %d bytes, %v", len(got), err)
 		}
-		if slowed.Load() == 0 || took < 2*time.Second {
+		if slowed.Load() == 0 || took < 4*time.Second {
 			t.Fatalf("the download was not slowed (%d slowed downloads, %s)", slowed.Load(), took)
 		}
-		t.Logf("a 16 MiB load moving for %s under a 1 s bound", took.Round(time.Millisecond))
+		t.Logf("a 16 MiB load moving for %s under a 2 s bound", took.Round(time.Millisecond))
 	})
 
 }
