@@ -108,7 +108,11 @@ func (c *Client) Wait(ctx context.Context, id string) (RunResult, error) {
 	if err == nil {
 		return res, nil
 	}
-	if ctx.Err() != nil {
+	// Only the run's own end is a *RunError: a wait that timed out or
+	// failed (the service's deadline may pass a moment before ctx's) is
+	// not an outcome.
+	var wee *sdktemporal.WorkflowExecutionError
+	if ctx.Err() != nil || !errors.As(err, &wee) {
 		return res, err
 	}
 	re := &RunError{RunID: id, Msg: err.Error(), Err: err}
@@ -231,13 +235,14 @@ func (c *Client) Cancel(ctx context.Context, id string, grace time.Duration) (Ca
 	}
 	wctx, cancel := context.WithTimeout(ctx, grace)
 	_, err = c.Result(wctx, id)
-	waited := wctx.Err() != nil
 	cancel()
 	var re *RunError
 	switch {
 	case errors.As(err, &re) && re.Cancelled:
 		return Cancelled{Took: time.Since(started)}, nil
-	case err == nil || (re != nil && !waited):
+	case err == nil || re != nil:
+		// It ended otherwise (succeeded, or failed) before the
+		// cancellation reached it.
 		return Cancelled{Took: time.Since(started)}, fmt.Errorf("run %s: %w", id, ErrAlreadyEnded)
 	case ctx.Err() != nil:
 		return Cancelled{}, ctx.Err()

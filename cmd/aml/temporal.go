@@ -128,6 +128,8 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 	t.register(fs, "Temporal frontend address (default: TEMPORAL_ADDRESS)")
 	fs.Var(&maxAgents, "max-concurrent-agents", "agent sessions this worker runs at once (default 4; 0: the SDK's default)")
 	fs.DurationVar(&deadlock, "deadlock-timeout", 15*time.Second, "how long a task of workflow code may run without pausing before the worker fails it (below the runs' workflow task timeout, 20s)")
+	sweepEvery := leaseSweepInterval
+	fs.DurationVar(&sweepEvery, "sweep-interval", leaseSweepInterval, "how often the worker releases what runs that ended without releasing it (terminated runs) held here")
 	pos, code, ok := parseArgs(fs, args)
 	if !ok {
 		return code
@@ -142,6 +144,10 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 	}
 	if !maxAgents.set {
 		maxAgents.v = 4
+	}
+	if sweepEvery <= 0 {
+		fmt.Fprintln(stderr, "aml worker: --sweep-interval must be positive")
+		return exitUsage
 	}
 	logger := log.NewWithOptions(stderr, log.Options{Prefix: "aml"})
 	c, err := t.dial()
@@ -177,14 +183,14 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 	defer signal.Stop(sigs)
 	// What a terminated run held here is released by a sweep: a run that
 	// was terminated (aml cancel after its grace) cannot release it.
-	sweep := time.NewTicker(leaseSweepInterval)
+	sweep := time.NewTicker(sweepEvery)
 	defer sweep.Stop()
 	var sig os.Signal
 	for sig == nil {
 		select {
 		case sig = <-sigs:
 		case <-sweep.C:
-			sctx, cancel := context.WithTimeout(context.Background(), leaseSweepInterval)
+			sctx, cancel := context.WithTimeout(context.Background(), max(sweepEvery, 10*time.Second))
 			released, err := leases.Sweep(sctx, c)
 			cancel()
 			for run, n := range released {

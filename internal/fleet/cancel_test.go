@@ -47,7 +47,7 @@ def main():
 // by the worker's sweep.
 func TestCancelEndsEveryRun(t *testing.T) {
 	srv, bin, dir, _ := setUp(t)
-	workers := startWorkers(t, bin, srv.Address, nil, func(string) []string { return nil })
+	workers := startWorkers(t, bin, srv.Address, []string{"--sweep-interval", "1s"}, func(string) []string { return nil })
 	detach := func(name, src string) string {
 		t.Helper()
 		path := filepath.Join(dir, name)
@@ -62,16 +62,16 @@ func TestCancelEndsEveryRun(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
+	c := srv.Dial(t)
 	cancel := func(id string, grace time.Duration) (string, time.Duration) {
 		t.Helper()
 		started := time.Now()
 		out, err := exec.Command(bin, "cancel", id, "--temporal", srv.Address, "--grace", grace.String()).CombinedOutput()
 		if err != nil {
-			t.Fatalf("aml cancel %s: %v\n%s", id, err, out)
+			t.Fatalf("aml cancel %s: %v\n%s\n%s", id, err, out, historyOf(t, c, id))
 		}
 		return strings.TrimSpace(string(out)), time.Since(started)
 	}
-	c := srv.Dial(t)
 	// paces waits until the run's workflow code has paused n times:
 	// it computes.
 	paces := func(id string, n int) {
@@ -158,7 +158,7 @@ func TestCancelEndsEveryRun(t *testing.T) {
 	}
 	out, took = cancel(id, 3*time.Second)
 	if !strings.HasPrefix(out, "terminated "+id+": it did not end within 3s") {
-		t.Fatalf("aml cancel of a run no worker serves: %q", out)
+		t.Fatalf("aml cancel of a run no worker serves: %q\n%s", out, historyOf(t, c, id))
 	}
 	if took > time.Minute {
 		t.Fatalf("aml cancel --grace 3s took %s", took)

@@ -215,6 +215,10 @@ func copyTree(src, dst string) error {
 type diffRunner struct {
 	bin  string
 	args []string // after "run"
+	env  []string // added to the test's environment
+	// store is the revision store of examples/workspace_revisions.star
+	// in this mode (storeEnv), emptied before each of its runs.
+	store string
 	// trees are the copies of each root made for this mode.
 	mu    sync.Mutex
 	trees map[string]string
@@ -256,7 +260,7 @@ func (r *diffRunner) run(t *testing.T, c diffCase, onTimeout func()) diffOutcome
 		return diffOutcome{code: -1, stderr: "copying the case: " + err.Error()}
 	}
 	if c.name == "examples/workspace_revisions.star" {
-		if err := os.RemoveAll(os.Getenv(storeEnv)); err != nil {
+		if err := os.RemoveAll(r.store); err != nil {
 			return diffOutcome{code: -1, stderr: "emptying the store: " + err.Error()}
 		}
 	}
@@ -269,6 +273,7 @@ func (r *diffRunner) run(t *testing.T, c diffCase, onTimeout func()) diffOutcome
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.bin, append(append([]string{"run", "--quiet"}, r.args...), c.rel)...)
 	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), r.env...), storeEnv+"="+r.store)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
@@ -326,9 +331,8 @@ func TestDistributedAgreesWithLocal(t *testing.T) {
 	bin := buildAML(t)
 	base := t.TempDir()
 	t.Setenv("AML_JOURNAL_KEY_FILE", filepath.Join(base, "journal.key"))
-	t.Setenv(storeEnv, filepath.Join(base, "store"))
 	started := time.Now()
-	local := (&diffRunner{bin: bin, base: base}).runAll(t, cases, nil)
+	local := (&diffRunner{bin: bin, base: base, store: filepath.Join(base, "store-local")}).runAll(t, cases, nil)
 	t.Logf("%d cases in process in %s", len(cases), time.Since(started).Round(time.Millisecond))
 
 	for _, cfg := range []struct {
@@ -336,17 +340,22 @@ func TestDistributedAgreesWithLocal(t *testing.T) {
 		opts temporaltest.Options
 	}{{"tuned", temporaltest.Options{}}, {"stock", temporaltest.Options{Stock: true}}} {
 		t.Run(cfg.name, func(t *testing.T) {
+			// The two servers run at once: the cases mostly wait.
+			t.Parallel()
 			srv := temporaltest.StartWith(t, cfg.opts)
 			c := srv.Dial(t)
 			blobs := filepath.Join(t.TempDir(), "blobs")
 			if err := os.Mkdir(blobs, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			t.Setenv("AML_TEMPORAL_BLOB_STORE", blobs)
+			// The workers read env() (the store of an example), so they
+			// get the mode's store too.
+			store := filepath.Join(t.TempDir(), "store")
+			env := []string{"AML_TEMPORAL_BLOB_STORE=" + blobs, storeEnv + "=" + store}
 			// The workers run in a directory of their own, as on other
 			// machines: the cases' relative paths mean the submitter's.
 			workDir := t.TempDir()
-			startWorkersIn(t, bin, srv.Address, workDir)
+			startWorkersIn(t, bin, srv.Address, workDir, env)
 			// A run that does not end is terminated, so that it stops
 			// taking the workers' time.
 			terminateStale := func() {
@@ -364,7 +373,7 @@ func TestDistributedAgreesWithLocal(t *testing.T) {
 				}
 			}
 			started := time.Now()
-			remote := (&diffRunner{bin: bin, base: base, args: []string{"--temporal", srv.Address}}).runAll(t, cases, terminateStale)
+			remote := (&diffRunner{bin: bin, base: base, args: []string{"--temporal", srv.Address}, env: env, store: store}).runAll(t, cases, terminateStale)
 			t.Logf("%d cases on Temporal (%s) in %s", len(cases), cfg.name, time.Since(started).Round(time.Millisecond))
 			var same, differ, listedSame int
 			var diffs []string
@@ -392,13 +401,15 @@ func TestDistributedAgreesWithLocal(t *testing.T) {
 	}
 }
 
-// startWorkersIn starts two aml worker processes in dir, stopped when the
-// test ends (their stderr shown if it failed).
-func startWorkersIn(t *testing.T, bin, address, dir string) {
+// startWorkersIn starts two aml worker processes in dir, with env added
+// to the test's environment, stopped when the test ends (their stderr
+// shown if it failed).
+func startWorkersIn(t *testing.T, bin, address, dir string, env []string) {
 	t.Helper()
 	for _, name := range []string{"a", "b"} {
 		cmd := exec.Command(bin, "worker", "--temporal", address)
 		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
 		var stderr lockedWriter
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
