@@ -253,8 +253,17 @@ func (r *diffRunner) tree(t *testing.T, c diffCase) (string, error) {
 	return dir, nil
 }
 
+// caseLocks holds one lock per case name: a case may name a fixed path
+// outside its tree (testdata/eval/resources_twins.star names an absolute
+// workspace store), so two runs of one case, in two modes or against two
+// servers, never overlap.
+var caseLocks sync.Map
+
 // run runs c and returns what it printed, normalized.
 func (r *diffRunner) run(t *testing.T, c diffCase, onTimeout func()) diffOutcome {
+	mu, _ := caseLocks.LoadOrStore(c.name, new(sync.Mutex))
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	dir, err := r.tree(t, c)
 	if err != nil {
 		return diffOutcome{code: -1, stderr: "copying the case: " + err.Error()}
