@@ -148,19 +148,61 @@ func firstSentence(s string) string {
 	return s
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=..." (the
+// release build sets it to the tag).
 var version = ""
 
-// amlVersion is the version string of this build.
+// amlVersion is the version string of this build: the version set at
+// link time, else the module version of a go install of a tagged
+// version, else "(devel)"; the VCS revision the binary was built from
+// follows when the build recorded one, marked "+dirty" when the tree had
+// uncommitted changes.
 func amlVersion() string {
-	v := version
+	info, _ := debug.ReadBuildInfo()
+	return versionString(version, info)
+}
+
+// versionString composes amlVersion's string from the link-time version
+// and the build info (nil when the binary carries none).
+func versionString(linked string, info *debug.BuildInfo) string {
+	v := linked
+	if v == "" && info != nil && info.Main.Version != "" {
+		v = info.Main.Version
+	}
 	if v == "" {
 		v = "(devel)"
-		if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-			v = info.Main.Version
+	}
+	if info == nil {
+		return v
+	}
+	var rev, at string
+	dirty := false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
 		}
 	}
-	return v
+	if rev == "" {
+		return v
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if strings.Contains(v, rev) {
+		return v // a pseudo-version names the revision already
+	}
+	if dirty {
+		rev += "+dirty"
+	}
+	if at != "" {
+		return fmt.Sprintf("%s (%s, %s)", v, rev, at)
+	}
+	return fmt.Sprintf("%s (%s)", v, rev)
 }
 
 func cmdVersion(stdout io.Writer) int {
