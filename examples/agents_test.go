@@ -214,3 +214,70 @@ func toolNamed(r *fakemodel.Request) func(suffix string) string {
 		return suffix
 	}
 }
+
+// TestReviewLiveExample runs examples/review_live.star unchanged with the
+// real opencode against the fake model, configured only through the
+// variables its comment names: each specialist lane answers with its own
+// finding, and the synthesis sees all three, in authored order.
+func TestReviewLiveExample(t *testing.T) {
+	bin := peers.Bin(t, "opencode", opencodePkg)
+	model := fakemodel.Start(func(r *fakemodel.Request) fakemodel.Reply {
+		var all strings.Builder
+		for _, m := range r.Messages {
+			all.WriteString(m.Text)
+			all.WriteString("\n")
+		}
+		text := all.String()
+		for _, kind := range []string{"correctness", "security", "maintainability"} {
+			if strings.Contains(text, "You are the "+kind+" reviewer") {
+				return fakemodel.Reply{Text: "finding: " + kind + " looks fine"}
+			}
+		}
+		if strings.Contains(text, "Synthesize only the findings") {
+			var seen []string
+			for _, kind := range []string{"correctness", "maintainability", "security"} {
+				if i := strings.Index(text, "finding: "+kind); i >= 0 {
+					seen = append(seen, kind)
+				}
+			}
+			return fakemodel.Reply{Text: "Verdict: approve, from " + strings.Join(seen, ", ")}
+		}
+		return fakemodel.Reply{Text: "Title"}
+	})
+	defer model.Close()
+	dir := t.TempDir()
+	t.Setenv("HOME", dir)
+	t.Setenv("OPENCODE_DISABLE_MODELS_FETCH", "1")
+	t.Setenv("PATH", filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	env := map[string]string{"OPENAI_BASE_URL": model.URL, "OPENAI_API_KEY": "sk-fake", "MODEL": "fake-model"}
+	lo := starlib.LoadOptions{Extensions: []*starlib.Extension{acpstar.Extension}, Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	got, err := starlib.Run(ctx, "review_live.star", "", lo, eval.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "Verdict: approve, from correctness, maintainability, security" {
+		t.Fatalf("result = %q", got)
+	}
+	for _, r := range model.Requests() {
+		if r.Model != "fake-model" {
+			t.Fatalf("a request for model %q, want the MODEL given", r.Model)
+		}
+	}
+}
+
+// TestReviewLiveExampleSaysWhatItNeeds: without the variables, the
+// example fails before anything runs, naming each one.
+func TestReviewLiveExampleSaysWhatItNeeds(t *testing.T) {
+	lo := starlib.LoadOptions{Extensions: []*starlib.Extension{acpstar.Extension}, Env: func(k string) (string, bool) { return "", false }}
+	_, err := starlib.Run(context.Background(), "review_live.star", "", lo, eval.Options{})
+	if err == nil {
+		t.Fatal("review_live.star ran without a model endpoint")
+	}
+	for _, v := range []string{"OPENAI_BASE_URL", "OPENAI_API_KEY", "MODEL", "examples/review.star"} {
+		if !strings.Contains(err.Error(), v) {
+			t.Errorf("the error does not name %s: %v", v, err)
+		}
+	}
+}

@@ -21,7 +21,7 @@ import (
 )
 
 // The functions between "// readme:begin" and "// readme:end" are the Go
-// snippets of README.md, character for character (TestREADMESnippets
+// snippets of README.md and docs/*.md, character for character (TestREADMESnippets
 // checks both directions), and the Examples below run them, so the
 // README cannot drift from code that compiles and behaves as it says.
 
@@ -167,16 +167,23 @@ func Example_readmeProviders() {
 	// Output: opencode acp <nil>
 }
 
-// TestREADMESnippets checks that every Go block of README.md is one of
-// the readme:begin/end regions of this file and the other way round.
+// TestREADMESnippets checks that every Go block of README.md and of the
+// pages in docs/ is one of the readme:begin/end regions of this file and
+// the other way round.
 func TestREADMESnippets(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	pages, err := filepath.Glob(filepath.Join("..", "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var blocks []string
-	for _, m := range regexp.MustCompile("(?s)```go\n(.*?)```").FindAllSubmatch(readme, -1) {
-		blocks = append(blocks, string(m[1]))
+	for _, p := range append([]string{filepath.Join("..", "README.md")}, pages...) {
+		text, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile("(?s)```go\n(.*?)```").FindAllSubmatch(text, -1) {
+			blocks = append(blocks, string(m[1]))
+		}
 	}
 	src, err := os.ReadFile("readme_test.go")
 	if err != nil {
@@ -190,10 +197,10 @@ func TestREADMESnippets(t *testing.T) {
 		t.Fatal("no readme regions")
 	}
 	for _, b := range missing(blocks, regions) {
-		t.Errorf("README.md Go block is not a readme region of readme_test.go (update one to match the other):\n%s", b)
+		t.Errorf("a Go block of README.md or docs/ is not a readme region of readme_test.go (update one to match the other):\n%s", b)
 	}
 	for _, r := range missing(regions, blocks) {
-		t.Errorf("readme region of readme_test.go is missing from README.md:\n%s", r)
+		t.Errorf("readme region of readme_test.go is missing from README.md and docs/:\n%s", r)
 	}
 }
 

@@ -73,3 +73,35 @@ func errorCode(err error) string {
 	}
 	return codeFailed
 }
+
+// exitCodeTable documents the exit codes every command follows; the
+// command reference (docs/reference/cli.md) is generated from it.
+var exitCodeTable = []struct {
+	code    int
+	meaning string
+}{
+	{exitOK, "success"},
+	{exitFailure, "the run failed (a provider, a limit, a Starlark error at run time), a test failed, `aml check` found an error, `aml fmt` met a file that does not parse"},
+	{exitUsage, "usage error (an unknown command or flag, a missing argument) or a workflow that does not load (syntax, an undefined name, a failing top level)"},
+	{exitSuspended, "a journaled run waits for answers to its `ask()` questions: answer them with `aml resume RUN --answer ID=VALUE`"},
+	{exitSIGINT, "cancelled by SIGINT (Ctrl-C)"},
+	{exitSIGTERM, "cancelled by SIGTERM"},
+}
+
+// jsonCodeTable documents the codes of a failed run's --json envelope.
+var jsonCodeTable = []struct {
+	code, meaning string
+}{
+	{codeWorkspaceConflict, "another run holds the workspace's writer lock"},
+	{codeWorkspaceCorrupt, "a lost or damaged workspace index, or a revision that does not match it"},
+	{codeWorkspaceStale, "the save lost its lock, or another writer published first: reload"},
+	{codeS3Untrusted, "the S3 service ignores conditional writes"},
+	{codeResumeChanged, "a resume found the workflow or its inputs changed (`--rerun-changed` runs the changed steps again)"},
+	{codeRunLocked, "another process holds the journaled run"},
+	{codeAgentTimeout, "an `agent()` exceeded its `timeout_ms`"},
+	{codeToolInput, "a tool's input did not validate against its schema"},
+	{codeToolOutput, "a tool's output did not validate against its schema"},
+	{codeLoad, "the workflow did not load"},
+	{codeCancelled, "a signal or `aml cancel` cancelled the run"},
+	{codeFailed, "any other failure"},
+}

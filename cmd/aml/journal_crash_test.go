@@ -35,7 +35,7 @@ import (
 // (with the time in nanoseconds) in EFFECT_LOG, outside the workspace.
 // The steps overwrite rather than append: a step in flight at a crash
 // runs again, and in parallel() branches the checkpoint a sibling took
-// may already hold its partial writes (see the README on durable runs).
+// may already hold its partial writes (see docs/durable-runs.md).
 const crashWorkflow = `store = filesystem_workspace(directory = env("STORE"))
 log = env("EFFECT_LOG")
 fake = env("FAKE_AGENT")

@@ -21,7 +21,7 @@ Runs the language server for .star workflow files on stdin and stdout
 aml check), hover with the builtin reference, completion, signature help,
 go to definition and find references across load(), document and
 workspace symbols, rename, formatting and quick fixes. Point an editor's
-LSP client at "aml lsp"; the README shows VS Code and Neovim set-ups.
+LSP client at "aml lsp"; docs/editors.md shows VS Code, Neovim, Helix and Zed set-ups.
 Nothing is evaluated and no provider is constructed.
 
 A message body that is not JSON gets a JSON-RPC parse error and the

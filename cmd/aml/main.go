@@ -68,6 +68,14 @@ Commands:
                      format workflow files
   lsp                the language server for editors (stdio)
   workspace prune    remove what killed aml processes left behind
+  workspace check STORE [ID...]
+                     verify a workspace store: indexes, revisions, their digests
+  workspace recover STORE ID
+                     rebuild a lost or damaged workspace index from its revisions
+  workspace unlock STORE ID
+                     remove a writer lock whose holder is gone or stale
+  workspace verify s3://BUCKET[/PREFIX]
+                     check that an S3 service honours the S3 workspace's protocol
   sandbox prune      remove the Docker sandbox containers killed aml processes left
   mcp-relay          the stdio relay to an ACP agent's tool bridge (started by aml itself)
   version            print version information

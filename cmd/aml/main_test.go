@@ -39,8 +39,13 @@ func (c cleanup) Run() int {
 // provider credentials); the aml command is this test binary re-executed
 // as the CLI.
 func TestScript(t *testing.T) {
-	testscript.Run(t, testscript.Params{
-		Dir:                 "testdata/script",
+	testscript.Run(t, scriptParams("testdata/script"))
+}
+
+// scriptParams are the parameters of the CLI scripts in dir.
+func scriptParams(dir string) testscript.Params {
+	return testscript.Params{
+		Dir:                 dir,
 		RequireExplicitExec: true,
 		UpdateScripts:       *update,
 		Setup: func(env *testscript.Env) error {
@@ -59,7 +64,7 @@ func TestScript(t *testing.T) {
 			"exitcode": cmdExitCode,
 			"setrunid": cmdSetRunID,
 		},
-	})
+	}
 }
 
 // cmdExitCode implements "exitcode N program [args...]": it runs program

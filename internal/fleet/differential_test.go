@@ -30,7 +30,7 @@ import (
 // aml run and with aml run --temporal (two aml worker processes), and the
 // two must print the same result, the same error (with its traceback)
 // and exit with the same code. A difference is either fixed or listed in
-// the README's "Where a run on Temporal differs", with its reason; a
+// docs/distributed-runs.md's "Where a run on Temporal differs", with its reason; a
 // listed case that gives the local answer fails the test, so that the
 // list stays true. It runs against the server as this package tunes it
 // and as users run it (Temporal's own dynamic configuration).
@@ -38,7 +38,7 @@ import (
 // differentialTimeout bounds one run of one case.
 const differentialTimeout = 90 * time.Second
 
-// listedTimeout bounds a run of a case the README lists as differing.
+// listedTimeout bounds a run of a case docs/distributed-runs.md lists as differing.
 const listedTimeout = 20 * time.Second
 
 // differentialParallel is how many cases run at once.
@@ -55,6 +55,7 @@ var notOffline = map[string]string{
 	"codex.star":        "needs Codex and an OpenAI key",
 	"opencode.star":     "needs OpenCode and a model credential",
 	"workspace_s3.star": "needs an S3 bucket and credentials",
+	"review_live.star":  "needs OpenCode and a model endpoint",
 }
 
 // diffCase is one workflow of the corpus: the tree it runs in (copied
@@ -69,7 +70,7 @@ type diffCase struct {
 	root, mount, rel string
 	// fresh copies root for every run of this case, not once per mode.
 	fresh bool
-	// listed marks a case the README lists as differing.
+	// listed marks a case docs/distributed-runs.md lists as differing.
 	listed bool
 }
 
@@ -127,17 +128,17 @@ func corpus(t *testing.T, repo string) []diffCase {
 	return cases
 }
 
-// exceptionsHeading is the README section that lists the documented
+// exceptionsHeading is the section of docs/distributed-runs.md that lists the documented
 // differences.
-const exceptionsHeading = "### Where a run on Temporal differs"
+const exceptionsHeading = "## Where a run on Temporal differs"
 
 var exceptionLine = regexp.MustCompile("^- `([^`]+\\.star)`: (.+)$")
 
-// documentedExceptions reads the README's list of the cases whose run on
+// documentedExceptions reads docs/distributed-runs.md's list of the cases whose run on
 // Temporal differs, with the reasons.
 func documentedExceptions(t *testing.T, repo string) map[string]string {
 	t.Helper()
-	f, err := os.Open(filepath.Join(repo, "README.md"))
+	f, err := os.Open(filepath.Join(repo, "docs", "distributed-runs.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +333,7 @@ func TestDistributedAgreesWithLocal(t *testing.T) {
 	for name := range listed {
 		i := slices.IndexFunc(cases, func(c diffCase) bool { return c.name == name })
 		if i < 0 {
-			t.Errorf("the README lists %s as differing on Temporal, but it is not in the corpus", name)
+			t.Errorf("docs/distributed-runs.md lists %s as differing on Temporal, but it is not in the corpus", name)
 			continue
 		}
 		cases[i].listed = true
@@ -392,7 +393,7 @@ func TestDistributedAgreesWithLocal(t *testing.T) {
 				switch {
 				case equal && isListed:
 					listedSame++
-					t.Errorf("%s is listed in the README as differing on Temporal (%s), but it gives the local answer: take it off the list", cs.name, reason)
+					t.Errorf("%s is listed in docs/distributed-runs.md as differing on Temporal (%s), but it gives the local answer: take it off the list", cs.name, reason)
 				case equal:
 					same++
 				case isListed:
@@ -405,7 +406,7 @@ func TestDistributedAgreesWithLocal(t *testing.T) {
 			for _, d := range diffs {
 				t.Error(d)
 			}
-			t.Logf("%d cases: %d give the local answer, %d differ as the README lists, %d differ unlisted", len(cases), same, differ, len(diffs))
+			t.Logf("%d cases: %d give the local answer, %d differ as docs/distributed-runs.md lists, %d differ unlisted", len(cases), same, differ, len(diffs))
 		})
 	}
 }
