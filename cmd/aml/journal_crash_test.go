@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -176,84 +177,106 @@ func TestJournalCrashResume(t *testing.T) {
 	rng := rand.New(rand.NewPCG(14, 1))
 	var killed, beforeJournal, finished, inFlight, late int
 	var latest time.Duration // the longest a re-run step had been finished at the kill
-	for trial := range trials {
-		store := filepath.Join(dir, "store", strconv.Itoa(trial))
-		log := filepath.Join(dir, "log"+strconv.Itoa(trial))
-		jdir := filepath.Join(dir, "j"+strconv.Itoa(trial))
-		cmd, _, stderr := run(store, log, "run", "--quiet", "--journal", jdir, wf)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Duration(rng.Int64N(int64(full))))
-		killedAt := time.Now()
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		werr := cmd.Wait()
-		m := runLine.FindStringSubmatch(stderr.String())
-		if m == nil {
-			beforeJournal++
-			continue
-		}
-		id := m[1]
-		if werr == nil || runState(t, jdir, id) == journal.Succeeded {
-			// Finished (the kill may land after the end was recorded).
-			finished++
-			// A finished run is refused.
-			cmd, _, stderr := run(store, log, "resume", id, "--journal", jdir)
-			if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "already finished") {
-				t.Fatalf("trial %d: resuming a finished run: %v\n%s", trial, err, stderr)
-			}
-			continue
-		}
-		killed++
-		recorded := recordedSteps(t, jdir, id)
-		// What the log gets from here on is the resume's; the resume ends
-		// what the killed run left running before anything runs.
-		appendLine(t, log, resumeMark)
-		cmd, stdout, rerr := run(store, log, "resume", id, "--journal", jdir, "--quiet")
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("trial %d: resume: %v\n%s", trial, err, rerr)
-		}
-		killedLog, resumedLog := readLogs(t, log)
-		if stdout.String() != want.stdout {
-			t.Fatalf("trial %d: the resumed run printed\n%s\nwant\n%s", trial, stdout, want.stdout)
-		}
-		if got := saved(store); !equalFiles(got, want.files) {
-			t.Fatalf("trial %d: the resumed run saved\n%v\nwant\n%v", trial, got, want.files)
-		}
-		for step, n := range resumedLog.starts {
-			if n > 1 {
-				t.Fatalf("trial %d: step %s ran %d times in the resumed run", trial, step, n)
-			}
-			if recorded[step] {
-				t.Fatalf("trial %d: step %s was recorded before the kill and ran live again", trial, step)
-			}
-			if killedLog.starts[step] == 0 {
-				continue
-			}
-			inFlight++ // started by the killed run, not recorded: it runs again
-			if end, ok := killedLog.ends[step]; ok && end.Before(killedAt) {
-				ago := killedAt.Sub(end)
-				latest = max(latest, ago)
-				if ago > eval.DefaultCommitWindow+lateMargin {
-					late++
-					t.Errorf("trial %d: step %s had finished %s before the kill, yet ran again: a finished step's record must be durable within the commit window (%s)", trial, step, ago, eval.DefaultCommitWindow)
+	// The trials run as parallel subtests (two at a time under go test's
+	// default -parallel on two cores): each has its own store, log and
+	// journal, and most of a trial is waiting on its processes.
+	var mu sync.Mutex
+	t.Run("trials", func(t *testing.T) {
+		for trial := range trials {
+			wait := time.Duration(rng.Int64N(int64(full)))
+			t.Run(strconv.Itoa(trial), func(t *testing.T) {
+				t.Parallel()
+				store := filepath.Join(dir, "store", strconv.Itoa(trial))
+				log := filepath.Join(dir, "log"+strconv.Itoa(trial))
+				jdir := filepath.Join(dir, "j"+strconv.Itoa(trial))
+				cmd, _, stderr := run(store, log, "run", "--quiet", "--journal", jdir, wf)
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
 				}
-			}
+				time.Sleep(wait)
+				killedAt := time.Now()
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+				werr := cmd.Wait()
+				m := runLine.FindStringSubmatch(stderr.String())
+				if m == nil {
+					mu.Lock()
+					beforeJournal++
+					mu.Unlock()
+					return
+				}
+				id := m[1]
+				if werr == nil || runState(t, jdir, id) == journal.Succeeded {
+					// Finished (the kill may land after the end was recorded).
+					mu.Lock()
+					finished++
+					mu.Unlock()
+					// A finished run is refused.
+					cmd, _, stderr := run(store, log, "resume", id, "--journal", jdir)
+					if err := cmd.Run(); err == nil || !strings.Contains(stderr.String(), "already finished") {
+						t.Fatalf("trial %d: resuming a finished run: %v\n%s", trial, err, stderr)
+					}
+					return
+				}
+				mu.Lock()
+				killed++
+				mu.Unlock()
+				recorded := recordedSteps(t, jdir, id)
+				// What the log gets from here on is the resume's; the resume ends
+				// what the killed run left running before anything runs.
+				appendLine(t, log, resumeMark)
+				cmd, stdout, rerr := run(store, log, "resume", id, "--journal", jdir, "--quiet")
+				if err := cmd.Run(); err != nil {
+					t.Fatalf("trial %d: resume: %v\n%s", trial, err, rerr)
+				}
+				killedLog, resumedLog := readLogs(t, log)
+				if stdout.String() != want.stdout {
+					t.Fatalf("trial %d: the resumed run printed\n%s\nwant\n%s", trial, stdout, want.stdout)
+				}
+				if got := saved(store); !equalFiles(got, want.files) {
+					t.Fatalf("trial %d: the resumed run saved\n%v\nwant\n%v", trial, got, want.files)
+				}
+				for step, n := range resumedLog.starts {
+					if n > 1 {
+						t.Fatalf("trial %d: step %s ran %d times in the resumed run", trial, step, n)
+					}
+					if recorded[step] {
+						t.Fatalf("trial %d: step %s was recorded before the kill and ran live again", trial, step)
+					}
+					if killedLog.starts[step] == 0 {
+						continue
+					}
+					mu.Lock()
+					inFlight++ // started by the killed run, not recorded: it runs again
+					mu.Unlock()
+					if end, ok := killedLog.ends[step]; ok && end.Before(killedAt) {
+						ago := killedAt.Sub(end)
+						mu.Lock()
+						latest = max(latest, ago)
+						mu.Unlock()
+						if ago > eval.DefaultCommitWindow+lateMargin {
+							mu.Lock()
+							late++
+							mu.Unlock()
+							t.Errorf("trial %d: step %s had finished %s before the kill, yet ran again: a finished step's record must be durable within the commit window (%s)", trial, step, ago, eval.DefaultCommitWindow)
+						}
+					}
+				}
+				for step, n := range killedLog.starts {
+					if n > 1 {
+						t.Fatalf("trial %d: step %s ran %d times in the killed run", trial, step, n)
+					}
+				}
+				for step := range recorded {
+					if killedLog.starts[step] == 0 {
+						t.Fatalf("trial %d: step %s is recorded but the killed run never started it", trial, step)
+					}
+				}
+				if n := len(killedLog.starts) + len(resumedLog.starts) - countBoth(killedLog.starts, resumedLog.starts); n != steps {
+					t.Fatalf("trial %d: %d steps ran in all, want %d (killed %v, resumed %v)", trial, n, steps, killedLog.starts, resumedLog.starts)
+				}
+			})
 		}
-		for step, n := range killedLog.starts {
-			if n > 1 {
-				t.Fatalf("trial %d: step %s ran %d times in the killed run", trial, step, n)
-			}
-		}
-		for step := range recorded {
-			if killedLog.starts[step] == 0 {
-				t.Fatalf("trial %d: step %s is recorded but the killed run never started it", trial, step)
-			}
-		}
-		if n := len(killedLog.starts) + len(resumedLog.starts) - countBoth(killedLog.starts, resumedLog.starts); n != steps {
-			t.Fatalf("trial %d: %d steps ran in all, want %d (killed %v, resumed %v)", trial, n, steps, killedLog.starts, resumedLog.starts)
-		}
-	}
+	})
 	t.Logf("%d trials: %d killed and resumed, %d killed before the journal existed, %d finished before the kill; %d steps were in flight at a kill (or finished within the window) and ran again, the longest finished %s before the kill; %d finished earlier and ran again (must be 0)", trials, killed, beforeJournal, finished, inFlight, latest, late)
 	if killed < trials/2 {
 		t.Fatalf("only %d of %d kills landed inside a run", killed, trials)
