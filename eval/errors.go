@@ -27,7 +27,8 @@ func newError(pos Position, msg string) *EvaluationError {
 	return &EvaluationError{Msg: msg, Pos: pos}
 }
 
-// Error formats the error as "file:line:col: message: cause".
+// Error formats the error as "file:line:col: message: cause" (without
+// a cause whose text is the message).
 func (e *EvaluationError) Error() string {
 	var b strings.Builder
 	if e.Pos.IsValid() {
@@ -36,10 +37,36 @@ func (e *EvaluationError) Error() string {
 	}
 	b.WriteString(e.Msg)
 	if e.Err != nil {
-		b.WriteString(": ")
-		b.WriteString(e.Err.Error())
+		if cause := e.Err.Error(); cause != e.Msg {
+			if e.Msg != "" {
+				b.WriteString(": ")
+			}
+			b.WriteString(cause)
+		}
 	}
 	return b.String()
+}
+
+// LimitError reports that an evaluation exceeded one of its Limits. It
+// arrives as the cause of an *EvaluationError that names the authored
+// node (errors.As finds it), so that a program can tell a run stopped by
+// a limit from one that failed.
+type LimitError struct {
+	// Limit is the limit's configure() name: "max_agent_calls",
+	// "max_steps", "max_depth" or "max_turns_per_agent".
+	Limit string
+	// Max is the limit's value.
+	Max int
+	// Msg says what was exceeded and how to raise the limit.
+	Msg string
+}
+
+// Error returns Msg.
+func (e *LimitError) Error() string { return e.Msg }
+
+// limitError is an *EvaluationError at pos whose cause is a LimitError.
+func limitError(pos Position, limit string, max int, msg string) *EvaluationError {
+	return &EvaluationError{Msg: msg, Pos: pos, Err: &LimitError{Limit: limit, Max: max, Msg: msg}}
 }
 
 // Unwrap returns the cause.

@@ -201,11 +201,11 @@ func countsDepth(n Node) bool {
 }
 
 func depthError(pos Position, max int) error {
-	return newError(pos, fmt.Sprintf("AML evaluation exceeded max_depth %d; flatten the nesting, or raise the limit with configure(max_depth=N) or --max-depth N (0 disables the limit)", max))
+	return limitError(pos, "max_depth", max, fmt.Sprintf("AML evaluation exceeded max_depth %d; flatten the nesting, or raise the limit with configure(max_depth=N) or --max-depth N (0 disables the limit)", max))
 }
 
 func turnsError(n *Agent, turns, max int) error {
-	return newError(n.Position, fmt.Sprintf("%s has %d turns (the initial prompt and %d follow_up()), which exceeds max_turns_per_agent %d; remove follow-ups or raise the limit with configure(max_turns_per_agent=N) or --max-turns-per-agent N", agentLabel(n), turns, turns-1, max))
+	return limitError(n.Position, "max_turns_per_agent", max, fmt.Sprintf("%s has %d turns (the initial prompt and %d follow_up()), which exceeds max_turns_per_agent %d; remove follow-ups or raise the limit with configure(max_turns_per_agent=N) or --max-turns-per-agent N", agentLabel(n), turns, turns-1, max))
 }
 
 func textAfterFollowUpError(pos Position) error {

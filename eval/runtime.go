@@ -536,7 +536,7 @@ type structTarget struct {
 func (d *domain) countAgentCall(pos Position) error {
 	n := d.calls.Add(1)
 	if max := d.limits.MaxAgentCalls; max > 0 && n > int64(max) {
-		return newError(pos, fmt.Sprintf("AML evaluation exceeded max_agent_calls %d; raise it with configure(max_agent_calls=N) or --max-agent-calls N (0 disables the limit)", max))
+		return limitError(pos, "max_agent_calls", max, fmt.Sprintf("AML evaluation exceeded max_agent_calls %d; raise it with configure(max_agent_calls=N) or --max-agent-calls N (0 disables the limit)", max))
 	}
 	return nil
 }
@@ -553,6 +553,11 @@ type stepKey struct{}
 type stepBudget struct {
 	max  int64
 	used atomic.Int64
+}
+
+// exceeded is the error of a step budget that ran out.
+func (b *stepBudget) exceeded() *LimitError {
+	return &LimitError{Limit: "max_steps", Max: int(b.max), Msg: fmt.Sprintf("AML evaluation exceeded max_steps %d (Starlark computation steps across the evaluation); make the loop end sooner, or raise the limit with configure(max_steps=N) or --max-steps N (0 disables the limit)", b.max)}
 }
 
 // TakeSteps charges n Starlark computation steps to the evaluation of ctx
@@ -572,7 +577,7 @@ func TakeSteps(ctx context.Context, n int) error {
 	}
 	if b, _ := ctx.Value(stepKey{}).(*stepBudget); b != nil {
 		if used := b.used.Add(int64(n)); used > b.max {
-			return fmt.Errorf("AML evaluation exceeded max_steps %d (Starlark computation steps across the evaluation); make the loop end sooner, or raise the limit with configure(max_steps=N) or --max-steps N (0 disables the limit)", b.max)
+			return b.exceeded()
 		}
 	}
 	if p, _ := ctx.Value(paceKey{}).(*pacing); p != nil {
@@ -585,6 +590,17 @@ func TakeSteps(ctx context.Context, n int) error {
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}
+	}
+	return nil
+}
+
+// StepsExceeded returns the *LimitError of the evaluation of ctx once its
+// Starlark steps exceeded Limits.MaxSteps, else nil: a thread that
+// TakeSteps stopped reports its cancellation as text, and this recovers
+// the typed cause. It is safe for concurrent use.
+func StepsExceeded(ctx context.Context) error {
+	if b, _ := ctx.Value(stepKey{}).(*stepBudget); b != nil && b.used.Load() > b.max {
+		return b.exceeded()
 	}
 	return nil
 }

@@ -15,8 +15,13 @@ import (
 // a resolve error list, choosing the nearest name that is in scope at the
 // error: a local of an enclosing function or comprehension, a global or
 // loaded symbol of the file, a predeclared AML builtin or a Starlark
-// universal. Other errors are returned unchanged.
+// universal. A syntax error gets ExplainSyntax's words. Other errors are
+// returned unchanged.
 func suggestNames(err error, path string, src any, predeclared starlark.StringDict) error {
+	var se syntax.Error
+	if errors.As(err, &se) {
+		return ExplainSyntax(se, src)
+	}
 	var list resolve.ErrorList
 	if !errors.As(err, &list) {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.starlark.net/starlark"
 
@@ -157,9 +158,26 @@ func fromStarlark(ctx context.Context, err error, fallback eval.Position) error 
 		return &eval.EvaluationError{Msg: "tool call failed", Pos: pos, Err: cause}
 	}
 	if errors.As(err, &se) {
+		if limit := stepsExceeded(ctx, se); limit != nil {
+			// meter cancelled the thread: report the limit itself.
+			return &eval.EvaluationError{Msg: limit.Error(), Pos: starlarkPos(se, fallback), Backtrace: se.Backtrace(), Err: limit}
+		}
 		return &eval.EvaluationError{Msg: se.Msg, Pos: starlarkPos(se, fallback), Backtrace: se.Backtrace(), Err: unwrapCause(se)}
 	}
 	return &eval.EvaluationError{Msg: err.Error(), Pos: fallback}
+}
+
+// stepsExceeded returns the max_steps error of the evaluation of ctx
+// when se is the cancellation meter gave a thread for it, else nil.
+func stepsExceeded(ctx context.Context, se *starlark.EvalError) error {
+	if ctx == nil || !strings.HasPrefix(se.Msg, "Starlark computation cancelled: ") {
+		return nil
+	}
+	limit := eval.StepsExceeded(ctx)
+	if limit == nil || se.Msg != "Starlark computation cancelled: "+limit.Error() {
+		return nil
+	}
+	return limit
 }
 
 // starlarkPos is the position of the innermost Starlark (not builtin)

@@ -69,8 +69,30 @@ func cmdDoc(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	if s := starlib.Nearest(name, docNames()); s != "" {
+		fmt.Fprintf(stderr, "aml doc: no builtin or standard module named %q (did you mean %s?); run 'aml doc' for the index\n", name, s)
+		return exitUsage
+	}
 	fmt.Fprintf(stderr, "aml doc: no builtin or standard module named %q; run 'aml doc' for the index\n", name)
 	return exitUsage
+}
+
+// docNames are the names aml doc knows: builtins, predeclared values
+// and their functions, standard modules.
+func docNames() []string {
+	var names []string
+	for _, b := range starlib.Catalog(extensions()...) {
+		names = append(names, b.Name)
+	}
+	for _, v := range values {
+		names = append(names, v.name)
+		for _, m := range v.members {
+			if name, _, ok := strings.Cut(m[0], "("); ok && !strings.Contains(name, " ") {
+				names = append(names, name)
+			}
+		}
+	}
+	return append(names, stdlib.Names()...)
 }
 
 const docUsage = `usage: aml doc [NAME]

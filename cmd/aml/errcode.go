@@ -25,6 +25,8 @@ const (
 	codeToolOutput        = "AML_TOOL_OUTPUT"          // a tool's output did not validate
 	codeLoad              = "AML_LOAD_ERROR"           // the workflow did not load
 	codeCancelled         = "AML_CANCELLED"            // a signal cancelled the run
+	codeSuspended         = "AML_SUSPENDED"            // a journaled run waits for answers
+	codeLimit             = "AML_LIMIT_EXCEEDED"       // a run exceeded one of its limits
 	codeFailed            = "AML_FAILED"               // any other failure
 )
 
@@ -38,10 +40,14 @@ func errorCode(err error) string {
 		toolIn   *eval.ToolInputError
 		toolOut  *eval.ToolOutputError
 		load     *starlib.LoadError
+		waiting  *eval.SuspendedError
+		limit    *eval.LimitError
 	)
 	switch {
 	case err == nil:
 		return ""
+	case errors.As(err, &waiting):
+		return codeSuspended
 	case errors.As(err, &conflict):
 		return codeWorkspaceConflict
 	case errors.Is(err, s3ws.ErrUntrusted):
@@ -62,6 +68,8 @@ func errorCode(err error) string {
 		return codeToolOutput
 	case errors.As(err, &load):
 		return codeLoad
+	case errors.As(err, &limit):
+		return codeLimit
 	case errors.Is(err, context.Canceled):
 		return codeCancelled
 	}
@@ -81,9 +89,10 @@ var exitCodeTable = []struct {
 	meaning string
 }{
 	{exitOK, "success"},
-	{exitFailure, "the run failed (a provider, a limit, a Starlark error at run time), a test failed, `aml check` found an error, `aml fmt` met a file that does not parse"},
-	{exitUsage, "usage error (an unknown command or flag, a missing argument) or a workflow that does not load (syntax, an undefined name, a failing top level)"},
+	{exitFailure, "the run failed (a provider, a tool, a Starlark error at run time), a test failed, `aml check` found an error, `aml fmt` met a file that does not parse"},
+	{exitUsage, "usage error (an unknown command or flag, a missing argument) or a workflow that does not load: a syntax error, an undefined name, an unknown keyword or any other error `aml check` reports (`aml run` checks the file first, so these fail before anything runs), a failing top level"},
 	{exitSuspended, "a journaled run waits for answers to its `ask()` questions: answer them with `aml resume RUN --answer ID=VALUE`"},
+	{exitLimit, "the run exceeded one of its limits (`max_agent_calls`, `max_steps`, `max_depth`, `max_turns_per_agent`; `--json` code `AML_LIMIT_EXCEEDED`)"},
 	{exitSIGINT, "cancelled by SIGINT (Ctrl-C)"},
 	{exitSIGTERM, "cancelled by SIGTERM"},
 }
@@ -101,7 +110,9 @@ var jsonCodeTable = []struct {
 	{codeAgentTimeout, "an `agent()` exceeded its `timeout_ms`"},
 	{codeToolInput, "a tool's input did not validate against its schema"},
 	{codeToolOutput, "a tool's output did not validate against its schema"},
-	{codeLoad, "the workflow did not load"},
+	{codeLoad, "the workflow did not load: a syntax error, an undefined name, an error `aml check` reports, a failing top level"},
+	{codeSuspended, "a journaled run waits for answers to its questions (`success` is false, there is no `error`; `questions` lists them)"},
+	{codeLimit, "the run exceeded one of its limits (`max_agent_calls`, `max_steps`, `max_depth`, `max_turns_per_agent`)"},
 	{codeCancelled, "a signal or `aml cancel` cancelled the run"},
 	{codeFailed, "any other failure"},
 }

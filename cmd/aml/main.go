@@ -16,7 +16,8 @@
 //	aml runs               list, show and prune journaled runs
 //
 // Exit codes: 0 success, 1 workflow failure, 2 usage or load error, 4 a
-// journaled run waits for answers, 130/143 after SIGINT/SIGTERM.
+// journaled run waits for answers, 5 a limit exceeded, 130/143 after
+// SIGINT/SIGTERM (docs/reference/cli.md has the table).
 package main
 
 import (
@@ -41,9 +42,12 @@ const (
 	exitUsage   = 2
 	// exitSuspended: a journaled run waits for answers (aml resume).
 	exitSuspended = 4
-	exitSIGINT    = 130
-	exitSIGTERM   = 143
-	usageSummary  = `usage: aml <command> [arguments]
+	// exitLimit: the run exceeded one of its limits (max_agent_calls,
+	// max_steps, max_depth, max_turns_per_agent).
+	exitLimit    = 5
+	exitSIGINT   = 130
+	exitSIGTERM  = 143
+	usageSummary = `usage: aml <command> [arguments]
 
 Commands:
   run FILE [flags]   evaluate a workflow and print its result (--temporal: on a fleet of workers)

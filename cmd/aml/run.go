@@ -27,6 +27,7 @@ import (
 	"github.com/aml-go/aml/observe/otlp"
 	"github.com/aml-go/aml/report"
 	"github.com/aml-go/aml/starlib"
+	"github.com/aml-go/aml/starlib/analysis"
 	"github.com/aml-go/aml/temporal"
 )
 
@@ -201,6 +202,9 @@ func (r *runner) prepare() (*starlib.Workflow, any, *eval.Runtime, int) {
 		r.logger.Error(err.Error())
 		return nil, nil, nil, exitUsage
 	}
+	if err := preflight(r.file, f.entry); err != nil {
+		return nil, nil, nil, reportLoadError(r.stderr, r.stdout, f.json, err)
+	}
 	printer := r.logger.WithPrefix("print")
 	wf, err := r.load(starlib.LoadOptions{Print: func(msg string) { printer.Print(msg) }, Extensions: extensions(), EnvDigestKey: r.envKey})
 	if code, stopped := r.stoppedDuringLoad(); stopped {
@@ -225,6 +229,40 @@ func (r *runner) prepare() (*starlib.Workflow, any, *eval.Runtime, int) {
 	}
 	return wf, entry, rt, exitOK
 }
+
+// preflight runs aml check's analysis (without the lint) over file
+// before anything of it runs: a mistake the source shows (a syntax
+// error, an undefined name, an unknown keyword, a literal a builtin
+// refuses, a node out of place) fails the run as a load error, with the
+// words and the position aml check reports, even when it sits in code
+// the run would reach only after its agents ran. The analysis reports
+// nothing a run would not (its tests hold it to the runtime over every
+// golden workflow). A file it cannot read is left to the load, which
+// reports that; a tree that exceeds a limit configure() sets is left to
+// the run, since a flag may change the limit.
+func preflight(file, entry string) error {
+	src, err := starlib.ReadSource(file)
+	if err != nil {
+		return nil
+	}
+	var errs []error
+	for _, d := range analysis.Analyze(file, src, &analysis.Options{Extensions: extensions(), Entry: entry, NoLint: true}).Diagnostics {
+		if d.Severity != analysis.Error || d.Limit != "" {
+			continue // limits are the run's: flags may override them
+		}
+		at := d.At()
+		errs = append(errs, &checkError{pos: fmt.Sprintf("%s:%d:%d", d.File, at.Line, at.Col), msg: d.Message})
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return &starlib.LoadError{File: file, Err: errors.Join(errs...)}
+}
+
+// checkError is one error the analysis found, as a run reports it.
+type checkError struct{ pos, msg string }
+
+func (e *checkError) Error() string { return e.pos + ": " + e.msg }
 
 // runner is one aml run: its flags, outputs, logger, live view and the
 // resources (trace file, OTLP exporter) to close when it ends.
@@ -502,7 +540,11 @@ func repeatedSignal(first, again os.Signal, since time.Duration) bool {
 func (r *runner) finish(runID string, res outcome) int {
 	r.lv.Stop()
 	status := "ok"
-	if res.err != nil {
+	var suspended *eval.SuspendedError
+	switch {
+	case errors.As(res.err, &suspended):
+		status = "suspended"
+	case res.err != nil:
 		status = "error"
 	}
 	r.logger.Infof("finished run %s (%s) in %s", runID, status, observe.FormatDuration(float64(res.dur.Microseconds())/1000))
@@ -521,9 +563,21 @@ func (r *runner) finish(runID string, res outcome) int {
 	}
 	if res.err != nil {
 		printError(r.stderr, res.err)
-		return exitFailure
+		return exitCodeOf(res.err)
 	}
 	return exitOK
+}
+
+// exitCodeOf is the exit code of a run that ended with err: a limit, a
+// workflow that did not load, or any other failure.
+func exitCodeOf(err error) int {
+	switch errorCode(err) {
+	case codeLimit:
+		return exitLimit
+	case codeLoad:
+		return exitUsage
+	}
+	return exitFailure
 }
 
 func reportLoadError(stderr, stdout io.Writer, asJSON bool, err error) int {
@@ -534,13 +588,73 @@ func reportLoadError(stderr, stdout io.Writer, asJSON bool, err error) int {
 	return exitUsage
 }
 
-// printError writes the error and, when the failure arose in Starlark code,
-// its backtrace.
+// printError writes the error once, then the Starlark traceback where it
+// adds something: the calls that led to the failing line. A traceback of
+// one frame at the position the message already names is left out, the
+// "Error ..." line that repeats the message is never printed, and a deep
+// recursion keeps its first and last frames with the count of those
+// elided between.
 func printError(w io.Writer, err error) {
-	fmt.Fprintf(w, "aml: error: %s\n", err)
-	if bt := backtrace(err); bt != "" {
-		fmt.Fprintf(w, "%s\n", bt)
+	msg := err.Error()
+	fmt.Fprintf(w, "aml: error: %s\n", msg)
+	if frames := tracebackFrames(backtrace(err)); len(frames) > 1 || len(frames) == 1 && !strings.Contains(msg, strings.TrimSpace(strings.SplitN(frames[0], ": in ", 2)[0])) {
+		fmt.Fprintln(w, "Traceback (most recent call last):")
+		for _, f := range elideFrames(collapseFrames(frames), tracebackHead, tracebackTail) {
+			fmt.Fprintln(w, f)
+		}
 	}
+}
+
+// The frames a long traceback keeps: its first (the entry's calls) and
+// its last (where it failed).
+const (
+	tracebackHead = 10
+	tracebackTail = 10
+)
+
+// tracebackFrames returns the frame lines of a Starlark backtrace
+// ("  file:line:col: in name"), without its header and error lines.
+func tracebackFrames(bt string) []string {
+	var frames []string
+	for _, line := range strings.Split(bt, "\n") {
+		if strings.HasPrefix(line, "  ") && strings.Contains(line, ": in ") {
+			frames = append(frames, line)
+		}
+	}
+	return frames
+}
+
+// collapseFrames replaces a run of three or more identical frames (a
+// function calling itself from one line) by the frame and a line that
+// counts its repeats.
+func collapseFrames(frames []string) []string {
+	var out []string
+	for i := 0; i < len(frames); {
+		j := i + 1
+		for j < len(frames) && frames[j] == frames[i] {
+			j++
+		}
+		out = append(out, frames[i])
+		switch n := j - i - 1; {
+		case n == 1:
+			out = append(out, frames[i])
+		case n > 1:
+			out = append(out, fmt.Sprintf("  [the frame above repeats %d more times]", n))
+		}
+		i = j
+	}
+	return out
+}
+
+// elideFrames keeps the first head and last tail frames of frames and
+// replaces those between by one line that counts them.
+func elideFrames(frames []string, head, tail int) []string {
+	if len(frames) <= head+tail+1 {
+		return frames
+	}
+	out := append([]string{}, frames[:head]...)
+	out = append(out, fmt.Sprintf("  ... %d frames elided ...", len(frames)-head-tail))
+	return append(out, frames[len(frames)-tail:]...)
 }
 
 // backtrace returns the first Starlark backtrace found in err's chain,
@@ -580,6 +694,9 @@ func writeEnvelope(w io.Writer, runID string, dur time.Duration, text string, er
 		env["error"] = err.Error()
 		env["code"] = errorCode(err)
 		env["result"] = nil
+		if env["code"] == codeSuspended {
+			delete(env, "error") // waiting for answers is not an error
+		}
 	}
 	for _, x := range extra {
 		for k, v := range x {

@@ -35,7 +35,7 @@ processes are handled.
 With DAYTONA_API_KEY set (and DAYTONA_API_URL and
 DAYTONA_ORGANIZATION_ID where needed), the Daytona sandboxes such aml
 processes left are destroyed the same way, and so are the Modal ones (of
-the app aml-jsx) with MODAL_TOKEN_ID and MODAL_TOKEN_SECRET set or a
+the app aml) with MODAL_TOKEN_ID and MODAL_TOKEN_SECRET set or a
 ~/.modal.toml; sandboxes of live runs are busy, and other machines' are
 kept.
 

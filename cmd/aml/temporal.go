@@ -235,6 +235,9 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	// before anything is submitted, with the positions aml run gives.
 	// What its top level prints is shown only then: otherwise the run
 	// prints it again, in workflow code.
+	if err := preflight(file, f.entry); err != nil {
+		return reportLoadError(stderr, stdout, f.json, err)
+	}
 	var loadPrints []string
 	wf, err := starlib.LoadFile(file, starlib.LoadOptions{Print: func(msg string) { loadPrints = append(loadPrints, msg) }, Extensions: extensions()})
 	if err != nil {

@@ -114,6 +114,11 @@ type Diagnostic struct {
 	Suggestion string
 	// Edit is a fix the check knows (a lint replacement), or nil.
 	Edit *Edit
+	// Limit, for a finding that a tree exceeds one of the evaluation's
+	// limits as configure() sets them, names the limit ("max_depth",
+	// "max_turns_per_agent"): a run whose caller overrides the limit may
+	// not exceed it.
+	Limit string
 }
 
 // Edit replaces the bytes [Start, End) of the file with Text.
@@ -215,6 +220,7 @@ func (a *analyzer) run(path string, src []byte) {
 	if err != nil {
 		var se syntax.Error
 		if errors.As(err, &se) {
+			se = starlib.ExplainSyntax(se, src)
 			a.report(Diagnostic{Start: se.Pos, End: se.Pos, Code: CodeSyntax, Message: se.Msg})
 		} else {
 			p := syntax.MakePosition(&path, 1, 1)

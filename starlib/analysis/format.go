@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"reflect"
@@ -37,8 +38,14 @@ var layoutRewrites = []string{
 // docstrings, and Format returns an error instead of a result that would
 // not.
 func Format(path string, src []byte) (out []byte, err error) {
-	if i := firstInvalidUTF8(src); i >= 0 {
-		return nil, fmt.Errorf("%s is not UTF-8 text: invalid byte at offset %d", path, i)
+	// The AML parser first: a file it refuses gets the words and the
+	// position aml check and aml run report.
+	if _, err := Parse(path, src); err != nil {
+		var se syntax.Error
+		if errors.As(err, &se) {
+			return nil, starlib.ExplainSyntax(se, src)
+		}
+		return nil, err
 	}
 	err = guard(func() error {
 		f, err := parseBuild(path, src)

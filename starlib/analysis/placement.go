@@ -47,6 +47,10 @@ func (a *analyzer) checkPlacement(f *syntax.File) {
 		}
 		seen[key] = true
 		d := Diagnostic{Code: CodePlacement, Message: ee.Msg, Pos: call.Lparen}
+		var limit *eval.LimitError
+		if errors.As(err, &limit) {
+			d.Limit = limit.Limit
+		}
 		d.Start, _ = call.Fn.Span()
 		_, d.End = call.Span()
 		a.report(d)

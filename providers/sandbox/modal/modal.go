@@ -73,7 +73,7 @@ const DefaultImage = "wearesingular/aml-agent-sandbox:latest"
 
 // DefaultAppName is the Modal app sandboxes belong to when
 // Options.AppName is empty.
-const DefaultAppName = "aml-jsx"
+const DefaultAppName = "aml"
 
 // DefaultSandboxTimeout is a sandbox's lifetime when Create.Timeout is
 // zero. Modal's own default, five minutes, is shorter than many agent
