@@ -2,6 +2,7 @@ package starlib_test
 
 import (
 	"flag"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -39,6 +40,31 @@ func TestGolden(t *testing.T) {
 			res := amltest.Check(t.Context(), test, *update, 30*time.Second)
 			if !res.OK {
 				t.Errorf("%s\n(go test ./starlib -run TestGolden -update rewrites the golden files)", res.Detail)
+			}
+		})
+	}
+}
+
+// TestExampleGoldens runs aml test over examples/, as a newcomer would
+// (aml test examples): every example with a golden file beside it does
+// what its golden records, and one that needs a credential or a service
+// fails before anything runs, saying what to set.
+func TestExampleGoldens(t *testing.T) {
+	dir := filepath.Join("..", "examples")
+	tests, err := amltest.Find([]string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tests) < 10 {
+		t.Fatalf("only %d examples with golden files in %s", len(tests), dir)
+	}
+	for _, test := range tests {
+		test.Extensions = allExtensions
+		t.Run(test.Name, func(t *testing.T) {
+			t.Parallel()
+			res := amltest.Check(t.Context(), test, *update, 30*time.Second)
+			if !res.OK {
+				t.Errorf("%s\n(aml test -update examples rewrites the golden files)", res.Detail)
 			}
 		})
 	}

@@ -54,6 +54,8 @@ func valid(v string) bool {
 func bad(factory, name, value string, secret bool) error {
 	const rule = "must be a non-empty, trimmed string without NUL bytes"
 	switch {
+	case secret && value == "":
+		return fmt.Errorf("%s: %s is empty: give the credential (%s = env(\"NAME\") with NAME set in the environment or a .env file)", factory, name, name)
 	case secret:
 		return fmt.Errorf("%s: %s %s", factory, name, rule)
 	case value == "":

@@ -219,7 +219,10 @@ func (a *analyzer) run(path string, src []byte) {
 	f, err := Parse(path, src)
 	if err != nil {
 		var se syntax.Error
-		if errors.As(err, &se) {
+		var enc *EncodingError
+		if errors.As(err, &enc) {
+			a.report(Diagnostic{Start: enc.Pos, End: enc.Pos, Code: CodeNotUTF8, Message: enc.Msg()})
+		} else if errors.As(err, &se) {
 			se = starlib.ExplainSyntax(se, src)
 			a.report(Diagnostic{Start: se.Pos, End: se.Pos, Code: CodeSyntax, Message: se.Msg})
 		} else {
@@ -266,9 +269,41 @@ func (a *analyzer) check(f *syntax.File, resolveErr error, path string, src []by
 // not valid UTF-8 is refused with an error naming the first bad byte.
 func Parse(path string, src []byte) (*syntax.File, error) {
 	if i := firstInvalidUTF8(src); i >= 0 {
-		return nil, fmt.Errorf("%s is not UTF-8 text: invalid byte at offset %d", path, i)
+		return nil, encodingError(path, src, i)
 	}
 	return starlib.FileOptions.Parse(path, src, syntax.RetainComments)
+}
+
+// EncodingError reports a source file that is not UTF-8 text (a binary
+// file, or text in another encoding): aml run, aml check, aml fmt and
+// the editor report it with the same words, at the first bad byte.
+type EncodingError struct {
+	// Pos is the line and column (in runes) of the first bad byte.
+	Pos syntax.Position
+	// Offset is the byte offset of that byte; Byte is its value.
+	Offset int
+	Byte   byte
+}
+
+// Msg is the error without its position.
+func (e *EncodingError) Msg() string {
+	return fmt.Sprintf("not UTF-8 text: byte 0x%02x at offset %d (a workflow is a UTF-8 text file; is this a binary file?)", e.Byte, e.Offset)
+}
+
+// Error is "file:line:col: " and Msg.
+func (e *EncodingError) Error() string { return e.Pos.String() + ": " + e.Msg() }
+
+// encodingError is the *EncodingError of the byte at offset i of src.
+func encodingError(path string, src []byte, i int) *EncodingError {
+	line, col := int32(1), int32(1)
+	for _, r := range string(src[:i]) {
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return &EncodingError{Pos: syntax.MakePosition(&path, line, col), Offset: i, Byte: src[i]}
 }
 
 // resolve reports undefined names, with the runtime's "did you mean".

@@ -216,7 +216,7 @@ func TestDiagnostics(t *testing.T) {
 		{"tool outside agent", "t = 1\ndef main():\n    return sandbox(tool(t))\n", analysis.CodePlacement, "3:20-3:27", "tool() is only valid inside agent()"},
 		{"text after follow_up", "def helper():\n    return agent(\"x\", follow_up(\"y\"), \"z\")\n", analysis.CodePlacement, "2:12-2:43", "prompt text after the first follow_up()"},
 		{"file without scope", "def main():\n    return file(\"x\", path = \"a.txt\")\n", analysis.CodePlacement, "2:12-2:37", "file() requires an enclosing workspace() or sandbox()"},
-		{"not utf-8", "x = \"\xff\"\n", analysis.CodeNotUTF8, "1:1-1:1", "not UTF-8"},
+		{"not utf-8", "x = \"\xff\"\n", analysis.CodeNotUTF8, "1:6-1:6", "not UTF-8 text: byte 0xff at offset 5"},
 		{"builtin rule", "def main():\n    return script(\"ls\", shell = \"sh\", cwd = \"../x\")\n", analysis.CodeInvalidCall, "2:12-2:52", `script: cwd: path "../x" leaves its root through ..`},
 		{"dict key suggestion", "def main():\n    return workspace(\"x\", save = {\"retension\": 2})\n", analysis.CodeBadValue, "2:35-2:46", `unknown save key "retension" (did you mean "retention"?)`},
 		{"structured", "def main():\n    return agent(\"x\", evaluate([\"y\", agent(\"z\")], schema = {\"type\": \"object\"}))\n", analysis.CodeStructured, "2:23-2:79", `collects exactly one agent() result`},

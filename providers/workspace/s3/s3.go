@@ -36,6 +36,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aws/smithy-go/logging"
 	"io"
 	"io/fs"
 	"net/http"
@@ -238,7 +239,10 @@ func NewClient(opts Options) (*s3.Client, error) {
 	if cli == nil {
 		cfg := opts.Config
 		if cfg == nil {
-			var lo []func(*config.LoadOptions) error
+			// The SDK logs to stderr by default (a warning when it falls
+			// back from IMDSv2, for one): what it has to say reaches the
+			// user in the operation's error instead.
+			lo := []func(*config.LoadOptions) error{config.WithLogger(logging.Nop{})}
 			if opts.Region != "" {
 				lo = append(lo, config.WithRegion(opts.Region))
 			}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -202,6 +203,7 @@ func stallBound(endpoint string, idle, budget time.Duration) func(*middleware.St
 			close(stop)
 			<-watched
 			if err != nil {
+				err = credentialsHint(err)
 				waited := time.Since(time.Unix(0, start))
 				if errors.Is(context.Cause(ctx), stalled) || (!p.answered.Load() && waited >= idle && ctx.Err() == nil) {
 					err = &StallError{Endpoint: endpoint, Operation: awsmiddleware.GetOperationName(ctx), Waited: waited,
@@ -334,3 +336,30 @@ func (r *resumingBody) Read(p []byte) (int, error) {
 }
 
 func (r *resumingBody) Close() error { return r.body.Close() }
+
+// CredentialsError reports that no AWS credentials were found for the S3
+// service: the SDK's own error, which ends in whatever its last source
+// said (often the EC2 instance metadata service of a machine that is not
+// an EC2 instance), with what to set.
+type CredentialsError struct {
+	// Err is the SDK's error.
+	Err error
+}
+
+// Error says what to set, then what the SDK said.
+func (e *CredentialsError) Error() string {
+	return "s3 workspace: no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE, or s3_workspace(profile=...)) in the environment of aml, or run where an instance role provides them (" + e.Err.Error() + ")"
+}
+
+// Unwrap returns the SDK's error.
+func (e *CredentialsError) Unwrap() error { return e.Err }
+
+// credentialsHint wraps an operation's error in a *CredentialsError when
+// the SDK found no credentials to sign it with.
+func credentialsHint(err error) error {
+	var ce *CredentialsError
+	if errors.As(err, &ce) || !strings.Contains(err.Error(), "get identity: get credentials:") {
+		return err
+	}
+	return &CredentialsError{Err: err}
+}
