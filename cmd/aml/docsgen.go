@@ -111,7 +111,7 @@ func builtinsMarkdown() []byte {
 // cliCommands are the commands whose help the CLI reference prints, in
 // the order of aml help; each is the argument list of its help.
 var cliCommands = [][]string{
-	{"run"}, {"test"}, {"check"}, {"fmt"}, {"doc"}, {"graph"}, {"report"},
+	{"init"}, {"run"}, {"test"}, {"check"}, {"fmt"}, {"doc"}, {"graph"}, {"report"},
 	{"resume"}, {"runs"}, {"worker"}, {"cancel"}, {"answer"},
 	{"workspace", "prune"}, {"workspace", "check"}, {"workspace", "recover"}, {"workspace", "unlock"}, {"workspace", "verify"},
 	{"sandbox", "prune"}, {"lsp"}, {"version"}, {"mcp-relay"},

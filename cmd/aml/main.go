@@ -1,5 +1,6 @@
 // Command aml runs AML workflows written in Starlark.
 //
+//	aml init [DIR]         write a starter workflow, its golden test and editor settings
 //	aml run FILE [flags]   evaluate a workflow and print its result
 //	aml test [PATH...]     run golden-file tests of workflows
 //	aml doc [NAME]         reference for the predeclared builtins
@@ -50,6 +51,7 @@ const (
 	usageSummary = `usage: aml <command> [arguments]
 
 Commands:
+  init [DIR]         write a starter workflow, its golden test and editor settings
   run FILE [flags]   evaluate a workflow and print its result (--temporal: on a fleet of workers)
   worker --temporal HOST:PORT
                      run workflows and agent sessions from a Temporal task queue
@@ -114,6 +116,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdRuns(args[1:], stdout, stderr)
 	case "test":
 		return cmdTest(args[1:], stdout, stderr)
+	case "init":
+		return cmdInit(args[1:], stdout, stderr)
 	case "doc":
 		return cmdDoc(args[1:], stdout, stderr)
 	case "check":
@@ -169,6 +173,8 @@ func cmdHelp(args []string, stdout, stderr io.Writer) int {
 		return cmdRuns([]string{"-h"}, stdout, stdout)
 	case "test":
 		return cmdTest([]string{"-h"}, stdout, stdout)
+	case "init":
+		return cmdInit([]string{"-h"}, stdout, stdout)
 	case "doc":
 		return cmdDoc([]string{"-h"}, stdout, stdout)
 	case "check":
