@@ -214,7 +214,9 @@ func TestDocsLinks(t *testing.T) {
 // marked runnable ("```python runnable"): as aml run runs it, in a
 // fresh directory; when a "```console" block follows at once and opens
 // with "$ aml run FILE", the run must print the rest of that block on
-// stdout exactly, and FILE names the example.
+// stdout exactly, and FILE names the example. An example marked wrong
+// ("```python wrong") must be followed by "$ aml check FILE" and the
+// findings aml check prints for it, exactly (and it exits 1).
 func TestDocsExamples(t *testing.T) {
 	root := filepath.Join("..", "..")
 	dir := t.TempDir()
@@ -226,6 +228,25 @@ func TestDocsExamples(t *testing.T) {
 		}
 		_, fences := markdown(string(text))
 		for _, fc := range fences {
+			if fc.info == "python wrong" {
+				n++
+				if fc.next < 0 || fences[fc.next].info != "console" {
+					t.Errorf("%s:%d: an example marked wrong needs the console block of aml check right after it", f, fc.line)
+					continue
+				}
+				first, rest, _ := strings.Cut(fences[fc.next].body, "\n")
+				fields := strings.Fields(first)
+				if len(fields) != 4 || fields[0] != "$" || fields[1] != "aml" || fields[2] != "check" {
+					t.Errorf("%s:%d: the console block after an example marked wrong must open with $ aml check FILE", f, fc.line)
+					continue
+				}
+				script := fmt.Sprintf("# %s:%d\nexitcode 1 aml check %s\ncmp stdout want.txt\n-- %s --\n%s-- want.txt --\n%s", f, fc.line, fields[3], fields[3], fc.body, rest)
+				base := strings.NewReplacer("/", "_", ".md", "").Replace(f)
+				if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s_%d.txtar", base, fc.line)), []byte(script), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
 			if fc.info != "python runnable" {
 				continue
 			}
