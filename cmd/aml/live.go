@@ -18,11 +18,12 @@ import (
 
 // The live view is a status block that "aml run" keeps at the bottom of an
 // interactive stderr while a workflow runs: a header with the run's
-// elapsed time and agent counts, then the run's span tree, one line per
+// elapsed time and the counts of its agent sessions, scripts and tool
+// calls by state, then the run's span tree, one line per
 // node, each with its status mark, label, source position and elapsed
 // time (live while it runs, final once it ended):
 //
-//	aml run 9.3s · 1 running · 2 queued · 2 done · 1 failed
+//	aml run 9.3s · 2 running · 2 queued · 3 done · 1 failed
 //	⠸ Review                                          review.star:3:1   9.3s
 //	├─ ✓ planner  anthropic  claude-sonnet            review.star:5:10  3.1s
 //	└─ ⠸ workspace  local  ws-1                       review.star:6:5   6.2s
@@ -189,6 +190,7 @@ type liveNode struct {
 	depth    int // 0 for the top-level nodes, -1 for the root
 	state    liveState
 	agent    bool
+	work     bool            // an agent session, a script or a tool call: the header counts it
 	counts   [liveStates]int // children by state, dropped ones included
 	keptDone int             // done children still in children
 
@@ -234,7 +236,7 @@ type liveView struct {
 	root    *liveNode
 	nodes   map[liveKey]*liveNode // open nodes
 	folded  map[liveKey]*liveNode // open spans drawn as the node above them
-	agents  [liveStates]int       // agents by state
+	agents  [liveStates]int       // agent sessions, scripts and tool calls by state
 	drawn   int                   // lines of the block currently on the terminal
 	last    string
 	paused  int
@@ -415,9 +417,10 @@ func (lv *liveView) startLocked(key liveKey, e eval.Event) {
 			n.label = sanitize(e.Kind)
 		}
 	}
+	n.work = n.agent || e.Kind == "script" || e.Kind == "tool"
 	parent.children = append(parent.children, n)
 	parent.counts[n.state]++
-	if n.agent {
+	if n.work {
 		lv.agents[n.state]++
 	}
 	lv.nodes[key] = n
@@ -476,7 +479,7 @@ func dropDone(p *liveNode) {
 func (lv *liveView) setState(n *liveNode, s liveState) {
 	n.parent.counts[n.state]--
 	n.parent.counts[s]++
-	if n.agent {
+	if n.work {
 		lv.agents[n.state]--
 		lv.agents[s]++
 	}
@@ -799,8 +802,8 @@ func (lv *liveView) frameLocked(now time.Time, cols, rows int) []string {
 	return lines
 }
 
-// header is the first line: the run's elapsed time and its agents by
-// state, "aml run 12.4s · 2 running · 1 queued · 3 done · 0 failed", or
+// header is the first line: the run's elapsed time and the steps that
+// do its work (agent sessions, scripts, tool calls) by state, "aml run 12.4s · 2 running · 1 queued · 3 done · 0 failed", or
 // when that does not fit width, "aml run 12.4s  ⠹ 2  · 1  ✓ 3  ✗ 0".
 func (lv *liveView) header(run time.Duration, spinner string, width int) string {
 	a := lv.agents

@@ -305,7 +305,7 @@ func TestLiveFrameTwoAgents(t *testing.T) {
 	// tool called in it is the agent's child. Agents beside each other
 	// align their name, provider and model.
 	frame1 := []string{
-		"aml run 4.2s · 2 running · 0 done · 0 failed",
+		"aml run 4.2s · 3 running · 0 done · 0 failed", // two agents and a tool call
 		"⠹ reviewer  anthropic  claude-sonnet  wf.star:12:5  4.2s",
 		"└─ ⠹ tool search                                    4.2s",
 		"⠹ agent     openai                    wf.star:20:3  2.7s",
@@ -326,7 +326,7 @@ func TestLiveFrameTwoAgents(t *testing.T) {
 	clk.Set(75 * time.Second)
 	draw(lv)
 	wantLines(t, screenOf(t, buf.String()), []string{
-		"aml run 1m15s · 1 running · 1 done · 1 failed",
+		"aml run 1m15s · 1 running · 1 done · 2 failed", // the fixer and the search tool call
 		"✓ reviewer  anthropic  claude-sonnet  wf.star:12:5   5.0s",
 		"⠋ agent     openai                    wf.star:20:3  1m13s",
 		"⠋ Review                                            1m15s",

@@ -127,7 +127,7 @@ func TestLiveTree(t *testing.T) {
 	clk.Set(9300 * time.Millisecond)
 	draw(lv)
 	wantLines(t, screenOf(t, buf.String()), []string{
-		"aml run 9.3s · 1 running · 2 queued · 2 done · 1 failed",
+		"aml run 9.3s · 2 running · 2 queued · 3 done · 1 failed",
 		"⠸ Review                                          review.star:3:1   9.3s",
 		"├─ ✓ planner  anthropic  claude-sonnet            review.star:5:10  3.1s",
 		"└─ ⠸ workspace  local  ws-1                       review.star:6:5   6.2s",
@@ -145,7 +145,7 @@ func TestLiveTree(t *testing.T) {
 	// On 60x8 the running path comes first, and the fan-out's other
 	// children are summed up; done siblings higher up give way.
 	wantLines(t, frameOf(t, lv, clk.Now(), 60, 8), []string{
-		"aml run 9.3s · 1 running · 2 queued · 2 done · 1 failed",
+		"aml run 9.3s · 2 running · 2 queued · 3 done · 1 failed",
 		"⠸ Review                                 …ew.star:3:1  9.3s",
 		"└─ ⠸ workspace  local  ws-1              …ew.star:6:5  6.2s",
 		"   └─ ⠸ sandbox  docker  read-write      …ew.star:7:9  6.1s",
@@ -167,7 +167,7 @@ func TestLiveTree(t *testing.T) {
 		"         └─ … 3 more: 2 queued, 1 done",
 	})
 	wantLines(t, frameOf(t, lv, clk.Now(), 40, 6), []string{
-		"aml run 9.3s  ⠸ 1  · 2  ✓ 2  ✗ 1",
+		"aml run 9.3s  ⠸ 2  · 2  ✓ 3  ✗ 1",
 		"⠸ Review             …ew.star:3:1  9.3s",
 		"└─ ⠸ workspace  lo…  …ew.star:6:5  6.2s",
 		"   └─ ⠸ sandbox  d…  …ew.star:7:9  6.1s",
@@ -180,7 +180,7 @@ func TestLiveTree(t *testing.T) {
 	clk.Set(10 * time.Second)
 	draw(lv)
 	wantLines(t, screenOf(t, buf.String()), []string{
-		"aml run 10.0s · 0 running · 3 done · 3 failed",
+		"aml run 10.0s · 0 running · 5 done · 3 failed",
 		"✗ Review                                       review.star:3:1   9.9s",
 		"├─ ✗ workspace  local  ws-1                    review.star:6:5   6.7s",
 		"│  └─ ✗ sandbox  docker  read-write            review.star:7:9   6.5s",
@@ -193,7 +193,7 @@ func TestLiveTree(t *testing.T) {
 		"└─ … 1 more: 1 done",
 	})
 	wantLines(t, frameOf(t, lv, clk.Now(), 60, 8), []string{
-		"aml run 10.0s · 0 running · 3 done · 3 failed",
+		"aml run 10.0s · 0 running · 5 done · 3 failed",
 		"✗ Review                             review.star:3:1   9.9s",
 		"└─ ✗ workspace  local  ws-1          review.star:6:5   6.7s",
 		"   └─ ✗ sandbox  docker  read-write  review.star:7:9   6.5s",
@@ -384,7 +384,7 @@ func TestLiveTreeCollapse(t *testing.T) {
 	clk.Set(3 * time.Second)
 	got := frameOf(t, lv, clk.Now(), 60, 6)
 	wantLines(t, got, []string{
-		"aml run 3.0s · 0 running · 1,286 done · 0 failed",
+		"aml run 3.0s · 0 running · 1,289 done · 0 failed",
 		"✓ Plan         wf.star:1:1  2.0s",
 		"⠋ parallel                  1.0s",
 		"├─ ✓ agent  p               0.0s",
