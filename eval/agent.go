@@ -163,6 +163,15 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 	if max := d.limits.MaxTurnsPerAgent; max > 0 && 1+len(req.FollowUps) > max {
 		return dst, turnsError(n, 1+len(req.FollowUps), max)
 	}
+	if max := d.limits.MaxPromptBytes; max > 0 {
+		size := len(req.System) + len(req.Prompt)
+		for _, f := range req.FollowUps {
+			size += len(f)
+		}
+		if size > max {
+			return dst, promptSizeError(n, size, max)
+		}
+	}
 	p := n.Provider
 	if p == nil {
 		p = d.rt.opts.AgentProvider

@@ -53,7 +53,8 @@ func (e *EvaluationError) Error() string {
 // a limit from one that failed.
 type LimitError struct {
 	// Limit is the limit's configure() name: "max_agent_calls",
-	// "max_steps", "max_depth" or "max_turns_per_agent".
+	// "max_steps", "max_depth", "max_turns_per_agent" or
+	// "max_prompt_bytes".
 	Limit string
 	// Max is the limit's value.
 	Max int

@@ -204,6 +204,10 @@ func depthError(pos Position, max int) error {
 	return limitError(pos, "max_depth", max, fmt.Sprintf("AML evaluation exceeded max_depth %d; flatten the nesting, or raise the limit with configure(max_depth=N) or --max-depth N (0 disables the limit)", max))
 }
 
+func promptSizeError(n *Agent, size, max int) error {
+	return limitError(n.Position, "max_prompt_bytes", max, fmt.Sprintf("%s would send %d bytes (its system text, prompt and follow-ups), which exceeds max_prompt_bytes %d; send less (include() stages a large file for the agent to read instead of pasting it), or raise the limit with configure(max_prompt_bytes=N) or --max-prompt-bytes N (0 disables the limit)", agentLabel(n), size, max))
+}
+
 func turnsError(n *Agent, turns, max int) error {
 	return limitError(n.Position, "max_turns_per_agent", max, fmt.Sprintf("%s has %d turns (the initial prompt and %d follow_up()), which exceeds max_turns_per_agent %d; remove follow-ups or raise the limit with configure(max_turns_per_agent=N) or --max-turns-per-agent N", agentLabel(n), turns, turns-1, max))
 }

@@ -36,15 +36,26 @@ type Limits struct {
 	// callbacks); its default is off, as in the original. The evaluator
 	// runs no Starlark itself: the bindings enforce it through TakeSteps.
 	MaxSteps int
+	// MaxPromptBytes bounds what one agent session sends: its system
+	// text, its prompt and its follow-ups, in bytes. A prompt beyond it
+	// fails before the provider runs, instead of reaching a model that
+	// cannot take it (include() stages a large file for the agent to
+	// read).
+	MaxPromptBytes int
 }
 
 // Unlimited, as the value of a Limits field, switches that limit off.
 const Unlimited = -1
 
+// DefaultMaxPromptBytes is the default of Limits.MaxPromptBytes: 4 MiB,
+// beyond the context window of the models agents use.
+const DefaultMaxPromptBytes = 4 << 20
+
 // DefaultLimits returns the original AML defaults: 32 agent calls, 4
-// concurrent agents, depth 16, 16 turns per agent, no step limit.
+// concurrent agents, depth 16, 16 turns per agent, no step limit; and
+// prompts of at most DefaultMaxPromptBytes.
 func DefaultLimits() Limits {
-	return Limits{MaxAgentCalls: 32, MaxConcurrentAgents: 4, MaxDepth: 16, MaxTurnsPerAgent: 16, MaxSteps: Unlimited}
+	return Limits{MaxAgentCalls: 32, MaxConcurrentAgents: 4, MaxDepth: 16, MaxTurnsPerAgent: 16, MaxSteps: Unlimited, MaxPromptBytes: DefaultMaxPromptBytes}
 }
 
 // WithDefaults returns l with every zero field replaced by its default.
@@ -56,6 +67,7 @@ func (l Limits) WithDefaults() Limits {
 		{&l.MaxDepth, &d.MaxDepth},
 		{&l.MaxTurnsPerAgent, &d.MaxTurnsPerAgent},
 		{&l.MaxSteps, &d.MaxSteps},
+		{&l.MaxPromptBytes, &d.MaxPromptBytes},
 	} {
 		if *f.v == 0 {
 			*f.v = *f.def
@@ -76,6 +88,7 @@ func (l Limits) Validate() error {
 		{"MaxDepth", l.MaxDepth},
 		{"MaxTurnsPerAgent", l.MaxTurnsPerAgent},
 		{"MaxSteps", l.MaxSteps},
+		{"MaxPromptBytes", l.MaxPromptBytes},
 	} {
 		if f.v < 0 && f.v != Unlimited {
 			return fmt.Errorf("Limits.%s must be 0 (the default), a positive bound, or eval.Unlimited (no limit), got %d", f.name, f.v)

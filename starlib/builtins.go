@@ -452,6 +452,7 @@ var limitParams = []Param{
 	{Name: "max_depth", Type: "int | None", Default: "None", NonNegative: true, Doc: "Nested component/primitive depth; lists add none (default 16; 0 disables)."},
 	{Name: "max_turns_per_agent", Type: "int | None", Default: "None", NonNegative: true, Doc: "Initial prompt plus follow-ups of one agent (default 16; 0 disables)."},
 	{Name: "max_steps", Type: "int | None", Default: "None", NonNegative: true, Doc: "Starlark computation steps of one evaluation, across all its component bodies and callbacks (default 0: no limit, as in the original)."},
+	{Name: "max_prompt_bytes", Type: "int | None", Default: "None", NonNegative: true, Doc: "Bytes one agent session may send: its system text, prompt and follow-ups (default 4194304, 4 MiB; 0: no limit). A larger prompt fails before the provider runs."},
 }
 
 var configureBuiltin = &Builtin{
@@ -527,6 +528,7 @@ func configureImpl(c *Call) (starlark.Value, error) {
 		{"max_depth", &cfg.MaxDepth},
 		{"max_turns_per_agent", &cfg.MaxTurnsPerAgent},
 		{"max_steps", &cfg.MaxSteps},
+		{"max_prompt_bytes", &cfg.MaxPromptBytes},
 	} {
 		n, set, err := c.Int(f.name)
 		if err != nil {

@@ -88,6 +88,7 @@ type Config struct {
 	MaxDepth            *int
 	MaxTurnsPerAgent    *int
 	MaxSteps            *int
+	MaxPromptBytes      *int
 	// Pos is where configure() was called.
 	Pos eval.Position
 }
@@ -541,6 +542,7 @@ func (w *Workflow) Limits() eval.Limits {
 		{&l.MaxDepth, c.MaxDepth},
 		{&l.MaxTurnsPerAgent, c.MaxTurnsPerAgent},
 		{&l.MaxSteps, c.MaxSteps},
+		{&l.MaxPromptBytes, c.MaxPromptBytes},
 	} {
 		if f.src != nil {
 			*f.dst = SurfaceLimit(*f.src)

@@ -92,7 +92,7 @@ var exitCodeTable = []struct {
 	{exitFailure, "the run failed (a provider, a tool, a Starlark error at run time), a test failed, `aml check` found an error, `aml fmt` met a file that does not parse"},
 	{exitUsage, "usage error (an unknown command or flag, a missing argument) or a workflow that does not load: a syntax error, an undefined name, an unknown keyword or any other error `aml check` reports (`aml run` checks the file first, so these fail before anything runs), a failing top level"},
 	{exitSuspended, "a journaled run waits for answers to its `ask()` questions: answer them with `aml resume RUN --answer ID=VALUE`"},
-	{exitLimit, "the run exceeded one of its limits (`max_agent_calls`, `max_steps`, `max_depth`, `max_turns_per_agent`; `--json` code `AML_LIMIT_EXCEEDED`)"},
+	{exitLimit, "the run exceeded one of its limits (`max_agent_calls`, `max_steps`, `max_depth`, `max_turns_per_agent`, `max_prompt_bytes`; `--json` code `AML_LIMIT_EXCEEDED`)"},
 	{exitSIGINT, "cancelled by SIGINT (Ctrl-C)"},
 	{exitSIGTERM, "cancelled by SIGTERM"},
 }
@@ -112,7 +112,7 @@ var jsonCodeTable = []struct {
 	{codeToolOutput, "a tool's output did not validate against its schema"},
 	{codeLoad, "the workflow did not load: a syntax error, an undefined name, an error `aml check` reports, a failing top level"},
 	{codeSuspended, "a journaled run waits for answers to its questions (`success` is false, there is no `error`; `questions` lists them)"},
-	{codeLimit, "the run exceeded one of its limits (`max_agent_calls`, `max_steps`, `max_depth`, `max_turns_per_agent`)"},
+	{codeLimit, "the run exceeded one of its limits (`max_agent_calls`, `max_steps`, `max_depth`, `max_turns_per_agent`, `max_prompt_bytes`)"},
 	{codeCancelled, "a signal or `aml cancel` cancelled the run"},
 	{codeFailed, "any other failure"},
 }

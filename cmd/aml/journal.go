@@ -43,6 +43,7 @@ type recordedFlags struct {
 	MaxDepth      *int   `json:"maxDepth,omitempty"`
 	MaxTurns      *int   `json:"maxTurnsPerAgent,omitempty"`
 	MaxSteps      *int   `json:"maxSteps,omitempty"`
+	MaxPrompt     *int   `json:"maxPromptBytes,omitempty"`
 	// JournalKey is the id (journal.KeyID) of the key the digests of the
 	// run's env() values were made with; "" for a run recorded before
 	// digests were keyed, whose digests are plain SHA-256.
@@ -84,7 +85,7 @@ func recordFlags(f *runFlags) recordedFlags {
 	}
 	cwd, _ := os.Getwd()
 	return recordedFlags{Cwd: cwd, Entry: f.entry, EnvFile: f.envFile, MaxAgentCalls: opt(f.maxAgentCalls), MaxConcurrent: opt(f.maxConcurrent),
-		MaxDepth: opt(f.maxDepth), MaxTurns: opt(f.maxTurns), MaxSteps: opt(f.maxSteps)}
+		MaxDepth: opt(f.maxDepth), MaxTurns: opt(f.maxTurns), MaxSteps: opt(f.maxSteps), MaxPrompt: opt(f.maxPromptBytes)}
 }
 
 // apply restores the recorded flags into f.
@@ -100,6 +101,7 @@ func (rf recordedFlags) apply(f *runFlags) {
 	set(&f.maxDepth, rf.MaxDepth)
 	set(&f.maxTurns, rf.MaxTurns)
 	set(&f.maxSteps, rf.MaxSteps)
+	set(&f.maxPromptBytes, rf.MaxPrompt)
 }
 
 // runJournaled runs entry as a new durable run in --journal DIR.

@@ -73,6 +73,7 @@ type runFlags struct {
 	maxDepth       limitFlag
 	maxTurns       limitFlag
 	maxSteps       limitFlag
+	maxPromptBytes limitFlag
 	// journal is --journal DIR: the run is durable (see journal.go).
 	journal string
 	// report is --report FILE: the run report is written there at the
@@ -97,6 +98,7 @@ func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.Var(&f.maxDepth, "max-depth", "limit of nested depth (default 16; 0 disables)")
 	fs.Var(&f.maxTurns, "max-turns-per-agent", "limit of turns per agent (default 16; 0 disables)")
 	fs.Var(&f.maxSteps, "max-steps", "limit of Starlark computation steps of the evaluation (default 0: none)")
+	fs.Var(&f.maxPromptBytes, "max-prompt-bytes", "limit of the bytes one agent session sends: system text, prompt and follow-ups (default 4194304; 0: none)")
 	fs.StringVar(&f.journal, "journal", "", "record the run in this journal directory, so that aml resume can continue it after a crash or a question")
 	fs.StringVar(&f.report, "report", "", "write the run report (one self-contained HTML page: the tree, a timeline, errors, totals) to this file when the run ends")
 	f.temporal.register(fs, "run on the Temporal service at HOST:PORT, on the aml worker processes of its task queue")
@@ -375,6 +377,7 @@ func (f *runFlags) limits(wf *starlib.Workflow) eval.Limits {
 		{&f.maxDepth, &limits.MaxDepth},
 		{&f.maxTurns, &limits.MaxTurnsPerAgent},
 		{&f.maxSteps, &limits.MaxSteps},
+		{&f.maxPromptBytes, &limits.MaxPromptBytes},
 	} {
 		if l.flag.set {
 			*l.dst = starlib.SurfaceLimit(l.flag.v)

@@ -64,7 +64,7 @@ func init() {
 			"skill_no_description", "skill_no_frontmatter", "skill_not_directory", "skill_with_link", "skill_wrong_name",
 		},
 		"how far the run goes before a limit": {
-			"limit_max_agent_calls", "limit_max_depth_components", "limit_max_steps", "limit_max_steps_threads",
+			"limit_max_agent_calls", "limit_max_depth_components", "limit_max_steps", "limit_max_steps_threads", "limit_max_prompt_bytes",
 		},
 		"what a command does": {"script_exit_code", "script_in_sandbox_exit"},
 		"values computed by Starlark code (joins, appends, struct(), schema.*() builders)": {
