@@ -248,3 +248,11 @@ func SuggestName(f *syntax.File, pos syntax.Position, name string, exts ...*Exte
 // close enough to be a likely misspelling, or "": the rule of the
 // runtime's "did you mean" for keywords and values.
 func Nearest(s string, candidates []string) string { return nearest(s, candidates) }
+
+// NearestName returns the candidate nearest to name as "did you mean"
+// offers it for undefined names (edits and transpositions of adjacent
+// letters, within a quarter of the name's length), or "" when none is
+// near enough. The command line uses it for commands and aml doc names.
+func NearestName(name string, candidates []string) string {
+	return nearestName(name, candidates)
+}

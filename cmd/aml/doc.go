@@ -69,7 +69,7 @@ func cmdDoc(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if s := starlib.Nearest(name, docNames()); s != "" {
+	if s := starlib.NearestName(name, docNames()); s != "" {
 		fmt.Fprintf(stderr, "aml doc: no builtin or standard module named %q (did you mean %s?); run 'aml doc' for the index\n", name, s)
 		return exitUsage
 	}

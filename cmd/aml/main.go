@@ -34,6 +34,7 @@ import (
 
 	"github.com/aml-go/aml/internal/tunnel"
 	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/starlib"
 )
 
 // Exit codes.
@@ -147,9 +148,17 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usageSummary)
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "aml: unknown command %q\n\n%s", args[0], usageSummary)
+	if s := starlib.NearestName(args[0], commandNames); s != "" {
+		fmt.Fprintf(stderr, "aml: unknown command %q (did you mean %s?); run 'aml help' for the commands\n", args[0], s)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "aml: unknown command %q; run 'aml help' for the commands\n", args[0])
 	return exitUsage
 }
+
+// commandNames are the commands Main knows, for "did you mean".
+var commandNames = []string{"run", "worker", "cancel", "answer", "resume", "runs", "test", "init", "doc", "check",
+	"graph", "report", "fmt", "lsp", "workspace", "sandbox", "mcp-relay", "version", "help"}
 
 // cmdHelp prints the help of one command on stdout: "aml help run" is
 // "aml run -h".
