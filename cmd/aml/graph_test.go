@@ -13,7 +13,8 @@ import (
 )
 
 // graphExamples are the examples aml graph draws as they are (codex.star
-// needs a key to load).
+// and review_live.star need a key and an endpoint to load; opencode.star
+// and workspace_s3.star get the variables they ask for).
 var graphExamples = []string{
 	"collect", "context", "hello", "opencode", "release", "review", "sandbox",
 	"script", "structured", "tools", "workspace_local", "workspace_revisions", "workspace_s3",
@@ -32,6 +33,10 @@ func TestGraphExamples(t *testing.T) {
 	t.Chdir(filepath.Join("..", "..", "examples"))
 	t.Setenv("CHANGE", "") // review.star reads it; the default is drawn
 	os.Unsetenv("CHANGE")
+	// opencode.star and workspace_s3.star say what they need before they
+	// load without it; what they are given is not drawn.
+	t.Setenv("OPENAI_API_KEY", "sk-graph")
+	t.Setenv("AML_S3_BUCKET", "aml-example")
 	out := t.TempDir()
 	for _, name := range graphExamples {
 		t.Run(name, func(t *testing.T) {
