@@ -33,13 +33,19 @@ func TestGolden(t *testing.T) {
 	if len(tests) == 0 {
 		t.Fatalf("no golden cases in %s", goldenDir)
 	}
+	checkGoldens(t, tests, "go test ./starlib -run TestGolden -update rewrites the golden files")
+}
+
+// checkGoldens runs each test as aml test does, in parallel subtests;
+// hint says how to rewrite a golden file that differs.
+func checkGoldens(t *testing.T, tests []amltest.Test, hint string) {
 	for _, test := range tests {
 		test.Extensions = allExtensions
 		t.Run(test.Name, func(t *testing.T) {
 			t.Parallel()
 			res := amltest.Check(t.Context(), test, *update, 30*time.Second)
 			if !res.OK {
-				t.Errorf("%s\n(go test ./starlib -run TestGolden -update rewrites the golden files)", res.Detail)
+				t.Errorf("%s\n(%s)", res.Detail, hint)
 			}
 		})
 	}
@@ -58,14 +64,5 @@ func TestExampleGoldens(t *testing.T) {
 	if len(tests) < 10 {
 		t.Fatalf("only %d examples with golden files in %s", len(tests), dir)
 	}
-	for _, test := range tests {
-		test.Extensions = allExtensions
-		t.Run(test.Name, func(t *testing.T) {
-			t.Parallel()
-			res := amltest.Check(t.Context(), test, *update, 30*time.Second)
-			if !res.OK {
-				t.Errorf("%s\n(aml test -update examples rewrites the golden files)", res.Detail)
-			}
-		})
-	}
+	checkGoldens(t, tests, "aml test -update examples rewrites the golden files")
 }

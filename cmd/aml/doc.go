@@ -131,18 +131,23 @@ var values = []struct {
 		nil},
 }
 
+// paramName is a parameter as a signature writes it: *args, **kwargs.
+func paramName(p starlib.Param) string {
+	switch {
+	case p.Kwargs:
+		return "**" + p.Name
+	case p.Variadic:
+		return "*" + p.Name
+	}
+	return p.Name
+}
+
 func writeBuiltinDoc(w io.Writer, b *starlib.Builtin) {
 	fmt.Fprintf(w, "%s\n\n%s\n", b.Signature(), b.Doc)
 	if len(b.Params) > 0 {
 		fmt.Fprintln(w, "\nParameters:")
 		for _, p := range b.Params {
-			name := p.Name
-			if p.Variadic {
-				name = "*" + name
-			}
-			if p.Kwargs {
-				name = "**" + name
-			}
+			name := paramName(p)
 			def := ""
 			if p.Default != "" {
 				def = ", default " + p.Default

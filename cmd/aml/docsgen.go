@@ -62,13 +62,7 @@ func builtinsMarkdown() []byte {
 		if len(bi.Params) > 0 {
 			b.WriteString("\n| parameter | type | default | meaning |\n| --- | --- | --- | --- |\n")
 			for _, p := range bi.Params {
-				name := p.Name
-				if p.Variadic {
-					name = "*" + name
-				}
-				if p.Kwargs {
-					name = "**" + name
-				}
+				name := paramName(p)
 				doc := p.Doc
 				if !p.OpenKeys {
 					for _, k := range p.Keys {
