@@ -29,7 +29,11 @@ the run with the golden file:
   - env() sees only "# env: KEY=VALUE" lines of the file's leading comment
     block ("# test: no-default-agent" there gives agents no default
     provider); the process environment and .env files are not read;
-  - include(src=) and skill() paths resolve from the test file's directory.
+  - sandbox and workspace providers are deterministic twins that run and
+    store nothing ("# test: local-providers" keeps local_sandbox() and
+    local_workspace(), whose commands run on this machine);
+  - include(src=), skill() and relative provider paths resolve from the
+    test file's directory.
 
 The golden file records the result, print() output, every agent request
 (provider, model, name, prompt, system, follow-ups, permissions, tools, MCP

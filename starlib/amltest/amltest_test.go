@@ -32,15 +32,15 @@ func write(t testing.TB, dir string, files map[string]string) {
 }
 
 func TestParseDirectives(t *testing.T) {
-	d, err := ParseDirectives([]byte("# rule\n# env: A=1\n#env: B = x=y\n\n# env: C=\n# test: no-default-agent\nx = 1\n# env: D=late\n"))
+	d, err := ParseDirectives([]byte("# rule\n# env: A=1\n#env: B = x=y\n\n# env: C=\n# test: no-default-agent\n# test: local-providers\nx = 1\n# env: D=late\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"A": "1", "B": "x=y", "C": ""}
-	if !reflect.DeepEqual(d.Env, want) || !d.NoDefaultAgent {
-		t.Errorf("got %q (no default agent %v), want %q and true", d.Env, d.NoDefaultAgent, want)
+	if !reflect.DeepEqual(d.Env, want) || !d.NoDefaultAgent || !d.LocalProviders {
+		t.Errorf("got %q (no default agent %v, local providers %v), want %q and true", d.Env, d.NoDefaultAgent, d.LocalProviders, want)
 	}
-	for _, bad := range []string{"# env: novalue\n", "# env: =v\n", "# test: no-default\n"} {
+	for _, bad := range []string{"# env: novalue\n", "# env: =v\n", "# test: no-default\n", "# test: local\n"} {
 		if _, err := ParseDirectives([]byte(bad)); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -194,6 +194,41 @@ x_test.star:4:17 provider=deterministic model=m
 `
 	if string(got) != want {
 		t.Errorf("record:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestLocalProviders checks that "# test: local-providers" keeps
+// local_sandbox() and local_workspace(): the command really runs and the
+// file is really read, from a directory relative to the test file, while
+// without the directive both are twins that run and read nothing.
+func TestLocalProviders(t *testing.T) {
+	dir := t.TempDir()
+	body := `configure(sandbox_provider = local_sandbox(), workspace_provider = local_workspace(directory = "notes"))
+
+def main():
+    return workspace(sandbox(script("cat note.txt | tr a-z A-Z", shell = "sh"), access = "read-write"))
+`
+	write(t, dir, map[string]string{
+		"sub/notes/note.txt": "kept\n",
+		"sub/kept_test.star": "# test: local-providers\n" + body,
+		"sub/twin_test.star": body,
+	})
+	kept, err := Record(t.Context(), filepath.Join(dir, "sub", "kept_test.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(kept), "-- result --\n|KEPT\n") {
+		t.Errorf("with the directive the sandbox must run the command in the workspace directory:\n%s", kept)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "sub", "notes.lock")); !os.IsNotExist(err) {
+		t.Errorf("the workspace lock must be released: %v", err)
+	}
+	twin, err := Record(t.Context(), filepath.Join(dir, "sub", "twin_test.star"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(twin), "KEPT") || !strings.Contains(string(twin), "-- effects --") {
+		t.Errorf("without the directive the sandbox must be a twin that runs nothing:\n%s", twin)
 	}
 }
 

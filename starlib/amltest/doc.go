@@ -33,7 +33,13 @@
 //     and deterministic_workspace() are replaced by deterministic twins of
 //     the same name: sandboxed commands run nowhere (they echo their
 //     command line) and no durable store is touched. Scripts outside any
-//     sandbox are trusted host commands and still run.
+//     sandbox are trusted host commands and still run. With the directive
+//     "# test: local-providers", local_sandbox() and local_workspace() are
+//     kept: their commands run on this machine, as scripts outside any
+//     sandbox do.
+//   - Relative provider paths (a local workspace's directory, a local
+//     sandbox's workspace) resolve from the test file's directory, where
+//     its scripts run.
 //   - env() sees only the "# env: KEY=VALUE" directives of the file's
 //     leading comment block, never the process environment, and no .env
 //     file is read.
@@ -47,6 +53,7 @@
 //	# env: KEY=VALUE          a variable env() sees (repeatable)
 //	# test: no-default-agent  give agents without a provider no default,
 //	                          so they fail as under `aml run`
+//	# test: local-providers   keep local_sandbox() and local_workspace()
 //	# cassette: PATH          serve agent results and answers from a
 //	                          journaled run (aml run --journal DIR): PATH
 //	                          is DIR when it holds one run, else DIR/RUN,

@@ -16,6 +16,8 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/deterministic"
+	"github.com/aml-go/aml/providers/sandbox/local"
+	wslocal "github.com/aml-go/aml/providers/workspace/local"
 	"github.com/aml-go/aml/starlib"
 )
 
@@ -29,6 +31,11 @@ type Directives struct {
 	// NoDefaultAgent is "# test: no-default-agent": agents without a
 	// provider get no deterministic default and fail.
 	NoDefaultAgent bool
+	// LocalProviders is "# test: local-providers": local_sandbox() and
+	// local_workspace() are kept instead of being replaced by twins, so
+	// that sandboxed commands run on this machine (in a temporary
+	// materialization, or in the workspace's directory) as under aml run.
+	LocalProviders bool
 	// Cassette is "# cassette: PATH": a journaled run (see package
 	// journal) whose recorded agent results and answers are served
 	// instead of deterministic twins. PATH is relative to the test file.
@@ -71,8 +78,10 @@ func ParseDirectives(src []byte) (Directives, error) {
 			switch strings.TrimSpace(rest) {
 			case "no-default-agent":
 				d.NoDefaultAgent = true
+			case "local-providers":
+				d.LocalProviders = true
 			default:
-				return Directives{}, fmt.Errorf("unknown directive %q: the test directive is # test: no-default-agent", line)
+				return Directives{}, fmt.Errorf("unknown directive %q: the test directives are # test: no-default-agent and # test: local-providers", line)
 			}
 		}
 	}
@@ -98,8 +107,11 @@ func Record(ctx context.Context, file string, exts ...*starlib.Extension) ([]byt
 		return nil, fmt.Errorf("%s: %w", filepath.Base(abs), err)
 	}
 	dir := filepath.Dir(abs)
-	h := &harness{}
+	h := &harness{local: d.LocalProviders}
 	lo := starlib.LoadOptions{
+		// Relative provider paths resolve from the test file's directory,
+		// as its scripts run there.
+		Dir:        dir,
 		Source:     src,
 		Extensions: exts,
 		Env: func(name string) (string, bool) {
@@ -133,6 +145,8 @@ func Record(ctx context.Context, file string, exts ...*starlib.Extension) ([]byt
 
 // harness is the state of one recorded run.
 type harness struct {
+	// local keeps local_sandbox() and local_workspace() providers.
+	local  bool
 	mu     sync.Mutex
 	prints []string
 	calls  []*call
@@ -208,6 +222,9 @@ func (h *harness) sandboxTwin(p eval.SandboxProvider) eval.SandboxProvider {
 	if _, ok := p.(*deterministic.Sandbox); ok {
 		return p
 	}
+	if _, ok := p.(*local.Provider); ok && h.local {
+		return p
+	}
 	twin, err := deterministic.NewSandbox(deterministic.SandboxOptions{Name: p.Name()})
 	if err != nil {
 		twin, _ = deterministic.NewSandbox(deterministic.SandboxOptions{})
@@ -223,6 +240,9 @@ func (h *harness) workspaceTwin(p eval.WorkspaceProvider) eval.WorkspaceProvider
 		return nil
 	}
 	if _, ok := p.(*deterministic.Workspace); ok {
+		return p
+	}
+	if ip, ok := p.(eval.InPlaceWorkspace); ok && ip.EditsInPlace() && p.Name() == wslocal.Name && h.local {
 		return p
 	}
 	twin, err := deterministic.NewWorkspace(deterministic.WorkspaceOptions{Name: p.Name()})
