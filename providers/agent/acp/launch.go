@@ -73,6 +73,10 @@ type Launch struct {
 	AuthMethodID string
 	// InitialPromptPrefix is prepended to the first turn.
 	InitialPromptPrefix string
+	// CredentialHint, when set, is added to every failure of the session
+	// (not to cancellation): the profile found no credential for the
+	// model and says what to set. CredentialHint returns it.
+	CredentialHint string
 	// ModelHandled reports that the launch already applies the request's
 	// model; otherwise a request with a model fails closed.
 	ModelHandled bool
@@ -321,3 +325,19 @@ func selectValues(opts acpsdk.SessionConfigSelectOptions) []string {
 	}
 	return out
 }
+
+// CredentialHint returns hint when none of vars is set in env or, for a
+// launch on the host (local), in the process environment, and "" when
+// one is: the text a profile puts in Launch.CredentialHint.
+func CredentialHint(env map[string]string, local bool, hint string, vars ...string) string {
+	for _, v := range vars {
+		if env[v] != "" || (local && os.Getenv(v) != "") {
+			return ""
+		}
+	}
+	return hint
+}
+
+// ModelKeyVars are the API key variables of the common model providers,
+// which agents that reach several providers (OpenCode, Pi) read.
+var ModelKeyVars = []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_GENERATIVE_AI_API_KEY", "OPENROUTER_API_KEY", "GROQ_API_KEY", "MISTRAL_API_KEY", "XAI_API_KEY", "DEEPSEEK_API_KEY"}

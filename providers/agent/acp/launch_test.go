@@ -125,3 +125,34 @@ func TestDropMessageChunk(t *testing.T) {
 		t.Fatalf("text %q messages %q", resp.Text, resp.Messages)
 	}
 }
+
+// TestCredentialHint checks that a profile's hint is added to a failed
+// session, and only when none of its variables is set.
+func TestCredentialHint(t *testing.T) {
+	cmd, env := acptest.Command()
+	const hint = "found no key: set AML_TEST_KEY_A"
+	run := func(extra map[string]string) error {
+		p, _ := acp.New(acp.Config{Command: "unused", Profile: func(_ context.Context, lc acp.LaunchContext) (*acp.Launch, error) {
+			e := map[string]string{"AML_FAKE_ACP_SERVE": env["AML_FAKE_ACP_SERVE"], "AML_FAKE_ACP_MODE": "exit-init"}
+			for k, v := range extra {
+				e[k] = v
+			}
+			return &acp.Launch{Command: cmd, Env: e, CredentialHint: acp.CredentialHint(e, lc.Local, hint, "AML_TEST_KEY_A", "AML_TEST_KEY_B")}, nil
+		}})
+		_, err := p.Run(context.Background(), &eval.AgentRequest{Prompt: "x"}, nil)
+		return err
+	}
+	if err := run(nil); err == nil || !strings.Contains(err.Error(), "during initialize: fake agent: refusing to initialize; "+hint) {
+		t.Fatalf("without a key: %v", err)
+	}
+	if err := run(map[string]string{"AML_TEST_KEY_B": "k"}); err == nil || strings.Contains(err.Error(), hint) {
+		t.Fatalf("with a key in env: %v", err)
+	}
+	t.Setenv("AML_TEST_KEY_A", "k")
+	if err := run(nil); err == nil || strings.Contains(err.Error(), hint) {
+		t.Fatalf("with a key in the host environment: %v", err)
+	}
+	if h := acp.CredentialHint(map[string]string{}, false, hint, "AML_TEST_KEY_A"); h != hint {
+		t.Fatalf("inside a sandbox the host environment does not count: %q", h)
+	}
+}

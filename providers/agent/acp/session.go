@@ -456,7 +456,11 @@ func (s *session) printed() string {
 // names the cause of a failure: cancellation, the process exit (with its
 // status and stderr tail) or the protocol error.
 func (s *session) do(ctx context.Context, phase string, f func(context.Context) error) error {
-	return s.redact.Error(s.request(ctx, phase, f))
+	err := s.request(ctx, phase, f)
+	if err != nil && ctx.Err() == nil && s.launch.CredentialHint != "" {
+		err = fmt.Errorf("%w; %s", err, s.launch.CredentialHint)
+	}
+	return s.redact.Error(err)
 }
 
 // request is do before redaction.

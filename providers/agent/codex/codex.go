@@ -102,7 +102,8 @@ func New(o Options) (*acp.Provider, error) {
 			if o.APIKey != "" {
 				e["CODEX_API_KEY"] = o.APIKey
 			}
-			return &acp.Launch{Command: b.Command, Args: slices.Clone(b.Args), Env: e, AuthMethodID: auth, ModelHandled: true, SystemHandled: true}, nil
+			hint := acp.CredentialHint(e, lc.Local, "codex_agent found no API key: set OPENAI_API_KEY (or CODEX_API_KEY), or pass api_key = ... or env = {\"OPENAI_API_KEY\": ...}", "CODEX_API_KEY", "OPENAI_API_KEY")
+			return &acp.Launch{Command: b.Command, Args: slices.Clone(b.Args), Env: e, AuthMethodID: auth, ModelHandled: true, SystemHandled: true, CredentialHint: hint}, nil
 		},
 	})
 }

@@ -148,7 +148,9 @@ func New(o Options) (*acp.Provider, error) {
 		if dir := packageCache(o.PackageCache, e, lc.Local); dir != "" {
 			e[pkgCacheVar] = dir
 		}
-		l := &acp.Launch{Command: b.Command, Args: flags, Env: e, ModelHandled: true, DropMessageChunk: isNotice}
+		l := &acp.Launch{Command: b.Command, Args: flags, Env: e, ModelHandled: true, DropMessageChunk: isNotice,
+			CredentialHint: acp.CredentialHint(e, lc.Local, "copilot_agent found no GitHub token: set COPILOT_GITHUB_TOKEN (or GH_TOKEN or GITHUB_TOKEN), or pass env = {\"COPILOT_GITHUB_TOKEN\": ...}; a model endpoint of your own takes COPILOT_OFFLINE and COPILOT_PROVIDER_BASE_URL (docs/agents.md)",
+				append(slices.Clone(tokenVars), "COPILOT_PROVIDER_BASE_URL")...)}
 		if cfg, err := stdioConfig(req.MCPServers); err != nil {
 			return nil, err
 		} else if cfg != nil {

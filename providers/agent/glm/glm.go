@@ -70,7 +70,8 @@ func New(o Options) (*acp.Provider, error) {
 				e["ACP_GLM_MODEL"] = m
 			}
 			e["ACP_GLM_SESSION_DIR"] = path.Join(lc.StateDir, "sessions")
-			return &acp.Launch{Command: b.Command, Args: slices.Clone(b.Args), Env: e, AuthMethodID: auth, ModelHandled: true}, nil
+			hint := acp.CredentialHint(e, lc.Local, "glm_agent found no API key: set Z_AI_API_KEY, or pass api_key = ...", "Z_AI_API_KEY")
+			return &acp.Launch{Command: b.Command, Args: slices.Clone(b.Args), Env: e, AuthMethodID: auth, ModelHandled: true, CredentialHint: hint}, nil
 		},
 	})
 }

@@ -74,10 +74,11 @@ func New(o Options) (*acp.Provider, error) {
 				e["XDG_DATA_HOME"] = path.Join(st, "data")
 			}
 			return &acp.Launch{
-				Command:      b.Command,
-				Args:         append([]string{"acp", "--pure", "--cwd", lc.Cwd}, b.Args...),
-				Env:          e,
-				ModelHandled: true,
+				Command:        b.Command,
+				Args:           append([]string{"acp", "--pure", "--cwd", lc.Cwd}, b.Args...),
+				Env:            e,
+				ModelHandled:   true,
+				CredentialHint: credentialHint(cfg, b.Env, lc.Local),
 			}, nil
 		},
 	})
@@ -177,4 +178,18 @@ func permissionTable(cfg map[string]any) (map[string]any, error) {
 		return m, nil
 	}
 	return table(cfg, "permission")
+}
+
+// credentialHint is the session's acp.Launch.CredentialHint: none when the
+// config names providers (their options hold keys or a keyless local
+// server), when the user's own data directory (with OpenCode's stored
+// logins) is passed, or when a common provider's key variable is set.
+func credentialHint(cfg map[string]any, env map[string]string, local bool) string {
+	if _, ok := cfg["provider"]; ok {
+		return ""
+	}
+	if _, ok := env["XDG_DATA_HOME"]; ok {
+		return ""
+	}
+	return acp.CredentialHint(env, local, "opencode_agent found no model credential: set the key variable of the model's provider (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...), or configure the provider in config = {\"provider\": ...} (docs/agents.md)", acp.ModelKeyVars...)
 }

@@ -91,6 +91,9 @@ func New(o Options) (*acp.Provider, error) {
 			files = append(files, acp.LaunchFile{Path: "agent/models.json", Content: models})
 		}
 		l := &acp.Launch{Command: b.Command, Args: slices.Clone(b.Args), Env: e, ModelHandled: true, NoSessionMCP: true, TransformText: stripStartup}
+		if models == nil {
+			l.CredentialHint = acp.CredentialHint(e, lc.Local, "pi_agent found no model credential: set the key variable of the model's provider (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...), or define the provider in models = {...} (docs/agents.md)", acp.ModelKeyVars...)
+		}
 		if m := b.ModelFor(req); m != "" {
 			l.Configuration = append(l.Configuration, acp.ConfigSetting{Category: "model", Value: m})
 		}
