@@ -117,6 +117,9 @@ func (d *domain) agentTools(ctx context.Context, plan *agentPlan, sessionSpan st
 			call: func(callCtx context.Context, input any) (any, error) {
 				if callCtx == nil {
 					callCtx = ctx
+				} else {
+					// The call counts toward the session's budgets.
+					callCtx = withSpend(callCtx, d.spendOf(ctx))
 				}
 				return d.invoke(callCtx, t, input, sessionSpan, "agent")
 			}}
@@ -192,6 +195,18 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 	if err := d.countAgentCall(n.Position); err != nil {
 		return dst, err
 	}
+	// Every session accounts its spend in a scope of its own (with the
+	// agent's budget= when it has one), counted toward those around it.
+	var spend *spendScope
+	if n.Budget != nil {
+		spend = newSpendScope(d.spendOf(ctx), *n.Budget, agentLabel(n)+" at "+n.Position.String())
+	} else {
+		spend = newSpendScope(d.spendOf(ctx), Budget{}, "")
+	}
+	if err := d.checkPrice(spend, n, p, req.Model); err != nil {
+		return dst, err
+	}
+	ctx = withSpend(ctx, spend)
 	req.MCPServers = agentMCP(plan)
 	authoredSystem := req.System
 	if len(plan.skills) > 0 {
@@ -263,8 +278,18 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 	)
 	switch {
 	case rec != nil:
-		if resp, err = replayedAgent(rec); err == nil {
+		var spent Usage
+		if resp, spent, err = replayedAgent(rec); err == nil {
 			err = d.replayedFiles(ctx, plan.ws, rec)
+		}
+		if err == nil {
+			// What the recorded session spent counts again, so that a
+			// resumed run never starts its budgets from zero.
+			spent = spend.price(spent, req.Model)
+			spent.ModelCalls = max(spent.ModelCalls, int64(1+len(req.FollowUps)))
+			if be := spend.charge(spent); be != nil {
+				err = budgetStop(n.Position, be)
+			}
 		}
 	case entry != nil && d.journal.cassette:
 		err = newError(n.Position, agentLabel(n)+" has no recording in the cassette: the recorded run never reached it; record the cassette again with aml run --journal")
@@ -287,15 +312,53 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		err = d.recordAgent(ctx, plan.ws, entry, resp, schema != nil, turns, !inProcess(p))
 	}
 	if err != nil {
-		agentSpan.end(err, nil, nil)
+		agentSpan.end(err, spendAttrs(d.trace, "invoke_agent", req.Model, spend), nil)
 		return dst[:start], err
 	}
 	var endContent attrs
 	if d.trace.captures() {
 		endContent = attrs{"result", string(out[start:])}
 	}
-	agentSpan.end(nil, nil, endContent)
+	agentSpan.end(nil, spendAttrs(d.trace, "invoke_agent", req.Model, spend), endContent)
 	return out, nil
+}
+
+// spendAttrs are the OpenTelemetry GenAI attributes of a span: the
+// operation and model (of an agent span) and what its scope spent; none
+// when nothing was reported spent.
+func spendAttrs(t *tracer, op, model string, s *spendScope) attrs {
+	if t == nil {
+		return nil
+	}
+	u := s.total()
+	if u.Tokens() == 0 && u.CostUSD == 0 && u.ToolCalls == 0 {
+		// Nothing reported: the span stays as it was without budgets.
+		return nil
+	}
+	var a attrs
+	if op != "" {
+		a = append(a, "gen_ai.operation.name", op)
+	}
+	if model != "" {
+		a = append(a, "gen_ai.request.model", model)
+	}
+	a = append(a, "gen_ai.usage.input_tokens", u.InputTokens, "gen_ai.usage.output_tokens", u.OutputTokens)
+	if u.CachedInputTokens > 0 {
+		a = append(a, "gen_ai.usage.cache_read.input_tokens", u.CachedInputTokens)
+	}
+	if u.ReasoningTokens > 0 {
+		a = append(a, "gen_ai.usage.reasoning.output_tokens", u.ReasoningTokens)
+	}
+	if u.ModelCalls > 0 {
+		a = append(a, "aml.model_calls", u.ModelCalls)
+	}
+	if u.ToolCalls > 0 {
+		a = append(a, "aml.tool_calls", u.ToolCalls)
+	}
+	if u.CostUSD > 0 {
+		a = append(a, "aml.cost_usd", u.CostUSD)
+	}
+	return a
 }
 
 // structuredResult validates a provider's structured value against the
@@ -339,6 +402,13 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 		sctx, cancel = d.withTimeoutCause(ctx, time.Duration(n.TimeoutMS)*time.Millisecond, &AgentTimeoutError{TimeoutMS: n.TimeoutMS, Pos: n.Position})
 		defer cancel()
 	}
+	if n.Budget != nil && n.Budget.Wall > 0 {
+		var cancel context.CancelFunc
+		w := n.Budget.Wall
+		sctx, cancel = d.withTimeoutCause(sctx, w, &BudgetError{Budget: "wall_s", Spent: w.Seconds(), Limit: w.Seconds(), Scope: agentLabel(n) + " at " + n.Position.String()})
+		defer cancel()
+	}
+	spend := d.spendOf(ctx)
 	var a attrs
 	if d.trace != nil {
 		a = attrs{"provider", p.Name()}
@@ -369,12 +439,22 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 	)
 	unblock := d.workers.block() // the provider works outside the evaluator
 	if sp, ok := p.(SessionProvider); ok {
-		resp, err = d.retained(sctx, sp, req, exec, sess, turns)
+		resp, err = d.retained(sctx, sp, req, exec, sess, turns, spend)
 	} else {
-		resp, err = callProvider(sctx, p, req, exec)
-		if err == nil && resp != nil && turns != nil && (resp.SessionID != "" || resp.StopReason != "" || resp.Usage != "") {
-			// A provider that runs all turns in one call reports the last.
-			*turns = append(*turns, turnOf(1+len(req.FollowUps), "session", resp))
+		// A provider that runs all turns in one call reserves them all.
+		nturns := int64(1 + len(req.FollowUps))
+		if be := spend.reserve(nturns, false); be != nil {
+			err = be
+		} else if resp, err = callProvider(sctx, p, req, exec); err == nil && resp != nil {
+			if turns != nil && (resp.SessionID != "" || resp.StopReason != "" || resp.Usage != "" || resp.Spent != nil) {
+				// A provider that runs all turns in one call reports the last.
+				*turns = append(*turns, turnOf(1+len(req.FollowUps), "session", resp))
+			}
+			if err = spend.chargeReport(resp, req.Model, nturns); err == nil {
+				if be := spend.stopped(); be != nil {
+					err = be
+				}
+			}
 		}
 	}
 	unblock()
@@ -393,6 +473,10 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 // agentFailure wraps a provider error with the agent's position, naming
 // the timeout or cancellation that caused it.
 func (d *domain) agentFailure(ctx, sctx context.Context, n *Agent, p AgentProvider, err error) error {
+	var be *BudgetError
+	if errors.As(context.Cause(sctx), &be) || errors.As(err, &be) {
+		return budgetStop(n.Position, be)
+	}
 	if ctx.Err() != nil {
 		cause := context.Cause(ctx)
 		if !errors.Is(err, cause) {
@@ -424,7 +508,7 @@ func callProvider(ctx context.Context, p AgentProvider, req *AgentRequest, exec 
 
 // retained drives a SessionProvider turn by turn, tracing each turn and
 // the cleanup, and closes the session exactly once.
-func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequest, exec *AgentExecution, sess *span, turns *[]turnRecord) (resp *AgentResponse, err error) {
+func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequest, exec *AgentExecution, sess *span, turns *[]turnRecord, spend *spendScope) (resp *AgentResponse, err error) {
 	// A cancellation (caller, signal or timeout_ms) while the session is
 	// being set up or open is recorded on the session span before the
 	// provider reacts.
@@ -471,6 +555,11 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 		if d.trace.captures() {
 			content = attrs{"prompt", turn.Text}
 		}
+		// A turn is a model call: it starts only while the budgets
+		// have room for one.
+		if be := spend.reserve(1, false); be != nil {
+			return nil, be
+		}
 		ts := sess.childWith(d.trace, "agent", "agent.turn", exec.Source, attrs{"index", int64(turn.Index), "kind", turn.Kind}, content)
 		st, _ := exec.Trace.(*sessionTrace)
 		if st == discardTrace {
@@ -490,7 +579,14 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 		if terr != nil {
 			return nil, terr
 		}
-		if turns != nil && (r.SessionID != "" || r.StopReason != "" || r.Usage != "") {
+		if err := spend.chargeReport(r, req.Model, 1); err != nil {
+			return nil, err
+		}
+		if be := spend.stopped(); be != nil {
+			// A tool call of the turn was refused by a budget.
+			return nil, be
+		}
+		if turns != nil && (r.SessionID != "" || r.StopReason != "" || r.Usage != "" || r.Spent != nil) {
 			// A turn that reports nothing of its own adds nothing to
 			// the record: its index and kind follow from the request.
 			*turns = append(*turns, turnOf(turn.Index, turn.Kind, r))

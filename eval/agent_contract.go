@@ -164,6 +164,20 @@ type AgentResponse struct {
 	SessionID  string
 	StopReason string
 	Usage      string
+	// Spent, when set, is what the turn spent (from a provider that runs
+	// all turns in one call, the session) as a value, which budgets read
+	// instead of parsing Usage; a journal records it in Usage's place
+	// when Usage is "". In-process providers set it to spare the JSON.
+	Spent *Usage `json:",omitempty"`
+}
+
+// spentOf returns what a response reports spent: Spent, else Usage
+// parsed (see ParseUsage).
+func spentOf(r *AgentResponse) (Usage, error) {
+	if r.Spent != nil {
+		return *r.Spent, nil
+	}
+	return ParseUsage(r.Usage)
 }
 
 // AgentExecution is the immutable execution context of one session: trace

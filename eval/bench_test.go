@@ -43,6 +43,29 @@ func benchRuntime(b *testing.B, p eval.AgentProvider, limits eval.Limits) *eval.
 	return rt
 }
 
+// usageProvider echoes the prompt and reports 100 input and 20 output
+// tokens a session.
+func usageProvider(b *testing.B) *deterministic.Agent {
+	b.Helper()
+	p, err := deterministic.New(deterministic.Options{Usage: func(context.Context, *eval.AgentRequest, int) (eval.Usage, error) {
+		return eval.Usage{InputTokens: 100, OutputTokens: 20}, nil
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
+
+// budgetRuntime is benchRuntime with a run budget that is never reached.
+func budgetRuntime(b *testing.B, p eval.AgentProvider, limits eval.Limits) *eval.Runtime {
+	b.Helper()
+	rt, err := eval.New(eval.Options{AgentProvider: p, Limits: &limits, Budget: &eval.Budget{Tokens: 1 << 40, ModelCalls: 1 << 40}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rt
+}
+
 // siblingAgents returns n sibling agents with the prompt "p".
 func siblingAgents(n int) []any {
 	agents := make([]any, n)
@@ -96,6 +119,17 @@ func BenchmarkSeq10k(b *testing.B) {
 	b.Run("norecord", func(b *testing.B) {
 		benchEvaluate(b, benchRuntime(b, echoNoRecord{}, noLimits), nil, tree, benchN)
 	})
+	// usage reports each session's usage; budget also counts it against
+	// a run budget (and a budget() around the agents), which is what
+	// budget accounting costs.
+	b.Run("usage", func(b *testing.B) {
+		p := usageProvider(b)
+		benchEvaluate(b, benchRuntime(b, p, noLimits), p.Reset, tree, benchN)
+	})
+	b.Run("usage-budget", func(b *testing.B) {
+		p := usageProvider(b)
+		benchEvaluate(b, budgetRuntime(b, p, noLimits), p.Reset, &eval.BudgetScope{Children: tree, Budget: eval.Budget{Tokens: 1 << 40}}, benchN)
+	})
 	// limit4 is the baseline of BenchmarkParallel10k/limit4: the same
 	// agents under the default concurrency limit.
 	b.Run("limit4", func(b *testing.B) {
@@ -121,6 +155,14 @@ func BenchmarkParallel10k(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			p := benchProvider(b, "")
 			benchEvaluate(b, benchRuntime(b, p, bc.limits), p.Reset, tree, benchN)
+		})
+		b.Run(bc.name+"/usage", func(b *testing.B) {
+			p := usageProvider(b)
+			benchEvaluate(b, benchRuntime(b, p, bc.limits), p.Reset, tree, benchN)
+		})
+		b.Run(bc.name+"/usage-budget", func(b *testing.B) {
+			p := usageProvider(b)
+			benchEvaluate(b, budgetRuntime(b, p, bc.limits), p.Reset, tree, benchN)
 		})
 	}
 }

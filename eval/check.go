@@ -179,6 +179,11 @@ func (d *domain) checkWith(buf *checkBuf, value any, pl place, depth int, pos Po
 					return textAfterFollowUpError(n.Position)
 				}
 				pushKids(n.Branches, cpl, depth, nil, n.Position)
+			case *BudgetScope:
+				if err := n.Budget.Validate(); err != nil {
+					return newError(n.Position, "budget(): "+err.Error())
+				}
+				pushKids(n.Children, cpl, depth, nil, n.Position)
 			case *ToolGrant, *MCPGrant:
 				if ac != nil {
 					if ac.grants == nil {
@@ -340,6 +345,8 @@ func scanStructured(value any, pos Position) error {
 			}
 		case *Parallel:
 			return structuredParallelError(v.Position)
+		case *BudgetScope:
+			return newError(v.Position, "budget() cannot hold the agent whose structured result evaluate(schema=...) collects; put the budget() around the evaluate() call's component, or give the agent budget = {...}")
 		case Node:
 			// Components resolve later; system()/follow_up() here are
 			// placement errors reported by check.

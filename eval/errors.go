@@ -100,11 +100,60 @@ func (e *ParallelError) Error() string {
 		b.WriteString(": ")
 	}
 	fmt.Fprintf(&b, "%d of %d parallel branches failed", len(e.Failures), e.Branches)
+	// Branches that failed with the same words (a budget that ran out
+	// stops many at once) are listed once.
+	type group struct {
+		text    string
+		indexes []int
+	}
+	var groups []*group
+	byText := map[string]*group{}
 	for _, f := range e.Failures {
-		b.WriteString("\n  branch ")
-		b.WriteString(strconv.Itoa(f.Index))
+		text := f.Err.Error()
+		g := byText[text]
+		if g == nil {
+			g = &group{text: text}
+			byText[text] = g
+			groups = append(groups, g)
+		}
+		g.indexes = append(g.indexes, f.Index)
+	}
+	for _, g := range groups {
+		if len(g.indexes) == 1 {
+			b.WriteString("\n  branch ")
+			b.WriteString(strconv.Itoa(g.indexes[0]))
+		} else {
+			b.WriteString("\n  branches ")
+			b.WriteString(indexList(g.indexes))
+		}
 		b.WriteString(": ")
-		b.WriteString(strings.ReplaceAll(f.Err.Error(), "\n", "\n    "))
+		b.WriteString(strings.ReplaceAll(g.text, "\n", "\n    "))
+	}
+	return b.String()
+}
+
+// indexList renders ascending branch indexes with runs collapsed: "0, 2-5,
+// 9".
+func indexList(ix []int) string {
+	var b strings.Builder
+	for i := 0; i < len(ix); {
+		j := i
+		for j+1 < len(ix) && ix[j+1] == ix[j]+1 {
+			j++
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(ix[i]))
+		if j > i {
+			if j == i+1 {
+				b.WriteString(", ")
+			} else {
+				b.WriteString("-")
+			}
+			b.WriteString(strconv.Itoa(ix[j]))
+		}
+		i = j + 1
 	}
 	return b.String()
 }
@@ -220,6 +269,10 @@ func canceled(ctx context.Context, pos Position) error {
 	cause := context.Cause(ctx)
 	if cause == nil {
 		cause = ctx.Err()
+	}
+	var be *BudgetError
+	if errors.As(cause, &be) {
+		return budgetStop(pos, be)
 	}
 	return &EvaluationError{Msg: "evaluation cancelled", Pos: pos, Err: cause}
 }

@@ -475,6 +475,15 @@ func (e *evaluator) enter(n Node) error {
 			return err
 		}
 		return e.write(text, n.Position)
+	case *BudgetScope:
+		if e.sc.target != nil && p.sink == 0 {
+			return newError(n.Position, "budget() cannot hold the agent whose structured result evaluate(schema=...) collects; give the agent budget = {...} instead")
+		}
+		text, err := e.budgetScope(n, depth)
+		if err != nil {
+			return err
+		}
+		return e.write(text, n.Position)
 	case *Component:
 		return e.component(n, base)
 	default:
@@ -651,6 +660,34 @@ func (e *evaluator) parallel(n *Parallel, depth int) (string, error) {
 		buf = append(buf, t...)
 	}
 	return string(buf), nil
+}
+
+// budgetScope evaluates a budget()'s children as one nested evaluation
+// under a spend scope of its own (and its wall time bound).
+func (e *evaluator) budgetScope(n *BudgetScope, depth int) (string, error) {
+	name := "budget() at " + n.Position.String()
+	s := newSpendScope(e.d.spendOf(e.ctx), n.Budget, name)
+	ctx := withSpend(e.ctx, s)
+	if w := n.Budget.Wall; w > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = e.d.withTimeoutCause(ctx, w, &BudgetError{Budget: "wall_s", Spent: w.Seconds(), Limit: w.Seconds(), Scope: name})
+		defer cancel()
+	}
+	sp := e.d.trace.startSpan(e.spanParent(), "component", "Budget", n.Position, nil, nil)
+	sc := scope{depth: depth, span: sp.ID(), ctx: e.top().ctx, comps: e.top().comps, path: e.top().path.child("b"), res: e.top().res}
+	if sc.span == "" {
+		sc.span = e.spanParent()
+	}
+	texts, err := e.d.evaluateAll(ctx, []any{n.Children}, sc, n.Position, true)
+	var pe *ParallelError
+	if errors.As(err, &pe) && len(pe.Failures) == 1 {
+		err = pe.Failures[0].Err
+	}
+	sp.end(err, spendAttrs(e.d.trace, "", "", s), nil)
+	if err != nil {
+		return "", err
+	}
+	return texts[0], nil
 }
 
 // flattenBranches turns parallel() arguments into branches: lists are

@@ -1003,7 +1003,13 @@ type turnRecord struct {
 }
 
 func turnOf(index int, kind string, r *AgentResponse) turnRecord {
-	return turnRecord{Index: index, Kind: kind, SessionID: r.SessionID, StopReason: r.StopReason, Usage: r.Usage}
+	usage := r.Usage
+	if usage == "" && r.Spent != nil {
+		if b, err := json.Marshal(r.Spent); err == nil {
+			usage = string(b)
+		}
+	}
+	return turnRecord{Index: index, Kind: kind, SessionID: r.SessionID, StopReason: r.StopReason, Usage: usage}
 }
 
 // agentResult is the recorded result of an agent session.
@@ -1074,21 +1080,30 @@ func appendAgentFingerprint(dst []byte, req *AgentRequest, system string, p Agen
 	return b
 }
 
-// replayedAgent turns a recorded agent result back into a response.
-func replayedAgent(rec *Effect) (*AgentResponse, error) {
+// replayedAgent turns a recorded agent result back into a response, with
+// what its turns spent (their recorded usage reports, summed).
+func replayedAgent(rec *Effect) (*AgentResponse, Usage, error) {
 	if text, ok := plainText(rec.Result); ok {
-		return &AgentResponse{Text: text}, nil
+		return &AgentResponse{Text: text}, Usage{}, nil
 	}
 	var r agentResult
 	if err := decodeJSON(rec.Result, &r); err != nil {
-		return nil, &EvaluationError{Msg: "the journal's record of " + rec.Label + " cannot be read", Pos: rec.Pos, Err: err}
+		return nil, Usage{}, &EvaluationError{Msg: "the journal's record of " + rec.Label + " cannot be read", Pos: rec.Pos, Err: err}
 	}
 	resp := &AgentResponse{Text: r.Text, Structured: r.Structured}
+	var spent Usage
+	for _, t := range r.Turns {
+		u, err := ParseUsage(t.Usage)
+		if err != nil {
+			return nil, Usage{}, &EvaluationError{Msg: "the journal's record of " + rec.Label + " has a usage report that cannot be read", Pos: rec.Pos, Err: err}
+		}
+		spent = spent.Add(u)
+	}
 	if n := len(r.Turns); n > 0 {
 		t := r.Turns[n-1]
 		resp.SessionID, resp.StopReason, resp.Usage = t.SessionID, t.StopReason, t.Usage
 	}
-	return resp, nil
+	return resp, spent, nil
 }
 
 // plainText reads the result {"text":"..."} whose text needs no

@@ -91,6 +91,9 @@ type Agent struct {
 	// Permissions are the requested native controls; nil means
 	// DefaultPermissions.
 	Permissions *Permissions
+	// Budget, when set, bounds what this one session spends; it counts
+	// toward the budgets around it.
+	Budget *Budget
 	// Position is where the node was authored.
 	Position Position
 }
@@ -133,6 +136,22 @@ type Parallel struct {
 	Branches []any
 	Position Position
 }
+
+// BudgetScope bounds what its children spend: every agent session and
+// tool call inside counts toward Budget and toward the budgets around it.
+// Its children are evaluated as one nested evaluation (like a parallel()
+// branch), so that its wall time bound can stop them.
+type BudgetScope struct {
+	Children []any
+	Budget   Budget
+	Position Position
+}
+
+// Kind implements Node.
+func (*BudgetScope) Kind() string { return "budget" }
+
+// Pos implements Node.
+func (n *BudgetScope) Pos() Position { return n.Position }
 
 // Component is a lazily evaluated function component.
 type Component struct {

@@ -177,6 +177,11 @@ func childPlace(n Node, pl place) (place, error) {
 			return pl, newError(n.Pos(), name+" is not valid inside follow_up(); capabilities apply to the whole session, so grant it directly in agent()")
 		}
 		return pl, nil
+	case *BudgetScope:
+		if pl.agent {
+			return pl, newError(n.Position, "budget() is not valid inside agent(); put it around the agent, or give the agent budget = {...}")
+		}
+		return pl.scopes(), nil
 	case *Parallel:
 		// Each branch is its own nested evaluation: agent-scoped nodes in a
 		// branch do not attach to an agent around the parallel().

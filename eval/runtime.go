@@ -109,6 +109,9 @@ type FinishEvent struct {
 	Status   string
 	Err      error
 	Duration time.Duration
+	// Usage is what the run's agent sessions spent, replayed ones
+	// included.
+	Usage Usage
 }
 
 // Options configure a Runtime. They are copied by New; later changes to
@@ -185,6 +188,13 @@ type Options struct {
 	// Executor runs the evaluations' fan-outs, agent slots, serial turns
 	// and agent timeouts; nil is the in-process executor (see Executor).
 	Executor Executor
+	// Budget bounds what the run spends (tokens, cost, model and tool
+	// calls, elapsed time); nil or zero bounds nothing. budget() nodes
+	// and agent(budget=) add budgets of their own, counted toward it.
+	Budget *Budget
+	// Prices are the models' prices by name (see PriceOf), from which the
+	// cost of a session is counted when its provider reports none.
+	Prices map[string]Price
 }
 
 // Runtime evaluates AML values. It holds only configuration: every call to
@@ -206,6 +216,23 @@ func New(opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	limits = limits.WithDefaults()
+	if b := opts.Budget; b != nil {
+		if err := b.Validate(); err != nil {
+			return nil, err
+		}
+		c := *b
+		opts.Budget = &c
+	}
+	if opts.Prices != nil {
+		prices := make(map[string]Price, len(opts.Prices))
+		for k, p := range opts.Prices {
+			if err := p.Validate(); err != nil {
+				return nil, fmt.Errorf("price of %q: %w", k, err)
+			}
+			prices[k] = p
+		}
+		opts.Prices = prices
+	}
 	opts.Trace = append([]TraceSink(nil), opts.Trace...)
 	if opts.AllowedTools != nil {
 		opts.AllowedTools = append([]string{}, opts.AllowedTools...)
@@ -311,6 +338,17 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 		d.sched = d.newSemaphore(ctx, n)
 	}
 	d.hostGate = d.newSemaphore(ctx, 1)
+	var runBudget Budget
+	if b := r.opts.Budget; b != nil {
+		runBudget = *b
+	}
+	d.spend = newSpendScope(nil, runBudget, "the run")
+	d.spend.prices = r.opts.Prices
+	if w := runBudget.Wall; w > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = d.withTimeoutCause(ctx, w, &BudgetError{Budget: "wall_s", Spent: w.Seconds(), Limit: w.Seconds(), Scope: "the run"})
+		defer cancel()
+	}
 	d.trace = newTracer(runID, r.opts.Trace, r.opts.OnTraceError)
 	var rootPath *effectPath
 	if o.Journal != nil {
@@ -373,7 +411,7 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 		if herr := d.releaseHost(ctx); herr != nil {
 			err = errors.Join(err, herr)
 		}
-		root.end(err, nil, nil)
+		root.end(err, spendAttrs(d.trace, "", "", d.spend), nil)
 	}
 	if d.journal != nil {
 		if o.findings != nil {
@@ -387,7 +425,7 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 		if err != nil {
 			status = StatusError
 		}
-		r.opts.OnFinish(FinishEvent{RunID: runID, Status: status, Err: err, Duration: time.Since(started)})
+		r.opts.OnFinish(FinishEvent{RunID: runID, Status: status, Err: err, Duration: time.Since(started), Usage: d.spend.total()})
 	}
 	if err != nil {
 		return "", err
@@ -421,6 +459,8 @@ type domain struct {
 	workers *workers
 	trace   *tracer
 	calls   atomic.Int64
+	// spend accounts the run's spend against Options.Budget.
+	spend *spendScope
 	// journal is the journal state of a durable run, else nil.
 	journal *journaling
 	// workspaceUsed enforces one workspace() per evaluation.

@@ -208,6 +208,9 @@ func (d *domain) invoke(ctx context.Context, t *Tool, raw any, parentSpan string
 			content = attrs{"input", s}
 		}
 	}
+	if be := d.spendOf(ctx).reserveTool(); be != nil {
+		return nil, budgetStop(t.pos, be)
+	}
 	sp := d.trace.startSpan(parentSpan, "tool", t.name, t.pos, attrs{"tool.caller", via}, content)
 	out, err := d.runTool(ctx, t, raw)
 	var endContent attrs

@@ -26,6 +26,7 @@ const (
 	KindInclude   = "include"   // include() outside an agent
 	KindText      = "text"      // literal text the output contains
 	KindProvide   = "provide"   // provide(): a frame around its children
+	KindBudget    = "budget"    // budget(): a frame around its children
 	KindMore      = "more"      // branches left out of a wide parallel()
 )
 
@@ -62,7 +63,7 @@ type Node struct {
 // Frame reports whether n is drawn as a frame enclosing its children.
 func (n *Node) Frame() bool {
 	switch n.Kind {
-	case KindSandbox, KindWorkspace, KindProvide:
+	case KindSandbox, KindWorkspace, KindProvide, KindBudget:
 		return true
 	case KindComponent:
 		return !n.Lazy
@@ -258,6 +259,11 @@ func (b *builder) node(v any) *Node {
 		if v.Cwd != "" {
 			n.Details = append(n.Details, "cwd: "+v.Cwd)
 		}
+		n.Children = b.items(v.Children)
+		return n
+	case *eval.BudgetScope:
+		n := b.newNode(KindBudget, "budget", v.Position)
+		n.Details = append(n.Details, budgetDetails(v.Budget)...)
 		n.Children = b.items(v.Children)
 		return n
 	case *eval.Provide:
@@ -475,4 +481,25 @@ func (n *Node) Walk(fn func(*Node)) {
 	for _, c := range n.Children {
 		c.Walk(fn)
 	}
+}
+
+// budgetDetails lists the bounds of a budget() as its frame shows them.
+func budgetDetails(bu eval.Budget) []string {
+	var out []string
+	if bu.Tokens > 0 {
+		out = append(out, "tokens: "+strconv.FormatInt(bu.Tokens, 10))
+	}
+	if bu.CostUSD > 0 {
+		out = append(out, "cost: "+eval.FormatUSD(bu.CostUSD))
+	}
+	if bu.ModelCalls > 0 {
+		out = append(out, "model calls: "+strconv.FormatInt(bu.ModelCalls, 10))
+	}
+	if bu.ToolCalls > 0 {
+		out = append(out, "tool calls: "+strconv.FormatInt(bu.ToolCalls, 10))
+	}
+	if bu.Wall > 0 {
+		out = append(out, "wall: "+bu.Wall.String())
+	}
+	return out
 }

@@ -35,6 +35,8 @@ func styleOf(s shape) style {
 		return style{fill: "#fffbea", stroke: "#b8860b"}
 	case n.Kind == KindProvide:
 		return style{fill: "#ffffff", stroke: "#9a9a9a", dashed: true}
+	case n.Kind == KindBudget:
+		return style{fill: "#fdf0f0", stroke: "#c0504d", dashed: true}
 	case n.Kind == KindMore:
 		return style{fill: "#ffffff", stroke: "#b0b0b0", dashed: true}
 	}

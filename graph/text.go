@@ -128,6 +128,7 @@ func WriteMermaid(w io.Writer, g *Graph) error {
 		{"sandbox", "fill:#f2fbf5,stroke:#2e9d5b"},
 		{"workspace", "fill:#fffbea,stroke:#b8860b"},
 		{"provide", "fill:#ffffff,stroke:#9a9a9a,stroke-dasharray:5 3"},
+		{"budget", "fill:#fdf0f0,stroke:#c0504d,stroke-dasharray:5 3"},
 		{"file", "fill:#f3f3f3,stroke:#9a9a9a"},
 		{"include", "fill:#f3f3f3,stroke:#9a9a9a"},
 		{"text", "fill:#f3f3f3,stroke:#9a9a9a"},

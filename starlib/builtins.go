@@ -42,6 +42,7 @@ The children form the initial prompt (trimmed); system() children extend the sys
 		{Name: "timeout_ms", Type: "int | None", Default: "None", Positive: true, Unit: "milliseconds", OmitFor: "no timeout", Doc: "Positive bound in milliseconds on the provider session, counted once it holds a scheduler slot."},
 		{Name: "cwd", Type: "str | None", Default: "None", Doc: "Agent-local working directory inside the enclosing sandbox(); requires one."},
 		{Name: "permissions", Type: "dict | None", Default: "None", Keys: permissionKeys, Doc: `Requested native controls: {"filesystem": "read-only"|"read-write", "network": bool, "shell": bool}; omitted keys keep read-write, True, True.`},
+		{Name: "budget", Type: "dict | None", Default: "None", Keys: budgetKeys, Doc: `What this one session may spend: {"tokens": N, "cost_usd": X, "model_calls": N, "tool_calls": N, "wall_s": N} (any of them); it counts toward the budgets around it.`},
 	},
 	Returns: "an agent node",
 	Example: `agent("Review the change.", system("Be concise."), provider = echo)`,
@@ -89,6 +90,15 @@ func agentImpl(c *Call) (starlark.Value, error) {
 	}
 	if d, ok := c.Value("permissions").(*starlark.Dict); ok {
 		n.Permissions = permissions(d)
+	}
+	if v := c.Value("budget"); v != nil && v != starlark.None {
+		b, err := budgetDict("budget", v)
+		if err != nil {
+			return nil, c.Errorf("%v", err)
+		}
+		if !b.IsZero() {
+			n.Budget = b
+		}
 	}
 	return nodeValue(n), nil
 }
@@ -468,6 +478,8 @@ Call it at most once, at top level of the entry file. Precedence, lowest first: 
 		{Name: "system", Type: "str | None", Default: "None", Doc: "First system fragment of every agent."},
 		{Name: "allowed_tools", Type: "list | None", Default: "None", Doc: "Exact names of tools that may be granted to agents (unrestricted when omitted)."},
 		{Name: "allowed_mcp_servers", Type: "list | None", Default: "None", Doc: "Exact names of MCP servers that may be granted (unrestricted when omitted)."},
+		{Name: "budget", Type: "dict | None", Default: "None", Keys: budgetKeys, Doc: `What the run may spend: {"tokens": N, "cost_usd": X, "model_calls": N, "tool_calls": N, "wall_s": N} (any of them); the --max-tokens, --max-cost, --max-model-calls, --max-tool-calls and --max-wall flags override its keys.`},
+		{Name: "prices", Type: "dict | None", Default: "None", Doc: `Model prices for cost budgets, in US dollars per million tokens: {"MODEL": {"input": 1.25, "output": 10, "cached_input": 0.125}}; --prices FILE (the same as JSON) overrides it.`},
 	}, limitParams...),
 	Returns: "None",
 	Example: `configure(agent_provider = deterministic_agent(), max_agent_calls = 8)`,
@@ -542,6 +554,20 @@ func configureImpl(c *Call) (starlark.Value, error) {
 		}
 		v := int(n)
 		*f.dst = &v
+	}
+	if v := c.Value("budget"); v != nil && v != starlark.None {
+		b, err := budgetDict("budget", v)
+		if err != nil {
+			return nil, c.Errorf("%v", err)
+		}
+		cfg.Budget = b
+	}
+	if v := c.Value("prices"); v != nil && v != starlark.None {
+		p, err := pricesDict(v)
+		if err != nil {
+			return nil, c.Errorf("%v", err)
+		}
+		cfg.Prices = p
 	}
 	e.config = cfg
 	e.configured = true

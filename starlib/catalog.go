@@ -153,7 +153,7 @@ func (b *Builtin) Summary() string {
 // persistent workspaces, ...) are Extensions in packages of their own.
 var core = []*Builtin{
 	// nodes and components
-	agentBuiltin, systemBuiltin, followUpBuiltin, blockBuiltin, fragmentBuiltin, parallelBuiltin, includeBuiltin,
+	agentBuiltin, systemBuiltin, followUpBuiltin, blockBuiltin, fragmentBuiltin, parallelBuiltin, budgetBuiltin, includeBuiltin,
 	componentBuiltin, evaluateBuiltin, evaluateAllBuiltin, withTraceSpanBuiltin, askBuiltin, approveBuiltin,
 	createContextBuiltin, provideBuiltin, useContextBuiltin,
 	// capabilities

@@ -24,6 +24,7 @@ respond(req) receives the resolved request: req.prompt (str), req.follow_ups (li
 		{Name: "respond", Type: "callable | None", Default: "None", Doc: "Function computing the response from the request."},
 		{Name: "name", Type: "str", Default: `"deterministic"`, Doc: "Provider name shown in traces."},
 		{Name: "supports_sandbox", Type: "bool", Default: "False", Doc: "Accept an enclosing sandbox()."},
+		{Name: "usage", Type: "dict | callable | None", Default: "None", Keys: usageKeys, Doc: `What each session reports it spent, for budgets and spend offline: {"input_tokens": N, "output_tokens": N, "cached_input_tokens": N, "reasoning_tokens": N, "model_calls": N, "cost_usd": X}, or a function of the request returning such a dict.`},
 	},
 	Returns: "an agent provider",
 	Example: `echo = deterministic_agent(respond = lambda req: "Resolved: " + req.prompt)`,
@@ -43,11 +44,47 @@ func deterministicAgentImpl(c *Call) (starlark.Value, error) {
 		fn.Freeze()
 		opts.Respond = respondFunc(e, fn, c.pos)
 	}
+	switch v := c.Value("usage").(type) {
+	case *starlark.Dict:
+		u, cost, err := usageDict("usage", v)
+		if err != nil {
+			return nil, c.Errorf("%v", err)
+		}
+		u.CostReported = cost
+		opts.Usage = func(context.Context, *eval.AgentRequest, int) (eval.Usage, error) { return u, nil }
+		opts.ReportsCost = cost
+	case starlark.Callable:
+		e := envOf(c.thread)
+		if e == nil {
+			return nil, c.Errorf("called outside an AML workflow")
+		}
+		v.Freeze()
+		opts.Usage = usageFunc(e, v, c.pos)
+	}
 	p, err := deterministic.New(opts)
 	if err != nil {
 		return nil, c.Errorf("%v", err)
 	}
 	return &AgentProviderValue{Provider: p}, nil
+}
+
+// usageFunc calls a Starlark usage function on its own thread, as
+// respondFunc calls respond.
+func usageFunc(e *env, fn starlark.Callable, pos eval.Position) deterministic.UsageFunc {
+	return func(ctx context.Context, req *eval.AgentRequest, idx int) (eval.Usage, error) {
+		th, stop := e.newThread(ctx, "usage")
+		defer stop()
+		v, err := starlark.Call(th, fn, starlark.Tuple{requestValue(ctx, req, idx)}, nil)
+		if err != nil {
+			return eval.Usage{}, fromStarlark(ctx, err, pos)
+		}
+		u, cost, err := usageDict("the value of the usage function", v)
+		if err != nil {
+			return eval.Usage{}, &eval.EvaluationError{Msg: err.Error(), Pos: pos}
+		}
+		u.CostReported = cost
+		return u, nil
+	}
 }
 
 // respondFunc calls a Starlark respond function on its own thread, with

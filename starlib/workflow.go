@@ -89,6 +89,10 @@ type Config struct {
 	MaxTurnsPerAgent    *int
 	MaxSteps            *int
 	MaxPromptBytes      *int
+	// Budget is configure(budget=), or nil.
+	Budget *eval.Budget
+	// Prices is configure(prices=), or nil.
+	Prices map[string]eval.Price
 	// Pos is where configure() was called.
 	Pos eval.Position
 }
@@ -575,6 +579,13 @@ func (w *Workflow) ApplyConfig(opts *eval.Options) {
 	if opts.Limits == nil {
 		l := w.Limits()
 		opts.Limits = &l
+	}
+	if opts.Budget == nil && w.Config.Budget != nil {
+		b := *w.Config.Budget
+		opts.Budget = &b
+	}
+	if opts.Prices == nil {
+		opts.Prices = w.Config.Prices
 	}
 	if opts.AllowedTools == nil && w.Config.AllowedTools != nil {
 		opts.AllowedTools = w.Config.AllowedTools

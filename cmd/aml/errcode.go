@@ -27,6 +27,7 @@ const (
 	codeCancelled         = "AML_CANCELLED"            // a signal cancelled the run
 	codeSuspended         = "AML_SUSPENDED"            // a journaled run waits for answers
 	codeLimit             = "AML_LIMIT_EXCEEDED"       // a run exceeded one of its limits
+	codeBudget            = "AML_BUDGET_EXCEEDED"      // a budget stopped the run
 	codeFailed            = "AML_FAILED"               // any other failure
 )
 
@@ -42,6 +43,7 @@ func errorCode(err error) string {
 		load     *starlib.LoadError
 		waiting  *eval.SuspendedError
 		limit    *eval.LimitError
+		budget   *eval.BudgetError
 	)
 	switch {
 	case err == nil:
@@ -70,6 +72,8 @@ func errorCode(err error) string {
 		return codeLoad
 	case errors.As(err, &limit):
 		return codeLimit
+	case errors.As(err, &budget):
+		return codeBudget
 	case errors.Is(err, context.Canceled):
 		return codeCancelled
 	}
@@ -92,7 +96,7 @@ var exitCodeTable = []struct {
 	{exitFailure, "the run failed (a provider, a tool, a Starlark error at run time), a test failed, `aml check` found an error, `aml fmt` met a file that does not parse"},
 	{exitUsage, "usage error (an unknown command or flag, a missing argument) or a workflow that does not load: a syntax error, an undefined name, an unknown keyword or any other error `aml check` reports (`aml run` checks the file first, so these fail before anything runs), a failing top level"},
 	{exitSuspended, "a journaled run waits for answers to its `ask()` questions: answer them with `aml resume RUN --answer ID=VALUE`"},
-	{exitLimit, "the run exceeded one of its limits (`max_agent_calls`, `max_steps`, `max_depth`, `max_turns_per_agent`, `max_prompt_bytes`; `--json` code `AML_LIMIT_EXCEEDED`)"},
+	{exitLimit, "the run exceeded one of its limits (`max_agent_calls`, `max_steps`, `max_depth`, `max_turns_per_agent`, `max_prompt_bytes`; `--json` code `AML_LIMIT_EXCEEDED`) or a budget stopped it (`configure(budget=)`, `budget()`, `agent(budget=)`, the `--max-*` spend flags; `--json` code `AML_BUDGET_EXCEEDED`)"},
 	{exitSIGINT, "cancelled by SIGINT (Ctrl-C)"},
 	{exitSIGTERM, "cancelled by SIGTERM"},
 }
@@ -113,6 +117,7 @@ var jsonCodeTable = []struct {
 	{codeLoad, "the workflow did not load: a syntax error, an undefined name, an error `aml check` reports, a failing top level"},
 	{codeSuspended, "a journaled run waits for answers to its questions (`success` is false, there is no `error`; `questions` lists them)"},
 	{codeLimit, "the run exceeded one of its limits (`max_agent_calls`, `max_steps`, `max_depth`, `max_turns_per_agent`, `max_prompt_bytes`)"},
+	{codeBudget, "a budget stopped the run: tokens, cost, model calls, tool calls or wall time (the error names the budget, what was spent and its limit)"},
 	{codeCancelled, "a signal or `aml cancel` cancelled the run"},
 	{codeFailed, "any other failure"},
 }

@@ -157,7 +157,7 @@ func (r *runner) recordOutcome(run *journal.Run) func(outcome) outcome {
 // to answer them.
 func (r *runner) reportSuspended(runID string, dur time.Duration, se *eval.SuspendedError) {
 	if r.f.json {
-		writeEnvelope(r.stdout, runID, dur, "", se, map[string]any{"suspended": true, "questions": se.Questions})
+		writeEnvelope(r.stdout, runID, dur, "", se, r.spent, map[string]any{"suspended": true, "questions": se.Questions})
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "run %s is waiting for %d answer(s):\n", runID, len(se.Questions))
@@ -374,7 +374,7 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	fail := func(format string, a ...any) int {
 		err := fmt.Errorf(format, a...)
 		if f.json {
-			writeEnvelope(stdout, pos[0], 0, "", err)
+			writeEnvelope(stdout, pos[0], 0, "", err, eval.Usage{})
 		}
 		fmt.Fprintf(stderr, "aml resume: %v\n", err)
 		return exitUsage

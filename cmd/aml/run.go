@@ -59,6 +59,53 @@ func (f *limitFlag) Set(s string) error {
 	return nil
 }
 
+// floatFlag is a non-negative number flag that remembers whether it was
+// given.
+type floatFlag struct {
+	v   float64
+	set bool
+}
+
+// String implements flag.Value.
+func (f *floatFlag) String() string { return strconv.FormatFloat(f.v, 'f', -1, 64) }
+
+// Set implements flag.Value: a non-negative finite number.
+func (f *floatFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return fmt.Errorf("want a non-negative number (0: no budget), got %q", s)
+	}
+	f.v, f.set = v, true
+	return nil
+}
+
+// durationFlag is a non-negative duration flag, in seconds or with a unit
+// ("90", "1.5", "10m"), that remembers whether it was given.
+type durationFlag struct {
+	v   time.Duration
+	set bool
+}
+
+// String implements flag.Value.
+func (f *durationFlag) String() string { return f.v.String() }
+
+// Set implements flag.Value.
+func (f *durationFlag) Set(s string) error {
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		if v < 0 || math.IsInf(v, 0) || math.IsNaN(v) || v > math.MaxInt64/float64(time.Second) {
+			return fmt.Errorf("want a non-negative number of seconds or a duration such as 10m, got %q", s)
+		}
+		f.v, f.set = time.Duration(v*float64(time.Second)), true
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("want a non-negative number of seconds or a duration such as 10m, got %q", s)
+	}
+	f.v, f.set = v, true
+	return nil
+}
+
 type runFlags struct {
 	entry          string
 	envFile        string
@@ -74,6 +121,12 @@ type runFlags struct {
 	maxTurns       limitFlag
 	maxSteps       limitFlag
 	maxPromptBytes limitFlag
+	// The spend flags override configure(budget=)'s keys; prices is
+	// --prices FILE.
+	maxTokens, maxModelCalls, maxToolCalls limitFlag
+	maxCost                                floatFlag
+	maxWall                                durationFlag
+	prices                                 string
 	// journal is --journal DIR: the run is durable (see journal.go).
 	journal string
 	// report is --report FILE: the run report is written there at the
@@ -99,11 +152,22 @@ func newRunFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.Var(&f.maxTurns, "max-turns-per-agent", "limit of turns per agent (default 16; 0 disables)")
 	fs.Var(&f.maxSteps, "max-steps", "limit of Starlark computation steps of the evaluation (default 0: none)")
 	fs.Var(&f.maxPromptBytes, "max-prompt-bytes", "limit of the bytes one agent session sends: system text, prompt and follow-ups (default 4194304; 0: none)")
+	f.spendFlags(fs)
 	fs.StringVar(&f.journal, "journal", "", "record the run in this journal directory, so that aml resume can continue it after a crash or a question")
 	fs.StringVar(&f.report, "report", "", "write the run report (one self-contained HTML page: the tree, a timeline, errors, totals) to this file when the run ends")
 	f.temporal.register(fs, "run on the Temporal service at HOST:PORT, on the aml worker processes of its task queue")
 	fs.BoolVar(&f.detach, "detach", false, "with --temporal: print the run id (alone, on stdout) and return without waiting")
 	return fs
+}
+
+// spendFlags adds the flags of the run's budget and prices.
+func (f *runFlags) spendFlags(fs *flag.FlagSet) {
+	fs.Var(&f.maxTokens, "max-tokens", "budget of input and output tokens for the run (overrides configure(budget=)'s tokens; 0: none)")
+	fs.Var(&f.maxCost, "max-cost", "budget of the run's cost in US dollars (overrides configure(budget=)'s cost_usd; 0: none)")
+	fs.Var(&f.maxModelCalls, "max-model-calls", "budget of model calls for the run (0: none)")
+	fs.Var(&f.maxToolCalls, "max-tool-calls", "budget of tool calls for the run (0: none)")
+	fs.Var(&f.maxWall, "max-wall", "budget of the run's elapsed time: seconds or a duration such as 10m (0: none)")
+	fs.StringVar(&f.prices, "prices", "", "JSON file of model prices, {\"MODEL\": {\"input\": USD, \"output\": USD, \"cached_input\": USD}} per million tokens (overrides configure(prices=))")
 }
 
 // outputFlags adds the flags of what a run prints and traces, shared by
@@ -282,6 +346,9 @@ type runner struct {
 	// envKey keys the digests of env() values (journaled runs and
 	// resumes; see journalKey), nil for none.
 	envKey []byte
+	// spent is what the run spent (eval.FinishEvent.Usage), set before
+	// its outcome is reported.
+	spent eval.Usage
 }
 
 // load loads the workflow file under a context that the first signal
@@ -315,7 +382,7 @@ func (r *runner) stoppedDuringLoad() (int, bool) {
 	}
 	r.logger.Warnf("received %s while loading %s: stopped", signalName(r.loadSig), r.file)
 	if r.f.json {
-		writeEnvelope(r.stdout, "", 0, "", fmt.Errorf("aml run interrupted by %s", signalName(r.loadSig)))
+		writeEnvelope(r.stdout, "", 0, "", fmt.Errorf("aml run interrupted by %s", signalName(r.loadSig)), eval.Usage{})
 	}
 	if r.loadSig == syscall.SIGTERM {
 		return exitSIGTERM, true
@@ -364,6 +431,88 @@ func (r *runner) close() {
 	}
 }
 
+// budget sets the run's budget (configure(budget=) with the spend flags
+// given applied over its keys) and its prices (--prices over
+// configure(prices=)).
+func (f *runFlags) budget(wf *starlib.Workflow, opts *eval.Options) error {
+	var b eval.Budget
+	if wf.Config.Budget != nil {
+		b = *wf.Config.Budget
+	}
+	if f.maxTokens.set {
+		b.Tokens = int64(f.maxTokens.v)
+	}
+	if f.maxModelCalls.set {
+		b.ModelCalls = int64(f.maxModelCalls.v)
+	}
+	if f.maxToolCalls.set {
+		b.ToolCalls = int64(f.maxToolCalls.v)
+	}
+	if f.maxCost.set {
+		b.CostUSD = f.maxCost.v
+	}
+	if f.maxWall.set {
+		b.Wall = f.maxWall.v
+	}
+	// Always set, so that a flag's 0 removes what configure() set.
+	opts.Budget = &b
+	if f.prices != "" {
+		p, err := readPrices(f.prices)
+		if err != nil {
+			return err
+		}
+		opts.Prices = p
+	}
+	return nil
+}
+
+// readPrices reads a --prices file: a JSON object of models, each
+// {"input": USD, "output": USD, "cached_input": USD} per million tokens.
+func readPrices(file string) (map[string]eval.Price, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--prices: %w", err)
+	}
+	var raw map[string]map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("--prices %s: not a JSON object of models, each {\"input\": USD, \"output\": USD} per million tokens: %w", file, err)
+	}
+	out := make(map[string]eval.Price, len(raw))
+	for model, fields := range raw {
+		var p eval.Price
+		for k, v := range fields {
+			var x float64
+			if err := json.Unmarshal(v, &x); err != nil {
+				return nil, fmt.Errorf("--prices %s: %q %q must be a number of US dollars per million tokens, got %s", file, model, k, v)
+			}
+			switch k {
+			case "input":
+				p.Input = x
+			case "output":
+				p.Output = x
+			case "cached_input":
+				p.CachedInput = x
+			default:
+				msg := fmt.Sprintf("--prices %s: model %q has an unknown field %q", file, model, k)
+				if s := starlib.NearestName(k, []string{"input", "output", "cached_input"}); s != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", s)
+				}
+				return nil, errors.New(msg + "; the fields are input, output and cached_input")
+			}
+		}
+		for _, req := range []string{"input", "output"} {
+			if _, ok := fields[req]; !ok {
+				return nil, fmt.Errorf("--prices %s: model %q has no %q: give both input and output (US dollars per million tokens)", file, model, req)
+			}
+		}
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("--prices %s: model %q: %w", file, model, err)
+		}
+		out[model] = p
+	}
+	return out, nil
+}
+
 // limits are the workflow's limits (configure()) with the limit flags
 // given applied over them.
 func (f *runFlags) limits(wf *starlib.Workflow) eval.Limits {
@@ -393,8 +542,12 @@ func (r *runner) options(wf *starlib.Workflow) (eval.Options, error) {
 	opts := eval.Options{}
 	limits := f.limits(wf)
 	opts.Limits = &limits
+	if err := f.budget(wf, &opts); err != nil {
+		return opts, err
+	}
 	wf.ApplyConfig(&opts)
 	opts.Ask = terminalAsk(r.stderr)
+	opts.OnFinish = func(ev eval.FinishEvent) { r.spent = ev.Usage }
 
 	if f.captureContent {
 		f.trace = true
@@ -520,7 +673,7 @@ func (r *runner) run(runID string, evaluate func(ctx context.Context) (string, e
 		}
 		r.lv.Stop()
 		if r.f.json {
-			writeEnvelope(r.stdout, runID, time.Since(started), "", interrupted)
+			writeEnvelope(r.stdout, runID, time.Since(started), "", interrupted, r.spent)
 		}
 		return code
 	}
@@ -550,14 +703,18 @@ func (r *runner) finish(runID string, res outcome) int {
 	case res.err != nil:
 		status = "error"
 	}
-	r.logger.Infof("finished run %s (%s) in %s", runID, status, observe.FormatDuration(float64(res.dur.Microseconds())/1000))
+	spend := ""
+	if r.spent.Tokens() > 0 || r.spent.CostUSD > 0 {
+		spend = ", " + r.spent.String()
+	}
+	r.logger.Infof("finished run %s (%s) in %s%s", runID, status, observe.FormatDuration(float64(res.dur.Microseconds())/1000), spend)
 	var se *eval.SuspendedError
 	if errors.As(res.err, &se) {
 		r.reportSuspended(runID, res.dur, se)
 		return exitSuspended
 	}
 	if r.f.json {
-		writeEnvelope(r.stdout, runID, res.dur, res.text, res.err)
+		writeEnvelope(r.stdout, runID, res.dur, res.text, res.err, r.spent)
 	} else if res.err == nil {
 		fmt.Fprint(r.stdout, res.text)
 		if !strings.HasSuffix(res.text, "\n") {
@@ -575,7 +732,7 @@ func (r *runner) finish(runID string, res outcome) int {
 // workflow that did not load, or any other failure.
 func exitCodeOf(err error) int {
 	switch errorCode(err) {
-	case codeLimit:
+	case codeLimit, codeBudget:
 		return exitLimit
 	case codeLoad:
 		return exitUsage
@@ -585,7 +742,7 @@ func exitCodeOf(err error) int {
 
 func reportLoadError(stderr, stdout io.Writer, asJSON bool, err error) int {
 	if asJSON {
-		writeEnvelope(stdout, "", 0, "", err)
+		writeEnvelope(stdout, "", 0, "", err, eval.Usage{})
 	}
 	printError(stderr, err)
 	return exitUsage
@@ -686,12 +843,14 @@ func backtrace(err error) string {
 	return ""
 }
 
-func writeEnvelope(w io.Writer, runID string, dur time.Duration, text string, err error, extra ...map[string]any) {
+func writeEnvelope(w io.Writer, runID string, dur time.Duration, text string, err error, spent eval.Usage, extra ...map[string]any) {
 	env := map[string]any{
 		"runId":      runID,
 		"durationMs": math.Round(float64(dur.Microseconds())/100) / 10,
 		"success":    err == nil,
 		"result":     text,
+		"usage":      usageJSON(spent),
+		"cost_usd":   spent.CostUSD,
 	}
 	if err != nil {
 		env["error"] = err.Error()
@@ -712,6 +871,19 @@ func writeEnvelope(w io.Writer, runID string, dur time.Duration, text string, er
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(env)
+}
+
+// usageJSON is the envelope's usage object.
+func usageJSON(u eval.Usage) map[string]int64 {
+	return map[string]int64{
+		"input_tokens":        u.InputTokens,
+		"output_tokens":       u.OutputTokens,
+		"cached_input_tokens": u.CachedInputTokens,
+		"reasoning_tokens":    u.ReasoningTokens,
+		"total_tokens":        u.Tokens(),
+		"model_calls":         u.ModelCalls,
+		"tool_calls":          u.ToolCalls,
+	}
 }
 
 // loadEnvFiles applies .env, .env.local, .env.<mode> and .env.<mode>.local

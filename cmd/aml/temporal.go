@@ -250,6 +250,10 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	if _, err := wf.Entry(f.entry); err != nil {
 		return reportLoadError(stderr, stdout, f.json, err)
 	}
+	if f.maxTokens.set || f.maxCost.set || f.maxModelCalls.set || f.maxToolCalls.set || f.maxWall.set || f.prices != "" {
+		fmt.Fprintln(stderr, "aml run: --temporal does not send the spend flags (--max-tokens, --max-cost, --max-model-calls, --max-tool-calls, --max-wall, --prices) to its workers: set them in the workflow with configure(budget = {...}, prices = {...})")
+		return exitUsage
+	}
 	// The limit flags bound the run as they bound aml run; the trace
 	// sinks of the flags follow it.
 	limits := f.limits(wf)

@@ -31,7 +31,19 @@ type Options struct {
 	Respond RespondFunc
 	// SupportsSandbox makes the provider accept an active sandbox.
 	SupportsSandbox bool
+	// Usage, when set, computes what each session reports it spent
+	// (AgentResponse.Spent), so that budgets can be exercised offline; a
+	// response that already reports usage keeps it.
+	Usage UsageFunc
+	// ReportsCost says that the usage reports carry their cost (cost_usd),
+	// so that cost budgets need no price for the model
+	// (eval.CostReporter).
+	ReportsCost bool
 }
+
+// UsageFunc computes the usage one session reports. It may be called from
+// several goroutines at once.
+type UsageFunc func(ctx context.Context, req *eval.AgentRequest, callIndex int) (eval.Usage, error)
 
 // Call is one recorded session.
 type Call struct {
@@ -49,6 +61,8 @@ type Agent struct {
 	name            string
 	respond         RespondFunc
 	supportsSandbox bool
+	usage           UsageFunc
+	reportsCost     bool
 
 	mu sync.Mutex
 	// calls are recorded in fixed-size chunks, so a long run never copies
@@ -126,7 +140,7 @@ func New(opts Options) (*Agent, error) {
 	if err := checkName("agent", name); err != nil {
 		return nil, err
 	}
-	return &Agent{name: name, respond: opts.Respond, supportsSandbox: opts.SupportsSandbox}, nil
+	return &Agent{name: name, respond: opts.Respond, supportsSandbox: opts.SupportsSandbox, usage: opts.Usage, reportsCost: opts.ReportsCost}, nil
 }
 
 // Echo returns the default responder: the response text is the initial
@@ -182,11 +196,22 @@ func (a *Agent) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.Agen
 	if req.Output != nil && resp.Structured == nil {
 		return nil, fmt.Errorf("deterministic agent %q: respond returned no structured value, but this agent asks for one (schema=); return {\"structured\": value} (with \"text\" if you want text too)", a.name)
 	}
+	if a.usage != nil && resp.Usage == "" && resp.Spent == nil {
+		u, err := a.usage(ctx, req, idx)
+		if err != nil {
+			return nil, err
+		}
+		u.CostReported = u.CostReported || a.reportsCost
+		resp.Spent = &u
+	}
 	if ctx.Err() != nil {
 		return nil, context.Cause(ctx)
 	}
 	return resp, nil
 }
+
+// ReportsCost implements eval.CostReporter.
+func (a *Agent) ReportsCost() bool { return a.reportsCost }
 
 // Calls returns a copy of the recorded calls in the order they started.
 func (a *Agent) Calls() []Call {

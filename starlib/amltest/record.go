@@ -389,6 +389,13 @@ func (r *recorder) RequiresObjectToolInput() bool {
 	return ok && oi.RequiresObjectToolInput()
 }
 
+// ReportsCost implements eval.CostReporter with the wrapped provider's
+// answer.
+func (r *recorder) ReportsCost() bool {
+	cr, ok := r.inner.(eval.CostReporter)
+	return ok && cr.ReportsCost()
+}
+
 // SupportsSandbox implements eval.SandboxCompatible with the wrapped
 // provider's answer.
 func (r *recorder) SupportsSandbox(s *eval.SandboxSession) bool { return supportsSandbox(r.inner, s) }
@@ -458,7 +465,35 @@ func writeResponse(b *strings.Builder, resp *eval.AgentResponse, err error) {
 		for i, m := range resp.Messages {
 			writeField(b, 1, "message["+strconv.Itoa(i+1)+"]", m)
 		}
+		if resp.Spent != nil {
+			if !resp.Spent.IsZero() {
+				writeField(b, 1, "usage", usageText(*resp.Spent))
+			}
+		} else if u, err := eval.ParseUsage(resp.Usage); err != nil {
+			writeField(b, 1, "usage", "(cannot be read: "+err.Error()+") "+resp.Usage)
+		} else if !u.IsZero() {
+			writeField(b, 1, "usage", usageText(u))
+		}
 	}
+}
+
+// usageText is a usage report as a golden records it: its non-zero
+// fields, in a fixed order.
+func usageText(u eval.Usage) string {
+	var parts []string
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"input_tokens", u.InputTokens}, {"cached_input_tokens", u.CachedInputTokens}, {"output_tokens", u.OutputTokens},
+		{"reasoning_tokens", u.ReasoningTokens}, {"model_calls", u.ModelCalls}} {
+		if f.v != 0 {
+			parts = append(parts, f.name+"="+strconv.FormatInt(f.v, 10))
+		}
+	}
+	if u.CostUSD != 0 {
+		parts = append(parts, "cost_usd="+strconv.FormatFloat(u.CostUSD, 'f', -1, 64))
+	}
+	return strings.Join(parts, " ")
 }
 
 // jsonText is v as canonical JSON, or a description of why it is not

@@ -191,6 +191,8 @@ func nodeChildren(v any) []any {
 		return v.Children
 	case *eval.Parallel:
 		return v.Branches
+	case *eval.BudgetScope:
+		return v.Children
 	case *eval.Workspace:
 		return v.Children
 	case *eval.Sandbox:
@@ -296,7 +298,7 @@ type builder struct {
 var nodeBuiltins = map[string]bool{
 	"agent": true, "system": true, "follow_up": true, "block": true, "fragment": true, "parallel": true,
 	"sandbox": true, "workspace": true, "file": true, "script": true, "include": true, "tool": true, "mcp": true,
-	"skill": true,
+	"skill": true, "budget": true,
 }
 
 // node returns the renderable value of e when it is known statically: a
@@ -386,6 +388,9 @@ func (b *builder) call(call *syntax.CallExpr) (any, bool) {
 		return &eval.Fragment{Children: kids, Position: pos}, true
 	case "parallel":
 		return &eval.Parallel{Branches: kids, Position: pos}, true
+	case "budget":
+		// Its bounds matter only to a run; one keeps the node valid.
+		return &eval.BudgetScope{Children: kids, Budget: eval.Budget{Tokens: 1}, Position: pos}, true
 	case "sandbox":
 		n := &eval.Sandbox{Children: kids, Position: pos}
 		if s, known := str("access"); known {
