@@ -1,0 +1,374 @@
+// Package gateway is AML's metering model gateway: a local HTTP reverse
+// proxy between the agents AML launches and the model endpoints their
+// users configured. It forwards each model call to its upstream as it is
+// (the agent's own credentials included, which the gateway neither logs
+// nor records), streams server-sent events through chunk by chunk, and
+// reads from each response what the call spent: the input, cached,
+// output and reasoning tokens of the OpenAI Chat Completions and
+// Responses APIs and of Anthropic Messages, streamed or not.
+//
+// A route ties a base URL the gateway serves to one upstream base URL and
+// one agent session: Route returns
+// "http://127.0.0.1:PORT/r/TOKEN", and a request to that URL plus a path
+// goes to the upstream plus the same path. TOKEN is random, so that one
+// session cannot spend under another's route. Before a call is forwarded
+// the route's Allow is asked (a budget with nothing left refuses it, and
+// the agent gets HTTP 429 with the reason); after it, Record receives
+// what it spent.
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aml-go/aml/eval"
+)
+
+// Call is one model call the gateway forwarded.
+type Call struct {
+	// Path is the request path below the route ("/chat/completions").
+	Path string
+	// Model is the request's "model" field, when it has one.
+	Model string
+	// Stream reports a server-sent event response.
+	Stream bool
+	// Status is the upstream's HTTP status, or 0 when it was not reached.
+	Status int
+	// Usage is what the response says the call spent (ModelCalls is 1).
+	Usage eval.Usage
+	// Latency is the time from the request to the response's end.
+	Latency time.Duration
+	// Err is why the call failed, or nil.
+	Err error
+}
+
+// Meter is what a route reports to: its session's budgets.
+type Meter interface {
+	// Allow is asked before a call is forwarded; an error refuses the
+	// call, and its text is the HTTP 429 answer the agent gets.
+	Allow() error
+	// Record receives each forwarded call once it has ended.
+	Record(Call)
+}
+
+// Gateway is a running gateway. It is safe for concurrent use.
+type Gateway struct {
+	ln     net.Listener
+	srv    *http.Server
+	client *http.Client
+	base   string
+
+	mu     sync.Mutex
+	routes map[string]*route
+}
+
+type route struct {
+	upstream *url.URL
+	meter    Meter
+}
+
+// Start starts a gateway on a loopback port. client forwards the calls;
+// nil is a client without a timeout (streams may last long) that does not
+// follow redirects.
+func Start(client *http.Client) (*Gateway, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("model gateway: %w", err)
+	}
+	if client == nil {
+		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	g := &Gateway{ln: ln, client: client, base: "http://" + ln.Addr().String(), routes: map[string]*route{}}
+	g.srv = &http.Server{Handler: http.HandlerFunc(g.serve), ReadHeaderTimeout: 30 * time.Second}
+	go func() { _ = g.srv.Serve(ln) }()
+	return g, nil
+}
+
+// Close stops the gateway and the calls in flight.
+func (g *Gateway) Close() error { return g.srv.Close() }
+
+// Route registers a route to upstream (an absolute http or https base
+// URL, such as "https://api.openai.com/v1") metered by m, and returns the
+// base URL to give the agent instead, and the function that removes the
+// route.
+func (g *Gateway) Route(upstream string, m Meter) (string, func(), error) {
+	u, err := url.Parse(upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", nil, fmt.Errorf("model gateway: the upstream %q is not an http or https URL", upstream)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", nil, err
+	}
+	token := hex.EncodeToString(b[:])
+	g.mu.Lock()
+	g.routes[token] = &route{upstream: u, meter: m}
+	g.mu.Unlock()
+	return g.base + "/r/" + token, func() {
+		g.mu.Lock()
+		delete(g.routes, token)
+		g.mu.Unlock()
+	}, nil
+}
+
+// hopHeaders are the hop-by-hop headers a proxy does not forward.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/r/")
+	if !ok {
+		http.Error(w, "not a model gateway route", http.StatusNotFound)
+		return
+	}
+	token, path, _ := strings.Cut(rest, "/")
+	g.mu.Lock()
+	rt := g.routes[token]
+	g.mu.Unlock()
+	if rt == nil {
+		http.Error(w, "unknown or closed model gateway route", http.StatusNotFound)
+		return
+	}
+	call := Call{Path: "/" + path}
+	start := time.Now()
+	defer func() {
+		call.Latency = time.Since(start)
+		rt.meter.Record(call)
+	}()
+	if err := rt.meter.Allow(); err != nil {
+		call.Err = err
+		writeRefusal(w, err)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		call.Err = err
+		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	var head struct {
+		Model string `json:"model"`
+	}
+	if json.Unmarshal(body, &head) == nil {
+		call.Model = head.Model
+	}
+	target := *rt.upstream
+	target.Path = rt.upstream.Path + "/" + path
+	target.RawQuery = r.URL.RawQuery
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, target.String(), bytes.NewReader(body))
+	if err != nil {
+		call.Err = err
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	req.Header = r.Header.Clone()
+	for _, h := range hopHeaders {
+		req.Header.Del(h)
+	}
+	req.Host = target.Host
+	resp, err := g.client.Do(req)
+	if err != nil {
+		call.Err = err
+		// The upstream's address, never the headers: no credential.
+		http.Error(w, fmt.Sprintf("the model gateway could not reach %s: %v", rt.upstream.Host, errors.Unwrap(err)), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	call.Status = resp.StatusCode
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	for _, h := range hopHeaders {
+		w.Header().Del(h)
+	}
+	w.WriteHeader(resp.StatusCode)
+	var m meter
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		call.Stream = true
+		call.Err = m.stream(w, resp.Body)
+	} else {
+		var buf bytes.Buffer
+		_, call.Err = io.Copy(w, io.TeeReader(resp.Body, &buf))
+		if resp.StatusCode < 300 {
+			m.event(buf.Bytes())
+		}
+	}
+	call.Usage = m.usage()
+	call.Usage.ModelCalls = 1
+}
+
+// writeRefusal answers a refused call as OpenAI and Anthropic clients
+// read an error: HTTP 429 with {"error": {"message", "type"}}. No
+// Retry-After: waiting does not refill a budget.
+func writeRefusal(w http.ResponseWriter, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusTooManyRequests)
+	b, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"message": "AML budget: " + err.Error(), "type": "budget_exceeded", "code": "budget_exceeded"}})
+	_, _ = w.Write(b)
+}
+
+// meter reads usage from a response: the largest value seen of each
+// field, since a stream may report running totals (Anthropic's
+// message_delta) or the total once (OpenAI's last chunk).
+type meter struct {
+	input, cacheRead, cacheWrite, output, reasoning int64
+	// anthropic says the input count leaves the cached tokens out.
+	anthropic bool
+}
+
+// stream copies server-sent events to w as they come, flushing after
+// each line, and reads every data line's usage.
+func (m *meter) stream(w http.ResponseWriter, body io.Reader) error {
+	flusher, _ := w.(http.Flusher)
+	br := bufio.NewReaderSize(body, 64<<10)
+	long := false // inside a line longer than the buffer, passed on in pieces
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			if _, werr := w.Write(line); werr != nil {
+				return werr
+			}
+			if complete := line[len(line)-1] == '\n'; complete {
+				if !long {
+					if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:")); ok {
+						m.event(bytes.TrimSpace(data))
+					}
+				}
+				long = false
+				if flusher != nil {
+					flusher.Flush()
+				}
+			}
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			long = true
+		case errors.Is(err, io.EOF):
+			if flusher != nil {
+				flusher.Flush()
+			}
+			return nil
+		case err != nil:
+			return err
+		}
+	}
+}
+
+// usageFields are the usage objects' fields the gateway reads, in the
+// wire APIs' names.
+type usageFields struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	InputTokens         int64 `json:"input_tokens"`
+	OutputTokens        int64 `json:"output_tokens"`
+	CacheReadInput      int64 `json:"cache_read_input_tokens"`
+	CacheCreationInput  int64 `json:"cache_creation_input_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	InputTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+	OutputTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+}
+
+// event reads the usage of one JSON body or event: a top-level "usage"
+// (Chat Completions, Responses, Anthropic message_delta), or one inside
+// "response" (the Responses API's response.completed) or "message"
+// (Anthropic's message_start).
+func (m *meter) event(b []byte) {
+	if len(b) == 0 || b[0] != '{' || !bytes.Contains(b, []byte(`"usage"`)) {
+		return
+	}
+	var ev struct {
+		Type     string       `json:"type"`
+		Usage    *usageFields `json:"usage"`
+		Response *struct {
+			Usage *usageFields `json:"usage"`
+		} `json:"response"`
+		Message *struct {
+			Usage *usageFields `json:"usage"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(b, &ev) != nil {
+		return
+	}
+	if strings.HasPrefix(ev.Type, "message") || ev.Type == "content_block_delta" {
+		m.anthropic = true
+	}
+	for _, u := range []*usageFields{ev.Usage, responseUsage(ev.Response), messageUsage(ev.Message)} {
+		if u == nil {
+			continue
+		}
+		if u.CacheReadInput > 0 || u.CacheCreationInput > 0 {
+			m.anthropic = true
+		}
+		m.input = max(m.input, u.PromptTokens, u.InputTokens)
+		m.output = max(m.output, u.CompletionTokens, u.OutputTokens)
+		m.cacheRead = max(m.cacheRead, u.PromptTokensDetails.CachedTokens, u.InputTokensDetails.CachedTokens, u.CacheReadInput)
+		m.cacheWrite = max(m.cacheWrite, u.CacheCreationInput)
+		m.reasoning = max(m.reasoning, u.CompletionTokensDetails.ReasoningTokens, u.OutputTokensDetails.ReasoningTokens)
+	}
+}
+
+func responseUsage(r *struct {
+	Usage *usageFields `json:"usage"`
+}) *usageFields {
+	if r == nil {
+		return nil
+	}
+	return r.Usage
+}
+
+func messageUsage(r *struct {
+	Usage *usageFields `json:"usage"`
+}) *usageFields {
+	if r == nil {
+		return nil
+	}
+	return r.Usage
+}
+
+// usage is what the response said, in AML's terms: input includes cached
+// tokens (Anthropic counts them apart), output includes reasoning.
+func (m *meter) usage() eval.Usage {
+	u := eval.Usage{InputTokens: m.input, OutputTokens: m.output, CachedInputTokens: m.cacheRead, ReasoningTokens: m.reasoning}
+	if m.anthropic {
+		u.InputTokens += m.cacheRead + m.cacheWrite
+	}
+	return u
+}
+
+// shared is the process's gateway, started on first use.
+var shared struct {
+	once sync.Once
+	g    *Gateway
+	err  error
+}
+
+// Shared returns the process's gateway, starting it on first use; it
+// lives as long as the process. Runs share it: each session has routes
+// of its own.
+func Shared() (*Gateway, error) {
+	shared.once.Do(func() { shared.g, shared.err = Start(nil) })
+	return shared.g, shared.err
+}
