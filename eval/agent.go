@@ -424,6 +424,10 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 		st = &sessionTrace{t: d.trace, sess: sess}
 	}
 	exec := &AgentExecution{RunID: d.runID, SpanID: sess.ID(), ParentSpanID: parent, Source: n.Position, Sandbox: sandbox, Trace: st, StagingDir: plan.hostStagingDir()}
+	meters := metered(p, sandbox)
+	if meters {
+		exec.Meter = sessionMeter{s: spend}
+	}
 	if sandbox == nil {
 		exec.WorkingDirectory, _ = d.cwd()
 	}
@@ -439,21 +443,32 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 	)
 	unblock := d.workers.block() // the provider works outside the evaluator
 	if sp, ok := p.(SessionProvider); ok {
-		resp, err = d.retained(sctx, sp, req, exec, sess, turns, spend)
+		resp, err = d.retained(sctx, sp, req, exec, sess, turns, spend, meters)
 	} else {
-		// A provider that runs all turns in one call reserves them all.
+		// A provider that runs all turns in one call reserves them all
+		// (unless it meters its calls itself).
 		nturns := int64(1 + len(req.FollowUps))
-		if be := spend.reserve(nturns, false); be != nil {
+		before := spend.total()
+		var be *BudgetError
+		if meters {
+			be = spend.usedUp()
+		} else {
+			be = spend.reserve(nturns, false)
+		}
+		if be != nil {
 			err = be
 		} else if resp, err = callProvider(sctx, p, req, exec); err == nil && resp != nil {
+			if meters {
+				resp = meteredResponse(resp, spend.total(), before)
+			} else {
+				err = spend.chargeReport(resp, req.Model, nturns)
+			}
 			if turns != nil && (resp.SessionID != "" || resp.StopReason != "" || resp.Usage != "" || resp.Spent != nil) {
 				// A provider that runs all turns in one call reports the last.
 				*turns = append(*turns, turnOf(1+len(req.FollowUps), "session", resp))
 			}
-			if err = spend.chargeReport(resp, req.Model, nturns); err == nil {
-				if be := spend.stopped(); be != nil {
-					err = be
-				}
+			if be := spend.stopped(); err == nil && be != nil {
+				err = be
 			}
 		}
 	}
@@ -508,7 +523,7 @@ func callProvider(ctx context.Context, p AgentProvider, req *AgentRequest, exec 
 
 // retained drives a SessionProvider turn by turn, tracing each turn and
 // the cleanup, and closes the session exactly once.
-func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequest, exec *AgentExecution, sess *span, turns *[]turnRecord, spend *spendScope) (resp *AgentResponse, err error) {
+func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequest, exec *AgentExecution, sess *span, turns *[]turnRecord, spend *spendScope, meters bool) (resp *AgentResponse, err error) {
 	// A cancellation (caller, signal or timeout_ms) while the session is
 	// being set up or open is recorded on the session span before the
 	// provider reacts.
@@ -555,9 +570,14 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 		if d.trace.captures() {
 			content = attrs{"prompt", turn.Text}
 		}
-		// A turn is a model call: it starts only while the budgets
-		// have room for one.
-		if be := spend.reserve(1, false); be != nil {
+		// A turn is a model call (or, metered, makes its own): it starts
+		// only while the budgets have room for one.
+		before := spend.total()
+		if meters {
+			if be := spend.usedUp(); be != nil {
+				return nil, be
+			}
+		} else if be := spend.reserve(1, false); be != nil {
 			return nil, be
 		}
 		ts := sess.childWith(d.trace, "agent", "agent.turn", exec.Source, attrs{"index", int64(turn.Index), "kind", turn.Kind}, content)
@@ -579,11 +599,14 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 		if terr != nil {
 			return nil, terr
 		}
-		if err := spend.chargeReport(r, req.Model, 1); err != nil {
+		if meters {
+			r = meteredResponse(r, spend.total(), before)
+		} else if err := spend.chargeReport(r, req.Model, 1); err != nil {
 			return nil, err
 		}
 		if be := spend.stopped(); be != nil {
-			// A tool call of the turn was refused by a budget.
+			// A model or tool call of the turn was refused, or crossed a
+			// budget.
 			return nil, be
 		}
 		if turns != nil && (r.SessionID != "" || r.StopReason != "" || r.Usage != "" || r.Spent != nil) {

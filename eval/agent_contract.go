@@ -211,6 +211,44 @@ type AgentExecution struct {
 	// between turns. It is never nil; it discards events when the run has
 	// no trace sinks.
 	Trace TraceEmitter
+	// Meter accounts the session's model calls against its budgets, for
+	// a provider that meters them itself (MeteredProvider); nil when the
+	// session is not run by the evaluator (a cassette, a test calling the
+	// provider directly).
+	Meter SpendMeter `json:"-"`
+}
+
+// SpendMeter accounts the model calls a provider meters itself (through
+// AML's model gateway) against the session's budgets. It is safe for
+// concurrent use.
+type SpendMeter interface {
+	// Reserve takes one model call from the session's budgets before
+	// the call is made, or returns the *BudgetError that refuses it
+	// (the session then fails when its turn ends).
+	Reserve() error
+	// Charge adds what one model call of model spent (its ModelCalls is
+	// ignored: Reserve counted the call) and returns the *BudgetError of
+	// the first budget it crossed (the session then fails when its turn
+	// ends), or nil.
+	Charge(u Usage, model string) error
+}
+
+// MeteredProvider is an optional AgentProvider capability: a provider
+// whose Meters reports true for a session (sandbox is its sandbox, nil
+// on the host) charges every model call of that session through
+// AgentExecution.Meter, so that the evaluator neither reserves a model
+// call per turn nor counts the turns' usage reports (each call counts
+// once). The evaluator still refuses a turn when a budget has nothing
+// left, and records what each turn's calls spent in the journal.
+type MeteredProvider interface {
+	Meters(sandbox *SandboxSession) bool
+}
+
+// metered reports whether p meters the model calls of a session in
+// sandbox.
+func metered(p AgentProvider, sandbox *SandboxSession) bool {
+	m, ok := p.(MeteredProvider)
+	return ok && m.Meters(sandbox)
 }
 
 // TraceEmitter records provider trace events. Attribute values must be

@@ -303,11 +303,7 @@ type spendScope struct {
 func (s *spendScope) reserveTool() *BudgetError {
 	be := s.reserve(1, true)
 	if be != nil && s != nil {
-		s.mu.Lock()
-		if s.refused == nil {
-			s.refused = be
-		}
-		s.mu.Unlock()
+		s.refuse(be)
 	}
 	return be
 }
@@ -513,4 +509,55 @@ func (s *spendScope) chargeReport(r *AgentResponse, model string, reserved int64
 		return be
 	}
 	return nil
+}
+
+// sessionMeter is the SpendMeter of one session: its spend scope.
+type sessionMeter struct{ s *spendScope }
+
+// Reserve implements SpendMeter.
+func (m sessionMeter) Reserve() error {
+	if be := m.s.reserve(1, false); be != nil {
+		m.s.refuse(be)
+		return be
+	}
+	return nil
+}
+
+// Charge implements SpendMeter.
+func (m sessionMeter) Charge(u Usage, model string) error {
+	u = m.s.price(u, model)
+	u.ModelCalls = 0
+	if be := m.s.charge(u); be != nil {
+		m.s.refuse(be)
+		return be
+	}
+	return nil
+}
+
+// refuse records the first budget error of the scope, which ends its
+// session after the turn.
+func (s *spendScope) refuse(be *BudgetError) {
+	s.mu.Lock()
+	if s.refused == nil {
+		s.refused = be
+	}
+	s.mu.Unlock()
+}
+
+// meteredResponse is r with what the metered calls of its turn spent
+// (after less before) as its Spent, the figure a journal records, in
+// place of the agent's own report.
+func meteredResponse(r *AgentResponse, after, before Usage) *AgentResponse {
+	c := *r
+	d := Usage{
+		InputTokens:       after.InputTokens - before.InputTokens,
+		OutputTokens:      after.OutputTokens - before.OutputTokens,
+		CachedInputTokens: after.CachedInputTokens - before.CachedInputTokens,
+		ReasoningTokens:   after.ReasoningTokens - before.ReasoningTokens,
+		ModelCalls:        after.ModelCalls - before.ModelCalls,
+		CostUSD:           after.CostUSD - before.CostUSD,
+		CostReported:      true, // priced when it was charged
+	}
+	c.Usage, c.Spent = "", &d
+	return &c
 }

@@ -342,3 +342,61 @@ func TestSessionTurnsAreModelCalls(t *testing.T) {
 		t.Errorf("%+v: %d turns, %d closes, %d calls counted; want 2, 1, 2", be, turns, closes, spent.ModelCalls)
 	}
 }
+
+// meteredProvider makes model calls through the session's meter, as an
+// agent behind the model gateway does: each turn makes calls of 90
+// tokens until the meter refuses one, or `calls` of them. Its own usage
+// report claims a million tokens, which must not be counted again.
+type meteredProvider struct {
+	calls int
+	made  atomic.Int64
+}
+
+func (p *meteredProvider) Name() string { return "metered" }
+func (p *meteredProvider) Meters(*eval.SandboxSession) bool { return true }
+func (p *meteredProvider) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.AgentExecution) (*eval.AgentResponse, error) {
+	for range p.calls {
+		if exec.Meter.Reserve() != nil {
+			break // the gateway answered 429: the agent gives up
+		}
+		p.made.Add(1)
+		if exec.Meter.Charge(eval.Usage{InputTokens: 70, OutputTokens: 20}, req.Model) != nil {
+			break
+		}
+	}
+	return &eval.AgentResponse{Text: "done", Usage: `{"input_tokens": 1000000}`}, nil
+}
+
+// TestMeteredCallsCountOnce: a provider that meters its calls is stopped
+// at the call that would pass a budget, within the session's turn, its own
+// usage report is not counted again, and the journal keeps the metered
+// spend for a resume.
+func TestMeteredCallsCountOnce(t *testing.T) {
+	p := &meteredProvider{calls: 50}
+	j := eval.NewMemoryJournal()
+	opts := eval.Options{AgentProvider: p, Budget: &eval.Budget{Tokens: 1000}}
+	_, err, spent := evaluate(t, opts, loop(3), eval.EvaluateOptions{RunID: "m", Journal: j})
+	be := budgetError(t, err)
+	// The twelfth call crosses 1,000 and ends the session; no other
+	// session starts.
+	if p.made.Load() != 12 || spent.Tokens() != 1080 || spent.ModelCalls != 12 || be.Budget != "tokens" || be.Before {
+		t.Fatalf("%d calls made, %+v spent, %+v", p.made.Load(), spent, be)
+	}
+	// Without a budget, three sessions of five calls: 1,350 tokens.
+	p = &meteredProvider{calls: 5}
+	j = eval.NewMemoryJournal()
+	opts = eval.Options{AgentProvider: p}
+	_, err, spent = evaluate(t, opts, loop(3), eval.EvaluateOptions{RunID: "m", Journal: j})
+	if err != nil || spent.Tokens() != 1350 || spent.ModelCalls != 15 {
+		t.Fatalf("%v, %+v", err, spent)
+	}
+	var resumed eval.Usage
+	opts.OnFinish = func(ev eval.FinishEvent) { resumed = ev.Usage }
+	rt, _ := eval.New(opts)
+	if _, err := rt.Resume(context.Background(), loop(3), eval.ResumeOptions{RunID: "m", Journal: j}); err != nil {
+		t.Fatal(err)
+	}
+	if p.made.Load() != 15 || resumed.Tokens() != 1350 || resumed.ModelCalls != 15 {
+		t.Fatalf("resume made %d calls, counted %+v", p.made.Load()-15, resumed)
+	}
+}

@@ -76,6 +76,10 @@ func (r shared) params(own ...starlib.Param) []starlib.Param {
 	)
 }
 
+// meterParam turns the model gateway off for a profile that meters.
+var meterParam = starlib.Param{Name: "meter", Type: "bool", Default: "True",
+	Doc: "Route the agent's model calls through AML's model gateway, which meters them for budgets and spend (sessions on the host); False counts the agent's own usage reports instead."}
+
 // handshakeParam bounds the session handshake of every factory.
 var handshakeParam = starlib.Param{Name: "handshake_timeout_ms", Type: "int | None", Default: "None", Positive: true, Unit: "milliseconds",
 	Doc: "Bound of each handshake request (initialize, authenticate, session/new) in milliseconds (default 60000): an agent that does not answer fails with what it printed."}
@@ -241,6 +245,7 @@ AML sets Z_AI_API_KEY (api_key=), ACP_GLM_BASE_URL (base_url=), ACP_GLM_MAX_TOKE
 			starlib.Param{Name: "model", Type: "str | None", Default: "None", Doc: "Fallback model (the adapter defaults to glm-5.3)."},
 			starlib.Param{Name: "base_url", Type: "str | None", Default: "None", Doc: "API endpoint."},
 			starlib.Param{Name: "max_tokens", Type: "int | None", Default: "None", Positive: true, Doc: "Completion bound (positive)."},
+			meterParam,
 		),
 		Returns: "an agent provider",
 		Example: `glm = glm_agent(api_key = env("Z_AI_API_KEY"), model = "glm-4.7")`,
@@ -249,6 +254,7 @@ AML sets Z_AI_API_KEY (api_key=), ACP_GLM_BASE_URL (base_url=), ACP_GLM_MAX_TOKE
 		if err != nil {
 			return nil, err
 		}
+		b.NoMeter = !c.Bool("meter", true)
 		opts := glm.Options{Base: b, APIKey: c.Str("api_key"), BaseURL: c.Str("base_url")}
 		if n, set, err := c.Int("max_tokens"); err != nil {
 			return nil, err

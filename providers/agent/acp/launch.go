@@ -35,6 +35,12 @@ type LaunchContext struct {
 	// agent's tools or structured output), for profiles that attach MCP
 	// servers through their own configuration; nil otherwise.
 	Bridge *BridgeInfo
+	// Route returns the base URL the agent must use instead of a model
+	// endpoint's (an absolute http or https base URL, such as
+	// "https://api.openai.com/v1"): with metering on (Config.Meter, on
+	// the host), a route of AML's model gateway that meters the session's
+	// calls to it; otherwise upstream itself. It is never nil.
+	Route func(upstream string) (string, error)
 }
 
 // BridgeInfo is how an agent reaches the AML tool bridge over HTTP.
@@ -131,7 +137,7 @@ func (s *session) prepareLaunch(ctx context.Context, cwd string) error {
 	if err := s.makeState(ctx); err != nil {
 		return err
 	}
-	lc := LaunchContext{Cwd: cwd, StateDir: s.stateDir, Request: s.req, Local: s.sandbox == nil}
+	lc := LaunchContext{Cwd: cwd, StateDir: s.stateDir, Request: s.req, Local: s.sandbox == nil, Route: s.route}
 	if b := s.bridge; b != nil {
 		lc.Bridge = &BridgeInfo{Name: b.name, URL: b.url, Authorization: b.header()}
 	}

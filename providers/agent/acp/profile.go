@@ -37,6 +37,10 @@ type Base struct {
 	Relay            []string
 	ClientVersion    string
 	HandshakeTimeout time.Duration
+	// NoMeter turns the model gateway off for a profile that meters
+	// (meter = False in Starlark): budgets then count the agent's own
+	// usage reports.
+	NoMeter bool
 }
 
 // ModelFor returns the model of a session: the agent's model=, else the
@@ -75,6 +79,10 @@ type ProfileSpec struct {
 	Secret  []string
 	// NativeSkills is Config.NativeSkills.
 	NativeSkills bool
+	// Meters says that the profile routes every model endpoint of its
+	// agent through LaunchContext.Route, so that sessions on the host are
+	// metered (Config.Meter) unless the base's NoMeter is set.
+	Meters bool
 	// Launch prepares one session's launch (Config.Profile), given the
 	// base with its defaults applied and its Args and Env captured.
 	Launch func(ctx context.Context, lc LaunchContext, b *Base) (*Launch, error)
@@ -115,7 +123,7 @@ func NewProfile(b Base, spec ProfileSpec) (*Provider, error) {
 	for _, v := range b.Env {
 		secrets = append(secrets, v)
 	}
-	return New(Config{Name: b.Name, Command: b.Command, WorkingDirectory: b.WorkingDirectory, NativeSkills: spec.NativeSkills,
+	return New(Config{Name: b.Name, Command: b.Command, WorkingDirectory: b.WorkingDirectory, NativeSkills: spec.NativeSkills, Meter: spec.Meters && !b.NoMeter,
 		Relay: b.Relay, ClientVersion: b.ClientVersion, HandshakeTimeout: b.HandshakeTimeout,
 		Profile: func(ctx context.Context, lc LaunchContext) (*Launch, error) {
 			l, err := launch(ctx, lc, &b)

@@ -60,6 +60,19 @@ type Config struct {
 	// DefaultHandshakeTimeout. Turns are bounded by the agent's
 	// timeout_ms instead.
 	HandshakeTimeout time.Duration
+	// Meter routes the model calls of sessions on the host through AML's
+	// model gateway (package gateway), which meters them against the
+	// session's budgets (eval.MeteredProvider): the Profile must route
+	// every model endpoint its agent uses with LaunchContext.Route.
+	// Sessions in a sandbox are not metered: their turns are counted from
+	// the agent's usage reports.
+	Meter bool
+}
+
+// Meters implements eval.MeteredProvider: sessions on the host of a
+// metering profile.
+func (p *Provider) Meters(sandbox *eval.SandboxSession) bool {
+	return p.cfg.Meter && sandbox == nil
 }
 
 // DefaultHandshakeTimeout is the bound of each handshake request when
@@ -165,6 +178,9 @@ func (p *Provider) OpenSession(ctx context.Context, req *eval.AgentRequest, exec
 	}
 	if exec != nil {
 		s.evalDir = exec.WorkingDirectory
+		if p.Meters(exec.Sandbox) {
+			s.meter = exec.Meter
+		}
 	}
 	if err := s.open(ctx); err != nil {
 		cctx, cancel := cleanupContext(ctx)

@@ -81,6 +81,14 @@ type session struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// meter accounts the session's model calls when it is metered (see
+	// Config.Meter), else nil; routes remove its gateway routes.
+	meter  eval.SpendMeter
+	routes []func()
+	// stopTurn cancels the running turn (with a budget error); set while
+	// a turn runs, under mu.
+	stopTurn context.CancelCauseFunc
 }
 
 // turnState accumulates one prompt turn's assistant text.
@@ -253,12 +261,18 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 		}
 	}
 	ts := &turnState{byID: map[string]*strings.Builder{}}
+	// A metered call that a budget refuses (or that crosses one) stops
+	// the turn at once, as a cancellation whose cause is the budget.
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	s.mu.Lock()
 	s.turn = ts
+	s.stopTurn = stop
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.turn = nil
+		s.stopTurn = nil
 		s.mu.Unlock()
 	}()
 
@@ -557,6 +571,9 @@ func (s *session) close(ctx context.Context) error {
 	defer func() {
 		if s.stopLife != nil {
 			s.stopLife()
+		}
+		for _, remove := range s.routes {
+			remove()
 		}
 	}()
 	if s.proc == nil {

@@ -9,6 +9,11 @@
 // authentication method z-ai-api-key is used when an API key is given or
 // env has Z_AI_API_KEY.
 //
+// Metering: a session on the host reaches its endpoint (base_url=, else
+// ACP_GLM_BASE_URL, else DefaultBaseURL) through a route of AML's model
+// gateway, which meters every call for budgets (Options.NoMeter turns it
+// off).
+//
 // Permissions: the adapter's tools cannot be disabled. It asks permission
 // for write_file and run_command, which AML answers from the agent's
 // permissions (filesystem "read-only" refuses write_file, shell=False
@@ -22,6 +27,7 @@ package glm
 import (
 	"context"
 	"fmt"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -42,6 +48,11 @@ type Options struct {
 	MaxTokens int64
 }
 
+// DefaultBaseURL is the endpoint glm-acp-agent uses when base_url is not
+// given (its own default, which a metered session routes through AML's
+// model gateway).
+const DefaultBaseURL = "https://api.z.ai/api/coding/paas/v4"
+
 // New returns the GLM agent provider.
 func New(o Options) (*acp.Provider, error) {
 	if o.MaxTokens < 0 || o.MaxTokens > 1<<53-1 {
@@ -52,7 +63,7 @@ func New(o Options) (*acp.Provider, error) {
 		auth = "z-ai-api-key"
 	}
 	return acp.NewProfile(o.Base, acp.ProfileSpec{
-		Factory: "glm_agent", Name: "glm", Command: "glm-acp-agent",
+		Factory: "glm_agent", Name: "glm", Command: "glm-acp-agent", Meters: true,
 		Strings: map[string]string{"api_key": o.APIKey, "base_url": o.BaseURL},
 		Secret:  []string{"api_key"},
 		Launch: func(_ context.Context, lc acp.LaunchContext, b *acp.Base) (*acp.Launch, error) {
@@ -60,8 +71,24 @@ func New(o Options) (*acp.Provider, error) {
 			if o.APIKey != "" {
 				e["Z_AI_API_KEY"] = o.APIKey
 			}
-			if o.BaseURL != "" {
-				e["ACP_GLM_BASE_URL"] = o.BaseURL
+			// The endpoint the adapter would use: base_url=, else its
+			// variable (in env=, or on the host), else its default.
+			upstream := o.BaseURL
+			if upstream == "" {
+				upstream = e["ACP_GLM_BASE_URL"]
+			}
+			if upstream == "" && lc.Local {
+				upstream = os.Getenv("ACP_GLM_BASE_URL")
+			}
+			if upstream == "" {
+				upstream = DefaultBaseURL
+			}
+			base, err := lc.Route(upstream)
+			if err != nil {
+				return nil, err
+			}
+			if base != upstream || o.BaseURL != "" {
+				e["ACP_GLM_BASE_URL"] = base
 			}
 			if o.MaxTokens > 0 {
 				e["ACP_GLM_MAX_TOKENS"] = strconv.FormatInt(o.MaxTokens, 10)

@@ -27,7 +27,7 @@ func TestLaunch(t *testing.T) {
 	env["AML_FAKE_ACP_MODE"] = "auth"
 	env["AML_FAKE_ACP_AUTH_METHOD"] = "z-ai-api-key"
 	env["ACP_GLM_MODEL"] = "overridden-by-aml"
-	p, err := glm.New(glm.Options{Base: acp.Base{Command: cmd, Env: env, Model: "glm-4.7"}, APIKey: "zai-secret", BaseURL: "http://127.0.0.1:1/api", MaxTokens: 4096})
+	p, err := glm.New(glm.Options{Base: acp.Base{Command: cmd, Env: env, Model: "glm-4.7", NoMeter: true}, APIKey: "zai-secret", BaseURL: "http://127.0.0.1:1/api", MaxTokens: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,6 +48,23 @@ func TestLaunch(t *testing.T) {
 		b, _ := json.Marshal(e)
 		if strings.Contains(string(b), "zai-secret") {
 			t.Fatalf("the key reached a trace event: %s", b)
+		}
+	}
+}
+
+// TestLaunchMetered: a metered session gets a route of the model gateway
+// as its endpoint, the default one included.
+func TestLaunchMetered(t *testing.T) {
+	cmd, env := acptest.Command()
+	for _, base := range []string{"http://127.0.0.1:1/api", ""} {
+		p, err := glm.New(glm.Options{Base: acp.Base{Command: cmd, Env: env}, BaseURL: base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, _ := eval.New(eval.Options{})
+		out, err := rt.Evaluate(context.Background(), &eval.Agent{Provider: p, Children: []any{"env ACP_GLM_BASE_URL"}})
+		if err != nil || !strings.HasPrefix(out, "http://127.0.0.1:") || !strings.Contains(out, "/r/") {
+			t.Fatalf("base_url %q: the adapter got %q, %v; want a gateway route", base, out, err)
 		}
 	}
 }
