@@ -33,7 +33,7 @@ func BenchmarkGateway(b *testing.B) {
 		fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"done"}}],"usage":{"prompt_tokens":1200,"completion_tokens":20}}`)
 	}))
 	defer upstream.Close()
-	g, err := gateway.Start(nil)
+	g, err := gateway.Start(gateway.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

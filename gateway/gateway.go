@@ -20,15 +20,18 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +53,10 @@ type Call struct {
 	Usage eval.Usage
 	// Latency is the time from the request to the response's end.
 	Latency time.Duration
+	// Attempts is how many times the call was sent (retries after 429
+	// and 503 included); Waited is the time spent waiting between them.
+	Attempts int
+	Waited   time.Duration
 	// Err is why the call failed, or nil.
 	Err error
 }
@@ -63,11 +70,44 @@ type Meter interface {
 	Record(Call)
 }
 
+// Options configure a gateway.
+type Options struct {
+	// Client forwards the calls; nil is a client without a timeout
+	// (streams may last long) that does not follow redirects.
+	Client *http.Client
+	// Retry is how rate limits are handled; the zero value is
+	// DefaultRetry.
+	Retry Retry
+}
+
+// Retry is how the gateway handles an upstream's rate limit: a call
+// answered 429 or 503 is sent again after Retry-After (seconds or an
+// HTTP date) or, without one, an exponential backoff with full jitter,
+// at most Attempts times in all and while the waits add up to no more
+// than MaxWait; then the last answer reaches the agent. Retrying here,
+// once, replaces the retries of each agent's own client, which would
+// otherwise multiply (see the profiles' documentation).
+type Retry struct {
+	// Attempts bounds the tries of one call, the first included; 1
+	// turns retries off.
+	Attempts int
+	// MaxWait bounds the time one call spends waiting between tries.
+	MaxWait time.Duration
+	// Backoff is the first backoff without Retry-After; it doubles per
+	// try, up to MaxBackoff.
+	Backoff, MaxBackoff time.Duration
+}
+
+// DefaultRetry is the retry policy of a zero Retry: 5 tries, waits of
+// at most 2 minutes in all, backoff from 1 s up to 30 s.
+var DefaultRetry = Retry{Attempts: 5, MaxWait: 2 * time.Minute, Backoff: time.Second, MaxBackoff: 30 * time.Second}
+
 // Gateway is a running gateway. It is safe for concurrent use.
 type Gateway struct {
 	ln     net.Listener
 	srv    *http.Server
 	client *http.Client
+	retry  Retry
 	base   string
 
 	mu     sync.Mutex
@@ -79,18 +119,22 @@ type route struct {
 	meter    Meter
 }
 
-// Start starts a gateway on a loopback port. client forwards the calls;
-// nil is a client without a timeout (streams may last long) that does not
-// follow redirects.
-func Start(client *http.Client) (*Gateway, error) {
+// Start starts a gateway on a loopback port.
+func Start(o Options) (*Gateway, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("model gateway: %w", err)
 	}
+	client := o.Client
 	if client == nil {
 		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	g := &Gateway{ln: ln, client: client, base: "http://" + ln.Addr().String(), routes: map[string]*route{}}
+	retry := o.Retry
+	if retry == (Retry{}) {
+		retry = DefaultRetry
+	}
+	retry.Attempts = max(retry.Attempts, 1)
+	g := &Gateway{ln: ln, client: client, retry: retry, base: "http://" + ln.Addr().String(), routes: map[string]*route{}}
 	g.srv = &http.Server{Handler: http.HandlerFunc(g.serve), ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = g.srv.Serve(ln) }()
 	return g, nil
@@ -167,18 +211,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	target := *rt.upstream
 	target.Path = rt.upstream.Path + "/" + path
 	target.RawQuery = r.URL.RawQuery
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, target.String(), bytes.NewReader(body))
-	if err != nil {
-		call.Err = err
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	req.Header = r.Header.Clone()
+	header := r.Header.Clone()
 	for _, h := range hopHeaders {
-		req.Header.Del(h)
+		header.Del(h)
 	}
-	req.Host = target.Host
-	resp, err := g.client.Do(req)
+	resp, err := g.send(r.Context(), r.Method, target.String(), header, body, &call)
 	if err != nil {
 		call.Err = err
 		// The upstream's address, never the headers: no credential.
@@ -209,6 +246,59 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	call.Usage = m.usage()
 	call.Usage.ModelCalls = 1
+}
+
+// send makes the call, and makes it again while the upstream answers 429
+// or 503 and the retry policy allows: the answer it returns is the last.
+func (g *Gateway) send(ctx context.Context, method, target string, header http.Header, body []byte, call *Call) (*http.Response, error) {
+	var waited time.Duration
+	backoff := g.retry.Backoff
+	for attempt := 1; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header = header.Clone()
+		call.Attempts = attempt
+		resp, err := g.client.Do(req)
+		if err != nil || (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) || attempt >= g.retry.Attempts {
+			return resp, err
+		}
+		delay, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		if !ok {
+			delay = time.Duration(mrand.Int64N(int64(backoff) + 1)) // full jitter
+			backoff = min(2*backoff, g.retry.MaxBackoff)
+		}
+		if waited+delay > g.retry.MaxWait {
+			return resp, nil
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, context.Cause(ctx)
+		case <-t.C:
+		}
+		waited += delay
+		call.Waited = waited
+	}
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		return time.Duration(min(n, 1<<31)) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
 }
 
 // writeRefusal answers a refused call as OpenAI and Anthropic clients
@@ -369,6 +459,6 @@ var shared struct {
 // lives as long as the process. Runs share it: each session has routes
 // of its own.
 func Shared() (*Gateway, error) {
-	shared.once.Do(func() { shared.g, shared.err = Start(nil) })
+	shared.once.Do(func() { shared.g, shared.err = Start(Options{}) })
 	return shared.g, shared.err
 }

@@ -42,7 +42,7 @@ func (r *recorder) all() []gateway.Call {
 
 func start(t *testing.T) *gateway.Gateway {
 	t.Helper()
-	g, err := gateway.Start(nil)
+	g, err := gateway.Start(gateway.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
