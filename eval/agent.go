@@ -424,7 +424,7 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 		st = &sessionTrace{t: d.trace, sess: sess}
 	}
 	exec := &AgentExecution{RunID: d.runID, SpanID: sess.ID(), ParentSpanID: parent, Source: n.Position, Sandbox: sandbox, Trace: st, StagingDir: plan.hostStagingDir()}
-	meters := metered(p, sandbox)
+	meters := metered(p, req, sandbox)
 	if meters {
 		exec.Meter = sessionMeter{s: spend}
 	}

@@ -234,21 +234,20 @@ type SpendMeter interface {
 }
 
 // MeteredProvider is an optional AgentProvider capability: a provider
-// whose Meters reports true for a session (sandbox is its sandbox, nil
-// on the host) charges every model call of that session through
+// whose Meters reports true for a session (req is its request, sandbox
+// its sandbox or nil on the host) charges every model call of that session through
 // AgentExecution.Meter, so that the evaluator neither reserves a model
 // call per turn nor counts the turns' usage reports (each call counts
 // once). The evaluator still refuses a turn when a budget has nothing
 // left, and records what each turn's calls spent in the journal.
 type MeteredProvider interface {
-	Meters(sandbox *SandboxSession) bool
+	Meters(req *AgentRequest, sandbox *SandboxSession) bool
 }
 
-// metered reports whether p meters the model calls of a session in
-// sandbox.
-func metered(p AgentProvider, sandbox *SandboxSession) bool {
+// metered reports whether p meters the model calls of a session.
+func metered(p AgentProvider, req *AgentRequest, sandbox *SandboxSession) bool {
 	m, ok := p.(MeteredProvider)
-	return ok && m.Meters(sandbox)
+	return ok && m.Meters(req, sandbox)
 }
 
 // TraceEmitter records provider trace events. Attribute values must be

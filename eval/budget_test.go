@@ -353,7 +353,7 @@ type meteredProvider struct {
 }
 
 func (p *meteredProvider) Name() string                     { return "metered" }
-func (p *meteredProvider) Meters(*eval.SandboxSession) bool { return true }
+func (p *meteredProvider) Meters(*eval.AgentRequest, *eval.SandboxSession) bool { return true }
 func (p *meteredProvider) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.AgentExecution) (*eval.AgentResponse, error) {
 	for range p.calls {
 		if exec.Meter.Reserve() != nil {

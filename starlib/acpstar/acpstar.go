@@ -168,6 +168,7 @@ Each session gets a private OpenCode configuration (OPENCODE_CONFIG_CONTENT): co
 			argsDoc: "Extra arguments after the ACP arguments AML supplies."}.params(
 			starlib.Param{Name: "model", Type: "str | None", Default: "None", Doc: `Fallback model, "provider/model".`},
 			starlib.Param{Name: "config", Type: "dict", Default: "{}", Doc: "OpenCode configuration (JSON data)."},
+			meterParam,
 		),
 		Returns: "an agent provider",
 		Example: `coder = opencode_agent(model = "openai/gpt-5", env = {"OPENAI_API_KEY": env("OPENAI_API_KEY")})`,
@@ -180,6 +181,7 @@ Each session gets a private OpenCode configuration (OPENCODE_CONFIG_CONTENT): co
 		if err != nil {
 			return nil, err
 		}
+		b.NoMeter = !c.Bool("meter", true)
 		p, err := opencode.New(opencode.Options{Base: b, Config: config})
 		return provider(c, p, err)
 	}},

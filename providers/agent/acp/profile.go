@@ -83,6 +83,9 @@ type ProfileSpec struct {
 	// agent through LaunchContext.Route, so that sessions on the host are
 	// metered (Config.Meter) unless the base's NoMeter is set.
 	Meters bool
+	// MeterFor, when set, is Config.MeterFor, given the base with its
+	// defaults applied.
+	MeterFor func(b *Base, req *eval.AgentRequest) bool
 	// Launch prepares one session's launch (Config.Profile), given the
 	// base with its defaults applied and its Args and Env captured.
 	Launch func(ctx context.Context, lc LaunchContext, b *Base) (*Launch, error)
@@ -123,7 +126,11 @@ func NewProfile(b Base, spec ProfileSpec) (*Provider, error) {
 	for _, v := range b.Env {
 		secrets = append(secrets, v)
 	}
-	return New(Config{Name: b.Name, Command: b.Command, WorkingDirectory: b.WorkingDirectory, NativeSkills: spec.NativeSkills, Meter: spec.Meters && !b.NoMeter,
+	var meterFor func(*eval.AgentRequest) bool
+	if spec.MeterFor != nil {
+		meterFor = func(req *eval.AgentRequest) bool { return spec.MeterFor(&b, req) }
+	}
+	return New(Config{Name: b.Name, Command: b.Command, WorkingDirectory: b.WorkingDirectory, NativeSkills: spec.NativeSkills, Meter: spec.Meters && !b.NoMeter, MeterFor: meterFor,
 		Relay: b.Relay, ClientVersion: b.ClientVersion, HandshakeTimeout: b.HandshakeTimeout,
 		Profile: func(ctx context.Context, lc LaunchContext) (*Launch, error) {
 			l, err := launch(ctx, lc, &b)

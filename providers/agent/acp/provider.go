@@ -67,12 +67,15 @@ type Config struct {
 	// Sessions in a sandbox are not metered: their turns are counted from
 	// the agent's usage reports.
 	Meter bool
+	// MeterFor, when set, says which sessions of a metering profile are
+	// metered (those whose model endpoint it can route); nil meters all.
+	MeterFor func(req *eval.AgentRequest) bool
 }
 
 // Meters implements eval.MeteredProvider: sessions on the host of a
-// metering profile.
-func (p *Provider) Meters(sandbox *eval.SandboxSession) bool {
-	return p.cfg.Meter && sandbox == nil
+// metering profile (that MeterFor accepts).
+func (p *Provider) Meters(req *eval.AgentRequest, sandbox *eval.SandboxSession) bool {
+	return p.cfg.Meter && sandbox == nil && (p.cfg.MeterFor == nil || p.cfg.MeterFor(req))
 }
 
 // DefaultHandshakeTimeout is the bound of each handshake request when
@@ -178,7 +181,7 @@ func (p *Provider) OpenSession(ctx context.Context, req *eval.AgentRequest, exec
 	}
 	if exec != nil {
 		s.evalDir = exec.WorkingDirectory
-		if p.Meters(exec.Sandbox) {
+		if p.Meters(req, exec.Sandbox) {
 			s.meter = exec.Meter
 		}
 	}

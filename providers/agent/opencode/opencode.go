@@ -24,7 +24,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path"
+	"strings"
 
 	"github.com/aml-go/aml/eval"
 
@@ -51,9 +53,21 @@ func New(o Options) (*acp.Provider, error) {
 	}
 	return acp.NewProfile(o.Base, acp.ProfileSpec{
 		Factory: "opencode_agent", Name: "opencode", Command: "opencode", DirectoryOption: "directory", NativeSkills: true,
+		Meters: true,
+		MeterFor: func(b *acp.Base, req *eval.AgentRequest) bool {
+			cfg, err := config.Fresh()
+			if err != nil {
+				return false
+			}
+			_, ok := endpoint(cfg, modelOf(cfg, b.ModelFor(req)))
+			return ok
+		},
 		Launch: func(_ context.Context, lc acp.LaunchContext, b *acp.Base) (*acp.Launch, error) {
 			cfg, err := config.Fresh()
 			if err != nil {
+				return nil, err
+			}
+			if err := routeProviders(cfg, lc, b.Env, modelOf(cfg, b.ModelFor(lc.Request))); err != nil {
 				return nil, err
 			}
 			if err := overlay(cfg, lc, b.ModelFor(lc.Request)); err != nil {
@@ -192,4 +206,99 @@ func credentialHint(cfg map[string]any, env map[string]string, local bool) strin
 		return ""
 	}
 	return acp.CredentialHint(env, local, "opencode_agent found no model credential: set the key variable of the model's provider (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...), or configure the provider in config = {\"provider\": ...} (docs/agents.md)", acp.ModelKeyVars...)
+}
+
+// defaultEndpoints are the API base URLs of OpenCode's built-in providers
+// that AML can route through its model gateway without a baseURL in the
+// configuration.
+var defaultEndpoints = map[string]string{
+	"openai":    "https://api.openai.com/v1",
+	"anthropic": "https://api.anthropic.com/v1",
+}
+
+// modelOf is the session's model: agent(model=) or the profile's, else
+// the configuration's.
+func modelOf(cfg map[string]any, model string) string {
+	if model == "" {
+		model, _ = cfg["model"].(string)
+	}
+	return model
+}
+
+// endpoint is the base URL the model's provider calls: its
+// options.baseURL in the configuration, else a built-in default. ok is
+// false when the session's endpoint is not known, so that it cannot be
+// metered.
+func endpoint(cfg map[string]any, model string) (string, bool) {
+	id, _, found := strings.Cut(model, "/")
+	if !found || id == "" {
+		return "", false
+	}
+	providers, _ := cfg["provider"].(map[string]any)
+	if u := baseURL(providers[id]); u != "" {
+		return u, true
+	}
+	u, ok := defaultEndpoints[id]
+	return u, ok
+}
+
+// routeProviders points every provider of the configuration that names a
+// baseURL, and the session model's built-in provider, at its route
+// (LaunchContext.Route: AML's model gateway when the session is metered).
+// A built-in provider's endpoint is its variable (OPENAI_BASE_URL,
+// ANTHROPIC_BASE_URL) in env, or on the host, else its default; it is
+// written into the configuration only when the session is metered.
+func routeProviders(cfg map[string]any, lc acp.LaunchContext, env map[string]string, model string) error {
+	providers, _ := cfg["provider"].(map[string]any)
+	for id, v := range providers {
+		if u := baseURL(v); u != "" {
+			routed, err := lc.Route(u)
+			if err != nil {
+				return fmt.Errorf("opencode_agent: provider %q: %w", id, err)
+			}
+			v.(map[string]any)["options"].(map[string]any)["baseURL"] = routed
+		}
+	}
+	id, _, _ := strings.Cut(model, "/")
+	u, builtin := defaultEndpoints[id]
+	if !builtin || baseURL(providers[id]) != "" {
+		return nil
+	}
+	v := strings.ToUpper(id) + "_BASE_URL"
+	if e := env[v]; e != "" {
+		u = e
+	} else if e := os.Getenv(v); e != "" && lc.Local {
+		u = e
+	}
+	routed, err := lc.Route(u)
+	if err != nil {
+		return fmt.Errorf("opencode_agent: provider %q: %w", id, err)
+	}
+	if routed == u {
+		return nil // not metered: OpenCode's own default stands
+	}
+	if providers == nil {
+		providers = map[string]any{}
+		cfg["provider"] = providers
+	}
+	p, _ := providers[id].(map[string]any)
+	if p == nil {
+		p = map[string]any{}
+		providers[id] = p
+	}
+	opts, _ := p["options"].(map[string]any)
+	if opts == nil {
+		opts = map[string]any{}
+		p["options"] = opts
+	}
+	opts["baseURL"] = routed
+	return nil
+}
+
+// baseURL is a provider entry's options.baseURL, or "".
+func baseURL(v any) string {
+	p, _ := v.(map[string]any)
+	opts, _ := p["options"].(map[string]any)
+	u, _ := opts["baseURL"].(string)
+	return u
 }
