@@ -352,7 +352,7 @@ type meteredProvider struct {
 	made  atomic.Int64
 }
 
-func (p *meteredProvider) Name() string                     { return "metered" }
+func (p *meteredProvider) Name() string                                         { return "metered" }
 func (p *meteredProvider) Meters(*eval.AgentRequest, *eval.SandboxSession) bool { return true }
 func (p *meteredProvider) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.AgentExecution) (*eval.AgentResponse, error) {
 	for range p.calls {
