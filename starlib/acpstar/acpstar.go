@@ -196,6 +196,7 @@ Each session gets private Codex state (CODEX_HOME, sqlite, logs) in a directory 
 			starlib.Param{Name: "model", Type: "str | None", Default: "None", Doc: "Fallback model."},
 			starlib.Param{Name: "api_key", Type: "str | None", Default: "None", Secret: true, Doc: "OpenAI API key (CODEX_API_KEY); prefer env()."},
 			starlib.Param{Name: "config", Type: "dict", Default: "{}", Doc: "Base Codex configuration (JSON data)."},
+			meterParam,
 			starlib.Param{Name: "codex_path", Type: "str", Default: `"codex"`, Doc: "The Codex executable the adapter runs (CODEX_PATH)."},
 			starlib.Param{Name: "reasoning_effort", Type: "str | None", Default: "None", Doc: "Codex model_reasoning_effort."},
 		),
@@ -210,6 +211,7 @@ Each session gets private Codex state (CODEX_HOME, sqlite, logs) in a directory 
 		if err != nil {
 			return nil, err
 		}
+		b.NoMeter = !c.Bool("meter", true)
 		p, err := codex.New(codex.Options{Base: b, CodexPath: c.Str("codex_path"), APIKey: c.Str("api_key"),
 			ReasoningEffort: c.Str("reasoning_effort"), Config: config})
 		return provider(c, p, err)

@@ -21,6 +21,8 @@ package codex
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"path"
 	"slices"
 
@@ -64,8 +66,21 @@ func New(o Options) (*acp.Provider, error) {
 		Factory: "codex_agent", Name: "codex", Command: "codex-acp", NativeSkills: true,
 		Strings: map[string]string{"codex_path": o.CodexPath, "reasoning_effort": o.ReasoningEffort, "api_key": o.APIKey},
 		Secret:  []string{"api_key"},
+		Meters:  true,
+		MeterFor: func(_ *acp.Base, _ *eval.AgentRequest) bool {
+			cfg, err := config.Fresh()
+			if err != nil {
+				return false
+			}
+			_, _, ok := endpoint(cfg)
+			return ok
+		},
 		Launch: func(_ context.Context, lc acp.LaunchContext, b *acp.Base) (*acp.Launch, error) {
 			cfg, err := config.Fresh()
+			if err != nil {
+				return nil, err
+			}
+			openaiBase, err := routeEndpoint(cfg, lc, b.Env)
 			if err != nil {
 				return nil, err
 			}
@@ -102,8 +117,67 @@ func New(o Options) (*acp.Provider, error) {
 			if o.APIKey != "" {
 				e["CODEX_API_KEY"] = o.APIKey
 			}
+			if openaiBase != "" {
+				e["OPENAI_BASE_URL"] = openaiBase
+			}
 			hint := acp.CredentialHint(e, lc.Local, "codex_agent found no API key: set OPENAI_API_KEY (or CODEX_API_KEY), or pass api_key = ... or env = {\"OPENAI_API_KEY\": ...}", "CODEX_API_KEY", "OPENAI_API_KEY")
 			return &acp.Launch{Command: b.Command, Args: slices.Clone(b.Args), Env: e, AuthMethodID: auth, ModelHandled: true, SystemHandled: true, CredentialHint: hint}, nil
 		},
 	})
+}
+
+// DefaultOpenAIBaseURL is the endpoint of Codex's built-in "openai"
+// provider when OPENAI_BASE_URL does not name another.
+const DefaultOpenAIBaseURL = "https://api.openai.com/v1"
+
+// endpoint names the session's model provider (config's model_provider,
+// else "openai") and the base URL it calls: its model_providers entry's
+// base_url, else, for the built-in openai provider, "" (OPENAI_BASE_URL or
+// the default decide). ok is false for a provider whose endpoint AML
+// cannot route (another built-in one), so that it is not metered.
+func endpoint(cfg map[string]any) (id, base string, ok bool) {
+	id, _ = cfg["model_provider"].(string)
+	if id == "" {
+		id = "openai"
+	}
+	providers, _ := cfg["model_providers"].(map[string]any)
+	p, _ := providers[id].(map[string]any)
+	if u, _ := p["base_url"].(string); u != "" {
+		return id, u, true
+	}
+	return id, "", id == "openai"
+}
+
+// routeEndpoint points the session's model provider at its route
+// (LaunchContext.Route: AML's model gateway when the session is metered):
+// a configured base_url in place, the built-in openai provider through
+// the OPENAI_BASE_URL it returns ("" when it stays as it was).
+func routeEndpoint(cfg map[string]any, lc acp.LaunchContext, env map[string]string) (string, error) {
+	id, base, ok := endpoint(cfg)
+	if !ok {
+		return "", nil
+	}
+	if base != "" {
+		routed, err := lc.Route(base)
+		if err != nil {
+			return "", fmt.Errorf("codex_agent: model provider %q: %w", id, err)
+		}
+		cfg["model_providers"].(map[string]any)[id].(map[string]any)["base_url"] = routed
+		return "", nil
+	}
+	upstream := env["OPENAI_BASE_URL"]
+	if upstream == "" && lc.Local {
+		upstream = os.Getenv("OPENAI_BASE_URL")
+	}
+	if upstream == "" {
+		upstream = DefaultOpenAIBaseURL
+	}
+	routed, err := lc.Route(upstream)
+	if err != nil {
+		return "", fmt.Errorf("codex_agent: the openai provider: %w", err)
+	}
+	if routed == upstream {
+		return "", nil
+	}
+	return routed, nil
 }
