@@ -282,6 +282,7 @@ Every session gets a private Pi home (HOME, agent and session directories) remov
 			starlib.Param{Name: "model", Type: "str | None", Default: "None", Doc: `Fallback model, as pi-acp names it ("provider/model").`},
 			starlib.Param{Name: "thinking_level", Type: "str | None", Default: "None", Doc: "Pi thinking level (thought_level option)."},
 			starlib.Param{Name: "models", Type: "dict | None", Default: "None", Doc: "Pi models.json content (custom providers)."},
+			meterParam,
 			starlib.Param{Name: "pi_command", Type: "str", Default: `"pi"`, Doc: "The native pi executable."},
 			starlib.Param{Name: "mcp_adapter_path", Type: "str | None", Default: "None", Doc: "The pi-mcp-adapter extension (discovered from PATH when omitted)."},
 		),
@@ -296,6 +297,7 @@ Every session gets a private Pi home (HOME, agent and session directories) remov
 		if err != nil {
 			return nil, err
 		}
+		b.NoMeter = !c.Bool("meter", true)
 		p, err := pi.New(pi.Options{Base: b, PiCommand: c.Str("pi_command"), MCPAdapterPath: c.Str("mcp_adapter_path"),
 			ThinkingLevel: c.Str("thinking_level"), Models: models})
 		return provider(c, p, err)

@@ -88,7 +88,11 @@ func New(o Options) (*acp.Provider, error) {
 		e["PI_ACP_PI_COMMAND"] = o.PiCommand
 		files := []acp.LaunchFile{{Path: "agent/settings.json", Content: []byte(`{"quietStartup":true}`)}}
 		if models != nil {
-			files = append(files, acp.LaunchFile{Path: "agent/models.json", Content: models})
+			routed, err := routeModels(models, lc)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, acp.LaunchFile{Path: "agent/models.json", Content: routed})
 		}
 		l := &acp.Launch{Command: b.Command, Args: slices.Clone(b.Args), Env: e, ModelHandled: true, NoSessionMCP: true, TransformText: stripStartup}
 		if models == nil {
@@ -139,7 +143,46 @@ func New(o Options) (*acp.Provider, error) {
 	}
 	return acp.NewProfile(o.Base, acp.ProfileSpec{Factory: "pi_agent", Name: "pi", Command: "pi-acp",
 		Strings: map[string]string{"pi_command": o.PiCommand, "mcp_adapter_path": o.MCPAdapterPath, "thinking_level": o.ThinkingLevel},
-		Launch:  profile})
+		Launch:  profile,
+		// A session is metered when its model's provider is one of
+		// models.json, whose baseUrl AML routes.
+		Meters: true,
+		MeterFor: func(b *acp.Base, req *eval.AgentRequest) bool {
+			id, _, ok := strings.Cut(b.ModelFor(req), "/")
+			if !ok || models == nil {
+				return false
+			}
+			var m struct {
+				Providers map[string]struct {
+					BaseURL string `json:"baseUrl"`
+				} `json:"providers"`
+			}
+			return json.Unmarshal(models, &m) == nil && m.Providers[id].BaseURL != ""
+		}})
+}
+
+// routeModels points every provider of models.json that names a baseUrl
+// at its route (LaunchContext.Route: AML's model gateway when the session
+// is metered).
+func routeModels(models []byte, lc acp.LaunchContext) ([]byte, error) {
+	var m map[string]any
+	if err := json.Unmarshal(models, &m); err != nil {
+		return nil, err
+	}
+	providers, _ := m["providers"].(map[string]any)
+	for id, v := range providers {
+		p, _ := v.(map[string]any)
+		u, _ := p["baseUrl"].(string)
+		if u == "" {
+			continue
+		}
+		routed, err := lc.Route(u)
+		if err != nil {
+			return nil, fmt.Errorf("pi_agent: provider %q: %w", id, err)
+		}
+		p["baseUrl"] = routed
+	}
+	return json.MarshalIndent(m, "", "  ")
 }
 
 // adapterPath finds the pi-mcp-adapter extension: the configured path,
