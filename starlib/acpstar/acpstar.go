@@ -226,6 +226,7 @@ Each session runs the Copilot CLI with args= first and then AML's own flags (ACP
 			envDoc: "Environment variables (the GitHub token) for Copilot (str to str).", argsDoc: "Arguments placed before AML's own flags."}.params(
 			starlib.Param{Name: "model", Type: "str | None", Default: `"auto"`, Doc: "Fallback model."},
 			starlib.Param{Name: "reasoning_effort", Type: "str | None", Default: "None", Doc: "Passed as --reasoning-effort."},
+			meterParam,
 		),
 		Returns: "an agent provider",
 		Example: `reviewer = copilot_agent(env = {"GH_TOKEN": env("GH_TOKEN")})`,
@@ -234,6 +235,7 @@ Each session runs the Copilot CLI with args= first and then AML's own flags (ACP
 		if err != nil {
 			return nil, err
 		}
+		b.NoMeter = !c.Bool("meter", true)
 		p, err := copilot.New(copilot.Options{Base: b, ReasoningEffort: c.Str("reasoning_effort")})
 		return provider(c, p, err)
 	}},

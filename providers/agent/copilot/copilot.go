@@ -143,6 +143,17 @@ func New(o Options) (*acp.Provider, error) {
 			flags = append(flags, "--excluded-tools="+strings.Join(exclude, ","))
 		}
 		e := b.LaunchEnv()
+		// A model endpoint of the user's own (COPILOT_PROVIDER_BASE_URL,
+		// in env= or on the host) is routed through AML's model gateway.
+		if u := providerURL(e, lc.Local); u != "" {
+			routed, err := lc.Route(u)
+			if err != nil {
+				return nil, fmt.Errorf("copilot_agent: COPILOT_PROVIDER_BASE_URL: %w", err)
+			}
+			if routed != u {
+				e[providerVar] = routed
+			}
+		}
 		e["COPILOT_HOME"] = lc.StateDir
 		e["HOME"] = lc.StateDir
 		if dir := packageCache(o.PackageCache, e, lc.Local); dir != "" {
@@ -170,7 +181,29 @@ func New(o Options) (*acp.Provider, error) {
 		return l, nil
 	}
 	return acp.NewProfile(o.Base, acp.ProfileSpec{Factory: "copilot_agent", Name: "copilot", Command: "copilot", Model: "auto",
-		Strings: map[string]string{"reasoning_effort": o.ReasoningEffort, "package_cache": o.PackageCache}, Launch: profile})
+		Strings: map[string]string{"reasoning_effort": o.ReasoningEffort, "package_cache": o.PackageCache}, Launch: profile,
+		// Only a model endpoint of the user's own can be metered: the
+		// models of a Copilot plan are reached through GitHub.
+		Meters: true,
+		MeterFor: func(b *acp.Base, _ *eval.AgentRequest) bool {
+			return providerURL(b.Env, true) != ""
+		}})
+}
+
+// providerVar names the model endpoint of Copilot's bring-your-own-model
+// mode.
+const providerVar = "COPILOT_PROVIDER_BASE_URL"
+
+// providerURL is that endpoint: in env, else (on the host) in the
+// process environment, else "".
+func providerURL(env map[string]string, local bool) string {
+	if u := env[providerVar]; u != "" {
+		return u
+	}
+	if local {
+		return os.Getenv(providerVar)
+	}
+	return ""
 }
 
 // tokenVar names the token variable to pass: from env first, then (for a
