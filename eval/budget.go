@@ -195,6 +195,15 @@ type Budget struct {
 	ToolCalls int64
 	// Wall bounds the elapsed time.
 	Wall time.Duration
+	// OnExceed is what happens when a budget of the run (Options.Budget,
+	// its wall time aside) runs out: "fail" (or "", the default) fails
+	// the run; "ask" asks for a new limit as a question with the id
+	// "budget": a journaled run suspends until `aml resume RUN --answer
+	// budget=AMOUNT` (ResumeOptions.Answers) raises the limit, replaying
+	// what it had done; without a journal Options.Ask is asked, and the
+	// run fails when there is none. budget() and agent(budget=) take
+	// "fail" only.
+	OnExceed string
 }
 
 // Validate reports a negative bound or a cost that is not a finite
@@ -211,12 +220,16 @@ func (b Budget) Validate() error {
 		return fmt.Errorf("budget tool_calls must not be negative, got %d", b.ToolCalls)
 	case b.Wall < 0:
 		return fmt.Errorf("budget wall_s must not be negative, got %v", b.Wall)
+	case b.OnExceed != "" && b.OnExceed != "fail" && b.OnExceed != "ask":
+		return fmt.Errorf("budget on_exceed must be \"fail\" or \"ask\", got %q", b.OnExceed)
 	}
 	return nil
 }
 
 // IsZero reports whether the budget bounds nothing.
-func (b Budget) IsZero() bool { return b == Budget{} }
+func (b Budget) IsZero() bool {
+	return b.Tokens == 0 && b.CostUSD == 0 && b.ModelCalls == 0 && b.ToolCalls == 0 && b.Wall == 0
+}
 
 // BudgetKeys are the keys of a budget dict, in the order errors list them.
 var BudgetKeys = []string{"tokens", "cost_usd", "model_calls", "tool_calls", "wall_s"}
@@ -237,13 +250,22 @@ type BudgetError struct {
 	// Before is true when the spend was refused before it started (the
 	// budget was already used up), false when a spend crossed it.
 	Before bool
+
+	// scope is the scope whose budget it is; wait, when set, is why the
+	// run did not go on: it waits for a new limit (on_exceed "ask"), or
+	// the limit it was given is no larger.
+	scope *spendScope
+	wait  error
 }
+
+// Unwrap returns why the run waits for a new limit, or nil.
+func (e *BudgetError) Unwrap() error { return e.wait }
 
 // Error says which budget of which scope ran out, by how much, and how to
 // raise it.
 func (e *BudgetError) Error() string {
 	state := "exceeded"
-	if e.Before {
+	if e.Before && e.Spent <= e.Limit {
 		state = "used up"
 	}
 	owner := "the run's " + e.Budget + " budget"
@@ -252,7 +274,11 @@ func (e *BudgetError) Error() string {
 		owner = "the " + e.Budget + " budget of " + e.Scope
 		how = "raise it there"
 	}
-	return fmt.Sprintf("%s is %s (%s of %s spent); %s", owner, state, formatAmount(e.Budget, e.Spent), formatAmount(e.Budget, e.Limit), how)
+	msg := fmt.Sprintf("%s is %s (%s of %s spent); %s", owner, state, formatAmount(e.Budget, e.Spent), formatAmount(e.Budget, e.Limit), how)
+	if e.wait != nil && e.wait != errSuspend {
+		msg += "; " + e.wait.Error()
+	}
+	return msg
 }
 
 func budgetFlag(key string) string {
@@ -296,6 +322,55 @@ type spendScope struct {
 	// (a tool call an agent made), which ends the session after its
 	// turn.
 	refused *BudgetError
+	// onExceed, on the run's scope of a budget with on_exceed "ask",
+	// asks for a new limit: raised reports that the limit now exceeds
+	// what was spent; wait is why the run cannot go on.
+	onExceed func(be *BudgetError) (raised bool, wait error)
+}
+
+// settle offers a budget error to its scope's onExceed: true means the
+// limit was raised and the spend may be tried again.
+func settle(be *BudgetError) bool {
+	if be == nil || be.scope == nil || be.scope.onExceed == nil || be.Budget == "wall_s" {
+		return false
+	}
+	raised, wait := be.scope.onExceed(be)
+	if wait != nil {
+		be.wait = wait
+		return false
+	}
+	return raised
+}
+
+// raise sets the limit of key to amount when that is more than what the
+// scope spent of it, and reports whether it did.
+func (s *spendScope) raise(key string, amount float64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.spent
+	switch key {
+	case "tokens":
+		if amount > float64(u.Tokens()) {
+			s.limit.Tokens = int64(amount)
+			return amount >= float64(u.Tokens()+1)
+		}
+	case "cost_usd":
+		if amount > u.CostUSD {
+			s.limit.CostUSD = amount
+			return true
+		}
+	case "model_calls":
+		if amount >= float64(u.ModelCalls+1) {
+			s.limit.ModelCalls = int64(amount)
+			return true
+		}
+	case "tool_calls":
+		if amount >= float64(u.ToolCalls+1) {
+			s.limit.ToolCalls = int64(amount)
+			return true
+		}
+	}
+	return false
 }
 
 // reserveTool takes one tool call from every scope of the chain, or
@@ -349,17 +424,26 @@ func (s *spendScope) costBudget() bool {
 // usedUp returns the error of the first budget in the chain that has
 // nothing left for a model call (tokens, cost, model calls), or nil.
 func (s *spendScope) usedUp() *BudgetError {
+	for {
+		be := s.tryUsedUp()
+		if !settle(be) {
+			return be
+		}
+	}
+}
+
+func (s *spendScope) tryUsedUp() *BudgetError {
 	for ; s != nil; s = s.parent {
 		s.mu.Lock()
 		l, u := s.limit, s.spent
 		s.mu.Unlock()
 		switch {
 		case l.Tokens > 0 && u.Tokens() >= l.Tokens:
-			return &BudgetError{Budget: "tokens", Spent: float64(u.Tokens()), Limit: float64(l.Tokens), Scope: s.name, Before: true}
+			return &BudgetError{Budget: "tokens", Spent: float64(u.Tokens()), Limit: float64(l.Tokens), Scope: s.name, Before: true, scope: s}
 		case l.CostUSD > 0 && u.CostUSD >= l.CostUSD:
-			return &BudgetError{Budget: "cost_usd", Spent: u.CostUSD, Limit: l.CostUSD, Scope: s.name, Before: true}
+			return &BudgetError{Budget: "cost_usd", Spent: u.CostUSD, Limit: l.CostUSD, Scope: s.name, Before: true, scope: s}
 		case l.ModelCalls > 0 && u.ModelCalls >= l.ModelCalls:
-			return &BudgetError{Budget: "model_calls", Spent: float64(u.ModelCalls), Limit: float64(l.ModelCalls), Scope: s.name, Before: true}
+			return &BudgetError{Budget: "model_calls", Spent: float64(u.ModelCalls), Limit: float64(l.ModelCalls), Scope: s.name, Before: true, scope: s}
 		}
 	}
 	return nil
@@ -377,6 +461,15 @@ func (s *spendScope) reserve(n int64, tool bool) *BudgetError {
 			return err
 		}
 	}
+	for {
+		be := s.tryReserve(n, tool)
+		if !settle(be) {
+			return be
+		}
+	}
+}
+
+func (s *spendScope) tryReserve(n int64, tool bool) *BudgetError {
 	// Lock the chain from the outside in, as every reserve does, so that
 	// two reservations cannot each take the last call.
 	var chain []*spendScope
@@ -394,10 +487,10 @@ func (s *spendScope) reserve(n int64, tool bool) *BudgetError {
 	for _, c := range chain {
 		if tool {
 			if l := c.limit.ToolCalls; l > 0 && c.spent.ToolCalls+n > l {
-				return &BudgetError{Budget: "tool_calls", Spent: float64(c.spent.ToolCalls), Limit: float64(l), Scope: c.name, Before: true}
+				return &BudgetError{Budget: "tool_calls", Spent: float64(c.spent.ToolCalls), Limit: float64(l), Scope: c.name, Before: true, scope: c}
 			}
 		} else if l := c.limit.ModelCalls; l > 0 && c.spent.ModelCalls+n > l {
-			return &BudgetError{Budget: "model_calls", Spent: float64(c.spent.ModelCalls), Limit: float64(l), Scope: c.name, Before: true}
+			return &BudgetError{Budget: "model_calls", Spent: float64(c.spent.ModelCalls), Limit: float64(l), Scope: c.name, Before: true, scope: c}
 		}
 	}
 	for _, c := range chain {
@@ -425,11 +518,17 @@ func (s *spendScope) charge(u Usage) *BudgetError {
 		}
 		switch {
 		case l.Tokens > 0 && t.Tokens() > l.Tokens:
-			crossed = &BudgetError{Budget: "tokens", Spent: float64(t.Tokens()), Limit: float64(l.Tokens), Scope: c.name}
+			crossed = &BudgetError{Budget: "tokens", Spent: float64(t.Tokens()), Limit: float64(l.Tokens), Scope: c.name, scope: c}
 		case l.CostUSD > 0 && t.CostUSD > l.CostUSD:
-			crossed = &BudgetError{Budget: "cost_usd", Spent: t.CostUSD, Limit: l.CostUSD, Scope: c.name}
+			crossed = &BudgetError{Budget: "cost_usd", Spent: t.CostUSD, Limit: l.CostUSD, Scope: c.name, scope: c}
 		case l.ModelCalls > 0 && t.ModelCalls > l.ModelCalls:
-			crossed = &BudgetError{Budget: "model_calls", Spent: float64(t.ModelCalls), Limit: float64(l.ModelCalls), Scope: c.name}
+			crossed = &BudgetError{Budget: "model_calls", Spent: float64(t.ModelCalls), Limit: float64(l.ModelCalls), Scope: c.name, scope: c}
+		}
+		if crossed != nil && c.onExceed != nil {
+			// A budget that asks lets the spend that crossed it stand
+			// (its session's work is done and recorded); the next spend
+			// finds it used up and asks.
+			crossed = nil
 		}
 	}
 	return crossed
@@ -560,4 +659,76 @@ func meteredResponse(r *AgentResponse, after, before Usage) *AgentResponse {
 	}
 	c.Usage, c.Spent = "", &d
 	return &c
+}
+
+// askForMore is the run scope's onExceed for on_exceed "ask": the
+// question "budget" asks for a new limit of the budget that ran out. In a
+// journaled run an answer given to the resume raises it (once per
+// evaluation), and without one the run waits for it; without a journal
+// Options.Ask is asked.
+func (d *domain) askForMore(ctx context.Context) func(be *BudgetError) (bool, error) {
+	var mu sync.Mutex
+	used := false
+	return func(be *BudgetError) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		q := Question{ID: "budget", Text: fmt.Sprintf("%s. What is the new limit of the run's %s budget?", strings.TrimSuffix(strings.SplitN(be.Error(), ";", 2)[0], "."), be.Budget),
+			Schema: map[string]any{"type": "number", "exclusiveMinimum": be.Spent}}
+		var answer any
+		switch {
+		case d.journal != nil:
+			a, ok := d.journal.answers[q.ID]
+			if !ok || used {
+				jr := d.journal
+				jr.mu.Lock()
+				if jr.asked == nil {
+					jr.asked = map[string]bool{}
+				}
+				if !jr.asked[q.ID] {
+					jr.asked[q.ID] = true
+					jr.pending = append(jr.pending, q)
+				}
+				jr.mu.Unlock()
+				return false, errSuspend
+			}
+			used, answer = true, a
+		case d.rt.opts.Ask != nil:
+			schema, err := NewSchema(q.Schema)
+			if err != nil {
+				return false, err
+			}
+			a, err := d.askLive(ctx, q, schema)
+			if err != nil {
+				return false, err
+			}
+			answer = a
+		default:
+			return false, nil
+		}
+		amount, ok := answerAmount(answer)
+		if !ok {
+			return false, fmt.Errorf("the answer to question \"budget\" must be a number above %s, got %v", formatAmount(be.Budget, be.Spent), answer)
+		}
+		if !be.scope.raise(be.Budget, amount) {
+			return false, fmt.Errorf("the new limit %s is not above what the run spent", formatAmount(be.Budget, amount))
+		}
+		return true, nil
+	}
+}
+
+// answerAmount reads a number answer (a number, or text that is one).
+func answerAmount(v any) (float64, bool) {
+	switch v := v.(type) {
+	case int64:
+		return float64(v), true
+	case float64:
+		return v, true
+	case json.Number:
+		f, err := v.Float64()
+		return f, err == nil
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		return f, err == nil
+	}
+	return 0, false
 }

@@ -400,3 +400,65 @@ func TestMeteredCallsCountOnce(t *testing.T) {
 		t.Fatalf("resume made %d calls, counted %+v", p.made.Load()-15, resumed)
 	}
 }
+
+// TestOnExceedAsk: a journaled run whose budget says on_exceed "ask"
+// suspends with the question "budget" instead of failing; a resume that
+// answers a higher limit serves the finished sessions from the journal,
+// counts their spend and goes on; one that answers no higher limit fails.
+func TestOnExceedAsk(t *testing.T) {
+	p := spender(t, eval.Usage{InputTokens: 100, OutputTokens: 50}, false)
+	j := eval.NewMemoryJournal()
+	opts := eval.Options{AgentProvider: p, Budget: &eval.Budget{Tokens: 400, OnExceed: "ask"}, Limits: &eval.Limits{MaxAgentCalls: eval.Unlimited}}
+	_, err, spent := evaluate(t, opts, loop(6), eval.EvaluateOptions{RunID: "a", Journal: j})
+	var se *eval.SuspendedError
+	if !errors.As(err, &se) || len(se.Questions) != 1 || se.Questions[0].ID != "budget" {
+		t.Fatalf("want the run suspended on the question budget, got %v", err)
+	}
+	q := se.Questions[0]
+	if !strings.Contains(q.Text, "the run's tokens budget is exceeded (450 of 400 spent). What is the new limit of the run's tokens budget?") || q.Schema["exclusiveMinimum"] != float64(450) {
+		t.Errorf("question %+v", q)
+	}
+	if len(p.Calls()) != 3 || spent.Tokens() != 450 {
+		t.Fatalf("%d sessions, %d tokens before the question", len(p.Calls()), spent.Tokens())
+	}
+	resume := func(answer any) (string, error, eval.Usage) {
+		var got eval.Usage
+		o := opts
+		o.OnFinish = func(ev eval.FinishEvent) { got = ev.Usage }
+		rt, err := eval.New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := rt.Resume(context.Background(), loop(6), eval.ResumeOptions{RunID: "a", Journal: j, Answers: map[string]any{"budget": answer}})
+		return out, err, got
+	}
+	if _, err, _ := resume(int64(300)); err == nil || !strings.Contains(err.Error(), "the new limit 300 is not above what the run spent") {
+		t.Fatalf("a lower limit: %v", err)
+	}
+	p.Reset()
+	out, err, spent := resume(int64(2000))
+	if err != nil || !strings.HasPrefix(out, "step 0step 1") {
+		t.Fatalf("resume: %q, %v", out, err)
+	}
+	// The first three sessions come from the journal; three run live.
+	if len(p.Calls()) != 3 || spent.Tokens() != 900 {
+		t.Fatalf("%d live sessions, %d tokens counted; want 3 and 900", len(p.Calls()), spent.Tokens())
+	}
+	// Without a journal and without Options.Ask, "ask" fails as "fail".
+	p.Reset()
+	_, err, _ = evaluate(t, opts, loop(6))
+	if be := budgetError(t, err); be.Budget != "tokens" || errors.As(err, &se) {
+		t.Fatalf("without a journal: %v", err)
+	}
+	// With Options.Ask, the person asked gives the new limit.
+	p.Reset()
+	asked := 0
+	o := opts
+	o.Ask = func(_ context.Context, q eval.Question) (any, error) {
+		asked++
+		return int64(10_000), nil
+	}
+	if _, err, spent := evaluate(t, o, loop(6)); err != nil || asked != 1 || spent.Tokens() != 900 {
+		t.Fatalf("asked %d times: %v, %d tokens", asked, err, spent.Tokens())
+	}
+}

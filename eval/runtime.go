@@ -344,6 +344,9 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	}
 	d.spend = newSpendScope(nil, runBudget, "the run")
 	d.spend.prices = r.opts.Prices
+	if runBudget.OnExceed == "ask" {
+		d.spend.onExceed = d.askForMore(ctx)
+	}
 	if w := runBudget.Wall; w > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = d.withTimeoutCause(ctx, w, &BudgetError{Budget: "wall_s", Spent: w.Seconds(), Limit: w.Seconds(), Scope: "the run"})

@@ -18,6 +18,7 @@ var budgetKeys = []Key{
 	{Name: "model_calls", Type: "int", Doc: "Model calls (an agent turn counts as one unless its usage report says how many it made)."},
 	{Name: "tool_calls", Type: "int", Doc: "Calls of define_tool() tools."},
 	{Name: "wall_s", Type: "int | float", Doc: "Elapsed seconds."},
+	{Name: "on_exceed", Type: "str", Enum: []string{"fail", "ask"}, Doc: `The run's budget only: "fail" (the default) fails the run when a budget runs out; "ask" asks for a new limit (question "budget"; a journaled run suspends until aml resume RUN --answer budget=AMOUNT).`},
 }
 
 // usageKeys are the keys of deterministic_agent(usage=) dicts.
@@ -130,6 +131,16 @@ func budgetFrom(what string, items []starlark.Tuple) (eval.Budget, error) {
 				}
 				b.Wall = time.Duration(s * float64(time.Second))
 			}
+		case "on_exceed":
+			v, ok := item[1].(starlark.String)
+			switch {
+			case !ok:
+				err = fmt.Errorf("%s must be \"fail\" or \"ask\", got %s", name, item[1].Type())
+			case v != "fail" && v != "ask":
+				err = fmt.Errorf("%s must be \"fail\" or \"ask\", got %q", name, string(v))
+			default:
+				b.OnExceed = string(v)
+			}
 		default:
 			err = unknownKey(what, string(k), budgetKeys)
 		}
@@ -140,13 +151,28 @@ func budgetFrom(what string, items []starlark.Tuple) (eval.Budget, error) {
 	return b, nil
 }
 
-// budgetDict reads a budget dict.
-func budgetDict(what string, v starlark.Value) (*eval.Budget, error) {
+// scopeBudget reads the budget of a budget() or an agent(budget=), which
+// cannot ask for more: only the run's budget can.
+func scopeBudget(what string, items []starlark.Tuple) (eval.Budget, error) {
+	b, err := budgetFrom(what, items)
+	if err == nil && b.OnExceed == "ask" {
+		err = fmt.Errorf("%s: on_exceed = \"ask\" is for the run's budget only (configure(budget = {...})); a budget() or an agent's budget fails when it runs out", what)
+	}
+	return b, err
+}
+
+// budgetDict reads a budget dict: the run's (configure()), or with scope
+// set an agent's.
+func budgetDict(what string, v starlark.Value, scope bool) (*eval.Budget, error) {
 	d, ok := v.(*starlark.Dict)
 	if !ok {
 		return nil, fmt.Errorf("%s must be a dict such as {\"tokens\": 100000, \"cost_usd\": 2}, got %s", what, v.Type())
 	}
-	b, err := budgetFrom(what, d.Items())
+	read := budgetFrom
+	if scope {
+		read = scopeBudget
+	}
+	b, err := read(what, d.Items())
 	if err != nil {
 		return nil, err
 	}
@@ -268,11 +294,14 @@ Every agent session and tool call inside counts toward this budget and toward th
 		}
 		var items []starlark.Tuple
 		for _, k := range budgetKeys {
+			if k.Name == "on_exceed" {
+				continue // the run's budget only: not a parameter
+			}
 			if v := c.Value(k.Name); v != nil && v != starlark.None {
 				items = append(items, starlark.Tuple{starlark.String(k.Name), v})
 			}
 		}
-		b, err := budgetFrom("budget", items)
+		b, err := scopeBudget("budget", items)
 		if err != nil {
 			return nil, c.Errorf("%v", err)
 		}

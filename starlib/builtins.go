@@ -92,7 +92,7 @@ func agentImpl(c *Call) (starlark.Value, error) {
 		n.Permissions = permissions(d)
 	}
 	if v := c.Value("budget"); v != nil && v != starlark.None {
-		b, err := budgetDict("budget", v)
+		b, err := budgetDict("budget", v, true)
 		if err != nil {
 			return nil, c.Errorf("%v", err)
 		}
@@ -478,7 +478,7 @@ Call it at most once, at top level of the entry file. Precedence, lowest first: 
 		{Name: "system", Type: "str | None", Default: "None", Doc: "First system fragment of every agent."},
 		{Name: "allowed_tools", Type: "list | None", Default: "None", Doc: "Exact names of tools that may be granted to agents (unrestricted when omitted)."},
 		{Name: "allowed_mcp_servers", Type: "list | None", Default: "None", Doc: "Exact names of MCP servers that may be granted (unrestricted when omitted)."},
-		{Name: "budget", Type: "dict | None", Default: "None", Keys: budgetKeys, Doc: `What the run may spend: {"tokens": N, "cost_usd": X, "model_calls": N, "tool_calls": N, "wall_s": N} (any of them); the --max-tokens, --max-cost, --max-model-calls, --max-tool-calls and --max-wall flags override its keys.`},
+		{Name: "budget", Type: "dict | None", Default: "None", Keys: budgetKeys, Doc: `What the run may spend: {"tokens": N, "cost_usd": X, "model_calls": N, "tool_calls": N, "wall_s": N, "on_exceed": "fail" | "ask"} (any of them); the --max-tokens, --max-cost, --max-model-calls, --max-tool-calls and --max-wall flags override its keys.`},
 		{Name: "prices", Type: "dict | None", Default: "None", Doc: `Model prices for cost budgets, in US dollars per million tokens: {"MODEL": {"input": 1.25, "output": 10, "cached_input": 0.125}}; --prices FILE (the same as JSON) overrides it.`},
 	}, limitParams...),
 	Returns: "None",
@@ -556,7 +556,7 @@ func configureImpl(c *Call) (starlark.Value, error) {
 		*f.dst = &v
 	}
 	if v := c.Value("budget"); v != nil && v != starlark.None {
-		b, err := budgetDict("budget", v)
+		b, err := budgetDict("budget", v, false)
 		if err != nil {
 			return nil, c.Errorf("%v", err)
 		}
