@@ -306,7 +306,7 @@ Every agent session and tool call inside counts toward this budget and toward th
 			return nil, c.Errorf("%v", err)
 		}
 		if b.IsZero() {
-			return nil, c.Errorf("budget() bounds nothing: give at least one of %s (0 is no bound)", joinNames(keyNames(budgetKeys)))
+			return nil, c.Errorf("budget() bounds nothing: give at least one of %s (0 is no bound)", joinNames(eval.BudgetKeys))
 		}
 		return nodeValue(&eval.BudgetScope{Children: kids, Budget: b, Position: c.pos}), nil
 	},
