@@ -1106,6 +1106,27 @@ func replayedAgent(rec *Effect) (*AgentResponse, Usage, error) {
 	return resp, spent, nil
 }
 
+// RecordedUsage returns what a journaled agent effect's session spent, as
+// its turns' usage reports recorded it (the metered spend of a metered
+// session), and whether the record says; other effects spent nothing.
+func RecordedUsage(e *Effect) (Usage, bool) {
+	if e == nil || e.Kind != "agent" {
+		return Usage{}, false
+	}
+	_, u, err := replayedAgent(e)
+	if err != nil || u.IsZero() {
+		return Usage{}, false
+	}
+	if u.ModelCalls == 0 {
+		// Unmetered turns report tokens, not calls: a turn is one.
+		var r agentResult
+		if decodeJSON(e.Result, &r) == nil {
+			u.ModelCalls = int64(len(r.Turns))
+		}
+	}
+	return u, true
+}
+
 // plainText reads the result {"text":"..."} whose text needs no
 // unescaping, as most recorded texts are, without a JSON decoder; ok is
 // false for anything else.

@@ -644,6 +644,11 @@ type shownRun struct {
 	Questions []eval.Question `json:"questions,omitempty"`
 	Result    *string         `json:"result,omitempty"`
 	Effects   []shownEffect   `json:"effects"`
+	// Usage is what the recorded sessions spent, in all.
+	Usage map[string]int64 `json:"usage"`
+	// CostUSD is the cost the recorded sessions reported or were priced
+	// at.
+	CostUSD float64 `json:"cost_usd"`
 }
 
 // shownEffect is one identity's last record in aml runs show --json.
@@ -657,6 +662,8 @@ type shownEffect struct {
 	// context ran live from an earlier change) or "removed" (the program
 	// no longer reaches it).
 	Withdrawn string `json:"withdrawn,omitempty"`
+	// Usage is what an agent session recorded it spent.
+	Usage *eval.Usage `json:"usage,omitempty"`
 }
 
 // showRun prints a run's state, its result (when it succeeded) and its
@@ -689,16 +696,21 @@ func showRun(dir, id string, asJSON bool, stdout, stderr io.Writer) int {
 		if sum.State == journal.Succeeded {
 			out.Result = &sum.Result
 		}
+		var total eval.Usage
 		for _, e := range last {
 			se := shownEffect{ID: e.ID, Kind: e.Kind, Label: e.Label, Bytes: len(e.Result), Withdrawn: withdrawnWhy(e)}
 			if se.Withdrawn != "" {
 				se.Kind, se.Bytes = "", 0
+			} else if u, ok := eval.RecordedUsage(e); ok {
+				se.Usage = &u
+				total = total.Add(u)
 			}
 			if e.Pos.IsValid() {
 				se.Source = e.Pos.String()
 			}
 			out.Effects = append(out.Effects, se)
 		}
+		out.Usage, out.CostUSD = usageJSON(total), total.CostUSD
 		b, err := json.MarshalIndent(out, "", "  ")
 		if err != nil {
 			fmt.Fprintf(stderr, "aml runs show: %v\n", err)
@@ -718,6 +730,15 @@ func showRun(dir, id string, asJSON bool, stdout, stderr io.Writer) int {
 	}
 	if sum.State == journal.Succeeded {
 		fmt.Fprintf(w, "result: %s\n", indentResult(sum.Result))
+	}
+	var total eval.Usage
+	for _, e := range last {
+		if u, ok := eval.RecordedUsage(e); ok && withdrawnWhy(e) == "" {
+			total = total.Add(u)
+		}
+	}
+	if !total.IsZero() {
+		fmt.Fprintf(w, "spent: %s in %d model call(s)\n", total, total.ModelCalls)
 	}
 	printEffectTree(w, last)
 	return exitOK
@@ -836,6 +857,8 @@ func printEffectTree(w io.Writer, records []*eval.Effect) {
 				note := resultSize(e)
 				if why := withdrawnWhy(e); why != "" {
 					note = "  (withdrawn: " + why + ")"
+				} else if u, ok := eval.RecordedUsage(e); ok {
+					note += ", " + u.String()
 				}
 				fmt.Fprintf(w, "%s%s  %s%s\n", indent, e.Label, e.Pos, note)
 			case isIndex(seg):
