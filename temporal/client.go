@@ -44,6 +44,9 @@ type StartOptions struct {
 	// Cwd is RunInput.Cwd, the directory the run's relative paths
 	// resolve from; "" is this process's working directory.
 	Cwd string
+	// Budget and Prices are RunInput's.
+	Budget *eval.Budget
+	Prices map[string]eval.Price
 }
 
 // Start starts a run of b and returns its id.
@@ -63,7 +66,7 @@ func (c *Client) Start(ctx context.Context, b *Bundle, opts StartOptions) (strin
 		}
 	}
 	_, err := c.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: c.taskQueue, Memo: opts.Memo, WorkflowTaskTimeout: WorkflowTaskTimeout}, WorkflowName,
-		RunInput{Bundle: b, Entry: opts.Entry, Limits: opts.Limits, ContinueAfter: opts.ContinueAfter, Cwd: cwd})
+		RunInput{Bundle: b, Entry: opts.Entry, Limits: opts.Limits, ContinueAfter: opts.ContinueAfter, Cwd: cwd, Budget: opts.Budget, Prices: opts.Prices})
 	if err != nil {
 		return "", fmt.Errorf("starting run %s: %w", id, err)
 	}
@@ -80,8 +83,9 @@ type RunError struct {
 	// Starlark code, and Code its machine-readable code (see
 	// Options.ErrorCode), as aml run reports them.
 	Backtrace, Code string
-	// Prints are as RunResult's.
+	// Prints and Usage are as RunResult's.
 	Prints *PrintPage
+	Usage  *eval.Usage
 	Err    error
 }
 
@@ -123,7 +127,7 @@ func (c *Client) Wait(ctx context.Context, id string) (RunResult, error) {
 		re.Msg = ae.Message()
 		var f RunFailure
 		if ae.HasDetails() && ae.Details(&f) == nil {
-			re.Backtrace, re.Code, re.Prints = f.Backtrace, f.Code, f.Prints
+			re.Backtrace, re.Code, re.Prints, re.Usage = f.Backtrace, f.Code, f.Prints, f.Usage
 		}
 	case errors.As(err, &ce):
 		re.Msg, re.Cancelled = "the run was cancelled", true

@@ -151,11 +151,19 @@ type RunInput struct {
 	// (the same machine, or a shared mount); "" resolves them from each
 	// worker's own.
 	Cwd string `json:"cwd,omitempty"`
+	// Budget and Prices, when set, replace the workflow's configure()
+	// budget and prices (aml run --temporal passes them with its spend
+	// flags applied).
+	Budget *eval.Budget           `json:"budget,omitempty"`
+	Prices map[string]eval.Price `json:"prices,omitempty"`
 }
 
 // RunResult is a finished run's result: the entry's text.
 type RunResult struct {
 	Text string `json:"text"`
+	// Usage is what the run's agent sessions spent, in all its
+	// executions.
+	Usage *eval.Usage `json:"usage,omitempty"`
 	// Prints are the print() lines of the run's last execution (see
 	// PrintQuery), redacted as its errors are, so that a follower
 	// shows the last of them without querying a closed run (which a
@@ -240,6 +248,8 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	opts := eval.Options{
 		Trace:            []eval.TraceSink{traces},
 		Limits:           in.Limits,
+		Budget:           in.Budget,
+		Prices:           in.Prices,
 		Ask:              qs.ask,
 		Executor:         executor{workspaceID: cont.WorkspaceID, deadlines: new(int)},
 		AppFiles:         in.Bundle.DataFS(in.Cwd),
@@ -282,6 +292,10 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	// The journal's records live in memory and in history, so the commit
 	// window only spares the evaluator's timer.
 	j := newRunJournal(cont.Journal)
+	// What the run spent: its replayed sessions count again, so the
+	// figure of the last execution is the run's.
+	var spent eval.Usage
+	opts.OnFinish = func(ev eval.FinishEvent) { spent = ev.Usage }
 	var text string
 	if len(cont.Journal) > 0 {
 		text, err = w.Resume(ctx, in.Entry, opts, eval.ResumeOptions{RunID: runID, Journal: j, CommitWindow: time.Hour})
@@ -307,13 +321,13 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	if err != nil {
 		// Redacted as aml run redacts it: history is no place for secrets.
 		red := redact.New(append(w.Secrets(), seal.values...)...)
-		f := RunFailure{Backtrace: red.String(backtraceOf(err)), Prints: prints.tail(wctx, red)}
+		f := RunFailure{Backtrace: red.String(backtraceOf(err)), Prints: prints.tail(wctx, red), Usage: &spent}
 		if wf.errorCode != nil {
 			f.Code = wf.errorCode(err)
 		}
 		return nil, sdktemporal.NewNonRetryableApplicationError(red.String(err.Error()), "aml.evaluation", nil, f)
 	}
-	return &RunResult{Text: text, Prints: prints.tail(wctx, redact.New(append(w.Secrets(), seal.values...)...))}, nil
+	return &RunResult{Text: text, Prints: prints.tail(wctx, redact.New(append(w.Secrets(), seal.values...)...)), Usage: &spent}, nil
 }
 
 // agentOverride keeps a provider that computes in the process (the
@@ -712,6 +726,8 @@ type RunFailure struct {
 	Code string `json:"code,omitempty"`
 	// Prints are as RunResult's.
 	Prints *PrintPage `json:"prints,omitempty"`
+	// Usage is as RunResult's.
+	Usage *eval.Usage `json:"usage,omitempty"`
 }
 
 // backtraceOf returns the first Starlark backtrace in err's chain,

@@ -250,10 +250,6 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	if _, err := wf.Entry(f.entry); err != nil {
 		return reportLoadError(stderr, stdout, f.json, err)
 	}
-	if f.maxTokens.set || f.maxCost.set || f.maxModelCalls.set || f.maxToolCalls.set || f.maxWall.set || f.prices != "" {
-		fmt.Fprintln(stderr, "aml run: --temporal does not send the spend flags (--max-tokens, --max-cost, --max-model-calls, --max-tool-calls, --max-wall, --prices) to its workers: set them in the workflow with configure(budget = {...}, prices = {...})")
-		return exitUsage
-	}
 	// The limit flags bound the run as they bound aml run; the trace
 	// sinks of the flags follow it.
 	limits := f.limits(wf)
@@ -278,7 +274,8 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ac := temporal.NewClient(c, t.taskQueue)
-	runID, err := ac.Start(ctx, b, temporal.StartOptions{Entry: f.entry, Limits: &limits, Memo: map[string]any{memoWorkflow: filepath.Base(file)}})
+	// The spend flags and --prices travel with the run, as the limits do.
+	runID, err := ac.Start(ctx, b, temporal.StartOptions{Entry: f.entry, Limits: &limits, Budget: opts.Budget, Prices: opts.Prices, Memo: map[string]any{memoWorkflow: filepath.Base(file)}})
 	if err != nil {
 		r.logger.Error(fmt.Sprintf("cannot start the run on Temporal at %s: %v", t.address, err))
 		return exitFailure
@@ -307,10 +304,13 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 		stopPolling()
 		// The last lines come with the outcome: a query of a closed run
 		// would make a worker replay it whole.
-		tail := res.Prints
+		tail, spent := res.Prints, res.Usage
 		var re *temporal.RunError
 		if errors.As(err, &re) {
-			tail = re.Prints
+			tail, spent = re.Prints, re.Usage
+		}
+		if spent != nil {
+			r.spent = *spent
 		}
 		prints.finish(tail)
 		follow.poll(ctx) // the events of the run's end
