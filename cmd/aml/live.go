@@ -237,6 +237,7 @@ type liveView struct {
 	nodes   map[liveKey]*liveNode // open nodes
 	folded  map[liveKey]*liveNode // open spans drawn as the node above them
 	agents  [liveStates]int       // agent sessions, scripts and tool calls by state
+	spent   eval.Usage            // what the finished sessions spent
 	drawn   int                   // lines of the block currently on the terminal
 	last    string
 	paused  int
@@ -434,6 +435,11 @@ func (lv *liveView) endLocked(key liveKey, e eval.Event) {
 	}
 	delete(lv.nodes, key)
 	n.ended = lv.stamp(e)
+	if n.agent {
+		// What the session spent (its span's GenAI attributes).
+		lv.spent = lv.spent.Add(eval.Usage{InputTokens: attrInt(e.Attributes, "gen_ai.usage.input_tokens"),
+			OutputTokens: attrInt(e.Attributes, "gen_ai.usage.output_tokens"), CostUSD: attrFloat(e.Attributes, "aml.cost_usd")})
+	}
 	s := liveDone
 	if e.Status == eval.StatusError {
 		s = liveFailed
@@ -487,6 +493,29 @@ func (lv *liveView) setState(n *liveNode, s liveState) {
 }
 
 // attrString returns attribute k when it is a string, sanitized.
+// attrInt and attrFloat read a numeric attribute, or 0.
+func attrInt(m map[string]any, k string) int64 {
+	switch v := m[k].(type) {
+	case int64:
+		return v
+	case int:
+		return int64(v)
+	case float64:
+		return int64(v)
+	}
+	return 0
+}
+
+func attrFloat(m map[string]any, k string) float64 {
+	switch v := m[k].(type) {
+	case float64:
+		return v
+	case int64:
+		return float64(v)
+	}
+	return 0
+}
+
 func attrString(m map[string]any, k string) string {
 	s, _ := m[k].(string)
 	return sanitize(s)
@@ -803,7 +832,9 @@ func (lv *liveView) frameLocked(now time.Time, cols, rows int) []string {
 }
 
 // header is the first line: the run's elapsed time and the steps that
-// do its work (agent sessions, scripts, tool calls) by state, "aml run 12.4s · 2 running · 1 queued · 3 done · 0 failed", or
+// do its work (agent sessions, scripts, tool calls) by state, "aml run 12.4s · 2 running · 1 queued · 3 done · 0 failed",
+// with what the finished sessions spent when that fits ("· 12,345
+// tokens, $0.42"), or
 // when that does not fit width, "aml run 12.4s  ⠹ 2  · 1  ✓ 3  ✗ 0".
 func (lv *liveView) header(run time.Duration, spinner string, width int) string {
 	a := lv.agents
@@ -812,6 +843,13 @@ func (lv *liveView) header(run time.Duration, spinner string, width int) string 
 		h += " · " + formatCount(a[liveQueued]) + " queued"
 	}
 	h += " · " + formatCount(a[liveDone]) + " done · " + formatCount(a[liveFailed]) + " failed"
+	spend := ""
+	if lv.spent.Tokens() > 0 || lv.spent.CostUSD > 0 {
+		spend = " · " + lv.spent.String()
+	}
+	if textWidth(h+spend) <= width {
+		return h + spend
+	}
 	if textWidth(h) <= width {
 		return h
 	}

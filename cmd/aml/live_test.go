@@ -286,6 +286,39 @@ func wantLines(t *testing.T, got, want []string) {
 	}
 }
 
+// TestLiveSpend: the header adds what the finished sessions spent, from
+// their spans' GenAI attributes, when it fits the width.
+func TestLiveSpend(t *testing.T) {
+	lv, buf, clk := newTestView(100, 24)
+	lv.Start()
+	defer lv.Stop()
+	spent := func(span string, in, out int64, cost float64) eval.Event {
+		e := agentEnd(span, eval.StatusOK, time.Second)
+		e.Attributes = map[string]any{"gen_ai.usage.input_tokens": in, "gen_ai.usage.output_tokens": out, "aml.cost_usd": cost}
+		return e
+	}
+	feed(t, lv,
+		eval.Event{Type: eval.SpanStart, RunID: "run1", SpanID: "1", Kind: "evaluation", Name: "run"},
+		agentStart("3", "a", "p", "", "", 0), agentStart("4", "b", "p", "", "", 0),
+		spent("3", 10000, 2345, 0.25), spent("4", 0, 0, 0.17),
+	)
+	clk.Set(2 * time.Second)
+	draw(lv)
+	if got := screenOf(t, buf.String())[0]; got != "aml run 2.0s · 0 running · 2 done · 0 failed · 12,345 tokens, $0.42" {
+		t.Fatalf("header %q", got)
+	}
+	narrow, nbuf, nclk := newTestView(46, 24)
+	narrow.Start()
+	defer narrow.Stop()
+	feed(t, narrow, eval.Event{Type: eval.SpanStart, RunID: "run1", SpanID: "1", Kind: "evaluation", Name: "run"},
+		agentStart("3", "a", "p", "", "", 0), spent("3", 10, 5, 0))
+	nclk.Set(2 * time.Second)
+	draw(narrow)
+	if got := screenOf(t, nbuf.String())[0]; got != "aml run 2.0s · 0 running · 1 done · 0 failed" {
+		t.Fatalf("a narrow header %q", got)
+	}
+}
+
 func TestLiveFrameTwoAgents(t *testing.T) {
 	lv, buf, clk := newTestView(100, 24)
 	lv.Start()
