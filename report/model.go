@@ -462,6 +462,11 @@ func (m *model) summarize(s *spanSet) {
 	t.spans = len(m.rows)
 	t.events = len(m.points)
 	tokens := map[string]float64{}
+	// spend sums the agent spans' GenAI usage attributes; when any has
+	// them, they are the totals instead of the turns' own reports.
+	spend := map[string]float64{}
+	spent := false
+	costUSD := 0.0
 	providers, models := map[string]int{}, map[string]int{}
 	kinds := map[string]*kindStat{}
 	failedChild := make([]bool, len(m.rows))
@@ -524,6 +529,17 @@ func (m *model) summarize(s *spanSet) {
 			if p := getString(sp.attrs, "provider"); p != "" {
 				providers[p]++
 			}
+			// What the session spent, as the evaluator counted it (the
+			// model gateway's figures for a metered session).
+			for _, f := range spendFields {
+				if v, ok := number(sp.attrs, f.attr); ok {
+					spend[f.key] += v
+					spent = true
+				}
+			}
+			if v, ok := number(sp.attrs, "aml.cost_usd"); ok {
+				costUSD += v
+			}
 			if mo := getString(sp.attrs, "model"); mo != "" {
 				models[mo]++
 			}
@@ -585,6 +601,12 @@ func (m *model) summarize(s *spanSet) {
 	}
 	t.tokens = sortedSums(tokens, tokenOrder)
 	t.cost = sessionCost(m.points)
+	if spent {
+		t.tokens = sortedSums(spend, spendOrder)
+		if costUSD > 0 {
+			t.cost = []sum{{"USD", costUSD}}
+		}
+	}
 	t.providers, t.models = sortedCounts(providers), sortedCounts(models)
 	for _, ks := range kinds {
 		m.kinds = append(m.kinds, *ks)
@@ -622,6 +644,32 @@ func (m *model) failureAt(i int) failure {
 		}
 	}
 	return f
+}
+
+// spendFields are the agent span attributes of what a session spent, and
+// the names the totals give them.
+var spendFields = []struct{ attr, key string }{
+	{"gen_ai.usage.input_tokens", "input_tokens"},
+	{"gen_ai.usage.output_tokens", "output_tokens"},
+	{"gen_ai.usage.cache_read.input_tokens", "cached_input_tokens"},
+	{"gen_ai.usage.reasoning.output_tokens", "reasoning_tokens"},
+	{"aml.model_calls", "model_calls"},
+}
+
+// spendOrder is the order of those totals.
+var spendOrder = []string{"input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens", "model_calls"}
+
+// number returns the attribute key when it is a number.
+func number(as []attr, key string) (float64, bool) {
+	switch v, _ := get(as, key); v := v.(type) {
+	case float64:
+		return v, true
+	case int64:
+		return float64(v), true
+	case int:
+		return float64(v), true
+	}
+	return 0, false
 }
 
 // tokenOrder lists the usage fields of ACP (and most providers) first.

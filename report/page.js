@@ -8,7 +8,8 @@
   var STATUS = ["ok", "error", "open"];
   var STATUS_TEXT = ["ok", "failed", "unfinished"];
   var CONTENT = { "prompt": 1, "system": 1, "followUps": 1, "result": 1, "error.message": 1, "command": 1, "input": 1, "output": 1, "content": 1, "update": 1, "payload": 1 };
-  var TOKEN_NAMES = { inputTokens: "input", outputTokens: "output", totalTokens: "total", cachedReadTokens: "cache read", cachedWriteTokens: "cache write", thoughtTokens: "thought" };
+  var TOKEN_NAMES = { inputTokens: "input", outputTokens: "output", totalTokens: "total", cachedReadTokens: "cache read", cachedWriteTokens: "cache write", thoughtTokens: "thought",
+    input_tokens: "input", output_tokens: "output", cached_input_tokens: "cached input", reasoning_tokens: "reasoning", model_calls: "model calls" };
   // Row fields.
   var ID = 0, PAR = 1, KIND = 2, NAME = 3, LABEL = 4, SUB = 5, START = 6, END = 7, DUR = 8, ST = 9, SESS = 10, ATTRS = 11;
 
@@ -187,17 +188,24 @@
   }
   function tokensCard() {
     if (!T.tokens.length) return card("Tokens", "–", T.turns ? "no provider reported usage" : "no usage in the trace");
-    var total = null, parts = [];
+    var total = null, parts = [], counted = false;
     for (var k = 0; k < T.tokens.length; k++) {
       var t = T.tokens[k];
       if (t[0] === "totalTokens") total = t[1];
+      if (t[0] === "input_tokens") counted = true;
       parts.push(esc(TOKEN_NAMES[t[0]] || t[0]) + " " + group(t[1]));
     }
     if (total === null) {
       total = 0;
-      for (k = 0; k < T.tokens.length; k++) if (T.tokens[k][0] === "inputTokens" || T.tokens[k][0] === "outputTokens") total += T.tokens[k][1];
+      for (k = 0; k < T.tokens.length; k++) {
+        var n = T.tokens[k][0];
+        if (n === "inputTokens" || n === "outputTokens" || n === "input_tokens" || n === "output_tokens") total += T.tokens[k][1];
+      }
     }
-    return card("Tokens", group(total), parts.join(" · ") + " · reported by " + group(T.usageTurns) + " of " + plural(T.turns, "turn", "turns"));
+    // Counted by AML per session (the agents' spans), or summed from the
+    // turns' own reports.
+    var source = counted ? "counted over " + plural(T.agents, "agent", "agents") : "reported by " + group(T.usageTurns) + " of " + plural(T.turns, "turn", "turns");
+    return card("Tokens", group(total), parts.join(" · ") + " · " + source);
   }
 
   function errorsSection() {
