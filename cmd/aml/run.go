@@ -21,6 +21,8 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/joho/godotenv"
 
+	"go.starlark.net/syntax"
+
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/redact"
 	"github.com/aml-go/aml/observe"
@@ -288,12 +290,77 @@ func (r *runner) prepare() (*starlib.Workflow, any, *eval.Runtime, int) {
 		r.logger.Error(err.Error())
 		return nil, nil, nil, exitUsage
 	}
+	if err := checkPrices(r.file, opts); err != nil {
+		return nil, nil, nil, reportLoadError(r.stderr, r.stdout, f.json, err)
+	}
 	rt, err := eval.New(opts)
 	if err != nil {
 		r.logger.Error(err.Error())
 		return nil, nil, nil, exitUsage
 	}
 	return wf, entry, rt, exitOK
+}
+
+// checkPrices refuses, before anything runs, a run with a cost budget
+// whose file names a model that has no price: a literal model= of an
+// agent() that names no provider (when the default provider reports no
+// cost of its own) or of an agent provider factory. The evaluator refuses
+// the models the source does not show when their sessions would start.
+func checkPrices(file string, opts eval.Options) error {
+	if opts.Budget == nil || opts.Budget.CostUSD <= 0 {
+		return nil
+	}
+	src, err := starlib.ReadSource(file)
+	if err != nil {
+		return nil
+	}
+	f, err := analysis.Parse(file, src)
+	if err != nil {
+		return nil
+	}
+	defaultReports := false
+	if cr, ok := opts.AgentProvider.(eval.CostReporter); ok {
+		defaultReports = cr.ReportsCost()
+	}
+	var errs []error
+	syntax.Walk(f, func(n syntax.Node) bool {
+		call, ok := n.(*syntax.CallExpr)
+		if !ok {
+			return true
+		}
+		fn, ok := call.Fn.(*syntax.Ident)
+		if !ok || (fn.Name != "agent" && (!strings.HasSuffix(fn.Name, "_agent") || fn.Name == "deterministic_agent")) {
+			return true
+		}
+		var model *syntax.Literal
+		provider := false
+		for _, arg := range call.Args {
+			be, ok := arg.(*syntax.BinaryExpr)
+			if !ok || be.Op != syntax.EQ {
+				continue
+			}
+			switch be.X.(*syntax.Ident).Name {
+			case "model":
+				model, _ = be.Y.(*syntax.Literal)
+			case "provider":
+				provider = true
+			}
+		}
+		if model == nil || model.Token != syntax.STRING || (fn.Name == "agent" && (provider || defaultReports)) {
+			return true
+		}
+		name, _ := model.Value.(string)
+		if _, ok := eval.PriceOf(opts.Prices, name); ok || name == "" {
+			return true
+		}
+		errs = append(errs, &checkError{pos: fmt.Sprintf("%s:%d:%d", file, model.TokenPos.Line, model.TokenPos.Col),
+			msg: fmt.Sprintf("model %q has no price, and the run has a cost_usd budget: add it to configure(prices = {%q: {\"input\": ..., \"output\": ...}}) or --prices FILE (US dollars per million tokens)", name, name)})
+		return true
+	})
+	if len(errs) == 0 {
+		return nil
+	}
+	return &starlib.LoadError{File: file, Err: errors.Join(errs...)}
 }
 
 // preflight runs aml check's analysis (without the lint) over file
