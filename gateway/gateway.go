@@ -324,7 +324,7 @@ type meter struct {
 // each line, and reads every data line's usage.
 func (m *meter) stream(w http.ResponseWriter, body io.Reader) error {
 	flusher, _ := w.(http.Flusher)
-	br := bufio.NewReaderSize(body, 64<<10)
+	br := bufio.NewReaderSize(body, 16<<10)
 	long := false // inside a line longer than the buffer, passed on in pieces
 	for {
 		line, err := br.ReadSlice('\n')
