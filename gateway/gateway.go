@@ -61,12 +61,18 @@ type Call struct {
 	Err error
 }
 
-// Meter is what a route reports to: its session's budgets.
+// Meter is what a route reports to: its session's budgets. Its methods
+// may be called concurrently (calls of one session may overlap).
 type Meter interface {
 	// Allow is asked before a call is forwarded; an error refuses the
 	// call, and its text is the HTTP 429 answer the agent gets.
 	Allow() error
-	// Record receives each forwarded call once it has ended.
+	// Charge receives what a call spent as the answer says it (a stream
+	// may say it in parts: each Charge is the increase), before those
+	// bytes are passed to the agent.
+	Charge(model string, u eval.Usage)
+	// Record receives each call once it has ended, with all it spent
+	// (already charged).
 	Record(Call)
 }
 
@@ -112,6 +118,7 @@ type Gateway struct {
 
 	mu     sync.Mutex
 	routes map[string]*route
+	limits map[string]*limiter
 }
 
 type route struct {
@@ -215,6 +222,16 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	for _, h := range hopHeaders {
 		header.Del(h)
 	}
+	var m meter
+	if lim := g.limiterFor(rt.upstream); lim != nil {
+		done, err := lim.acquire(r.Context())
+		if err != nil {
+			call.Err = err
+			http.Error(w, "the call was cancelled while waiting for the upstream's rate limit", http.StatusServiceUnavailable)
+			return
+		}
+		defer func() { done(m.usage().Tokens()) }()
+	}
 	resp, err := g.send(r.Context(), r.Method, target.String(), header, body, &call)
 	if err != nil {
 		call.Err = err
@@ -232,17 +249,23 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	for _, h := range hopHeaders {
 		w.Header().Del(h)
 	}
-	w.WriteHeader(resp.StatusCode)
-	var m meter
+	// What a call spent is charged as soon as the answer says it, before
+	// those bytes reach the agent, so that the agent's next step never
+	// runs ahead of its spend.
+	m.charge = func(u eval.Usage) { rt.meter.Charge(call.Model, u) }
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		w.WriteHeader(resp.StatusCode)
 		call.Stream = true
 		call.Err = m.stream(w, resp.Body)
 	} else {
-		var buf bytes.Buffer
-		_, call.Err = io.Copy(w, io.TeeReader(resp.Body, &buf))
+		// A JSON answer is read whole (it is small) and metered first.
+		b, err := io.ReadAll(resp.Body)
 		if resp.StatusCode < 300 {
-			m.event(buf.Bytes())
+			m.event(b)
 		}
+		w.WriteHeader(resp.StatusCode)
+		_, werr := w.Write(b)
+		call.Err = errors.Join(err, werr)
 	}
 	call.Usage = m.usage()
 	call.Usage.ModelCalls = 1
@@ -318,6 +341,25 @@ type meter struct {
 	input, cacheRead, cacheWrite, output, reasoning int64
 	// anthropic says the input count leaves the cached tokens out.
 	anthropic bool
+	// charge receives each increase of the usage; charged is what it
+	// received so far.
+	charge  func(eval.Usage)
+	charged eval.Usage
+}
+
+// flush charges what the usage grew by since the last charge.
+func (m *meter) flush() {
+	if m.charge == nil {
+		return
+	}
+	u := m.usage()
+	d := eval.Usage{InputTokens: u.InputTokens - m.charged.InputTokens, OutputTokens: u.OutputTokens - m.charged.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens - m.charged.CachedInputTokens, ReasoningTokens: u.ReasoningTokens - m.charged.ReasoningTokens}
+	if d.IsZero() && d.CachedInputTokens == 0 && d.ReasoningTokens == 0 {
+		return
+	}
+	m.charged = u
+	m.charge(d)
 }
 
 // stream copies server-sent events to w as they come, flushing after
@@ -329,15 +371,16 @@ func (m *meter) stream(w http.ResponseWriter, body io.Reader) error {
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
+			complete := line[len(line)-1] == '\n'
+			if complete && !long {
+				if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:")); ok {
+					m.event(bytes.TrimSpace(data))
+				}
+			}
 			if _, werr := w.Write(line); werr != nil {
 				return werr
 			}
-			if complete := line[len(line)-1] == '\n'; complete {
-				if !long {
-					if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:")); ok {
-						m.event(bytes.TrimSpace(data))
-					}
-				}
+			if complete {
 				long = false
 				if flusher != nil {
 					flusher.Flush()
@@ -418,6 +461,7 @@ func (m *meter) event(b []byte) {
 		m.cacheWrite = max(m.cacheWrite, u.CacheCreationInput)
 		m.reasoning = max(m.reasoning, u.CompletionTokensDetails.ReasoningTokens, u.OutputTokensDetails.ReasoningTokens)
 	}
+	m.flush()
 }
 
 func responseUsage(r *struct {

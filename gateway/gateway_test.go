@@ -21,12 +21,19 @@ import (
 // recorder is a Meter that allows every call unless refuse is set, and
 // keeps the calls.
 type recorder struct {
-	mu     sync.Mutex
-	calls  []gateway.Call
-	refuse error
+	mu      sync.Mutex
+	calls   []gateway.Call
+	charged eval.Usage
+	refuse  error
 }
 
 func (r *recorder) Allow() error { return r.refuse }
+
+func (r *recorder) Charge(_ string, u eval.Usage) {
+	r.mu.Lock()
+	r.charged = r.charged.Add(u)
+	r.mu.Unlock()
+}
 
 func (r *recorder) Record(c gateway.Call) {
 	r.mu.Lock()
@@ -38,6 +45,21 @@ func (r *recorder) all() []gateway.Call {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.calls)
+}
+
+// wait returns the calls once n were recorded: a call is recorded when
+// the gateway's handler returns, which may be after its client read the
+// answer's end.
+func (r *recorder) wait(t *testing.T, n int) []gateway.Call {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		calls := r.all()
+		if len(calls) >= n || time.Now().After(deadline) {
+			return calls
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 func start(t *testing.T) *gateway.Gateway {
@@ -97,7 +119,7 @@ func TestOpenAIThroughTheGateway(t *testing.T) {
 			t.Fatalf("%s: %d %s", tc.path, resp.StatusCode, body)
 		}
 	}
-	calls := m.all()
+	calls := m.wait(t, 4)
 	if len(calls) != 4 || len(model.Requests()) != 4 {
 		t.Fatalf("%d calls metered, %d reached the model; want 4 and 4", len(calls), len(model.Requests()))
 	}
@@ -158,11 +180,7 @@ func TestStreamsPassThrough(t *testing.T) {
 		t.Fatalf("rest of the stream: %q", rest)
 	}
 	resp.Body.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(m.all()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if calls := m.all(); len(calls) != 1 || calls[0].Usage != (eval.Usage{InputTokens: 7, OutputTokens: 3, ModelCalls: 1}) {
+	if calls := m.wait(t, 1); len(calls) != 1 || calls[0].Usage != (eval.Usage{InputTokens: 7, OutputTokens: 3, ModelCalls: 1}) {
 		t.Fatalf("metered %+v", calls)
 	}
 }
@@ -194,7 +212,15 @@ func TestAnthropicMessages(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(body, "message_stop") {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
-	calls := m.all()
+	// Charged in parts as the stream said it, before the agent read the
+	// end: input with message_start, output with message_delta.
+	m.mu.Lock()
+	charged := m.charged
+	m.mu.Unlock()
+	if charged != (eval.Usage{InputTokens: 160, CachedInputTokens: 50, OutputTokens: 20}) {
+		t.Fatalf("charged %+v before the answer ended", charged)
+	}
+	calls := m.wait(t, 1)
 	want := eval.Usage{InputTokens: 160, CachedInputTokens: 50, OutputTokens: 20, ModelCalls: 1}
 	if len(calls) != 1 || calls[0].Usage != want || calls[0].Model != "claude-x" {
 		t.Fatalf("metered %+v, want %+v", calls, want)
@@ -213,7 +239,7 @@ func TestRefusedCallNeverLeaves(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(body, "AML budget: the run's tokens budget is used up") || len(model.Requests()) != 0 {
 		t.Fatalf("%d %s; %d requests reached the model", resp.StatusCode, body, len(model.Requests()))
 	}
-	if calls := m.all(); len(calls) != 1 || calls[0].Err == nil || calls[0].Usage.ModelCalls != 0 {
+	if calls := m.wait(t, 1); len(calls) != 1 || calls[0].Err == nil || calls[0].Usage.ModelCalls != 0 {
 		t.Fatalf("recorded %+v", calls)
 	}
 }

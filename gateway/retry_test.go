@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"fmt"
+
+	"github.com/aml-go/aml/eval"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -18,7 +20,8 @@ type allowAll struct {
 	calls []Call
 }
 
-func (a *allowAll) Allow() error { return nil }
+func (a *allowAll) Allow() error              { return nil }
+func (a *allowAll) Charge(string, eval.Usage) {}
 func (a *allowAll) Record(c Call) {
 	a.mu.Lock()
 	a.calls = append(a.calls, c)
@@ -122,6 +125,16 @@ func TestRateLimitStorm(t *testing.T) {
 	}
 	if got := upstreamRequests.Load(); got != want {
 		t.Errorf("the upstream got %d requests, want %d: retries multiplied or were lost", got, want)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m.mu.Lock()
+		n := len(m.calls)
+		m.mu.Unlock()
+		if n >= calls || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -3,6 +3,8 @@ package acp
 import (
 	"fmt"
 
+	"github.com/aml-go/aml/eval"
+
 	"github.com/aml-go/aml/gateway"
 )
 
@@ -38,8 +40,8 @@ func (m gatewayMeter) Allow() error {
 	return nil
 }
 
-// Record implements gateway.Meter: the call is traced (metadata only)
-// and charged.
+// Record implements gateway.Meter: the call is traced (metadata only);
+// Charge counted its spend.
 func (m gatewayMeter) Record(c gateway.Call) {
 	attrs := map[string]any{"path": c.Path, "status": int64(c.Status), "stream": c.Stream, "latencyMs": float64(c.Latency.Microseconds()) / 1000}
 	if c.Model != "" {
@@ -57,10 +59,12 @@ func (m gatewayMeter) Record(c gateway.Call) {
 		}
 	}
 	m.s.trace.Event("model.call", attrs, nil)
-	if c.Usage.ModelCalls == 0 {
-		return
-	}
-	if err := m.s.meter.Charge(c.Usage, c.Model); err != nil {
+}
+
+// Charge implements gateway.Meter: what a call spent counts toward the
+// session's budgets as soon as the answer says it.
+func (m gatewayMeter) Charge(model string, u eval.Usage) {
+	if err := m.s.meter.Charge(u, model); err != nil {
 		m.s.stop(err)
 	}
 }
