@@ -8,6 +8,7 @@ import (
 	"go.starlark.net/starlark"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/gateway"
 )
 
 // budgetKeys are the keys of a budget dict: configure(budget=),
@@ -310,4 +311,52 @@ Every agent session and tool call inside counts toward this budget and toward th
 		}
 		return nodeValue(&eval.BudgetScope{Children: kids, Budget: b, Position: c.pos}), nil
 	},
+}
+
+// rateLimitKeys are the keys of one upstream's entry in
+// configure(rate_limits=).
+var rateLimitKeys = []Key{
+	{Name: "concurrent", Type: "int", Doc: "Calls at once."},
+	{Name: "rpm", Type: "int", Doc: "Calls started in any minute."},
+	{Name: "tpm", Type: "int", Doc: "Tokens spent in any minute."},
+}
+
+// rateLimitsDict reads configure(rate_limits=): {"UPSTREAM": {"concurrent":
+// N, "rpm": N, "tpm": N}}, UPSTREAM a host or a base URL.
+func rateLimitsDict(v starlark.Value) (map[string]gateway.Limit, error) {
+	d, ok := v.(*starlark.Dict)
+	if !ok {
+		return nil, fmt.Errorf("rate_limits must be a dict of upstreams, such as {\"api.openai.com\": {\"concurrent\": 4, \"rpm\": 500}}, got %s", v.Type())
+	}
+	out := make(map[string]gateway.Limit, d.Len())
+	for _, item := range d.Items() {
+		up, ok := item[0].(starlark.String)
+		if !ok || up == "" {
+			return nil, fmt.Errorf("rate_limits keys must be upstream hosts or base URLs, got %s", item[0].String())
+		}
+		entry, ok := item[1].(*starlark.Dict)
+		if !ok {
+			return nil, fmt.Errorf("rate_limits[%q] must be a dict {\"concurrent\": N, \"rpm\": N, \"tpm\": N}, got %s", string(up), item[1].Type())
+		}
+		var l gateway.Limit
+		for _, kv := range entry.Items() {
+			k, _ := kv[0].(starlark.String)
+			name := fmt.Sprintf("rate_limits[%q][%q]", string(up), string(k))
+			n, err := count(name, kv[1])
+			switch {
+			case err != nil && (k == "concurrent" || k == "rpm" || k == "tpm"):
+				return nil, err
+			case k == "concurrent":
+				l.Concurrent = int(min(n, 1<<30))
+			case k == "rpm":
+				l.RPM = int(min(n, 1<<30))
+			case k == "tpm":
+				l.TPM = n
+			default:
+				return nil, unknownKey(fmt.Sprintf("rate_limits[%q]", string(up)), string(k), rateLimitKeys)
+			}
+		}
+		out[string(up)] = l
+	}
+	return out, nil
 }

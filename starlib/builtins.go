@@ -480,6 +480,7 @@ Call it at most once, at top level of the entry file. Precedence, lowest first: 
 		{Name: "allowed_mcp_servers", Type: "list | None", Default: "None", Doc: "Exact names of MCP servers that may be granted (unrestricted when omitted)."},
 		{Name: "budget", Type: "dict | None", Default: "None", Keys: budgetKeys, Doc: `What the run may spend: {"tokens": N, "cost_usd": X, "model_calls": N, "tool_calls": N, "wall_s": N, "on_exceed": "fail" | "ask"} (any of them); the --max-tokens, --max-cost, --max-model-calls, --max-tool-calls and --max-wall flags override its keys.`},
 		{Name: "prices", Type: "dict | None", Default: "None", Doc: `Model prices for cost budgets, in US dollars per million tokens: {"MODEL": {"input": 1.25, "output": 10, "cached_input": 0.125}}; --prices FILE (the same as JSON) overrides it.`},
+		{Name: "rate_limits", Type: "dict | None", Default: "None", Doc: `Rate limits of model upstreams, shared by every metered session of the process: {"api.openai.com": {"concurrent": 4, "rpm": 500, "tpm": 200000}} (a host or a base URL); a call waits for room.`},
 	}, limitParams...),
 	Returns: "None",
 	Example: `configure(agent_provider = deterministic_agent(), max_agent_calls = 8)`,
@@ -561,6 +562,13 @@ func configureImpl(c *Call) (starlark.Value, error) {
 			return nil, c.Errorf("%v", err)
 		}
 		cfg.Budget = b
+	}
+	if v := c.Value("rate_limits"); v != nil && v != starlark.None {
+		l, err := rateLimitsDict(v)
+		if err != nil {
+			return nil, c.Errorf("%v", err)
+		}
+		cfg.RateLimits = l
 	}
 	if v := c.Value("prices"); v != nil && v != starlark.None {
 		p, err := pricesDict(v)

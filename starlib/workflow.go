@@ -22,6 +22,7 @@ import (
 	"go.starlark.net/syntax"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/gateway"
 	"github.com/aml-go/aml/providers/sandbox/local"
 	"github.com/aml-go/aml/stdlib"
 )
@@ -93,6 +94,10 @@ type Config struct {
 	Budget *eval.Budget
 	// Prices is configure(prices=), or nil.
 	Prices map[string]eval.Price
+	// RateLimits is configure(rate_limits=), or nil: the limits of the
+	// model gateway's upstreams (gateway.Gateway.SetLimits), which the
+	// CLI applies to its process's gateway.
+	RateLimits map[string]gateway.Limit
 	// Pos is where configure() was called.
 	Pos eval.Position
 }

@@ -24,6 +24,7 @@ import (
 	"go.starlark.net/syntax"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/gateway"
 	"github.com/aml-go/aml/internal/redact"
 	"github.com/aml-go/aml/observe"
 	"github.com/aml-go/aml/observe/otlp"
@@ -292,6 +293,17 @@ func (r *runner) prepare() (*starlib.Workflow, any, *eval.Runtime, int) {
 	}
 	if err := checkPrices(r.file, opts); err != nil {
 		return nil, nil, nil, reportLoadError(r.stderr, r.stdout, f.json, err)
+	}
+	if l := wf.Config.RateLimits; l != nil {
+		// The rate limits of the model gateway's upstreams.
+		g, err := gateway.Shared()
+		if err == nil {
+			err = g.SetLimits(l)
+		}
+		if err != nil {
+			r.logger.Error(err.Error())
+			return nil, nil, nil, exitUsage
+		}
 	}
 	rt, err := eval.New(opts)
 	if err != nil {

@@ -68,7 +68,7 @@ func init() {
 		},
 		"what a command does": {"script_exit_code", "script_in_sandbox_exit"},
 		"what a run spends, and the prices configure() reads when the run starts": {
-			"budget_runaway", "budget_scope", "budget_usage_func", "budget_prices", "budget_prices_bad",
+			"budget_runaway", "budget_scope", "budget_usage_func", "budget_prices", "budget_prices_bad", "budget_rate_limits_bad",
 		},
 		"values computed by Starlark code (joins, appends, struct(), schema.*() builders)": {
 			"file_path_too_long", "args_self_list", "struct_not_renderable", "schema_object_errors", "schema_optional_misuse",
