@@ -31,6 +31,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -145,6 +147,35 @@ func Start(o Options) (*Gateway, error) {
 	g.srv = &http.Server{Handler: http.HandlerFunc(g.serve), ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = g.srv.Serve(ln) }()
 	return g, nil
+}
+
+// ServeSocket also serves the gateway on a unix socket named name in
+// the directory dir (which a sandbox's processes see, read-only), for
+// agents that cannot reach the host's loopback; the socket is
+// world-writable (routes' tokens guard it) and removed by the returned
+// function. The socket's mode is set through a handle on the directory,
+// so a link planted in its place never makes the host chmod anything
+// outside it.
+func (g *Gateway) ServeSocket(dir, name string) (func(), error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("model gateway: %w", err)
+	}
+	defer root.Close()
+	path := filepath.Join(dir, name)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("model gateway: %w", err)
+	}
+	if err := root.Chmod(name, 0o777); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("model gateway: %w", err)
+	}
+	go func() { _ = g.srv.Serve(ln) }()
+	return func() {
+		ln.Close()
+		_ = os.Remove(path)
+	}, nil
 }
 
 // Close stops the gateway and the calls in flight.

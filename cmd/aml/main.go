@@ -23,6 +23,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -139,6 +140,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return cmdMCPRelay(stdin, stdout, stderr)
 	case "sandbox-tunnel":
 		return cmdSandboxTunnel(args[1:], stdin, stdout, stderr)
+	case "model-relay":
+		return cmdModelRelay(args[1:], stderr)
 	case "version", "--version", "-v":
 		return cmdVersion(stdout)
 	case "help", "-h", "--help":
@@ -250,6 +253,20 @@ process that started it over its standard streams: it listens in DIR on
 the socket names aml sends, so that an agent's tool relay in the sandbox
 reaches the tool bridge on the host. aml starts it itself in Daytona and
 Modal sandboxes, never by hand.`
+
+// cmdModelRelay runs an agent in a sandbox with a loopback port carried
+// to AML's model gateway (acp.RunModelRelay).
+func cmdModelRelay(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("model-relay", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	socket := fs.String("socket", "", "")
+	port := fs.Int("port", 0, "")
+	if err := fs.Parse(args); err != nil || *socket == "" || *port <= 0 || *port > 65535 || fs.NArg() == 0 {
+		fmt.Fprintln(stderr, acp.ModelRelayUsage)
+		return exitUsage
+	}
+	return acp.RunModelRelay(*socket, *port, fs.Arg(0), fs.Args()[1:], stderr)
+}
 
 // cmdSandboxTunnel runs the guest end of a remote sandbox's tunnel.
 func cmdSandboxTunnel(args []string, stdin io.Reader, stdout, stderr io.Writer) int {

@@ -27,6 +27,15 @@
 // tool aml_submit_result, with one repair prompt when the turn ends
 // without a valid submission.
 //
+// Metering: a profile with Config.Meter points its agent's model
+// endpoints at routes of AML's model gateway (package gateway) through
+// LaunchContext.Route, and the session charges every model call to the
+// evaluator's SpendMeter (eval.MeteredProvider): a call a budget refuses
+// never leaves, one that crosses a budget cancels the turn. In a sandbox
+// the launch runs under RunModelRelay (aml model-relay), which carries a
+// loopback port of the sandbox to the gateway's socket in the directory
+// the sandbox shares with the host.
+//
 // The authored system text, which ACP has no field for, becomes a
 // first-turn prelude inside literal <SYSTEM> tags unless the profile
 // delivers it as configuration.

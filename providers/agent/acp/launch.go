@@ -148,6 +148,9 @@ func (s *session) prepareLaunch(ctx context.Context, cwd string) error {
 	if l == nil {
 		return fmt.Errorf("provider %q: the profile produced no launch", cfg.Name)
 	}
+	if s.modelRelay != nil {
+		s.modelRelay.wrap(l)
+	}
 	if err := checkLaunch(l.Command, l.Args, l.Env); err != nil {
 		return fmt.Errorf("provider %q: the profile's launch: %w", cfg.Name, err)
 	}

@@ -1,7 +1,13 @@
 package acp
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
 
 	"github.com/aml-go/aml/eval"
 
@@ -9,21 +15,99 @@ import (
 )
 
 // route is LaunchContext.Route: a gateway route for a metered session,
-// else upstream unchanged.
+// else upstream unchanged. In a sandbox the agent reaches the route
+// through aml model-relay, which the launch is wrapped in: a loopback
+// port in the sandbox carried to the gateway's socket in the sandbox's
+// shared directory.
 func (s *session) route(upstream string) (string, error) {
-	if s.meter == nil || s.sandbox != nil {
+	if s.meter == nil {
 		return upstream, nil
 	}
 	g, err := gateway.Shared()
 	if err != nil {
 		return "", err
 	}
+	if s.sandbox != nil && s.modelRelay == nil {
+		if err := s.startModelRelay(g); err != nil {
+			return "", fmt.Errorf("provider %q: %w", s.p.cfg.Name, err)
+		}
+	}
 	base, remove, err := g.Route(upstream, gatewayMeter{s})
 	if err != nil {
 		return "", fmt.Errorf("provider %q: %w", s.p.cfg.Name, err)
 	}
 	s.routes = append(s.routes, remove)
+	if r := s.modelRelay; r != nil {
+		u, err := url.Parse(base)
+		if err != nil {
+			return "", err
+		}
+		return "http://127.0.0.1:" + strconv.Itoa(r.port) + u.Path, nil
+	}
 	return base, nil
+}
+
+// modelRelay is how an agent in a sandbox reaches the gateway: aml
+// model-relay (command) on a loopback port of the sandbox, carried to
+// the gateway's socket (socket, as the sandbox sees it).
+type modelRelay struct {
+	command []string
+	socket  string
+	port    int
+}
+
+// guestRelay returns the command that runs aml in the sandbox (its
+// tool relay's, without the "mcp-relay"), or an error saying why the
+// sandbox has none.
+func guestRelay(sb *eval.SandboxSession) (eval.GuestRuntime, []string, error) {
+	gr, ok := sb.Runtime.(eval.GuestRuntime)
+	if !ok {
+		return nil, nil, errors.New("the sandbox cannot reach the host's model gateway (its runtime shares no directory with the host)")
+	}
+	cmd, err := gr.RelayCommand()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(cmd) == 0 || cmd[len(cmd)-1] != "mcp-relay" {
+		return nil, nil, fmt.Errorf("the sandbox's relay %q is not aml's", cmd)
+	}
+	return gr, cmd[:len(cmd)-1], nil
+}
+
+// startModelRelay serves the gateway on a socket in the sandbox's shared
+// directory and readies the relay the launch is wrapped in.
+func (s *session) startModelRelay(g *gateway.Gateway) error {
+	gr, cmd, err := guestRelay(s.sandbox)
+	if err != nil {
+		return err
+	}
+	host, guest := gr.SharedDirectory()
+	var raw [6]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return err
+	}
+	name := "gateway-" + hex.EncodeToString(raw[:]) + ".sock"
+	stop, err := g.ServeSocket(host, name)
+	if err != nil {
+		return err
+	}
+	s.routes = append(s.routes, stop)
+	// A port of the sandbox's loopback; a sandbox that shares the host's
+	// network (network = "host") shares its ports too, so one is drawn
+	// from the dynamic range.
+	var p [2]byte
+	if _, err := rand.Read(p[:]); err != nil {
+		return err
+	}
+	port := 49152 + int(p[0])<<8%16000 + int(p[1])
+	s.modelRelay = &modelRelay{command: cmd, socket: strings.TrimSuffix(guest, "/") + "/" + name, port: port}
+	return nil
+}
+
+// wrap runs the launch under aml model-relay.
+func (r *modelRelay) wrap(l *Launch) {
+	args := append(append([]string{}, r.command[1:]...), "model-relay", "--socket", r.socket, "--port", strconv.Itoa(r.port), "--", l.Command)
+	l.Command, l.Args = r.command[0], append(args, l.Args...)
 }
 
 // gatewayMeter is a session's gateway.Meter: its calls are charged to

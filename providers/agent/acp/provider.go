@@ -60,22 +60,34 @@ type Config struct {
 	// DefaultHandshakeTimeout. Turns are bounded by the agent's
 	// timeout_ms instead.
 	HandshakeTimeout time.Duration
-	// Meter routes the model calls of sessions on the host through AML's
-	// model gateway (package gateway), which meters them against the
-	// session's budgets (eval.MeteredProvider): the Profile must route
-	// every model endpoint its agent uses with LaunchContext.Route.
-	// Sessions in a sandbox are not metered: their turns are counted from
-	// the agent's usage reports.
+	// Meter routes the model calls of sessions through AML's model
+	// gateway (package gateway), which meters them against the session's
+	// budgets (eval.MeteredProvider): the Profile must route every model
+	// endpoint its agent uses with LaunchContext.Route. A session in a
+	// sandbox (an eval.GuestRuntime with aml) reaches the gateway through
+	// aml model-relay, which its launch is wrapped in; in another sandbox
+	// it is not metered, and its turns are counted from the agent's usage
+	// reports.
 	Meter bool
 	// MeterFor, when set, says which sessions of a metering profile are
 	// metered (those whose model endpoint it can route); nil meters all.
 	MeterFor func(req *eval.AgentRequest) bool
 }
 
-// Meters implements eval.MeteredProvider: sessions on the host of a
-// metering profile (that MeterFor accepts).
+// Meters implements eval.MeteredProvider: sessions of a metering profile
+// (that MeterFor accepts) on the host, or in a sandbox whose runtime
+// shares a directory with the host and has aml (eval.GuestRuntime).
 func (p *Provider) Meters(req *eval.AgentRequest, sandbox *eval.SandboxSession) bool {
-	return p.cfg.Meter && sandbox == nil && (p.cfg.MeterFor == nil || p.cfg.MeterFor(req))
+	if !p.cfg.Meter || (p.cfg.MeterFor != nil && !p.cfg.MeterFor(req)) {
+		return false
+	}
+	if sandbox != nil {
+		// In a sandbox that shares a directory with the host and runs
+		// aml (its tool relay), through aml model-relay.
+		_, _, err := guestRelay(sandbox)
+		return err == nil
+	}
+	return true
 }
 
 // DefaultHandshakeTimeout is the bound of each handshake request when

@@ -86,6 +86,9 @@ type session struct {
 	// Config.Meter), else nil; routes remove its gateway routes.
 	meter  eval.SpendMeter
 	routes []func()
+	// modelRelay carries a metered agent's model calls out of its
+	// sandbox; nil on the host.
+	modelRelay *modelRelay
 	// stopTurn cancels the running turn (with a budget error); set while
 	// a turn runs, under mu.
 	stopTurn context.CancelCauseFunc
