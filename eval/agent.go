@@ -195,18 +195,27 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 	if err := d.countAgentCall(n.Position); err != nil {
 		return dst, err
 	}
-	// Every session accounts its spend in a scope of its own (with the
-	// agent's budget= when it has one), counted toward those around it.
-	var spend *spendScope
-	if n.Budget != nil {
-		spend = newSpendScope(d.spendOf(ctx), *n.Budget, agentLabel(n)+" at "+n.Position.String())
-	} else {
-		spend = newSpendScope(d.spendOf(ctx), Budget{}, "")
+	// A session accounts its spend in a scope of its own, counted toward
+	// those around it, when something needs the session's own figures:
+	// its budget=, a provider that meters its calls (each turn's share),
+	// its tool calls (a refusal ends this session only) or its span's
+	// attributes. Otherwise it charges the scope around it directly.
+	outer := d.spendOf(ctx)
+	spend := outer
+	switch {
+	case n.Budget != nil:
+		spend = newSpendScope(spend, *n.Budget, agentLabel(n)+" at "+n.Position.String())
+	case d.trace != nil || len(plan.tools) > 0 || metered(p, req, session):
+		spend = newSpendScope(spend, Budget{}, "")
 	}
-	if err := d.checkPrice(spend, n, p, req.Model); err != nil {
-		return dst, err
+	if spend.bounded {
+		if err := d.checkPrice(spend, n, p, req.Model); err != nil {
+			return dst, err
+		}
 	}
-	ctx = withSpend(ctx, spend)
+	if spend != outer {
+		ctx = withSpend(ctx, spend)
+	}
 	req.MCPServers = agentMCP(plan)
 	authoredSystem := req.System
 	if len(plan.skills) > 0 {
@@ -448,9 +457,10 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 		// A provider that runs all turns in one call reserves them all
 		// (unless it meters its calls itself).
 		nturns := int64(1 + len(req.FollowUps))
-		before := spend.total()
+		var before Usage
 		var be *BudgetError
 		if meters {
+			before = spend.total()
 			be = spend.usedUp()
 		} else {
 			be = spend.reserve(nturns, false)
@@ -572,8 +582,9 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 		}
 		// A turn is a model call (or, metered, makes its own): it starts
 		// only while the budgets have room for one.
-		before := spend.total()
+		var before Usage
 		if meters {
+			before = spend.total()
 			if be := spend.usedUp(); be != nil {
 				return nil, be
 			}

@@ -322,6 +322,10 @@ type spendScope struct {
 	// (a tool call an agent made), which ends the session after its
 	// turn.
 	refused *BudgetError
+	// bounded says that the scope or one around it has a budget; an
+	// unbounded chain only counts, so that a run without budgets pays
+	// almost nothing for them. Set at creation.
+	bounded bool
 	// onExceed, on the run's scope of a budget with on_exceed "ask",
 	// asks for a new limit: raised reports that the limit now exceeds
 	// what was spent; wait is why the run cannot go on.
@@ -394,9 +398,10 @@ func (s *spendScope) stopped() *BudgetError {
 }
 
 func newSpendScope(parent *spendScope, limit Budget, name string) *spendScope {
-	s := &spendScope{parent: parent, limit: limit, name: name}
+	s := &spendScope{parent: parent, limit: limit, name: name, bounded: !limit.IsZero()}
 	if parent != nil {
 		s.prices = parent.prices
+		s.bounded = s.bounded || parent.bounded
 	}
 	return s
 }
@@ -424,6 +429,9 @@ func (s *spendScope) costBudget() bool {
 // usedUp returns the error of the first budget in the chain that has
 // nothing left for a model call (tokens, cost, model calls), or nil.
 func (s *spendScope) usedUp() *BudgetError {
+	if s == nil || !s.bounded {
+		return nil
+	}
 	for {
 		be := s.tryUsedUp()
 		if !settle(be) {
@@ -456,6 +464,18 @@ func (s *spendScope) reserve(n int64, tool bool) *BudgetError {
 	if s == nil || n <= 0 {
 		return nil
 	}
+	if !s.bounded {
+		for c := s; c != nil; c = c.parent {
+			c.mu.Lock()
+			if tool {
+				c.spent.ToolCalls += n
+			} else {
+				c.spent.ModelCalls += n
+			}
+			c.mu.Unlock()
+		}
+		return nil
+	}
 	if !tool {
 		if err := s.usedUp(); err != nil {
 			return err
@@ -472,7 +492,8 @@ func (s *spendScope) reserve(n int64, tool bool) *BudgetError {
 func (s *spendScope) tryReserve(n int64, tool bool) *BudgetError {
 	// Lock the chain from the outside in, as every reserve does, so that
 	// two reservations cannot each take the last call.
-	var chain []*spendScope
+	var buf [8]*spendScope
+	chain := buf[:0]
 	for c := s; c != nil; c = c.parent {
 		chain = append(chain, c)
 	}
@@ -598,6 +619,9 @@ func (d *domain) checkPrice(s *spendScope, n *Agent, p AgentProvider, model stri
 // those are added. A report that cannot be read is an error, since its
 // spend would go uncounted.
 func (s *spendScope) chargeReport(r *AgentResponse, model string, reserved int64) error {
+	if r.Spent == nil && r.Usage == "" {
+		return nil // nothing reported: the reserved calls are the spend
+	}
 	u, err := spentOf(r)
 	if err != nil {
 		return fmt.Errorf("the provider's usage report cannot be counted: %w", err)
