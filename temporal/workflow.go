@@ -154,7 +154,7 @@ type RunInput struct {
 	// Budget and Prices, when set, replace the workflow's configure()
 	// budget and prices (aml run --temporal passes them with its spend
 	// flags applied).
-	Budget *eval.Budget           `json:"budget,omitempty"`
+	Budget *eval.Budget          `json:"budget,omitempty"`
 	Prices map[string]eval.Price `json:"prices,omitempty"`
 }
 

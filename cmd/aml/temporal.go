@@ -261,6 +261,9 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 		r.logger.Error(err.Error())
 		return exitFailure
 	}
+	if err := checkPrices(file, opts); err != nil {
+		return reportLoadError(stderr, stdout, f.json, err)
+	}
 	b, err := temporal.Pack(file)
 	if err != nil {
 		return reportLoadError(stderr, stdout, f.json, err)
