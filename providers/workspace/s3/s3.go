@@ -36,16 +36,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/aws/smithy-go/logging"
 	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"weak"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
@@ -54,6 +55,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/google/uuid"
@@ -201,9 +203,10 @@ type Storage struct {
 	refresh, stale time.Duration
 	// partSize is the multipart part size (PartSize; tests shorten it).
 	partSize int64
-	// trustKey names the service and bucket for checkConditions, and
-	// acceptLostUpdates is Options.AcceptLostUpdates.
-	trustKey          string
+	// trustKey names the service and bucket for checkConditions (a
+	// string, or a clientKey), and acceptLostUpdates is
+	// Options.AcceptLostUpdates.
+	trustKey          any
 	acceptLostUpdates bool
 }
 
@@ -220,14 +223,19 @@ func NewStorage(opts Options) (*Storage, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := opts.Endpoint
-	if opts.Client != nil {
-		key = fmt.Sprintf("client %p", opts.Client)
-	} else if key == "" {
-		key = "aws " + opts.Region + " " + opts.Profile
+	var trustKey any
+	switch {
+	case opts.Client != nil:
+		k := clientKey{client: weak.Make(opts.Client), bucket: opts.Bucket}
+		trustKey = k
+		runtime.AddCleanup(opts.Client, func(k clientKey) { trusted.Delete(k) }, k)
+	case opts.Endpoint != "":
+		trustKey = opts.Endpoint + " " + opts.Bucket
+	default:
+		trustKey = "aws " + opts.Region + " " + opts.Profile + " " + opts.Bucket
 	}
 	return &Storage{cli: cli, bucket: opts.Bucket, prefix: prefix, now: time.Now, refresh: LockRefresh, stale: LockStale, partSize: PartSize,
-		trustKey: key + " " + opts.Bucket, acceptLostUpdates: opts.AcceptLostUpdates}, nil
+		trustKey: trustKey, acceptLostUpdates: opts.AcceptLostUpdates}, nil
 }
 
 // NewClient returns opts.Client, or a client made from opts.Config, or

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"weak"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -20,7 +21,16 @@ var ErrUntrusted = errors.New("the S3 service does not honour conditional writes
 // service and bucket found out: key is the endpoint (or the client) and
 // the bucket. Only definite answers are kept; a probe that could not run
 // (the network) is tried again by the next acquisition.
-var trusted sync.Map // string -> *trust
+var trusted sync.Map // string, or clientKey -> *trust
+
+// clientKey names a client the caller gave (Options.Client) and the
+// bucket. The client is held weakly: a client made later at the address
+// of a collected one is another key, so it never inherits what the
+// first one's service was found to do; the entry goes with the client.
+type clientKey struct {
+	client weak.Pointer[s3.Client]
+	bucket string
+}
 
 type trust struct {
 	mu   sync.Mutex
