@@ -1,29 +1,13 @@
 package copilot_test
 
 import (
-	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
 	"github.com/aml-go/aml/providers/agent/copilot"
 )
-
-// spendRun evaluates node under budget and returns the result, the
-// error and what the run counted.
-func spendRun(t *testing.T, node any, budget *eval.Budget) (string, error, eval.Usage) {
-	t.Helper()
-	var spent eval.Usage
-	rt, err := eval.New(eval.Options{Budget: budget, OnFinish: func(ev eval.FinishEvent) { spent = ev.Usage }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	out, err := rt.Evaluate(ctx, node)
-	return out, err, spent
-}
 
 // threeTurns is an agent of three turns: three model requests.
 func threeTurns(p eval.AgentProvider) *eval.Agent {
@@ -36,7 +20,7 @@ func threeTurns(p eval.AgentProvider) *eval.Agent {
 func TestMeteredThroughTheGateway(t *testing.T) {
 	model, provider := setup(t, nil, "")
 	p := provider(copilot.Options{})
-	out, err, spent := spendRun(t, threeTurns(p), nil)
+	out, err, spent := acptest.SpendRun(t, threeTurns(p), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +38,7 @@ func TestMeteredThroughTheGateway(t *testing.T) {
 func TestTokenBudgetStopsTheSession(t *testing.T) {
 	model, provider := setup(t, nil, "")
 	p := provider(copilot.Options{})
-	_, err, spent := spendRun(t, threeTurns(p), &eval.Budget{Tokens: 20})
+	_, err, spent := acptest.SpendRun(t, threeTurns(p), &eval.Budget{Tokens: 20})
 	var be *eval.BudgetError
 	if !errors.As(err, &be) || be.Budget != "tokens" {
 		t.Fatalf("want a tokens budget error, got %v", err)

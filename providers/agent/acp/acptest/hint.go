@@ -3,7 +3,9 @@ package acptest
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/agent/acp"
@@ -48,4 +50,33 @@ func FailedSession(t *testing.T, newProvider func(base acp.Base) (*acp.Provider,
 		t.Fatal("the fake agent that refuses to initialize did not fail the session")
 	}
 	return err
+}
+
+// SpendRun evaluates node under budget (nil for none), as a run does,
+// and returns its result, its error and what it counted spent.
+func SpendRun(t *testing.T, node any, budget *eval.Budget) (string, error, eval.Usage) {
+	t.Helper()
+	var spent eval.Usage
+	rt, err := eval.New(eval.Options{Budget: budget, OnFinish: func(ev eval.FinishEvent) { spent = ev.Usage }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := rt.Evaluate(ctx, node)
+	return out, err, spent
+}
+
+// Counter is a tool grant "count" that returns how many times it ran,
+// and that count, for tests that make an agent loop on a tool.
+func Counter(t *testing.T) (*eval.ToolGrant, *atomic.Int64) {
+	t.Helper()
+	var calls atomic.Int64
+	tool, err := eval.NewTool(eval.ToolOptions{Name: "count", Description: "Counts.", Execute: func(context.Context, any) (any, error) {
+		return calls.Add(1), nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &eval.ToolGrant{Tool: tool}, &calls
 }
