@@ -434,8 +434,12 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 	}
 	exec := &AgentExecution{RunID: d.runID, SpanID: sess.ID(), ParentSpanID: parent, Source: n.Position, Sandbox: sandbox, Trace: st, StagingDir: plan.hostStagingDir()}
 	meters := metered(p, req, sandbox)
+	var watch *costWatch
 	if meters {
 		exec.Meter = sessionMeter{s: spend}
+	} else {
+		watch = &costWatch{s: spend}
+		exec.Watch = watch
 	}
 	if sandbox == nil {
 		exec.WorkingDirectory, _ = d.cwd()
@@ -452,7 +456,7 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 	)
 	unblock := d.workers.block() // the provider works outside the evaluator
 	if sp, ok := p.(SessionProvider); ok {
-		resp, err = d.retained(sctx, sp, req, exec, sess, turns, spend, meters)
+		resp, err = d.retained(sctx, sp, req, exec, sess, turns, spend, watch)
 	} else {
 		// A provider that runs all turns in one call reserves them all
 		// (unless it meters its calls itself).
@@ -471,7 +475,7 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 			if meters {
 				resp = meteredResponse(resp, spend.total(), before)
 			} else {
-				err = spend.chargeReport(resp, req.Model, nturns)
+				err = spend.chargeReport(resp, req.Model, nturns, watch.reported())
 			}
 			if turns != nil && (resp.SessionID != "" || resp.StopReason != "" || resp.Usage != "" || resp.Spent != nil) {
 				// A provider that runs all turns in one call reports the last.
@@ -533,7 +537,8 @@ func callProvider(ctx context.Context, p AgentProvider, req *AgentRequest, exec 
 
 // retained drives a SessionProvider turn by turn, tracing each turn and
 // the cleanup, and closes the session exactly once.
-func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequest, exec *AgentExecution, sess *span, turns *[]turnRecord, spend *spendScope, meters bool) (resp *AgentResponse, err error) {
+func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequest, exec *AgentExecution, sess *span, turns *[]turnRecord, spend *spendScope, watch *costWatch) (resp *AgentResponse, err error) {
+	meters := watch == nil
 	// A cancellation (caller, signal or timeout_ms) while the session is
 	// being set up or open is recorded on the session span before the
 	// provider reacts.
@@ -583,6 +588,7 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 		// A turn is a model call (or, metered, makes its own): it starts
 		// only while the budgets have room for one.
 		var before Usage
+		watched := watch.reported()
 		if meters {
 			before = spend.total()
 			if be := spend.usedUp(); be != nil {
@@ -612,7 +618,7 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 		}
 		if meters {
 			r = meteredResponse(r, spend.total(), before)
-		} else if err := spend.chargeReport(r, req.Model, 1); err != nil {
+		} else if err := spend.chargeReport(r, req.Model, 1, watch.reported()-watched); err != nil {
 			return nil, err
 		}
 		if be := spend.stopped(); be != nil {

@@ -216,6 +216,24 @@ type AgentExecution struct {
 	// session is not run by the evaluator (a cassette, a test calling the
 	// provider directly).
 	Meter SpendMeter `json:"-"`
+	// Watch checks the cost an unmetered session's agent reports while a
+	// turn runs (ACP usage_update) against its budgets; nil when the
+	// session is metered (Meter) or not run by the evaluator.
+	Watch SpendWatch `json:"-"`
+}
+
+// SpendWatch takes the spend an agent reports of itself while a turn
+// runs, for a session AML does not meter: what it adds counts toward the
+// session's budgets at once, so that a budget stops a turn that crosses
+// it instead of waiting for the turn's end. It is safe for concurrent
+// use.
+type SpendWatch interface {
+	// ReportCost takes the session's cumulative cost so far, in US
+	// dollars (ACP's usage_update cost is cumulative per session); what
+	// it adds to the last report is charged. It returns the *BudgetError
+	// of the first budget crossed (the provider then stops the turn), or
+	// nil. A report below an earlier one charges nothing.
+	ReportCost(usd float64) error
 }
 
 // SpendMeter accounts the model calls a provider meters itself (through

@@ -616,22 +616,73 @@ func (d *domain) checkPrice(s *spendScope, n *Agent, p AgentProvider, model stri
 
 // chargeReport charges what a response reports spent, for a session part
 // that reserved reserved model calls; the report's model calls beyond
-// those are added. A report that cannot be read is an error, since its
-// spend would go uncounted.
-func (s *spendScope) chargeReport(r *AgentResponse, model string, reserved int64) error {
+// those are added. watched is the cost the agent reported while the part
+// ran (SpendWatch), already charged: it is the part's cost unless the
+// report names a higher one, and r then records it (Spent). A report
+// that cannot be read is an error, since its spend would go uncounted.
+func (s *spendScope) chargeReport(r *AgentResponse, model string, reserved int64, watched float64) error {
 	if r.Spent == nil && r.Usage == "" {
+		if watched > 0 {
+			r.Spent = &Usage{ModelCalls: reserved, CostUSD: watched, CostReported: true}
+		}
 		return nil // nothing reported: the reserved calls are the spend
 	}
 	u, err := spentOf(r)
 	if err != nil {
 		return fmt.Errorf("the provider's usage report cannot be counted: %w", err)
 	}
-	u = s.price(u, model)
+	if watched > 0 {
+		total := max(u.CostUSD, watched)
+		if !u.CostReported {
+			total = watched
+		}
+		recorded := u
+		recorded.CostUSD, recorded.CostReported = total, true
+		recorded.ModelCalls = max(u.ModelCalls, reserved)
+		r.Usage, r.Spent = "", &recorded
+		u.CostUSD, u.CostReported = total-watched, true
+	} else {
+		u = s.price(u, model)
+	}
 	u.ModelCalls = max(u.ModelCalls-reserved, 0)
 	if be := s.charge(u); be != nil {
 		return be
 	}
 	return nil
+}
+
+// costWatch is the SpendWatch of an unmetered session.
+type costWatch struct {
+	s    *spendScope
+	mu   sync.Mutex
+	seen float64 // the last cumulative cost reported
+}
+
+// ReportCost implements SpendWatch.
+func (w *costWatch) ReportCost(usd float64) error {
+	w.mu.Lock()
+	d := usd - w.seen
+	if !(d > 0) || math.IsInf(usd, 0) {
+		w.mu.Unlock()
+		return nil
+	}
+	w.seen = usd
+	w.mu.Unlock()
+	if be := w.s.charge(Usage{CostUSD: d, CostReported: true}); be != nil {
+		w.s.refuse(be)
+		return be
+	}
+	return nil
+}
+
+// reported returns the cumulative cost reported so far.
+func (w *costWatch) reported() float64 {
+	if w == nil {
+		return 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seen
 }
 
 // sessionMeter is the SpendMeter of one session: its spend scope.

@@ -462,3 +462,53 @@ func TestOnExceedAsk(t *testing.T) {
 		t.Fatalf("asked %d times: %v, %d tokens", asked, err, spent.Tokens())
 	}
 }
+
+// costReporter reports its session's cumulative cost through the watch
+// while it runs, as an ACP agent's usage_update does: each session
+// reports $0.10 steps up to `steps` of them, stopping when the watch
+// refuses one. Its own usage report names tokens and no cost.
+type costReporter struct {
+	steps    int
+	reported atomic.Int64
+}
+
+func (p *costReporter) Name() string      { return "reporter" }
+func (p *costReporter) ReportsCost() bool { return true }
+func (p *costReporter) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.AgentExecution) (*eval.AgentResponse, error) {
+	for i := 1; i <= p.steps; i++ {
+		p.reported.Add(1)
+		if err := exec.Watch.ReportCost(0.1 * float64(i)); err != nil {
+			return nil, err
+		}
+	}
+	return &eval.AgentResponse{Text: "done", Usage: `{"input_tokens": 10, "output_tokens": 5}`}, nil
+}
+
+// TestReportedCostIsChecked: an unmetered provider's reported cost counts
+// as it is reported, so a cost budget stops the session at the report
+// that crosses it; the cost it reported is the session's cost (counted
+// once beside its report's tokens) and the journal keeps it for a resume.
+func TestReportedCostIsChecked(t *testing.T) {
+	p := &costReporter{steps: 50}
+	_, err, spent := evaluate(t, eval.Options{AgentProvider: p, Budget: &eval.Budget{CostUSD: 0.45}}, loop(3))
+	be := budgetError(t, err)
+	if p.reported.Load() != 5 || be.Budget != "cost_usd" || spent.CostUSD < 0.4999 || spent.CostUSD > 0.5001 {
+		t.Fatalf("%d reports, %+v spent, %+v", p.reported.Load(), spent, be)
+	}
+	p = &costReporter{steps: 3}
+	j := eval.NewMemoryJournal()
+	opts := eval.Options{AgentProvider: p, Budget: &eval.Budget{CostUSD: 10}}
+	_, err, spent = evaluate(t, opts, loop(2), eval.EvaluateOptions{RunID: "c", Journal: j})
+	if err != nil || spent.CostUSD < 0.5999 || spent.CostUSD > 0.6001 || spent.Tokens() != 30 || spent.ModelCalls != 2 {
+		t.Fatalf("%v, %+v", err, spent)
+	}
+	var resumed eval.Usage
+	opts.OnFinish = func(ev eval.FinishEvent) { resumed = ev.Usage }
+	rt, _ := eval.New(opts)
+	if _, err := rt.Resume(context.Background(), loop(2), eval.ResumeOptions{RunID: "c", Journal: j}); err != nil {
+		t.Fatal(err)
+	}
+	if p.reported.Load() != 6 || resumed.CostUSD < 0.5999 || resumed.CostUSD > 0.6001 || resumed.Tokens() != 30 {
+		t.Fatalf("resume reported %d more, counted %+v", p.reported.Load()-6, resumed)
+	}
+}

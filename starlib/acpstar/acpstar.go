@@ -144,6 +144,7 @@ Each agent() session launches command with literal args (never through a shell):
 			{Name: "working_directory", Type: "str | None", Default: "None", Doc: "Session cwd outside a sandbox; relative paths resolve from the current directory."},
 			handshakeParam,
 			{Name: "auth_method", Type: "str | None", Default: "None", Doc: "ACP authentication method id sent with authenticate after initialize."},
+			{Name: "reports_cost", Type: "bool", Default: "False", Doc: "The agent reports its cumulative cost in ACP usage_update notifications: a cost_usd budget then needs no price for its model, and stops a turn as soon as a report crosses it."},
 		},
 		Returns: "an agent provider",
 		Example: `configure(agent_provider = acp_agent("opencode", args = ["acp"], env = {"OPENAI_API_KEY": env("OPENAI_API_KEY", "")}))`,
@@ -154,7 +155,7 @@ Each agent() session launches command with literal args (never through a shell):
 		}
 		p, err := acp.New(acp.Config{Command: b.Command, Name: b.Name, AuthMethodID: c.Str("auth_method"),
 			Args: b.Args, Env: b.Env, WorkingDirectory: b.WorkingDirectory, Relay: b.Relay, ClientVersion: b.ClientVersion,
-			HandshakeTimeout: b.HandshakeTimeout})
+			HandshakeTimeout: b.HandshakeTimeout, ReportsCost: c.Bool("reports_cost", false)})
 		return provider(c, p, err)
 	}},
 	{starlib.Builtin{

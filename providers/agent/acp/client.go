@@ -47,6 +47,14 @@ func (c *client) SessionUpdate(_ context.Context, n acpsdk.SessionNotification) 
 		}
 	}
 	s.trace.Event("acp.session.update", attrs, content)
+	if uu := u.UsageUpdate; uu != nil && uu.Cost != nil && s.watch != nil && n.SessionId == s.id &&
+		(uu.Cost.Currency == "" || strings.EqualFold(uu.Cost.Currency, "USD")) {
+		// An unmetered session's agent reports its cumulative cost: a
+		// budget it crosses stops the turn now, not at its end.
+		if err := s.watch.ReportCost(uu.Cost.Amount); err != nil {
+			s.stop(err)
+		}
+	}
 	if m := u.AgentMessageChunk; m != nil && m.Content.Text != nil && !s.dropChunk(m.Content.Text.Text) {
 		s.mu.Lock()
 		if t := s.turn; t != nil && n.SessionId == s.id {

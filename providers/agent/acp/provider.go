@@ -72,7 +72,15 @@ type Config struct {
 	// MeterFor, when set, says which sessions of a metering profile are
 	// metered (those whose model endpoint it can route); nil meters all.
 	MeterFor func(req *eval.AgentRequest) bool
+	// ReportsCost says that the agent reports its cost in ACP
+	// usage_update notifications (eval.CostReporter): a cost budget then
+	// needs no price for its model, and an unmetered session's reported
+	// cost is checked against its budgets as each report arrives.
+	ReportsCost bool
 }
+
+// ReportsCost implements eval.CostReporter (Config.ReportsCost).
+func (p *Provider) ReportsCost() bool { return p.cfg.ReportsCost }
 
 // Meters implements eval.MeteredProvider: sessions of a metering profile
 // (that MeterFor accepts) on the host, or in a sandbox whose runtime
@@ -195,6 +203,8 @@ func (p *Provider) OpenSession(ctx context.Context, req *eval.AgentRequest, exec
 		s.evalDir = exec.WorkingDirectory
 		if p.Meters(req, exec.Sandbox) {
 			s.meter = exec.Meter
+		} else {
+			s.watch = exec.Watch
 		}
 	}
 	if err := s.open(ctx); err != nil {

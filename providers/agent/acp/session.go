@@ -86,6 +86,9 @@ type session struct {
 	// Config.Meter), else nil; routes remove its gateway routes.
 	meter  eval.SpendMeter
 	routes []func()
+	// watch takes the cost an unmetered session's agent reports in its
+	// usage_update notifications; nil when metered.
+	watch eval.SpendWatch
 	// modelRelay carries a metered agent's model calls out of its
 	// sandbox; nil on the host.
 	modelRelay *modelRelay
@@ -264,8 +267,9 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 		}
 	}
 	ts := &turnState{byID: map[string]*strings.Builder{}}
-	// A metered call that a budget refuses (or that crosses one) stops
-	// the turn at once, as a cancellation whose cause is the budget.
+	// A metered call that a budget refuses (or that crosses one), or a
+	// reported cost that crosses one, stops the turn at once, as a
+	// cancellation whose cause is the budget.
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	s.mu.Lock()

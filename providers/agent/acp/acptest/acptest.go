@@ -37,6 +37,8 @@
 //	nonjson-env NAME  the plain line NAME=<its value> on stdout
 //	unknown           a session/update of an unknown kind
 //	usage             the prompt response carries token usage
+//	cost USD          a usage_update whose cumulative session cost is USD
+//	                  dollars
 //	mcp               says the MCP servers session/new received (JSON)
 //	cwd               says the session cwd
 //	argv              says the process arguments, one per line
@@ -330,6 +332,10 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{
 				"sessionId": r.SessionId, "update": map[string]any{"sessionUpdate": "mystery_update"}}})
 			a.raw(string(b))
+		case "cost":
+			usd, _ := strconv.ParseFloat(arg, 64)
+			err = say(acpsdk.SessionUpdate{UsageUpdate: &acpsdk.SessionUsageUpdate{SessionUpdate: "usage_update",
+				Cost: &acpsdk.Cost{Amount: usd, Currency: "USD"}, Size: 200000, Used: 1000}})
 		case "usage":
 			resp.Usage = &acpsdk.Usage{InputTokens: 7, OutputTokens: 5, TotalTokens: 12}
 		case "mcp":
