@@ -304,10 +304,10 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		err = newError(n.Position, agentLabel(n)+" has no recording in the cassette: the recorded run never reached it; record the cassette again with aml run --journal")
 	case entry != nil:
 		if err = d.beforeLive(ctx, plan.ws, n.Position, !inProcess(p)); err == nil {
-			resp, err = d.session(d.withEffect(ctx, entry), n, p, req, agentSpan, plan, session, &turns)
+			resp, err = d.rateLimited(d.withEffect(ctx, entry), entry, n, p, req, agentSpan, plan, session, &turns)
 		}
 	default:
-		resp, err = d.session(d.withEffect(ctx, entry), n, p, req, agentSpan, plan, session, nil)
+		resp, err = d.rateLimited(d.withEffect(ctx, entry), entry, n, p, req, agentSpan, plan, session, nil)
 	}
 	out = dst
 	if err == nil {

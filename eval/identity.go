@@ -134,7 +134,7 @@ type occurrences struct {
 // above).
 func checkKind(kind string) bool {
 	k, _, _ := strings.Cut(kind, ":")
-	return k == "include" || k == "read"
+	return k == "include" || k == "read" || k == RetryKind
 }
 
 // next allocates the next element of kind in p: an effect, or a child

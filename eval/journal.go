@@ -306,7 +306,7 @@ type Effect struct {
 	// ID is the effect's stable identity (see Journal).
 	ID string
 	// Kind is agent, script, tool, ask, workspace, sandbox, include,
-	// read, or VoidKind.
+	// read, RetryKind, or VoidKind.
 	Kind string
 	// Pos is the authored position of the node when it was recorded,
 	// its file relative to the workflow's directory

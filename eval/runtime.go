@@ -195,6 +195,10 @@ type Options struct {
 	// Prices are the models' prices by name (see PriceOf), from which the
 	// cost of a session is counted when its provider reports none.
 	Prices map[string]Price
+	// RateLimitRetry is how often, and how long, an unmetered session
+	// that a rate limit ended (*RateLimitError) is run again; nil is
+	// DefaultRateLimitRetry.
+	RateLimitRetry *RateLimitRetry
 }
 
 // Runtime evaluates AML values. It holds only configuration: every call to
@@ -222,6 +226,13 @@ func New(opts Options) (*Runtime, error) {
 		}
 		c := *b
 		opts.Budget = &c
+	}
+	if r := opts.RateLimitRetry; r != nil {
+		if err := r.Validate(); err != nil {
+			return nil, err
+		}
+		c := r.WithDefaults()
+		opts.RateLimitRetry = &c
 	}
 	if opts.Prices != nil {
 		prices := make(map[string]Price, len(opts.Prices))

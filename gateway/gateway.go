@@ -88,27 +88,19 @@ type Options struct {
 	Retry Retry
 }
 
-// Retry is how the gateway handles an upstream's rate limit: a call
-// answered 429 or 503 is sent again after Retry-After (seconds or an
-// HTTP date) or, without one, an exponential backoff with full jitter,
-// at most Attempts times in all and while the waits add up to no more
-// than MaxWait; then the last answer reaches the agent. Retrying here,
-// once, replaces the retries of each agent's own client, which would
-// otherwise multiply (see the profiles' documentation).
-type Retry struct {
-	// Attempts bounds the tries of one call, the first included; 1
-	// turns retries off.
-	Attempts int
-	// MaxWait bounds the time one call spends waiting between tries.
-	MaxWait time.Duration
-	// Backoff is the first backoff without Retry-After; it doubles per
-	// try, up to MaxBackoff.
-	Backoff, MaxBackoff time.Duration
-}
+// Retry is how the gateway handles an upstream's rate limit
+// (eval.RateLimitRetry): a call answered 429 or 503 is sent again after
+// Retry-After (seconds or an HTTP date) or, without one, an exponential
+// backoff with full jitter, at most Attempts times in all and while the
+// waits add up to no more than MaxWait; then the last answer reaches the
+// agent. Retrying here, once, replaces the retries of each agent's own
+// client, which would otherwise multiply (see the profiles'
+// documentation).
+type Retry = eval.RateLimitRetry
 
 // DefaultRetry is the retry policy of a zero Retry: 5 tries, waits of
 // at most 2 minutes in all, backoff from 1 s up to 30 s.
-var DefaultRetry = Retry{Attempts: 5, MaxWait: 2 * time.Minute, Backoff: time.Second, MaxBackoff: 30 * time.Second}
+var DefaultRetry = eval.DefaultRateLimitRetry
 
 // Gateway is a running gateway. It is safe for concurrent use.
 type Gateway struct {
@@ -143,6 +135,7 @@ func Start(o Options) (*Gateway, error) {
 		retry = DefaultRetry
 	}
 	retry.Attempts = max(retry.Attempts, 1)
+	retry.MaxBackoff = max(retry.MaxBackoff, retry.Backoff)
 	g := &Gateway{ln: ln, client: client, retry: retry, base: "http://" + ln.Addr().String(), routes: map[string]*route{}}
 	g.srv = &http.Server{Handler: http.HandlerFunc(g.serve), ReadHeaderTimeout: 30 * time.Second}
 	go func() { _ = g.srv.Serve(ln) }()
@@ -306,7 +299,10 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 // or 503 and the retry policy allows: the answer it returns is the last.
 func (g *Gateway) send(ctx context.Context, method, target string, header http.Header, body []byte, call *Call) (*http.Response, error) {
 	var waited time.Duration
-	backoff := g.retry.Backoff
+	g.mu.Lock()
+	policy := g.retry
+	g.mu.Unlock()
+	backoff := policy.Backoff
 	for attempt := 1; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 		if err != nil {
@@ -315,15 +311,15 @@ func (g *Gateway) send(ctx context.Context, method, target string, header http.H
 		req.Header = header.Clone()
 		call.Attempts = attempt
 		resp, err := g.client.Do(req)
-		if err != nil || (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) || attempt >= g.retry.Attempts {
+		if err != nil || (resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable) || attempt >= policy.Attempts {
 			return resp, err
 		}
 		delay, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		if !ok {
 			delay = time.Duration(mrand.Int64N(int64(backoff) + 1)) // full jitter
-			backoff = min(2*backoff, g.retry.MaxBackoff)
+			backoff = min(2*backoff, policy.MaxBackoff)
 		}
-		if waited+delay > g.retry.MaxWait {
+		if waited+delay > policy.MaxWait {
 			return resp, nil
 		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -338,6 +334,19 @@ func (g *Gateway) send(ctx context.Context, method, target string, header http.H
 		waited += delay
 		call.Waited = waited
 	}
+}
+
+// SetRetry sets how rate limits are retried (the zero fields of r are
+// DefaultRetry's); calls in flight keep the policy they started under.
+func (g *Gateway) SetRetry(r Retry) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	r = r.WithDefaults()
+	g.mu.Lock()
+	g.retry = r
+	g.mu.Unlock()
+	return nil
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.

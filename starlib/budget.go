@@ -313,6 +313,51 @@ Every agent session and tool call inside counts toward this budget and toward th
 	},
 }
 
+// retryKeys are the keys of configure(rate_limit_retry=).
+var retryKeys = []Key{
+	{Name: "attempts", Type: "int", Doc: "Tries of one model call (at the gateway) or one unmetered session, the first included; 1 turns retries off (default 5)."},
+	{Name: "max_wait_s", Type: "int | float", Doc: "Seconds one call or session may spend waiting between tries (default 120)."},
+}
+
+// retryDict reads configure(rate_limit_retry=).
+func retryDict(v starlark.Value) (*eval.RateLimitRetry, error) {
+	d, ok := v.(*starlark.Dict)
+	if !ok {
+		return nil, fmt.Errorf("rate_limit_retry must be a dict such as {\"attempts\": 5, \"max_wait_s\": 120}, got %s", v.Type())
+	}
+	var r eval.RateLimitRetry
+	for _, kv := range d.Items() {
+		k, _ := kv[0].(starlark.String)
+		name := fmt.Sprintf("rate_limit_retry[%q]", string(k))
+		switch k {
+		case "attempts":
+			n, err := count(name, kv[1])
+			if err != nil {
+				return nil, err
+			}
+			if n < 1 {
+				return nil, fmt.Errorf("%s must be at least 1 (1 turns retries off), got %d", name, n)
+			}
+			r.Attempts = int(min(n, 1000))
+		case "max_wait_s":
+			f, err := number(name, kv[1])
+			if err != nil {
+				return nil, err
+			}
+			if f == 0 {
+				r.Attempts = 1 // no waiting is no retry
+				r.MaxWait = time.Nanosecond
+				continue
+			}
+			r.MaxWait = time.Duration(min(f, 1e9) * float64(time.Second))
+		default:
+			return nil, unknownKey("rate_limit_retry", kv[0].String(), retryKeys)
+		}
+	}
+	w := r.WithDefaults()
+	return &w, nil
+}
+
 // rateLimitKeys are the keys of one upstream's entry in
 // configure(rate_limits=).
 var rateLimitKeys = []Key{

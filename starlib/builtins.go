@@ -481,6 +481,7 @@ Call it at most once, at top level of the entry file. Precedence, lowest first: 
 		{Name: "budget", Type: "dict | None", Default: "None", Keys: budgetKeys, Doc: `What the run may spend: {"tokens": N, "cost_usd": X, "model_calls": N, "tool_calls": N, "wall_s": N, "on_exceed": "fail" | "ask"} (any of them); the --max-tokens, --max-cost, --max-model-calls, --max-tool-calls and --max-wall flags override its keys.`},
 		{Name: "prices", Type: "dict | None", Default: "None", Doc: `Model prices for cost budgets, in US dollars per million tokens: {"MODEL": {"input": 1.25, "output": 10, "cached_input": 0.125}}; --prices FILE (the same as JSON) overrides it.`},
 		{Name: "rate_limits", Type: "dict | None", Default: "None", Doc: `Rate limits of model upstreams, shared by every metered session of the process: {"api.openai.com": {"concurrent": 4, "rpm": 500, "tpm": 200000}} (a host or a base URL); a call waits for room.`},
+		{Name: "rate_limit_retry", Type: "dict | None", Default: "None", Keys: retryKeys, Doc: `How a model's rate limit (429, 503) is retried, once: each model call at the model gateway, or an unmetered session that a rate limit ended, run again from its start: {"attempts": 5, "max_wait_s": 120} (the defaults).`},
 	}, limitParams...),
 	Returns: "None",
 	Example: `configure(agent_provider = deterministic_agent(), max_agent_calls = 8)`,
@@ -569,6 +570,13 @@ func configureImpl(c *Call) (starlark.Value, error) {
 			return nil, c.Errorf("%v", err)
 		}
 		cfg.RateLimits = l
+	}
+	if v := c.Value("rate_limit_retry"); v != nil && v != starlark.None {
+		r, err := retryDict(v)
+		if err != nil {
+			return nil, c.Errorf("%v", err)
+		}
+		cfg.RateLimitRetry = r
 	}
 	if v := c.Value("prices"); v != nil && v != starlark.None {
 		p, err := pricesDict(v)

@@ -98,6 +98,9 @@ type Config struct {
 	// model gateway's upstreams (gateway.Gateway.SetLimits), which the
 	// CLI applies to its process's gateway.
 	RateLimits map[string]gateway.Limit
+	// RateLimitRetry is configure(rate_limit_retry=), or nil: how the
+	// model gateway and the evaluator retry a rate limit.
+	RateLimitRetry *eval.RateLimitRetry
 	// Pos is where configure() was called.
 	Pos eval.Position
 }
@@ -591,6 +594,9 @@ func (w *Workflow) ApplyConfig(opts *eval.Options) {
 	}
 	if opts.Prices == nil {
 		opts.Prices = w.Config.Prices
+	}
+	if opts.RateLimitRetry == nil {
+		opts.RateLimitRetry = w.Config.RateLimitRetry
 	}
 	if opts.AllowedTools == nil && w.Config.AllowedTools != nil {
 		opts.AllowedTools = w.Config.AllowedTools

@@ -857,6 +857,8 @@ func printEffectTree(w io.Writer, records []*eval.Effect) {
 				note := resultSize(e)
 				if why := withdrawnWhy(e); why != "" {
 					note = "  (withdrawn: " + why + ")"
+				} else if n, waited, ok := eval.RecordedRetries(e); ok {
+					note = fmt.Sprintf("  (rate limited: run again %d time(s) after %s)", n, waited)
 				} else if u, ok := eval.RecordedUsage(e); ok {
 					note += ", " + u.String()
 				}

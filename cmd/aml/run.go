@@ -294,11 +294,15 @@ func (r *runner) prepare() (*starlib.Workflow, any, *eval.Runtime, int) {
 	if err := checkPrices(r.file, opts); err != nil {
 		return nil, nil, nil, reportLoadError(r.stderr, r.stdout, f.json, err)
 	}
-	if l := wf.Config.RateLimits; l != nil {
-		// The rate limits of the model gateway's upstreams.
+	if l, rr := wf.Config.RateLimits, wf.Config.RateLimitRetry; l != nil || rr != nil {
+		// The rate limits of the model gateway's upstreams, and how it
+		// retries them.
 		g, err := gateway.Shared()
-		if err == nil {
+		if err == nil && l != nil {
 			err = g.SetLimits(l)
+		}
+		if err == nil && rr != nil {
+			err = g.SetRetry(*rr)
 		}
 		if err != nil {
 			r.logger.Error(err.Error())

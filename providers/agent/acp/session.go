@@ -294,7 +294,7 @@ func (s *session) RunTurn(ctx context.Context, turn eval.AgentTurn) (*eval.Agent
 	phase := fmt.Sprintf("turn %d", turn.Index)
 	resp, err := s.prompt(ctx, phase, text)
 	if err != nil {
-		return nil, err
+		return nil, rateLimited(ctx, err)
 	}
 	var result any
 	if structured {

@@ -1,9 +1,13 @@
 package acp_test
 
 import (
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/agent/acp"
@@ -71,4 +75,32 @@ func costly(t *testing.T) *acp.Provider {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// An agent whose model's rate limit ends its turn fails as a rate limit
+// (eval.RateLimitError, with the wait the agent's error asked for), and
+// the evaluator runs the unmetered session again until it gets through.
+func TestRateLimitedTurnIsRetried(t *testing.T) {
+	tries := filepath.Join(t.TempDir(), "tries")
+	p := fake(t, nil)
+	rt, err := eval.New(eval.Options{RateLimitRetry: &eval.RateLimitRetry{Attempts: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := rt.Evaluate(ctx, &eval.Agent{Provider: p, Children: []any{"ratelimit " + tries + " 2\nsay through"}})
+	b, _ := os.ReadFile(tries)
+	if err != nil || out != "through" || strings.Count(string(b), "\n") != 3 {
+		t.Fatalf("%q, %v after %d sessions; want through after 3", out, err, strings.Count(string(b), "\n"))
+	}
+	// With retries off the rate limit is the session's error, and says
+	// so.
+	tries2 := filepath.Join(t.TempDir(), "tries")
+	rt, _ = eval.New(eval.Options{RateLimitRetry: &eval.RateLimitRetry{Attempts: 1}})
+	_, err = rt.Evaluate(ctx, &eval.Agent{Provider: p, Children: []any{"ratelimit " + tries2 + " 2\nsay through"}})
+	var rl *eval.RateLimitError
+	if !errors.As(err, &rl) || rl.RetryAfter != 50*time.Millisecond {
+		t.Fatalf("err = %v (%+v)", err, rl)
+	}
 }

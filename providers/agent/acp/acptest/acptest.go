@@ -37,6 +37,11 @@
 //	nonjson-env NAME  the plain line NAME=<its value> on stdout
 //	unknown           a session/update of an unknown kind
 //	usage             the prompt response carries token usage
+//	ratelimit PATH N  appends a line to file PATH (which may start with
+//	                  $NAME/); while it then has at most N lines the turn
+//	                  fails as a rate-limited agent's does: a JSON-RPC
+//	                  internal error whose data says "429 Too Many
+//	                  Requests ... retry after 0.05s"
 //	cost USD          a usage_update whose cumulative session cost is USD
 //	                  dollars
 //	mcp               says the MCP servers session/new received (JSON)
@@ -332,6 +337,23 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{
 				"sessionId": r.SessionId, "update": map[string]any{"sessionUpdate": "mystery_update"}}})
 			a.raw(string(b))
+		case "ratelimit":
+			file, limit, _ := strings.Cut(arg, " ")
+			n, _ := strconv.Atoi(limit)
+			name := os.ExpandEnv(file)
+			var f *os.File
+			if f, err = os.OpenFile(name, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+				_, err = fmt.Fprintln(f, "try")
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err == nil {
+				b, _ := os.ReadFile(name)
+				if strings.Count(string(b), "\n") <= n {
+					return acpsdk.PromptResponse{}, acpsdk.NewInternalError(map[string]any{"details": "429 Too Many Requests: rate limit reached for requests, retry after 0.05s"})
+				}
+			}
 		case "cost":
 			usd, _ := strconv.ParseFloat(arg, 64)
 			err = say(acpsdk.SessionUpdate{UsageUpdate: &acpsdk.SessionUsageUpdate{SessionUpdate: "usage_update",
