@@ -320,6 +320,9 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 	if err == nil && rec == nil && entry != nil {
 		err = d.recordAgent(ctx, plan.ws, entry, resp, schema != nil, turns, !inProcess(p))
 	}
+	if d.trace != nil {
+		agentSpan.spent(spend.total())
+	}
 	if err != nil {
 		agentSpan.end(err, spendAttrs(d.trace, "invoke_agent", req.Model, spend), nil)
 		return dst[:start], err
@@ -351,7 +354,16 @@ func spendAttrs(t *tracer, op, model string, s *spendScope) attrs {
 	if model != "" {
 		a = append(a, "gen_ai.request.model", model)
 	}
-	a = append(a, "gen_ai.usage.input_tokens", u.InputTokens, "gen_ai.usage.output_tokens", u.OutputTokens)
+	return append(a, sumAttrs(u)...)
+}
+
+// sumAttrs are the attributes of what was spent: the GenAI usage
+// attributes and AML's counts.
+func sumAttrs(u Usage) attrs {
+	if u.Tokens() == 0 && u.CostUSD == 0 && u.ToolCalls == 0 {
+		return nil
+	}
+	a := attrs{"gen_ai.usage.input_tokens", u.InputTokens, "gen_ai.usage.output_tokens", u.OutputTokens}
 	if u.CachedInputTokens > 0 {
 		a = append(a, "gen_ai.usage.cache_read.input_tokens", u.CachedInputTokens)
 	}
@@ -723,6 +735,40 @@ func (e *sessionTrace) Event(name string, a, content map[string]any) {
 
 // CapturesContent implements TraceEmitter.
 func (e *sessionTrace) CapturesContent() bool { return e.t.captures() }
+
+// Span implements SpanEmitter.
+func (e *sessionTrace) Span(kind, name string, start time.Time, d time.Duration, a map[string]any, failed bool) {
+	if e.t == nil {
+		return
+	}
+	e.mu.Lock()
+	parent := e.turn
+	e.mu.Unlock()
+	if parent == nil {
+		parent = e.sess
+	}
+	if parent == nil {
+		return
+	}
+	t := e.t
+	t.mu.Lock()
+	t.spanSeq++
+	id := strconv.FormatUint(t.spanSeq, 10)
+	t.mu.Unlock()
+	m := make(map[string]any, len(a))
+	for k, v := range a {
+		m[k] = v
+	}
+	t.emit(Event{Type: SpanStart, SpanID: id, ParentSpanID: parent.id, Kind: kind, Name: name, Attributes: m}, start, nil)
+	end := map[string]any{}
+	status := StatusOK
+	if failed {
+		status = StatusError
+		end["error.type"] = "model_call_failed"
+	}
+	t.emit(Event{Type: SpanEnd, SpanID: id, ParentSpanID: parent.id, Kind: kind, Name: name, Status: status,
+		DurationMS: float64(d.Microseconds()) / 1000, Attributes: end}, start.Add(d), nil)
+}
 
 // turnAttrs are the agent.turn end attributes a provider reported.
 func turnAttrs(err error, r *AgentResponse) attrs {

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"time"
 	"context"
 	"fmt"
 )
@@ -281,4 +282,15 @@ type TraceEmitter interface {
 	// CapturesContent reports whether any sink wants content, so a
 	// provider can skip serializing it.
 	CapturesContent() bool
+}
+
+// SpanEmitter is an optional TraceEmitter capability: an operation the
+// provider saw from start to end (a model call the model gateway
+// metered) becomes a span of its own, under the running turn's span
+// (or the session's between turns). Attribute values follow
+// TraceEmitter's rules. Implementations are safe for concurrent use.
+type SpanEmitter interface {
+	// Span records one finished span of kind and name that started at
+	// start and lasted d; failed marks it an error.
+	Span(kind, name string, start time.Time, d time.Duration, attrs map[string]any, failed bool)
 }

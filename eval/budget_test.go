@@ -512,3 +512,34 @@ func TestReportedCostIsChecked(t *testing.T) {
 		t.Fatalf("resume reported %d more, counted %+v", p.reported.Load()-6, resumed)
 	}
 }
+
+// TestComponentSpansCarrySums: a component span ends with what the agents
+// under it spent (the GenAI usage attributes), its parallel() span too,
+// and an agent span with its own session's spend.
+func TestComponentSpansCarrySums(t *testing.T) {
+	p := spender(t, eval.Usage{InputTokens: 100, OutputTokens: 50, CostUSD: 0.25}, true)
+	sink := &recordingSink{}
+	inner := &eval.Component{Name: "Inner", Position: pos(2), Fn: func(cc *eval.ComponentContext) (any, error) {
+		return &eval.Parallel{Position: pos(3), Branches: []any{&eval.Agent{Position: pos(4), Children: []any{"a"}}, &eval.Agent{Position: pos(5), Children: []any{"b"}}}}, nil
+	}}
+	outer := &eval.Component{Name: "Outer", Position: pos(1), Entry: true, Fn: func(cc *eval.ComponentContext) (any, error) {
+		return []any{inner, &eval.Agent{Position: pos(6), Children: []any{"c"}}}, nil
+	}}
+	if _, err, _ := evaluate(t, eval.Options{AgentProvider: p, Trace: []eval.TraceSink{sink}}, outer); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"Outer": 300, "Inner": 200, "Parallel": 200, "Agent": 100}
+	seen := 0
+	for _, e := range sink.events {
+		if e.Type != eval.SpanEnd || (e.Kind != "component" && e.Name != "Agent") {
+			continue
+		}
+		seen++
+		if w := want[e.Name]; e.Attributes["gen_ai.usage.input_tokens"] != w {
+			t.Errorf("%s span ends with %v input tokens, want %d (%v)", e.Name, e.Attributes["gen_ai.usage.input_tokens"], w, e.Attributes)
+		}
+	}
+	if seen != 6 {
+		t.Errorf("%d component and agent spans, want 6", seen)
+	}
+}

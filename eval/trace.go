@@ -101,6 +101,9 @@ type tracer struct {
 	mu      sync.Mutex
 	seq     uint64
 	spanSeq uint64
+	// open holds the open spans by identity, so that what an agent
+	// spent is added to the component spans around it (span.sum).
+	open map[string]*span
 	queue   []queued
 	wake    chan struct{}
 	done    chan struct{}
@@ -140,6 +143,9 @@ type span struct {
 	kind   string
 	name   string
 	start  time.Time
+	// sum is what the agents under the span spent, under the tracer's
+	// mu; a component span ends with it (spendSums).
+	sum Usage
 }
 
 // ID returns the span's identity, or "" for an inert span.
@@ -158,8 +164,12 @@ func (t *tracer) startSpan(parent, kind, name string, pos Position, a attrs, con
 	t.mu.Lock()
 	t.spanSeq++
 	id := strconv.FormatUint(t.spanSeq, 10)
-	t.mu.Unlock()
 	s := &span{t: t, id: id, parent: parent, kind: kind, name: name, start: now}
+	if t.open == nil {
+		t.open = map[string]*span{}
+	}
+	t.open[id] = s
+	t.mu.Unlock()
 	m := toMap(a, 1)
 	if pos.IsValid() {
 		m["aml.source"] = pos.String()
@@ -174,6 +184,15 @@ func (s *span) end(err error, a attrs, content attrs) {
 	}
 	now := time.Now()
 	status := StatusOK
+	s.t.mu.Lock()
+	delete(s.t.open, s.id)
+	sum := s.sum
+	s.t.mu.Unlock()
+	if s.kind == "component" && s.name != "Budget" && !sum.IsZero() {
+		// What the agents under a component spent (a budget() span
+		// carries its scope's own count).
+		a = append(a, sumAttrs(sum)...)
+	}
 	m := toMap(a, 1)
 	if err != nil {
 		status = StatusError
@@ -184,6 +203,25 @@ func (s *span) end(err error, a attrs, content attrs) {
 	}
 	s.t.emit(Event{Type: SpanEnd, SpanID: s.id, ParentSpanID: s.parent, Kind: s.kind, Name: s.name, Status: status,
 		DurationMS: float64(now.Sub(s.start).Microseconds()) / 1000, Attributes: m}, now, content)
+}
+
+// spent adds what an agent under the span spent to it and to every
+// open span around it.
+func (s *span) spent(u Usage) {
+	if s == nil || u.IsZero() {
+		return
+	}
+	t := s.t
+	t.mu.Lock()
+	for id := s.parent; id != ""; {
+		p := t.open[id]
+		if p == nil {
+			break
+		}
+		p.sum = p.sum.Add(u)
+		id = p.parent
+	}
+	t.mu.Unlock()
 }
 
 // event records a point event inside the span.

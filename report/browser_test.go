@@ -1,6 +1,7 @@
 package report
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"os"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/browsertest"
+	"github.com/aml-go/aml/internal/tracetest"
+	"github.com/aml-go/aml/providers/deterministic"
 )
 
 // The browser tests drive Debian's headless Chromium (see
@@ -237,4 +240,71 @@ func TestFirefoxSmallRun(t *testing.T) {
 	}
 	f.Screenshot(t, "report-small-firefox.png")
 	f.Check(t, (&url.URL{Scheme: "file", Path: file}).String())
+}
+
+// TestBrowserSpendTable: the Spend by node table lists each agent that
+// spent and the components around them, sorted by cost; a column header
+// sorts by that column (again: the other way), and a node selects its
+// row in the tree.
+func TestBrowserSpendTable(t *testing.T) {
+	usage := map[string]eval.Usage{
+		"small": {InputTokens: 10, OutputTokens: 5, CostUSD: 0.01, CostReported: true},
+		"big":   {InputTokens: 1000, OutputTokens: 10, CostUSD: 0.02, CostReported: true},
+		"dear":  {InputTokens: 100, OutputTokens: 100, CostUSD: 0.5, CostReported: true},
+	}
+	p, err := deterministic.New(deterministic.Options{ReportsCost: true, Usage: func(_ context.Context, req *eval.AgentRequest, _ int) (eval.Usage, error) {
+		return usage[req.Prompt], nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := &eval.Component{Name: "main", Entry: true, Position: pos(1), Fn: func(*eval.ComponentContext) (any, error) {
+		return &eval.Parallel{Position: pos(2), Branches: []any{
+			&eval.Agent{Name: "small", Position: pos(3), Children: []any{"small"}},
+			&eval.Agent{Name: "big", Position: pos(4), Children: []any{"big"}},
+			&eval.Agent{Name: "dear", Position: pos(5), Children: []any{"dear"}},
+		}}, nil
+	}}
+	rec := &tracetest.Recorder{}
+	rt, err := eval.New(eval.Options{AgentProvider: p, Trace: []eval.TraceSink{rec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Evaluate(context.Background(), tree); err != nil {
+		t.Fatal(err)
+	}
+	b := browsertest.New(t)
+	b.Open(t, writeReport(t, rec.Events(), "spend.star"))
+	names := func() string {
+		return browsertest.Eval[string](t, b, `Array.from(document.querySelectorAll("#spend tbody tr .lk")).map(function (e) { return e.textContent; }).join(",")`)
+	}
+	// By cost, the most first: main and parallel carry the sums.
+	if got := names(); got != `main,parallel,agent "dear",agent "big",agent "small"` {
+		t.Errorf("by cost: %s", got)
+	}
+	// By tokens: the most first, then the fewest first.
+	tokens := chromedp.CSS(`#spend th[data-col="3"] button`)
+	if err := chromedp.Do(b.Ctx, chromedp.Click(tokens)); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); got != `main,parallel,agent "big",agent "dear",agent "small"` {
+		t.Errorf("by tokens: %s (%q)", got, b.Errors())
+	}
+	if err := chromedp.Do(b.Ctx, chromedp.Click(tokens)); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(); got != `agent "small",agent "dear",agent "big",main,parallel` {
+		t.Errorf("by tokens, fewest first: %s", got)
+	}
+	totals := browsertest.Eval[string](t, b, `document.querySelector("#spend tbody tr:last-child").innerText`)
+	if !strings.Contains(totals, "1,225") || !strings.Contains(totals, "0.5300") {
+		t.Errorf("the parallel's row: %q, want 1,225 tokens and $0.5300", totals)
+	}
+	// A node selects its row.
+	if err := chromedp.Do(b.Ctx, chromedp.Click(chromedp.CSS(`#spend tbody tr:first-child .lk`))); err != nil {
+		t.Fatal(err)
+	}
+	if d := browsertest.Eval[string](t, b, `document.querySelector("#details h3").innerText`); !strings.Contains(d, `agent "small"`) {
+		t.Errorf("the details show %q", d)
+	}
 }

@@ -413,6 +413,12 @@ func labels(sp *span) (label, sub string) {
 			replayed = "replayed"
 		}
 		return "script", join(getString(sp.attrs, "environment"), replayed)
+	case "model":
+		status := ""
+		if v, ok := get(sp.attrs, "http.response.status_code"); ok {
+			status = "HTTP " + scalarText(v)
+		}
+		return "model call", join(getString(sp.attrs, "gen_ai.request.model"), status)
 	case "sandbox":
 		return "sandbox", join(provider, getString(sp.attrs, "access"))
 	case "workspace":

@@ -12,6 +12,10 @@
     input_tokens: "input", output_tokens: "output", cached_input_tokens: "cached input", reasoning_tokens: "reasoning", model_calls: "model calls" };
   // Row fields.
   var ID = 0, PAR = 1, KIND = 2, NAME = 3, LABEL = 4, SUB = 5, START = 6, END = 7, DUR = 8, ST = 9, SESS = 10, ATTRS = 11;
+  // The columns of Spend by node: a title and the attribute it shows.
+  var spendSort = 6, spendDesc = true, spendRows = null;
+  var SPEND_COLS = [["node", "node"], ["input", "gen_ai.usage.input_tokens"], ["output", "gen_ai.usage.output_tokens"], ["tokens", ""],
+    ["model calls", "aml.model_calls"], ["tool calls", "aml.tool_calls"], ["cost (USD)", "aml.cost_usd"]];
 
   // ---- formatting ----
   var ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" };
@@ -141,7 +145,7 @@
     '<div class="rows" id="rows"></div></div></div></div>' +
     '<aside class="details" id="details"><p class="placeholder">Select a row to see its attributes' +
     (D.content ? ", events and captured content." : " and events.") + '</p></aside></div></section>' +
-    kindsSection();
+    spendSection() + kindsSection();
 
   var vp = document.getElementById("vp"), spacer = document.getElementById("spacer"), rowsEl = document.getElementById("rows");
   var ticksEl = document.getElementById("ticks"), glines = document.getElementById("glines"), details = document.getElementById("details");
@@ -229,6 +233,47 @@
         "</div>";
     }
     return h;
+  }
+
+  // ---- spend by node: agents and the components around them ----
+  function spendData() {
+    spendRows = [];
+    for (var k = 0; k < N; k++) {
+      if (kind(k) === "model" || kind(k) === "evaluation") continue;
+      var inp = attr(k, "gen_ai.usage.input_tokens"), cost = attr(k, "aml.cost_usd"), tools = attr(k, "aml.tool_calls");
+      if (typeof inp !== "number" && typeof cost !== "number" && typeof tools !== "number") continue;
+      var v = [k];
+      for (var c = 1; c < SPEND_COLS.length; c++) {
+        var key = SPEND_COLS[c][1], x = key ? attr(k, key) : (attr(k, "gen_ai.usage.input_tokens") || 0) + (attr(k, "gen_ai.usage.output_tokens") || 0);
+        v.push(typeof x === "number" ? x : 0);
+      }
+      spendRows.push(v);
+    }
+  }
+  function spendSection() {
+    if (!spendRows) spendData();
+    if (!spendRows.length) return "";
+    return '<section id="spend"><h2>Spend by node</h2><p class="muted">What each agent spent, and the sums of the components around them; select a column to sort, a node to find it above.</p>' +
+      '<table class="kinds spend" id="spendtab">' + spendTable() + "</table></section>";
+  }
+  function spendTable() {
+    return "<thead><tr>" + SPEND_COLS.map(function (c, n) {
+      return '<th data-col="' + n + '" aria-sort="' + (n === spendSort ? (spendDesc ? "descending" : "ascending") : "none") + '"><button type="button">' + esc(c[0]) + (n === spendSort ? (spendDesc ? " ▾" : " ▴") : "") + "</button></th>";
+    }).join("") + "</tr></thead><tbody>" + spendBody() + "</tbody>";
+  }
+  function spendBody() {
+    var rows = spendRows.slice().sort(function (a, b) {
+      var x, y;
+      if (spendSort === 0) { x = S[R[a[0]][LABEL]]; y = S[R[b[0]][LABEL]]; }
+      else { x = a[spendSort]; y = b[spendSort]; }
+      var d = x < y ? -1 : x > y ? 1 : a[0] - b[0];
+      return spendDesc && x !== y ? -d : d;
+    });
+    return rows.map(function (v) {
+      var k = v[0], where = attr(k, "aml.source");
+      return '<tr data-row="' + k + '"><td><button type="button" class="lk">' + esc(S[R[k][LABEL]]) + "</button>" + (where ? ' <code class="muted">' + esc(where) + "</code>" : "") + "</td>" +
+        "<td>" + group(v[1]) + "</td><td>" + group(v[2]) + "</td><td>" + group(v[3]) + "</td><td>" + group(v[4]) + "</td><td>" + group(v[5]) + "</td><td>" + (v[6] ? v[6].toFixed(4) : "–") + "</td></tr>";
+    }).join("");
   }
 
   function kindsSection() {
@@ -513,6 +558,21 @@
     if (b.getAttribute("data-act") === "zoom") zoomTo(k);
     else if (b.getAttribute("data-act") === "parent" && par[k] >= 0) reveal(par[k]);
   });
+  var spendEl = document.getElementById("spend");
+  if (spendEl) {
+    spendEl.addEventListener("click", function (ev) {
+      var th = ev.target.closest("th");
+      if (th) {
+        var col = +th.getAttribute("data-col");
+        spendDesc = col === spendSort ? !spendDesc : col !== 0;
+        spendSort = col;
+        document.getElementById("spendtab").innerHTML = spendTable();
+        return;
+      }
+      var tr = ev.target.closest("tr[data-row]");
+      if (tr) reveal(+tr.getAttribute("data-row"));
+    });
+  }
   var errSection = document.getElementById("errors");
   if (errSection) {
     errSection.addEventListener("click", function (ev) {

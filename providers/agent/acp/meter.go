@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aml-go/aml/eval"
 
@@ -124,23 +125,34 @@ func (m gatewayMeter) Allow() error {
 	return nil
 }
 
-// Record implements gateway.Meter: the call is traced (metadata only);
+// Record implements gateway.Meter: the call becomes a model.call span
+// under the running turn (metadata only, with the OpenTelemetry GenAI
+// attributes), or a model.call event where the trace takes no spans;
 // Charge counted its spend.
 func (m gatewayMeter) Record(c gateway.Call) {
-	attrs := map[string]any{"path": c.Path, "status": int64(c.Status), "stream": c.Stream, "latencyMs": float64(c.Latency.Microseconds()) / 1000}
+	attrs := map[string]any{"gen_ai.operation.name": "chat", "aml.path": c.Path, "aml.stream": c.Stream,
+		"http.response.status_code": int64(c.Status), "aml.latency_ms": float64(c.Latency.Microseconds()) / 1000}
 	if c.Model != "" {
-		attrs["model"] = c.Model
+		attrs["gen_ai.request.model"] = c.Model
+	}
+	if c.Attempts > 1 {
+		attrs["aml.attempts"], attrs["aml.waited_ms"] = int64(c.Attempts), c.Waited.Milliseconds()
 	}
 	if c.Usage.ModelCalls == 0 {
-		attrs["refused"] = true
+		attrs["aml.refused"] = true
 	} else {
-		attrs["inputTokens"], attrs["outputTokens"] = c.Usage.InputTokens, c.Usage.OutputTokens
+		attrs["gen_ai.usage.input_tokens"], attrs["gen_ai.usage.output_tokens"] = c.Usage.InputTokens, c.Usage.OutputTokens
 		if c.Usage.CachedInputTokens > 0 {
-			attrs["cachedInputTokens"] = c.Usage.CachedInputTokens
+			attrs["gen_ai.usage.cache_read.input_tokens"] = c.Usage.CachedInputTokens
 		}
 		if c.Usage.ReasoningTokens > 0 {
-			attrs["reasoningTokens"] = c.Usage.ReasoningTokens
+			attrs["gen_ai.usage.reasoning.output_tokens"] = c.Usage.ReasoningTokens
 		}
+	}
+	if se, ok := m.s.trace.(eval.SpanEmitter); ok {
+		failed := c.Err != nil || c.Status == 0 || c.Status >= 400
+		se.Span("model", "model.call", time.Now().Add(-c.Latency), c.Latency, attrs, failed)
+		return
 	}
 	m.s.trace.Event("model.call", attrs, nil)
 }

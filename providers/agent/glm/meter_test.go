@@ -66,14 +66,25 @@ func TestMeteredThroughTheGateway(t *testing.T) {
 	if want := (eval.Usage{InputTokens: 10 * requests, OutputTokens: 5 * requests, ModelCalls: requests, ToolCalls: 4}); spent != want {
 		t.Fatalf("counted %+v, want %+v", spent, want)
 	}
+	// Each call is a model.call span under the turn that made it, with
+	// the GenAI attributes of what it spent.
 	var metered int
+	turns := map[string]bool{}
 	for _, e := range rec.Events() {
-		if e.Name == "model.call" {
+		if e.Name == "agent.turn" && e.Type == eval.SpanStart {
+			turns[e.SpanID] = true
+		}
+		if e.Name == "model.call" && e.Type == eval.SpanStart {
+			if !turns[e.ParentSpanID] || e.Attributes["gen_ai.usage.input_tokens"] != int64(10) || e.Attributes["gen_ai.operation.name"] != "chat" {
+				t.Errorf("model.call span %v under %s", e.Attributes, e.ParentSpanID)
+			}
+		}
+		if e.Name == "model.call" && e.Type == eval.SpanEnd && e.Kind == "model" {
 			metered++
 		}
 	}
 	if metered != int(requests) {
-		t.Errorf("%d model.call trace events for %d requests", metered, requests)
+		t.Errorf("%d model.call spans for %d requests", metered, requests)
 	}
 }
 
