@@ -1,9 +1,9 @@
 package eval
 
 import (
-	"time"
 	"context"
 	"fmt"
+	"time"
 )
 
 // AgentProvider runs one authored agent() session. It is the minimal

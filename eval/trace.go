@@ -103,11 +103,11 @@ type tracer struct {
 	spanSeq uint64
 	// open holds the open spans by identity, so that what an agent
 	// spent is added to the component spans around it (span.sum).
-	open map[string]*span
-	queue   []queued
-	wake    chan struct{}
-	done    chan struct{}
-	closed  bool
+	open   map[string]*span
+	queue  []queued
+	wake   chan struct{}
+	done   chan struct{}
+	closed bool
 }
 
 type queued struct {
