@@ -500,3 +500,69 @@ func TestResumeEndsWhatTheKilledRunLeft(t *testing.T) {
 		t.Fatalf("the resume did not say what it ended:\n%s", rerr.String())
 	}
 }
+
+// spendWorkflow spends 150 tokens per session; after the third it runs
+// a script that waits (the first time) so that the test can kill aml
+// there.
+const spendWorkflow = `configure(
+    agent_provider = deterministic_agent(usage = {"input_tokens": 100, "output_tokens": 50}),
+    budget = {"tokens": 600},
+)
+
+def _main():
+    out = []
+    for i in range(6):
+        out.append(evaluate(agent("step %d" % i)))
+        if i == 2:
+            evaluate(script("if [ -f reached ]; then exit 0; fi; touch reached; sleep 60", shell = "sh"))
+    return out
+
+main = component(_main)
+`
+
+// TestKilledRunKeepsItsSpend SIGKILLs aml mid-run, after three sessions
+// spent 450 of its 600 tokens, and resumes it: the resume counts what the
+// killed run spent, so the budget stops it before the fifth session (a
+// resume that started from zero would finish all six).
+func TestKilledRunKeepsItsSpend(t *testing.T) {
+	bin := buildAMLRace(t, false)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "spend.star"), []byte(spendWorkflow), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--journal", "j", "spend.star")
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "reached")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the run never reached its script:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	m := runLine.FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no run id in:\n%s", stderr.String())
+	}
+	resume := func(args ...string) (string, int) {
+		c := exec.Command(bin, append([]string{"resume", m[1], "--journal", "j"}, args...)...)
+		c.Dir = dir
+		out, _ := c.CombinedOutput()
+		return string(out), c.ProcessState.ExitCode()
+	}
+	out, code := resume()
+	if code != exitLimit || !strings.Contains(out, "the run's tokens budget is used up (600 of 600 spent)") ||
+		!regexp.MustCompile(`finished run \S+ \(error\) in \S+, 600 tokens`).MatchString(out) {
+		t.Fatalf("resume exited %d:\n%s", code, out)
+	}
+}
