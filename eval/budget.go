@@ -708,6 +708,137 @@ func (m sessionMeter) Charge(u Usage, model string) error {
 	return nil
 }
 
+// Left implements BudgetLeft.
+func (m sessionMeter) Left() Budget { return m.s.left() }
+
+// BudgetLeft is an optional SpendMeter capability: what the session may
+// still spend, for a provider that meters its calls where the budgets are
+// not (a Temporal worker), against that snapshot.
+type BudgetLeft interface {
+	// Left returns the least that every budget around the session has
+	// left of each bound (a zero field is unbounded, a bound used up is
+	// the least amount above zero), and no wall time or on_exceed.
+	Left() Budget
+}
+
+// left is sessionMeter.Left.
+func (s *spendScope) left() Budget {
+	var b Budget
+	least := func(cur *int64, limit, spent int64) {
+		if limit <= 0 {
+			return
+		}
+		l := max(limit-spent, 1)
+		if *cur == 0 || l < *cur {
+			*cur = l
+		}
+	}
+	for c := s; c != nil; c = c.parent {
+		c.mu.Lock()
+		l, u := c.limit, c.spent
+		c.mu.Unlock()
+		least(&b.Tokens, l.Tokens, u.Tokens())
+		least(&b.ModelCalls, l.ModelCalls, u.ModelCalls)
+		least(&b.ToolCalls, l.ToolCalls, u.ToolCalls)
+		if l.CostUSD > 0 {
+			left := max(l.CostUSD-u.CostUSD, 1e-9)
+			if b.CostUSD == 0 || left < b.CostUSD {
+				b.CostUSD = left
+			}
+		}
+	}
+	return b
+}
+
+// RemoteSpend is an optional SpendMeter capability, for a provider that
+// meters a session where its budgets are not (a Temporal worker, against
+// what BudgetLeft gave it): Settle charges what the session spent there,
+// its model and tool calls included, and returns the *BudgetError of the
+// first budget that is now crossed, or, when the remote meter refused a
+// call (refused names the budget that refused it: "tokens",
+// "model_calls", …; "" for none), of the first budget of that kind that
+// is used up; nil otherwise. The session then fails when its turn ends,
+// as when Reserve or Charge refuse.
+type RemoteSpend interface {
+	Settle(u Usage, model, refused string) error
+}
+
+// Settle implements RemoteSpend.
+func (m sessionMeter) Settle(u Usage, model, refused string) error {
+	u = m.s.price(u, model)
+	if be := m.s.charge(u); be != nil {
+		m.s.refuse(be)
+		return be
+	}
+	if refused == "" {
+		return nil
+	}
+	for c := m.s; c != nil; c = c.parent {
+		c.mu.Lock()
+		l, t := c.limit, c.spent
+		c.mu.Unlock()
+		var be *BudgetError
+		switch {
+		case refused == "tokens" && l.Tokens > 0 && t.Tokens() >= l.Tokens:
+			be = &BudgetError{Budget: refused, Spent: float64(t.Tokens()), Limit: float64(l.Tokens)}
+		case refused == "cost_usd" && l.CostUSD > 0 && t.CostUSD >= l.CostUSD:
+			be = &BudgetError{Budget: refused, Spent: t.CostUSD, Limit: l.CostUSD}
+		case refused == "model_calls" && l.ModelCalls > 0 && t.ModelCalls >= l.ModelCalls:
+			be = &BudgetError{Budget: refused, Spent: float64(t.ModelCalls), Limit: float64(l.ModelCalls)}
+		case refused == "tool_calls" && l.ToolCalls > 0 && t.ToolCalls >= l.ToolCalls:
+			be = &BudgetError{Budget: refused, Spent: float64(t.ToolCalls), Limit: float64(l.ToolCalls)}
+		}
+		if be != nil {
+			be.Scope, be.Before, be.scope = c.name, true, c
+			m.s.refuse(be)
+			return be
+		}
+	}
+	return nil
+}
+
+// LocalMeter is a SpendMeter over budgets of its own, outside any
+// evaluation: a Temporal worker meters the calls of a session against
+// what the run's budgets had left when the session started (BudgetLeft),
+// and gives what it counted back to the run (RemoteSpend). It is safe for
+// concurrent use.
+type LocalMeter struct{ s *spendScope }
+
+// NewLocalMeter returns a meter of limit (zero fields unbounded), which
+// prices calls from prices; name says whose budgets they are in its
+// errors.
+func NewLocalMeter(limit Budget, prices map[string]Price, name string) *LocalMeter {
+	s := newSpendScope(nil, limit, name)
+	s.prices = prices
+	return &LocalMeter{s: s}
+}
+
+// Reserve implements SpendMeter.
+func (m *LocalMeter) Reserve() error { return sessionMeter{s: m.s}.Reserve() }
+
+// Charge implements SpendMeter.
+func (m *LocalMeter) Charge(u Usage, model string) error { return sessionMeter{s: m.s}.Charge(u, model) }
+
+// ReserveTool takes one tool call, or returns the *BudgetError that
+// refuses it (the session then fails when its turn ends).
+func (m *LocalMeter) ReserveTool() error {
+	if be := m.s.reserveTool(); be != nil {
+		return be
+	}
+	return nil
+}
+
+// Spent returns what the meter counted.
+func (m *LocalMeter) Spent() Usage { return m.s.total() }
+
+// Refused names the budget of the first call the meter refused, or "".
+func (m *LocalMeter) Refused() string {
+	if be := m.s.stopped(); be != nil {
+		return be.Budget
+	}
+	return ""
+}
+
 // refuse records the first budget error of the scope, which ends its
 // session after the turn.
 func (s *spendScope) refuse(be *BudgetError) {

@@ -369,6 +369,22 @@ func NewAgentTool(t *Tool) *AgentTool {
 	return &AgentTool{Name: t.Name(), Description: t.Description(), InputSchema: t.InputSchema().Document(), call: t.Run, tool: t}
 }
 
+// Gated returns a grant of the same tool whose every call first asks
+// gate, and is refused with gate's error (as the tool's failure) when it
+// gives one: a worker that runs a session away from its evaluation counts
+// its tool calls against the run's budgets so.
+func (t *AgentTool) Gated(gate func() error) *AgentTool {
+	c := *t
+	call := t.call
+	c.call = func(ctx context.Context, input any) (any, error) {
+		if err := gate(); err != nil {
+			return nil, err
+		}
+		return call(ctx, input)
+	}
+	return &c
+}
+
 // Tool returns the tool this grant calls.
 func (t *AgentTool) Tool() *Tool { return t.tool }
 

@@ -333,6 +333,11 @@ func (a *activities) agent(ctx context.Context, call AgentCall) (*AgentReply, er
 type AgentReply struct {
 	eval.AgentResponse
 	Prints []string `json:"prints,omitempty"`
+	// Metered, for a session the worker metered (AgentCall.Meter), is
+	// what it counted; Refused names the budget of the first call it
+	// refused, or is "".
+	Metered *eval.Usage `json:"metered,omitempty"`
+	Refused string      `json:"refused,omitempty"`
 }
 
 // runAgent runs the session of call; the sealer it returns holds this
@@ -419,6 +424,21 @@ func (a *activities) runAgent(ctx context.Context, call AgentCall) (*AgentReply,
 			return nil, nil, a.fail(err, nil, agentFailure)
 		}
 	}
+	var meter *eval.LocalMeter
+	if m := call.Meter; m != nil {
+		if mp, ok := p.(eval.MeteredProvider); ok && mp.Meters(req, exec.Sandbox) {
+			// Metered here, against what the run's budgets had left: the
+			// model gateway's calls, and the calls of the tools this
+			// worker runs (the workflow counts the tools it runs).
+			meter = eval.NewLocalMeter(m.Left, m.Prices, "the run")
+			exec.Meter = meter
+			for i, ref := range call.Tools {
+				if !ref.Remote && i < len(req.Tools) {
+					req.Tools[i] = req.Tools[i].Gated(meter.ReserveTool)
+				}
+			}
+		}
+	}
 	stop := heartbeat(ctx)
 	resp, err := p.Run(ctx, req, exec)
 	stop()
@@ -426,12 +446,20 @@ func (a *activities) runAgent(ctx context.Context, call AgentCall) (*AgentReply,
 		if ctx.Err() != nil {
 			return nil, seal, err
 		}
+		if meter != nil {
+			u := meter.Spent()
+			return nil, seal, a.failSpent(err, seal, agentFailure, &u, meter.Refused())
+		}
 		return nil, seal, a.fail(err, seal, agentFailure)
 	}
 	if resp == nil {
 		return nil, seal, a.fail(errors.New("provider returned no response"), nil, agentFailure)
 	}
 	out := &AgentReply{AgentResponse: *resp}
+	if meter != nil {
+		u := meter.Spent()
+		out.Metered, out.Refused = &u, meter.Refused()
+	}
 	out.Text = seal.seal(resp.Text)
 	out.Messages = make([]string, len(resp.Messages))
 	for i, m := range resp.Messages {
@@ -445,11 +473,17 @@ func (a *activities) runAgent(ctx context.Context, call AgentCall) (*AgentReply,
 // and, as its detail, the code Options.ErrorCode gives it, so that
 // workflow code reports it as aml run reports the provider's own error.
 func (a *activities) fail(err error, seal *sealer, kind string) error {
+	return a.failSpent(err, seal, kind, nil, "")
+}
+
+// failSpent is fail for a session the worker metered: the failure
+// carries what it spent and the budget that refused a call (AgentReply).
+func (a *activities) failSpent(err error, seal *sealer, kind string, spent *eval.Usage, refused string) error {
 	msg := err.Error()
 	if seal != nil {
 		msg = redact.New(seal.values...).String(msg)
 	}
-	var f activityFailure
+	f := activityFailure{Metered: spent, Refused: refused}
 	if a.opts.ErrorCode != nil {
 		f.Code = a.opts.ErrorCode(err)
 	}
@@ -461,6 +495,9 @@ func (a *activities) fail(err error, seal *sealer, kind string) error {
 type activityFailure struct {
 	Code   string   `json:"code,omitempty"`
 	Prints []string `json:"prints,omitempty"`
+	// Metered and Refused are AgentReply's, for a metered session.
+	Metered *eval.Usage `json:"metered,omitempty"`
+	Refused string      `json:"refused,omitempty"`
 }
 
 // heartbeat records a heartbeat every HeartbeatInterval until the

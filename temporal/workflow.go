@@ -254,7 +254,7 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 		Executor:         executor{workspaceID: cont.WorkspaceID, deadlines: new(int)},
 		AppFiles:         in.Bundle.DataFS(in.Cwd),
 		Cwd:              in.Cwd,
-		ProviderOverride: agentOverride(in.Bundle, w, seal, rs, relay, defaultAgent, in.Cwd, prints),
+		ProviderOverride: agentOverride(in.Bundle, w, seal, rs, relay, defaultAgent, in.Cwd, prints, pricesOf(in, w)),
 		Host:             remoteSandboxProvider{ps: ps, name: "host", index: -1, host: true},
 		SandboxOverride: func(p eval.SandboxProvider) eval.SandboxProvider {
 			if p == nil {
@@ -330,12 +330,20 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	return &RunResult{Text: text, Prints: prints.tail(wctx, redact.New(append(w.Secrets(), seal.values...)...)), Usage: &spent}, nil
 }
 
+// pricesOf is the price table of the run: RunInput's, else configure()'s.
+func pricesOf(in RunInput, w *starlib.Workflow) map[string]eval.Price {
+	if in.Prices != nil {
+		return in.Prices
+	}
+	return w.Config.Prices
+}
+
 // agentOverride keeps a provider that computes in the process (the
 // deterministic provider: its respond= function is Starlark of the
 // bundle) in workflow code, where it replays; every other session becomes
 // an activity, which names the provider by its ordinal among those the
 // workflow made while it loaded (see starlib.Workflow.AgentProviders).
-func agentOverride(b *Bundle, w *starlib.Workflow, seal *sealer, rs *runState, relay *toolRelay, defaultAgent bool, cwd string, prints *printBuffer) func(eval.AgentProvider) eval.AgentProvider {
+func agentOverride(b *Bundle, w *starlib.Workflow, seal *sealer, rs *runState, relay *toolRelay, defaultAgent bool, cwd string, prints *printBuffer, prices map[string]eval.Price) func(eval.AgentProvider) eval.AgentProvider {
 	made, tools, servers := w.AgentProviders(), w.Tools(), w.MCPServers()
 	return func(p eval.AgentProvider) eval.AgentProvider {
 		if ip, ok := p.(eval.InProcess); ok && ip.InProcess() {
@@ -346,7 +354,7 @@ func agentOverride(b *Bundle, w *starlib.Workflow, seal *sealer, rs *runState, r
 			// so as aml run does.
 			return nil
 		}
-		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, servers: servers, seal: seal, made: p, rs: rs, relay: relay, cwd: cwd, prints: prints}
+		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, servers: servers, seal: seal, made: p, rs: rs, relay: relay, cwd: cwd, prints: prints, prices: prices}
 		for i, m := range made {
 			if same(m, p) {
 				stub.index = i
@@ -429,6 +437,19 @@ type AgentCall struct {
 	// that made it (env() values as tokens): the worker makes the
 	// provider from it.
 	Factory *starlib.FactoryCall `json:"factory,omitempty"`
+	// Meter, for a session metered on its worker, is what the run's
+	// budgets had left when it started, and the prices to count with.
+	Meter *MeterSpec `json:"meter,omitempty"`
+}
+
+// MeterSpec is what a worker meters a session against: the least each
+// budget around it had left when it started (eval.BudgetLeft; zero
+// fields unbounded) and the run's prices. Sessions that run at once each
+// get the whole of what was left, so the run's overshoot is bounded by
+// the calls in flight, one per running session, as in process.
+type MeterSpec struct {
+	Left   eval.Budget           `json:"left"`
+	Prices map[string]eval.Price `json:"prices,omitempty"`
 }
 
 // SandboxRef names a held sandbox lease and the view of it an agent gets
@@ -499,6 +520,22 @@ type agentStub struct {
 	// factory, for a provider a component body made, is the call that
 	// made it, which the worker makes it again from.
 	factory *starlib.FactoryCall
+	// prices are the run's, with which a worker prices what it meters.
+	prices map[string]eval.Price
+}
+
+// Meters implements eval.MeteredProvider as the provider the workflow
+// chose does: such a session is metered on its worker, against what the
+// run's budgets have left when it starts (MeterSpec), and what the worker
+// counted is settled here when it ends (eval.RemoteSpend). A session of
+// the workers' default provider, or in a sandbox, is counted from the
+// agent's own usage reports.
+func (s agentStub) Meters(req *eval.AgentRequest, sb *eval.SandboxSession) bool {
+	if sb != nil {
+		return false
+	}
+	m, ok := s.made.(eval.MeteredProvider)
+	return ok && m.Meters(req, nil)
 }
 
 // SupportsSandbox implements eval.SandboxCompatible as the provider the
@@ -567,6 +604,12 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 	}
 	if req.Output != nil {
 		call.OutputSchema = req.Output.JSONSchema
+	}
+	if exec.Meter != nil {
+		call.Meter = &MeterSpec{Prices: s.prices}
+		if bl, ok := exec.Meter.(eval.BudgetLeft); ok {
+			call.Meter.Left = bl.Left()
+		}
 	}
 	var remote []*eval.AgentTool
 	needBundle := false
@@ -668,10 +711,29 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 		var re *remoteError
 		if errors.As(err, &re) {
 			printed(re.prints)
+			if re.metered != nil {
+				// What the session spent before it failed counts; a
+				// budget its worker stopped it at is the session's end.
+				if be := settle(exec, *re.metered, req.Model, re.refused); be != nil {
+					return nil, be
+				}
+			}
 		}
 		return nil, err
 	}
 	printed(resp.Prints)
+	if exec.Meter != nil {
+		u, refused := resp.Metered, resp.Refused
+		if u == nil {
+			// The worker's provider did not meter the session: its
+			// usage report is what it spent, a model call a turn at the
+			// least.
+			r, _ := eval.ParseUsage(resp.Usage)
+			r.ModelCalls = max(r.ModelCalls, int64(1+len(req.FollowUps)))
+			u = &r
+		}
+		_ = settle(exec, *u, req.Model, refused) // a budget crossed ends the session after it
+	}
 	if resp.Text, err = unseal(resp.Text, lookup); err != nil {
 		return nil, err
 	}
@@ -681,6 +743,16 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 		}
 	}
 	return &resp.AgentResponse, nil
+}
+
+// settle charges what a worker metered of a session to the session's
+// budgets (eval.RemoteSpend), and returns the budget error it meets.
+func settle(exec *eval.AgentExecution, u eval.Usage, model, refused string) error {
+	rs, ok := exec.Meter.(eval.RemoteSpend)
+	if !ok {
+		return nil
+	}
+	return rs.Settle(u, model, refused)
 }
 
 // agentFailure is the error type of a provider's own failure.
@@ -695,7 +767,7 @@ func activityError(err error) error {
 		if ae.HasDetails() {
 			var f activityFailure
 			if ae.Details(&f) == nil {
-				re.code, re.prints = f.Code, f.Prints
+				re.code, re.prints, re.metered, re.refused = f.Code, f.Prints, f.Metered, f.Refused
 			}
 		}
 		return re
@@ -709,6 +781,10 @@ type remoteError struct {
 	msg, code string
 	// prints are what the session's tools printed on the worker.
 	prints []string
+	// metered and refused are what the worker metered of the session
+	// and the budget it refused a call for (see AgentReply).
+	metered *eval.Usage
+	refused string
 }
 
 func (e *remoteError) Error() string { return e.msg }
