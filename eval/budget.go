@@ -817,7 +817,9 @@ func NewLocalMeter(limit Budget, prices map[string]Price, name string) *LocalMet
 func (m *LocalMeter) Reserve() error { return sessionMeter{s: m.s}.Reserve() }
 
 // Charge implements SpendMeter.
-func (m *LocalMeter) Charge(u Usage, model string) error { return sessionMeter{s: m.s}.Charge(u, model) }
+func (m *LocalMeter) Charge(u Usage, model string) error {
+	return sessionMeter{s: m.s}.Charge(u, model)
+}
 
 // ReserveTool takes one tool call, or returns the *BudgetError that
 // refuses it (the session then fails when its turn ends).

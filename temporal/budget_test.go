@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.starlark.net/starlark"
+	sdktemporal "go.temporal.io/sdk/temporal"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/starlib"
