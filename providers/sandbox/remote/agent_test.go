@@ -13,7 +13,9 @@ import (
 	"go.starlark.net/starlark"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/remotetest"
+	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/starlib/acpstar"
@@ -149,4 +151,60 @@ def main():
 		t.Errorf("sandboxes left: %v", left)
 	}
 	t.Logf("10 sandboxes in parallel in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestMeteredAgentInRemoteSandbox: an agent of a metering profile in a
+// remote sandbox, which shares no network with the host, reaches its
+// model through aml model-relay in the sandbox, the tunnel and the host's
+// model gateway: its calls reach the model, and the spend counted is
+// exactly what the model's answers said.
+func TestMeteredAgentInRemoteSandbox(t *testing.T) {
+	d := remotetest.New(t, "/home/user")
+	bin := t.TempDir()
+	fake := filepath.Join(bin, "fake-acp-agent")
+	buildStatic(t, "github.com/aml-go/aml/internal/cmd/fake-acp-agent", fake)
+	d.Files = map[string]string{"/bin/fake-acp-agent": fake, "/bin/aml": fake}
+	p, err := remote.New(remote.Options{Service: d, GuestRoot: "workspace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := fakemodel.Start(nil)
+	defer model.Close()
+	agentProvider, err := acp.New(acp.Config{Name: "metered", Command: "fake-acp-agent", Meter: true, Relay: []string{"aml", "mcp-relay"},
+		Profile: func(_ context.Context, lc acp.LaunchContext) (*acp.Launch, error) {
+			base, err := lc.Route(model.URL)
+			if err != nil {
+				return nil, err
+			}
+			return &acp.Launch{Command: "fake-acp-agent", Env: map[string]string{"OPENAI_BASE_URL": base, "AML_FAKE_ACP_MODE": "no-http"}}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := &starlib.Extension{Name: "metered-test", Builtins: []*starlib.Builtin{{
+		Name: "metered_fake", Group: "providers", Doc: "The metered fake agent.", Returns: "an agent provider",
+		Impl: func(*starlib.Call) (starlark.Value, error) { return &starlib.AgentProviderValue{Provider: agentProvider}, nil },
+	}}}
+	dir := t.TempDir()
+	src := `configure(workspace_provider = local_workspace(directory = ` + strconv.Quote(dir) + `))
+
+def main():
+    return workspace(sandbox(agent("model 3", provider = metered_fake()), provider = remote_box(), access = "read-write"))
+`
+	var spent eval.Usage
+	out, err := starlib.Run(context.Background(), filepath.Join(dir, "w.star"), "", starlib.LoadOptions{Source: []byte(src), Extensions: []*starlib.Extension{boxExtension(p), ext}},
+		eval.Options{OnFinish: func(ev eval.FinishEvent) { spent = ev.Usage }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "FAKE-REPLY: ") {
+		t.Errorf("the agent said %q, want the model's answer", out)
+	}
+	reqs := int64(len(model.Requests()))
+	if reqs != 3 || spent.ModelCalls != 3 || spent.InputTokens != 10*reqs || spent.OutputTokens != 5*reqs {
+		t.Errorf("%d model requests, %+v counted; want 3 calls of 10 input and 5 output tokens", reqs, spent)
+	}
+	if left := d.Left(t); len(left) > 0 {
+		t.Errorf("sandboxes left: %v", left)
+	}
 }

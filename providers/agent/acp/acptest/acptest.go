@@ -42,6 +42,9 @@
 //	                  fails as a rate-limited agent's does: a JSON-RPC
 //	                  internal error whose data says "429 Too Many
 //	                  Requests ... retry after 0.05s"
+//	model N           makes N chat completions requests of
+//	                  $OPENAI_BASE_URL/chat/completions, one after the
+//	                  other, and says the last answer's content
 //	cost USD          a usage_update whose cumulative session cost is USD
 //	                  dollars
 //	mcp               says the MCP servers session/new received (JSON)
@@ -80,7 +83,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -337,6 +342,17 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{
 				"sessionId": r.SessionId, "update": map[string]any{"sessionUpdate": "mystery_update"}}})
 			a.raw(string(b))
+		case "model":
+			n, _ := strconv.Atoi(arg)
+			var text string
+			for range n {
+				if text, err = chatCompletion(ctx, os.Getenv("OPENAI_BASE_URL")); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				err = chunk(text)
+			}
 		case "ratelimit":
 			file, limit, _ := strings.Cut(arg, " ")
 			n, _ := strconv.Atoi(limit)
@@ -631,4 +647,38 @@ func (a *agent) renamedPermission(ctx context.Context, sid acpsdk.SessionId, lab
 		choice = string(resp.Outcome.Selected.OptionId)
 	}
 	return chunk(fmt.Sprintf("permission %s: %s\n", name, choice))
+}
+
+// chatCompletion makes one chat completions request of the endpoint at
+// base and returns the answer's content.
+func chatCompletion(ctx context.Context, base string) (string, error) {
+	body := `{"model":"fake-model","messages":[{"role":"user","content":"hello"}]}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return "", fmt.Errorf("model answered %s: %s", resp.Status, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return "", err
+	}
+	if len(out.Choices) == 0 {
+		return "", errors.New("model answered no choices")
+	}
+	return out.Choices[0].Message.Content, nil
 }
