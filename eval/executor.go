@@ -68,6 +68,36 @@ type Pacer interface {
 	Pace(ctx context.Context) error
 }
 
+// Sleeper is an optional Executor capability: an executor whose code must
+// not wait on the Go runtime's timers (workflow code, which a replay must
+// take through the same waits) waits through timers of its own.
+type Sleeper interface {
+	// Sleep returns once d has passed, or ctx's cause once ctx is done.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// sleep waits d through the executor's timers (Sleeper), else the Go
+// runtime's; it returns ctx's cause once ctx is done.
+func (d *domain) sleep(ctx context.Context, dur time.Duration) error {
+	if s, ok := d.exec.(Sleeper); ok {
+		if err := s.Sleep(ctx, dur); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return nil
+	}
+	t := time.NewTimer(dur)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
 // paceKey carries an evaluation's pacing in its context.
 type paceKey struct{}
 

@@ -158,10 +158,7 @@ func (d *domain) rateLimited(ctx context.Context, entry *Effect, n *Agent, p Age
 			}
 		}
 		agentSpan.event("agent.rate_limited", attrs{"attempt", int64(state.Attempts), "delayMs", delay.Milliseconds(), "error", rl.Error()}, nil)
-		wait, cancel := d.withTimeoutCause(ctx, delay, errBackedOff)
-		<-wait.Done()
-		cancel()
-		if ctx.Err() != nil {
+		if d.sleep(ctx, delay) != nil || ctx.Err() != nil {
 			return nil, canceled(ctx, n.Position)
 		}
 	}
@@ -177,9 +174,6 @@ func gaveUp(err error, why string) error {
 	}
 	return fmt.Errorf("%w (%s)", err, why)
 }
-
-// errBackedOff ends a rate limit's wait.
-var errBackedOff = errors.New("rate limit backoff over")
 
 // backoffDelay is the backoff before try attempt+1: exponential from
 // policy.Backoff, at most policy.MaxBackoff, with jitter drawn from the

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.starlark.net/starlark"
 	sdktemporal "go.temporal.io/sdk/temporal"
@@ -190,5 +191,49 @@ func TestMeteredOnTheWorker(t *testing.T) {
 				t.Fatalf("%d calls made, %+v counted; want %d calls, %d tokens, %d model calls", meteredCalls.Load(), usage, tc.made, tc.tokens, tc.model)
 			}
 		})
+	}
+}
+
+// limitedAgent fails its first two sessions as a model's rate limit
+// does, then answers.
+type limitedAgent struct{ calls atomic.Int64 }
+
+func (a *limitedAgent) Name() string { return "limited" }
+func (a *limitedAgent) Run(_ context.Context, req *eval.AgentRequest, _ *eval.AgentExecution) (*eval.AgentResponse, error) {
+	if a.calls.Add(1) <= 2 {
+		return nil, &eval.RateLimitError{RetryAfter: 3 * time.Second, Err: errors.New("429 Too Many Requests")}
+	}
+	return &eval.AgentResponse{Text: "through"}, nil
+}
+
+// TestRateLimitedSessionOnAWorker: a session that a rate limit ended on
+// its worker is run again by workflow code, after the wait the limit
+// asked for (a workflow timer), as in process; the bound holds too.
+func TestRateLimitedSessionOnAWorker(t *testing.T) {
+	for _, tc := range []struct {
+		attempts string
+		calls    int64
+		fails    string
+	}{
+		{"5", 3, ""},
+		{"2", 2, "a rate limit ended it 2 times"},
+	} {
+		agent := &limitedAgent{}
+		src := "configure(rate_limit_retry = {\"attempts\": " + tc.attempts + "})\n\ndef main():\n    return agent(\"x\")\n"
+		b := packSource(t, t.TempDir(), "limited.star", src)
+		env := testEnv(temporal.Options{DefaultAgent: agent})
+		env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{Bundle: b})
+		err := env.GetWorkflowError()
+		if agent.calls.Load() != tc.calls {
+			t.Errorf("attempts %s: %d sessions, want %d (%v)", tc.attempts, agent.calls.Load(), tc.calls, err)
+		}
+		if tc.fails == "" {
+			var res temporal.RunResult
+			if err != nil || env.GetWorkflowResult(&res) != nil || res.Text != "through" {
+				t.Errorf("attempts %s: %v, %q", tc.attempts, err, res.Text)
+			}
+		} else if err == nil || !strings.Contains(err.Error(), tc.fails) || !strings.Contains(err.Error(), "429 Too Many Requests") {
+			t.Errorf("attempts %s: %v, want %q", tc.attempts, err, tc.fails)
+		}
 	}
 }

@@ -124,6 +124,15 @@ func (e executor) WithTimeoutCause(ctx context.Context, d time.Duration, cause e
 // current machine.
 const PaceSteps = 100_000_000
 
+// Sleep implements eval.Sleeper with a workflow timer.
+func (executor) Sleep(ctx context.Context, d time.Duration) error {
+	wctx := workflowOf(ctx)
+	if err := workflow.Sleep(wctx, d); err != nil {
+		return errRunCancelled
+	}
+	return nil
+}
+
 // PaceSignal is the signal a run sends itself to pause its workflow
 // code's computation: its delivery starts a new workflow task.
 const PaceSignal = "aml.pace"

@@ -484,6 +484,10 @@ func (a *activities) failSpent(err error, seal *sealer, kind string, spent *eval
 		msg = redact.New(seal.values...).String(msg)
 	}
 	f := activityFailure{Metered: spent, Refused: refused}
+	var rl *eval.RateLimitError
+	if errors.As(err, &rl) {
+		f.RateLimited, f.RetryAfterMS = true, rl.RetryAfter.Milliseconds()
+	}
 	if a.opts.ErrorCode != nil {
 		f.Code = a.opts.ErrorCode(err)
 	}
@@ -498,6 +502,11 @@ type activityFailure struct {
 	// Metered and Refused are AgentReply's, for a metered session.
 	Metered *eval.Usage `json:"metered,omitempty"`
 	Refused string      `json:"refused,omitempty"`
+	// RateLimited says a model's rate limit ended the session
+	// (eval.RateLimitError), which workflow code then runs again;
+	// RetryAfterMS is when the limit said to come back.
+	RateLimited  bool  `json:"rateLimited,omitempty"`
+	RetryAfterMS int64 `json:"retryAfterMs,omitempty"`
 }
 
 // heartbeat records a heartbeat every HeartbeatInterval until the

@@ -768,6 +768,10 @@ func activityError(err error) error {
 			var f activityFailure
 			if ae.Details(&f) == nil {
 				re.code, re.prints, re.metered, re.refused = f.Code, f.Prints, f.Metered, f.Refused
+				if f.RateLimited {
+					// The evaluator runs the session again, as in process.
+					return &eval.RateLimitError{RetryAfter: time.Duration(f.RetryAfterMS) * time.Millisecond, Err: re}
+				}
 			}
 		}
 		return re
