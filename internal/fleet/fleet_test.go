@@ -26,15 +26,16 @@ import (
 )
 
 // fleetWorkflow: 40 sessions of a real ACP agent process (the fake agent)
-// in parallel(); each logs its start and end, takes 400 ms, and says its
-// id and the worker that ran it (the WORKER variable of the worker's own
-// environment, which the worker's load of the bundle reads).
+// in parallel(); each logs its start and end, takes 400 ms, says its id
+// and the worker that ran it (the WORKER variable of the worker's own
+// environment, which the worker's load of the bundle reads) and reports
+// 12 tokens spent, under a run budget.
 const fleetWorkflow = `fake = acp_agent(
     command = env("FAKE_AGENT", "fake-acp-agent"),
     env = {"WORKER": env("WORKER", "none"), "LOG": env("SESSION_LOG", "/dev/null")},
     name = "fake",
 )
-configure(max_concurrent_agents = 16, max_agent_calls = 100)
+configure(max_concurrent_agents = 16, max_agent_calls = 100, budget = {"tokens": 100000})
 
 def _lookup(input):
     return "order %d is %s" % (input["id"], "even" if input["id"] % 2 == 0 else "odd")
@@ -43,7 +44,7 @@ lookup = define_tool(name = "lookup", description = "Reads an order.", input = s
 
 def main():
     return parallel([
-        agent("append $LOG start s%d\nsleep 400\ncall lookup {\"id\": %d}\nsay s%d@\nenv WORKER\nsay ;\nappend $LOG end s%d" % (i, i, i, i), tool(lookup), provider = fake)
+        agent("append $LOG start s%d\nsleep 400\ncall lookup {\"id\": %d}\nsay s%d@\nenv WORKER\nsay ;\nusage\nappend $LOG end s%d" % (i, i, i, i), tool(lookup), provider = fake)
         for i in range(40)
     ])
 `
@@ -187,6 +188,11 @@ func TestTemporalFleet(t *testing.T) {
 	}
 	per = check(res.Text)
 	killedText := res.Text
+	// What the run spent survived the death of the worker that drove it:
+	// each session counted once, the ones that ran again included.
+	if res.Usage == nil || res.Usage.Tokens() != 40*12 || res.Usage.ModelCalls != 40 {
+		t.Fatalf("the run after the kill counted %+v, want 480 tokens in 40 model calls", res.Usage)
+	}
 
 	// No session that had ended well before the kill started again; the
 	// ones in flight on the killed worker ran again once at most.
