@@ -209,7 +209,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		spend = newSpendScope(spend, Budget{}, "")
 	}
 	if spend.bounded {
-		if err := d.checkPrice(spend, n, p, req.Model); err != nil {
+		if err := d.checkPrice(spend, n, p, modelOf(p, req)); err != nil {
 			return dst, err
 		}
 	}
@@ -294,7 +294,7 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		if err == nil {
 			// What the recorded session spent counts again, so that a
 			// resumed run never starts its budgets from zero.
-			spent = spend.price(spent, req.Model)
+			spent = spend.price(spent, modelOf(p, req))
 			spent.ModelCalls = max(spent.ModelCalls, int64(1+len(req.FollowUps)))
 			if be := spend.charge(spent); be != nil {
 				err = budgetStop(n.Position, be)
@@ -324,14 +324,14 @@ func (d *domain) runAgent(ctx context.Context, n *Agent, plan *agentPlan, prompt
 		agentSpan.spent(spend.total())
 	}
 	if err != nil {
-		agentSpan.end(err, spendAttrs(d.trace, "invoke_agent", req.Model, spend), nil)
+		agentSpan.end(err, spendAttrs(d.trace, "invoke_agent", modelOf(p, req), spend), nil)
 		return dst[:start], err
 	}
 	var endContent attrs
 	if d.trace.captures() {
 		endContent = attrs{"result", string(out[start:])}
 	}
-	agentSpan.end(nil, spendAttrs(d.trace, "invoke_agent", req.Model, spend), endContent)
+	agentSpan.end(nil, spendAttrs(d.trace, "invoke_agent", modelOf(p, req), spend), endContent)
 	return out, nil
 }
 
@@ -487,7 +487,7 @@ func (d *domain) session(ctx context.Context, n *Agent, p AgentProvider, req *Ag
 			if meters {
 				resp = meteredResponse(resp, spend.total(), before)
 			} else {
-				err = spend.chargeReport(resp, req.Model, nturns, watch.reported())
+				err = spend.chargeReport(resp, modelOf(p, req), nturns, watch.reported())
 			}
 			if turns != nil && (resp.SessionID != "" || resp.StopReason != "" || resp.Usage != "" || resp.Spent != nil) {
 				// A provider that runs all turns in one call reports the last.
@@ -630,7 +630,7 @@ func (d *domain) retained(ctx context.Context, p SessionProvider, req *AgentRequ
 		}
 		if meters {
 			r = meteredResponse(r, spend.total(), before)
-		} else if err := spend.chargeReport(r, req.Model, 1, watch.reported()-watched); err != nil {
+		} else if err := spend.chargeReport(r, modelOf(p, req), 1, watch.reported()-watched); err != nil {
 			return nil, err
 		}
 		if be := spend.stopped(); be != nil {

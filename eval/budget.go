@@ -596,6 +596,25 @@ type CostReporter interface {
 	ReportsCost() bool
 }
 
+// ModelDefaulter is an optional AgentProvider capability: the model a
+// session uses when its agent() names none (a profile's model=), by which
+// budgets price it.
+type ModelDefaulter interface {
+	DefaultModel() string
+}
+
+// modelOf is the model a session of p uses, for pricing: the agent's
+// model=, else the provider's default, else "".
+func modelOf(p AgentProvider, req *AgentRequest) string {
+	if req.Model != "" {
+		return req.Model
+	}
+	if md, ok := p.(ModelDefaulter); ok {
+		return md.DefaultModel()
+	}
+	return ""
+}
+
 // checkPrice refuses a session under a cost budget whose cost cannot be
 // known: its model has no price and its provider reports no cost.
 func (d *domain) checkPrice(s *spendScope, n *Agent, p AgentProvider, model string) error {

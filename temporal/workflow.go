@@ -524,6 +524,23 @@ type agentStub struct {
 	prices map[string]eval.Price
 }
 
+// DefaultModel implements eval.ModelDefaulter as the provider the
+// workflow chose does.
+func (s agentStub) DefaultModel() string {
+	md, ok := s.made.(eval.ModelDefaulter)
+	if !ok {
+		return ""
+	}
+	return md.DefaultModel()
+}
+
+// ReportsCost implements eval.CostReporter as the provider the workflow
+// chose does.
+func (s agentStub) ReportsCost() bool {
+	cr, ok := s.made.(eval.CostReporter)
+	return ok && cr.ReportsCost()
+}
+
 // Meters implements eval.MeteredProvider as the provider the workflow
 // chose does: such a session is metered on its worker, against what the
 // run's budgets have left when it starts (MeterSpec), and what the worker

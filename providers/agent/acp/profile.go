@@ -130,7 +130,7 @@ func NewProfile(b Base, spec ProfileSpec) (*Provider, error) {
 	if spec.MeterFor != nil {
 		meterFor = func(req *eval.AgentRequest) bool { return spec.MeterFor(&b, req) }
 	}
-	return New(Config{Name: b.Name, Command: b.Command, WorkingDirectory: b.WorkingDirectory, NativeSkills: spec.NativeSkills, Meter: spec.Meters && !b.NoMeter, MeterFor: meterFor,
+	return New(Config{Name: b.Name, Command: b.Command, WorkingDirectory: b.WorkingDirectory, NativeSkills: spec.NativeSkills, Meter: spec.Meters && !b.NoMeter, MeterFor: meterFor, Model: b.Model,
 		Relay: b.Relay, ClientVersion: b.ClientVersion, HandshakeTimeout: b.HandshakeTimeout,
 		Profile: func(ctx context.Context, lc LaunchContext) (*Launch, error) {
 			l, err := launch(ctx, lc, &b)

@@ -77,7 +77,13 @@ type Config struct {
 	// needs no price for its model, and an unmetered session's reported
 	// cost is checked against its budgets as each report arrives.
 	ReportsCost bool
+	// Model is the model a session uses when its agent() names none (a
+	// profile's model=), or ""; budgets price such sessions by it.
+	Model string
 }
+
+// DefaultModel implements eval.ModelDefaulter (Config.Model).
+func (p *Provider) DefaultModel() string { return p.cfg.Model }
 
 // ReportsCost implements eval.CostReporter (Config.ReportsCost).
 func (p *Provider) ReportsCost() bool { return p.cfg.ReportsCost }

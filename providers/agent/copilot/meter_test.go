@@ -47,3 +47,12 @@ func TestTokenBudgetStopsTheSession(t *testing.T) {
 		t.Fatalf("%d model requests, %d tokens counted; want 2 and 30", requests, spent.Tokens())
 	}
 }
+
+// TestCostBudget: a cost_usd budget with a price table stops Copilot at
+// the call that crosses it (the third turn's); without a price it never
+// starts.
+func TestCostBudget(t *testing.T) {
+	model, provider := setup(t, nil, "")
+	p := provider(copilot.Options{})
+	acptest.CheckCostBudget(t, func() *eval.Agent { return threeTurns(p) }, func() int { return len(model.Requests()) })
+}

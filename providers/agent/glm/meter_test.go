@@ -10,6 +10,7 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/tracetest"
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
 )
 
 // spendRun evaluates node with opts' budget and returns the error and
@@ -106,4 +107,14 @@ func TestTokenBudgetStopsAToolLoop(t *testing.T) {
 		dump(t, model)
 		t.Fatalf("%d model requests, %d tokens counted; want 3 and 45", requests, spent.Tokens())
 	}
+}
+
+// TestCostBudget: a cost_usd budget with a price table stops the adapter
+// at the call that crosses it; without a price it never starts.
+func TestCostBudget(t *testing.T) {
+	model, p, _ := setup(t)
+	grant, prompt, _ := loopTool(t, 20)
+	acptest.CheckCostBudget(t, func() *eval.Agent {
+		return &eval.Agent{Provider: p, Children: []any{grant, prompt}}
+	}, func() int { return len(model.Requests()) })
 }

@@ -44,3 +44,13 @@ func TestTokenBudgetStopsAToolLoop(t *testing.T) {
 		t.Fatalf("%d model requests, %d tokens counted; want 7 and 105", requests, spent.Tokens())
 	}
 }
+
+// TestCostBudget: a cost_usd budget with a price table stops OpenCode at
+// the call that crosses it; without a price it never starts.
+func TestCostBudget(t *testing.T) {
+	model, provider := setup(t)
+	grant, _ := acptest.Counter(t)
+	acptest.CheckCostBudget(t, func() *eval.Agent {
+		return &eval.Agent{Provider: provider(opencode.Options{}), Children: []any{grant, strings.Repeat("CALL count {}\n", 30)}}
+	}, func() int { return len(model.Requests()) })
+}

@@ -53,3 +53,15 @@ func TestTokenBudgetStopsTheSession(t *testing.T) {
 		t.Fatalf("%d model requests, %d tokens counted; want 2 and 30", requests, spent.Tokens())
 	}
 }
+
+// TestCostBudget: a cost_usd budget with a price table stops Pi at the
+// call that crosses it (the third turn's); without a price it never
+// starts.
+func TestCostBudget(t *testing.T) {
+	model, o := setup(t)
+	p, err := pi.New(*o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acptest.CheckCostBudget(t, func() *eval.Agent { return threeTurns(p) }, func() int { return len(model.Requests()) })
+}

@@ -183,7 +183,9 @@ func TestMeteredAgentInRemoteSandbox(t *testing.T) {
 	}
 	ext := &starlib.Extension{Name: "metered-test", Builtins: []*starlib.Builtin{{
 		Name: "metered_fake", Group: "providers", Doc: "The metered fake agent.", Returns: "an agent provider",
-		Impl: func(*starlib.Call) (starlark.Value, error) { return &starlib.AgentProviderValue{Provider: agentProvider}, nil },
+		Impl: func(*starlib.Call) (starlark.Value, error) {
+			return &starlib.AgentProviderValue{Provider: agentProvider}, nil
+		},
 	}}}
 	dir := t.TempDir()
 	src := `configure(workspace_provider = local_workspace(directory = ` + strconv.Quote(dir) + `))

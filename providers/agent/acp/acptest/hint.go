@@ -2,6 +2,8 @@ package acptest
 
 import (
 	"context"
+	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -79,4 +81,37 @@ func Counter(t *testing.T) (*eval.ToolGrant, *atomic.Int64) {
 		t.Fatal(err)
 	}
 	return &eval.ToolGrant{Tool: tool}, &calls
+}
+
+// CheckCostBudget runs the agent node makes (of a metered profile whose
+// model is "fake-model", or PROVIDER/fake-model, and which makes at least
+// three model requests of 10 input and 5 output tokens each) twice. Under
+// a cost_usd budget of $0.05 with a price of $0.02 a request, it stops at
+// the third request, and the cost counted is what the metered tokens
+// cost. Under the same budget with no price for its model, it is refused
+// before any request reaches the model. requests counts the requests the
+// fake model received so far.
+func CheckCostBudget(t *testing.T, node func() *eval.Agent, requests func() int) {
+	t.Helper()
+	before := requests()
+	prices := map[string]eval.Price{"fake-model": {Input: 1000, Output: 2000}}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var spent eval.Usage
+	rt, err := eval.New(eval.Options{Budget: &eval.Budget{CostUSD: 0.05}, Prices: prices, OnFinish: func(ev eval.FinishEvent) { spent = ev.Usage }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.Evaluate(ctx, node())
+	var be *eval.BudgetError
+	made := requests() - before
+	if !errors.As(err, &be) || be.Budget != "cost_usd" || made != 3 || math.Abs(spent.CostUSD-0.06) > 1e-9 || spent.Tokens() != 45 {
+		t.Fatalf("under a $0.05 budget: %v after %d requests, %+v counted; want the cost_usd budget crossed at the third, $0.06", err, made, spent)
+	}
+	before = requests()
+	rt, _ = eval.New(eval.Options{Budget: &eval.Budget{CostUSD: 0.05}})
+	_, err = rt.Evaluate(ctx, node())
+	if err == nil || !strings.Contains(err.Error(), "has no price") || requests() != before {
+		t.Fatalf("without a price: %v after %d requests; want a refusal before any", err, requests()-before)
+	}
 }
