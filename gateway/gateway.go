@@ -113,11 +113,15 @@ type Gateway struct {
 	mu     sync.Mutex
 	routes map[string]*route
 	limits map[string]*limiter
+	// groups are the limits of groups of routes (JoinGroup).
+	groups map[string]*group
 }
 
 type route struct {
 	upstream *url.URL
 	meter    Meter
+	// group names the route's group (RouteIn), or is "".
+	group string
 }
 
 // Start starts a gateway on a loopback port.
@@ -179,6 +183,13 @@ func (g *Gateway) Close() error { return g.srv.Close() }
 // base URL to give the agent instead, and the function that removes the
 // route.
 func (g *Gateway) Route(upstream string, m Meter) (string, func(), error) {
+	return g.RouteIn("", upstream, m)
+}
+
+// RouteIn is Route for a route of group (see JoinGroup): while the group
+// has members its calls are held by the group's rate limits instead of
+// the gateway's own (SetLimits).
+func (g *Gateway) RouteIn(group, upstream string, m Meter) (string, func(), error) {
 	u, err := url.Parse(upstream)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return "", nil, fmt.Errorf("model gateway: the upstream %q is not an http or https URL", upstream)
@@ -190,7 +201,7 @@ func (g *Gateway) Route(upstream string, m Meter) (string, func(), error) {
 	}
 	token := hex.EncodeToString(b[:])
 	g.mu.Lock()
-	g.routes[token] = &route{upstream: u, meter: m}
+	g.routes[token] = &route{upstream: u, meter: m, group: group}
 	g.mu.Unlock()
 	return g.base + "/r/" + token, func() {
 		g.mu.Lock()
@@ -247,7 +258,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		header.Del(h)
 	}
 	var m meter
-	if lim := g.limiterFor(rt.upstream); lim != nil {
+	if lim := g.limiterFor(rt.upstream, rt.group); lim != nil {
 		done, err := lim.acquire(r.Context())
 		if err != nil {
 			call.Err = err

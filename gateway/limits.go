@@ -115,12 +115,9 @@ func (l *limiter) admit(now time.Time) time.Duration {
 // ("https://api.openai.com/v1"), which wins over its host. Calls in
 // flight keep the limiter they started under.
 func (g *Gateway) SetLimits(limits map[string]Limit) error {
-	out := make(map[string]*limiter, len(limits))
-	for k, l := range limits {
-		if l.Concurrent < 0 || l.RPM < 0 || l.TPM < 0 {
-			return fmt.Errorf("rate limit of %q: concurrent, rpm and tpm must not be negative", k)
-		}
-		out[strings.TrimSuffix(k, "/")] = newLimiter(l)
+	out, err := limiters(limits)
+	if err != nil {
+		return err
 	}
 	g.mu.Lock()
 	g.limits = out
@@ -128,12 +125,69 @@ func (g *Gateway) SetLimits(limits map[string]Limit) error {
 	return nil
 }
 
-// limiterFor returns the limiter of upstream u, or nil.
-func (g *Gateway) limiterFor(u *url.URL) *limiter {
+// group is the rate limits of a group of routes, and how many members
+// it has.
+type group struct {
+	limits  map[string]*limiter
+	members int
+}
+
+// JoinGroup makes the routes of group (RouteIn) share limits, in place of
+// the gateway's own, until every member has called the function it
+// returns: a worker that serves the sessions of several runs holds each
+// run's sessions to that run's limits. The first member's limits stand
+// while the group has members.
+func (g *Gateway) JoinGroup(name string, limits map[string]Limit) (leave func(), err error) {
+	ls, err := limiters(limits)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	if g.groups == nil {
+		g.groups = map[string]*group{}
+	}
+	gr := g.groups[name]
+	if gr == nil {
+		gr = &group{limits: ls}
+		g.groups[name] = gr
+	}
+	gr.members++
+	g.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			if gr.members--; gr.members == 0 && g.groups[name] == gr {
+				delete(g.groups, name)
+			}
+			g.mu.Unlock()
+		})
+	}, nil
+}
+
+// limiters makes the limiters of limits.
+func limiters(limits map[string]Limit) (map[string]*limiter, error) {
+	out := make(map[string]*limiter, len(limits))
+	for k, l := range limits {
+		if l.Concurrent < 0 || l.RPM < 0 || l.TPM < 0 {
+			return nil, fmt.Errorf("rate limit of %q: concurrent, rpm and tpm must not be negative", k)
+		}
+		out[strings.TrimSuffix(k, "/")] = newLimiter(l)
+	}
+	return out, nil
+}
+
+// limiterFor returns the limiter of upstream u for a route of group (""
+// for none), or nil.
+func (g *Gateway) limiterFor(u *url.URL, name string) *limiter {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if l := g.limits[strings.TrimSuffix(u.String(), "/")]; l != nil {
+	limits := g.limits
+	if gr := g.groups[name]; name != "" && gr != nil {
+		limits = gr.limits
+	}
+	if l := limits[strings.TrimSuffix(u.String(), "/")]; l != nil {
 		return l
 	}
-	return g.limits[u.Host]
+	return limits[u.Host]
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,5 +104,42 @@ func TestConcurrentLimit(t *testing.T) {
 		// A free slot is taken even when ctx is done: select picks
 		// either; both are fine.
 		_ = err
+	}
+}
+
+// TestGroupLimits: the routes of a group are held by the group's limits
+// while it has members, not by the gateway's own, and another group's
+// routes by neither; once every member left, the gateway's own apply.
+func TestGroupLimits(t *testing.T) {
+	g, _ := Start(Options{})
+	defer g.Close()
+	up, _ := url.Parse("http://model.example/v1")
+	if err := g.SetLimits(map[string]Limit{"model.example": {Concurrent: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	global := g.limiterFor(up, "")
+	leave1, err := g.JoinGroup("run-1", map[string]Limit{"model.example": {Concurrent: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leave2, _ := g.JoinGroup("run-1", map[string]Limit{"model.example": {Concurrent: 5}})
+	in := g.limiterFor(up, "run-1")
+	if in == nil || in == global || in.lim.Concurrent != 1 {
+		t.Fatalf("run-1's routes are held by %+v, want its first member's limit of 1", in)
+	}
+	if g.limiterFor(up, "run-2") != global || g.limiterFor(up, "") != global {
+		t.Fatal("a route of no group, or of a group without members, is not held by the gateway's own limits")
+	}
+	leave1()
+	leave1() // a second call changes nothing
+	if g.limiterFor(up, "run-1") != in {
+		t.Fatal("the group lost its limits while a member remained")
+	}
+	leave2()
+	if g.limiterFor(up, "run-1") != global {
+		t.Fatal("the group kept its limits once every member left")
+	}
+	if _, err := g.JoinGroup("run-3", map[string]Limit{"x": {TPM: -1}}); err == nil {
+		t.Fatal("a negative limit was accepted")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/gateway"
 	"github.com/aml-go/aml/internal/redact"
 	"github.com/aml-go/aml/providers/workspace/persist"
 	"github.com/aml-go/aml/starlib"
@@ -432,6 +433,19 @@ func (a *activities) runAgent(ctx context.Context, call AgentCall) (*AgentReply,
 			// worker runs (the workflow counts the tools it runs).
 			meter = eval.NewLocalMeter(m.Left, m.Prices, "the run")
 			exec.Meter = meter
+			if len(m.RateLimits) > 0 {
+				// The run's rate limits, shared by its sessions on this
+				// worker (each worker holds its own).
+				g, err := gateway.Shared()
+				if err != nil {
+					return nil, nil, a.fail(err, nil, agentFailure)
+				}
+				leave, err := g.JoinGroup(call.RunID, m.RateLimits)
+				if err != nil {
+					return nil, nil, a.fail(err, nil, agentFailure)
+				}
+				defer leave()
+			}
 			for i, ref := range call.Tools {
 				if !ref.Remote && i < len(req.Tools) {
 					req.Tools[i] = req.Tools[i].Gated(meter.ReserveTool)

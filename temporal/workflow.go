@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/gateway"
 	"github.com/aml-go/aml/internal/redact"
 	"github.com/aml-go/aml/starlib"
 )
@@ -354,7 +355,7 @@ func agentOverride(b *Bundle, w *starlib.Workflow, seal *sealer, rs *runState, r
 			// so as aml run does.
 			return nil
 		}
-		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, servers: servers, seal: seal, made: p, rs: rs, relay: relay, cwd: cwd, prints: prints, prices: prices}
+		stub := agentStub{name: providerName(p), index: -1, bundle: b, tools: tools, servers: servers, seal: seal, made: p, rs: rs, relay: relay, cwd: cwd, prints: prints, prices: prices, rateLimits: w.Config.RateLimits}
 		for i, m := range made {
 			if same(m, p) {
 				stub.index = i
@@ -450,6 +451,9 @@ type AgentCall struct {
 type MeterSpec struct {
 	Left   eval.Budget           `json:"left"`
 	Prices map[string]eval.Price `json:"prices,omitempty"`
+	// RateLimits are the run's configure(rate_limits=): the worker's
+	// model gateway holds the run's sessions on it to them.
+	RateLimits map[string]gateway.Limit `json:"rateLimits,omitempty"`
 }
 
 // SandboxRef names a held sandbox lease and the view of it an agent gets
@@ -520,8 +524,10 @@ type agentStub struct {
 	// factory, for a provider a component body made, is the call that
 	// made it, which the worker makes it again from.
 	factory *starlib.FactoryCall
-	// prices are the run's, with which a worker prices what it meters.
-	prices map[string]eval.Price
+	// prices are the run's, with which a worker prices what it meters;
+	// rateLimits its configure(rate_limits=).
+	prices     map[string]eval.Price
+	rateLimits map[string]gateway.Limit
 }
 
 // DefaultModel implements eval.ModelDefaulter as the provider the
@@ -623,7 +629,7 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 		call.OutputSchema = req.Output.JSONSchema
 	}
 	if exec.Meter != nil {
-		call.Meter = &MeterSpec{Prices: s.prices}
+		call.Meter = &MeterSpec{Prices: s.prices, RateLimits: s.rateLimits}
 		if bl, ok := exec.Meter.(eval.BudgetLeft); ok {
 			call.Meter.Left = bl.Left()
 		}

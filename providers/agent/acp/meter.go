@@ -33,7 +33,7 @@ func (s *session) route(upstream string) (string, error) {
 			return "", fmt.Errorf("provider %q: %w", s.p.cfg.Name, err)
 		}
 	}
-	base, remove, err := g.Route(upstream, gatewayMeter{s})
+	base, remove, err := g.RouteIn(s.runID, upstream, gatewayMeter{s})
 	if err != nil {
 		return "", fmt.Errorf("provider %q: %w", s.p.cfg.Name, err)
 	}

@@ -207,6 +207,7 @@ func (p *Provider) OpenSession(ctx context.Context, req *eval.AgentRequest, exec
 	}
 	if exec != nil {
 		s.evalDir = exec.WorkingDirectory
+		s.runID = exec.RunID
 		if p.Meters(req, exec.Sandbox) {
 			s.meter = exec.Meter
 		} else {

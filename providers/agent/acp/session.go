@@ -89,6 +89,9 @@ type session struct {
 	// watch takes the cost an unmetered session's agent reports in its
 	// usage_update notifications; nil when metered.
 	watch eval.SpendWatch
+	// runID is the evaluation's: the session's gateway routes belong to
+	// its group (gateway.Gateway.JoinGroup).
+	runID string
 	// modelRelay carries a metered agent's model calls out of its
 	// sandbox; nil on the host.
 	modelRelay *modelRelay
