@@ -13,9 +13,9 @@
 // the last one the model answers "RESULT: " followed by the last tool
 // result it received. A message without directives is answered with
 // "FAKE-REPLY: " and its first line. Context an agent puts before the
-// prompt is not part of the message: Copilot starts each user message
-// with a <current_datetime>...</current_datetime> element, which is
-// skipped.
+// prompt is not part of the message: the <current_datetime> element
+// Copilot starts each user message with, and the <system-reminder>
+// elements of Qwen Code, are skipped.
 package fakemodel
 
 import (
@@ -150,16 +150,28 @@ func Script(r *Request) Reply {
 	return Reply{Text: "RESULT: " + lastResult}
 }
 
-// userText is a user message without the context an agent puts before
-// the prompt (Copilot's leading <current_datetime> element).
+// contextElements are the elements agents put before the prompt in a user
+// message: Copilot's <current_datetime>, Qwen Code's <system-reminder>.
+var contextElements = []string{"current_datetime", "system-reminder"}
+
+// userText is a user message without the context elements an agent puts
+// before the prompt.
 func userText(s string) string {
 	t := strings.TrimLeft(s, " \t\r\n")
-	if rest, ok := strings.CutPrefix(t, "<current_datetime>"); ok {
-		if _, after, ok := strings.Cut(rest, "</current_datetime>"); ok {
-			return strings.TrimLeft(after, " \t\r\n")
+	for stripped := true; stripped; {
+		stripped = false
+		for _, name := range contextElements {
+			if rest, ok := strings.CutPrefix(t, "<"+name+">"); ok {
+				if _, after, ok := strings.Cut(rest, "</"+name+">"); ok {
+					t, stripped = strings.TrimLeft(after, " \t\r\n"), true
+				}
+			}
 		}
 	}
-	return s
+	if t == strings.TrimLeft(s, " \t\r\n") {
+		return s
+	}
+	return t
 }
 
 // resolveTool finds the offered tool named name, allowing an agent's

@@ -12,6 +12,7 @@ import (
 	"github.com/aml-go/aml/providers/agent/glm"
 	"github.com/aml-go/aml/providers/agent/opencode"
 	"github.com/aml-go/aml/providers/agent/pi"
+	"github.com/aml-go/aml/providers/agent/qwen"
 	"github.com/aml-go/aml/starlib"
 )
 
@@ -29,7 +30,7 @@ type Options struct {
 // New returns the extension that adds the ACP agent factories to
 // workflows loaded with it (starlib.LoadOptions.Extensions): acp_agent
 // for any ACP executable and the opencode_agent, codex_agent,
-// copilot_agent, glm_agent and pi_agent profiles. Every provider they
+// copilot_agent, glm_agent, pi_agent and qwen_agent profiles. Every provider they
 // build gets o's relay and version.
 func New(o Options) *starlib.Extension {
 	bs := make([]*starlib.Builtin, len(factories))
@@ -303,6 +304,35 @@ Every session gets a private Pi home (HOME, agent and session directories) remov
 		b.NoMeter = !c.Bool("meter", true)
 		p, err := pi.New(pi.Options{Base: b, PiCommand: c.Str("pi_command"), MCPAdapterPath: c.Str("mcp_adapter_path"),
 			ThinkingLevel: c.Str("thinking_level"), Models: models})
+		return provider(c, p, err)
+	}},
+	{starlib.Builtin{
+		Name:  "qwen_agent",
+		Group: "providers",
+		Doc: `Returns the Qwen Code agent provider: "qwen --acp" (from @qwen-code/qwen-code) over AML's ACP session engine, against an OpenAI-compatible model endpoint.
+
+Each session runs with a private HOME holding Qwen Code's user settings: settings= first, then AML's own keys, which turn off managed memory, follow-up suggestions, usage statistics, telemetry and the deferred tool search (every tool, AML's tool bridge included, is offered to the model directly). The model is agent(model=), else model=; the AML system text is appended to Qwen Code's system prompt (--append-system-prompt). The endpoint is base_url=, else OPENAI_BASE_URL, else https://api.openai.com/v1, reached through AML's model gateway; the key is api_key=, else OPENAI_API_KEY. Permissions are tool exclusions (the tool is not offered): filesystem "read-only" excludes write_file, edit and notebook_edit, shell=False run_shell_command and the tools that run commands, network=False web_fetch and web_search; Qwen Code asks AML before the others run. Starlark tools, structured results and mcp() grants (stdio and streamable HTTP) reach it through session/new. Credentials never reach traces or errors.`,
+		Params: shared{command: "qwen", commandDoc: "The Qwen Code executable.", name: "qwen",
+			envDoc: "Environment variables for Qwen Code (str to str).", argsDoc: "Arguments before the ACP arguments AML supplies."}.params(
+			starlib.Param{Name: "model", Type: "str | None", Default: "None", Doc: "Fallback model, as the endpoint names it."},
+			starlib.Param{Name: "base_url", Type: "str | None", Default: "None", Doc: "The OpenAI-compatible endpoint (default: OPENAI_BASE_URL, else https://api.openai.com/v1)."},
+			starlib.Param{Name: "api_key", Type: "str | None", Default: "None", Secret: true, Doc: "The endpoint's key (OPENAI_API_KEY); prefer env()."},
+			starlib.Param{Name: "settings", Type: "dict", Default: "{}", Doc: "Qwen Code user settings (JSON data), under AML's own keys."},
+			meterParam,
+		),
+		Returns: "an agent provider",
+		Example: `qwen = qwen_agent(model = "qwen3-coder-plus", base_url = "https://dashscope.aliyuncs.com/compatible-mode/v1", api_key = env("DASHSCOPE_API_KEY"))`,
+	}, func(o Options, c *starlib.Call) (starlark.Value, error) {
+		b, err := base(o, c, "working_directory", c.Str("model"), "base_url", "api_key")
+		if err != nil {
+			return nil, err
+		}
+		settings, err := c.JSON("settings")
+		if err != nil {
+			return nil, err
+		}
+		b.NoMeter = !c.Bool("meter", true)
+		p, err := qwen.New(qwen.Options{Base: b, BaseURL: c.Str("base_url"), APIKey: c.Str("api_key"), Settings: settings})
 		return provider(c, p, err)
 	}},
 }

@@ -21,7 +21,7 @@ func TestExtensionFactories(t *testing.T) {
 			t.Errorf("%s: incomplete catalog entry", b.Name)
 		}
 	}
-	want := []string{"acp_agent", "opencode_agent", "codex_agent", "copilot_agent", "glm_agent", "pi_agent"}
+	want := []string{"acp_agent", "opencode_agent", "codex_agent", "copilot_agent", "glm_agent", "pi_agent", "qwen_agent"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("builtins %v, want %v", names, want)
 	}
@@ -49,6 +49,7 @@ providers = [
     copilot_agent(name = "cp"),
     glm_agent(name = "gl", max_tokens = 10),
     pi_agent(name = "p"),
+    qwen_agent(name = "q", settings = {"ui": {"theme": "dark"}}),
 ]
 `
 	w, err := starlib.LoadFile("f.star", starlib.LoadOptions{Source: []byte(src), Extensions: []*starlib.Extension{ext}})
@@ -56,10 +57,10 @@ providers = [
 		t.Fatal(err)
 	}
 	ps, _ := w.Globals["providers"].(*starlark.List)
-	if ps == nil || ps.Len() != 6 {
+	if ps == nil || ps.Len() != 7 {
 		t.Fatalf("providers = %v", w.Globals["providers"])
 	}
-	for i, name := range []string{"mine", "oc", "cx", "cp", "gl", "p"} {
+	for i, name := range []string{"mine", "oc", "cx", "cp", "gl", "p", "q"} {
 		v, ok := ps.Index(i).(*starlib.AgentProviderValue)
 		if !ok || v.Provider.Name() != name {
 			t.Errorf("provider %d = %v, want one named %q", i, ps.Index(i), name)
@@ -68,5 +69,9 @@ providers = [
 	_, err = starlib.Run(context.Background(), "g.star", "", starlib.LoadOptions{Source: []byte("p = glm_agent(max_tokens = 0)\n"), Extensions: []*starlib.Extension{ext}}, eval.Options{})
 	if err == nil || !strings.Contains(err.Error(), "glm_agent: max_tokens must be a positive integer, got 0") {
 		t.Fatalf("bad option: %v", err)
+	}
+	_, err = starlib.Run(context.Background(), "g.star", "", starlib.LoadOptions{Source: []byte("p = qwen_agent(settings = {\"ui\": 3})\n"), Extensions: []*starlib.Extension{ext}}, eval.Options{})
+	if err == nil || !strings.Contains(err.Error(), `qwen_agent: settings["ui"] must be a dict`) {
+		t.Fatalf("bad settings: %v", err)
 	}
 }

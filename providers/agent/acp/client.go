@@ -293,8 +293,8 @@ func (s *session) grantedCall(tc acpsdk.ToolCallUpdate) bool {
 // grantedInfo reports whether a tool call names a granted server or
 // bridge tool: by the server named in the raw input, or by the title
 // agents give MCP calls: "mcp.<server>.<tool>", "mcp__<server>__<tool>",
-// "<server>-<tool>" where <tool> is a name (no spaces), or for the
-// bridge's own tools "<server>_<tool>".
+// "<server>-<tool>" or "<tool> (<server> MCP Server): …" where <tool> is
+// a name (no spaces), or for the bridge's own tools "<server>_<tool>".
 func (s *session) grantedInfo(info toolInfo) bool {
 	servers := make([]string, 0, len(s.req.MCPServers)+1)
 	for _, m := range s.req.MCPServers {
@@ -316,6 +316,10 @@ func (s *session) grantedInfo(info toolInfo) bool {
 			return true
 		}
 		if tool, ok := strings.CutPrefix(info.title, name+"-"); ok && isToolName(tool) {
+			return true
+		}
+		// Gemini CLI and Qwen Code: "<tool> (<server> MCP Server): <args>".
+		if tool, rest, ok := strings.Cut(info.title, " ("+name+" MCP Server)"); ok && isToolName(tool) && (rest == "" || strings.HasPrefix(rest, ":")) {
 			return true
 		}
 	}

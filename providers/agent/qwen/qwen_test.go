@@ -1,0 +1,344 @@
+package qwen_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/fakemodel"
+	"github.com/aml-go/aml/internal/peers"
+	"github.com/aml-go/aml/internal/tracetest"
+	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/agent/qwen"
+)
+
+// The versions .ci/run installs.
+const (
+	qwenPkg       = "@qwen-code/qwen-code@0.24.4"
+	everythingPkg = "@modelcontextprotocol/server-everything@2026.8.31"
+)
+
+// setup starts the fake model and returns it with a function that makes
+// a Qwen Code provider reaching it.
+func setup(t *testing.T) (*fakemodel.Server, func(qwen.Options) eval.AgentProvider) {
+	t.Helper()
+	bin := peers.Bin(t, "qwen", qwenPkg)
+	model := fakemodel.Start(nil)
+	t.Cleanup(model.Close)
+	dir := t.TempDir()
+	return model, func(o qwen.Options) eval.AgentProvider {
+		t.Helper()
+		o.Command = bin
+		o.WorkingDirectory = dir
+		if o.Model == "" {
+			o.Model = "fake-model"
+		}
+		o.BaseURL = model.URL
+		if o.Env == nil {
+			o.Env = map[string]string{"OPENAI_API_KEY": "sk-fake"}
+		}
+		p, err := qwen.New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
+func evaluate(t *testing.T, node any, rec *tracetest.Recorder) (string, error) {
+	t.Helper()
+	opts := eval.Options{}
+	if rec != nil {
+		opts.Trace = []eval.TraceSink{rec}
+	}
+	rt, _ := eval.New(opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	return rt.Evaluate(ctx, node)
+}
+
+// dump logs what the fake model received.
+func dump(t *testing.T, model *fakemodel.Server) {
+	t.Helper()
+	for i, r := range model.Requests() {
+		t.Logf("request %d: %s tools=%v", i, r.API, r.Tools)
+		for _, m := range r.Messages {
+			text := m.Text
+			if len(text) > 200 {
+				text = text[:200] + "…"
+			}
+			t.Logf("  %s: %q %v", m.Role, text, m.ToolCalls)
+		}
+	}
+}
+
+// TestTurns: two turns of one Qwen Code session, the system text in the
+// system prompt (not in the prompt), and no model call of Qwen Code's own
+// (memory extraction, follow-up suggestions) besides the two turns.
+func TestTurns(t *testing.T) {
+	model, provider := setup(t)
+	out, err := evaluate(t, &eval.Agent{Provider: provider(qwen.Options{}), System: "Answer like a pirate.", Children: []any{
+		"first question", &eval.FollowUp{Children: []any{"second question"}},
+	}}, nil)
+	if err != nil {
+		dump(t, model)
+		t.Fatal(err)
+	}
+	if out != "FAKE-REPLY: second question" {
+		dump(t, model)
+		t.Fatalf("result = %q", out)
+	}
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		dump(t, model)
+		t.Fatalf("%d model requests, want the two turns' only", len(reqs))
+	}
+	for _, r := range reqs {
+		if r.Messages[0].Role != "system" || !strings.Contains(r.Messages[0].Text, "Answer like a pirate.") {
+			t.Fatalf("the system text is not in the system prompt")
+		}
+		for _, m := range r.Messages[1:] {
+			if m.Role == "user" && strings.Contains(m.Text, "Answer like a pirate.") {
+				t.Fatalf("the system text is in a user message too")
+			}
+		}
+	}
+}
+
+// lookupTool is a bridge tool that counts its calls.
+func lookupTool(calls *atomic.Int64) *eval.Tool {
+	tool, err := eval.NewTool(eval.ToolOptions{Name: "lookup", Description: "Looks a record up.",
+		Execute: func(_ context.Context, input any) (any, error) {
+			calls.Add(1)
+			m, _ := input.(map[string]any)
+			return fmt.Sprintf("Record %v", m["id"]), nil
+		}})
+	if err != nil {
+		panic(err)
+	}
+	return tool
+}
+
+// TestBridgeTool: a Starlark tool reaches Qwen Code through the bridge,
+// offered from the first model request, and runs once.
+func TestBridgeTool(t *testing.T) {
+	model, provider := setup(t)
+	var calls atomic.Int64
+	rec := &tracetest.Recorder{}
+	out, err := evaluate(t, &eval.Agent{Provider: provider(qwen.Options{}),
+		Children: []any{&eval.ToolGrant{Tool: lookupTool(&calls)}, `CALL lookup {"id": 9}`}}, rec)
+
+	if err != nil {
+		dump(t, model)
+		t.Fatal(err)
+	}
+	if calls.Load() != 1 || out != "RESULT: Record 9" {
+		dump(t, model)
+		t.Fatalf("calls %d, result %q", calls.Load(), out)
+	}
+	if first := model.Requests()[0]; !slices.Contains(first.Tools, "mcp__aml__lookup") {
+		t.Fatalf("the first model request offers %v, without the bridge's tool", first.Tools)
+	}
+	// Qwen Code asked AML, which allowed the granted tool.
+	var granted int
+	for _, e := range rec.Named("acp.session.permission") {
+		if e.Attributes["granted"] == true && e.Attributes["decision"] == "allow_once" {
+			granted++
+		}
+	}
+	if granted != 1 {
+		t.Fatalf("granted permission requests = %d, want 1", granted)
+	}
+}
+
+// TestStructuredResult: Qwen Code submits the typed result through the
+// bridge's aml_submit_result tool.
+func TestStructuredResult(t *testing.T) {
+	model, provider := setup(t)
+	s, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"verdict": map[string]any{"enum": []any{"pass", "fail"}}}, "required": []any{"verdict"}})
+	out, err := evaluate(t, &eval.Agent{Provider: provider(qwen.Options{}), Schema: s, Children: []any{
+		`CALL aml_submit_result {"result": {"verdict": "fail"}}`,
+	}}, nil)
+	if err != nil {
+		dump(t, model)
+		t.Fatal(err)
+	}
+	if out != `{"verdict":"fail"}` {
+		t.Fatalf("result = %q", out)
+	}
+}
+
+// everythingHTTP starts the MCP reference server over streamable HTTP on
+// a free loopback port and returns its URL.
+func everythingHTTP(t *testing.T) string {
+	t.Helper()
+	bin := peers.Bin(t, "mcp-server-everything", everythingPkg)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "streamableHttp")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return "http://" + addr + "/mcp"
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the MCP server did not listen on %s: %s", addr, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestMCPGrants: granted MCP servers, over stdio and over streamable
+// HTTP, reach Qwen Code, which calls their tools.
+func TestMCPGrants(t *testing.T) {
+	everything := peers.Bin(t, "mcp-server-everything", everythingPkg)
+	for _, tc := range []struct {
+		name      string
+		transport eval.MCPTransport
+	}{
+		{"stdio", eval.MCPTransport{Type: "stdio", Command: everything, Args: []string{"stdio"}}},
+		{"http", eval.MCPTransport{Type: "streamable-http", URL: everythingHTTP(t)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model, provider := setup(t)
+			srv := &eval.MCPServer{Name: "everything", Transport: tc.transport}
+			out, err := evaluate(t, &eval.Agent{Provider: provider(qwen.Options{}), Children: []any{
+				&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-` + tc.name + `"}`,
+			}}, nil)
+			if err != nil {
+				dump(t, model)
+				t.Fatal(err)
+			}
+			if out != "RESULT: Echo: via-"+tc.name {
+				dump(t, model)
+				t.Fatalf("result = %q", out)
+			}
+		})
+	}
+}
+
+// TestReadOnly: under filesystem "read-only", shell=False and
+// network=False the model is offered none of the tools that write files,
+// run commands or fetch; with every permission it is offered them;
+// reading stays.
+func TestReadOnly(t *testing.T) {
+	model, provider := setup(t)
+	p := provider(qwen.Options{})
+	offered := func(perms *eval.Permissions) []string {
+		t.Helper()
+		before := len(model.Requests())
+		if _, err := evaluate(t, &eval.Agent{Provider: p, Permissions: perms, Children: []any{"which tools?"}}, nil); err != nil {
+			dump(t, model)
+			t.Fatal(err)
+		}
+		return model.Requests()[before].Tools
+	}
+	withheld := slices.Concat(qwen.ReadOnlyExcluded, qwen.ShellExcluded, qwen.NetworkExcluded)
+	strict := offered(&eval.Permissions{Filesystem: eval.ReadOnly})
+	for _, name := range withheld {
+		if slices.Contains(strict, name) {
+			t.Errorf("read-only, no shell, no network: %s offered (%v)", name, strict)
+		}
+	}
+	if !slices.Contains(strict, "read_file") || !slices.Contains(strict, "grep_search") {
+		t.Errorf("read-only: the reading tools are not offered (%v)", strict)
+	}
+	open := offered(&eval.Permissions{Filesystem: eval.ReadWrite, Shell: true, Network: true})
+	for _, name := range []string{"write_file", "edit", "run_shell_command", "web_fetch"} {
+		if !slices.Contains(open, name) {
+			t.Errorf("every permission: %s not offered (%v)", name, open)
+		}
+	}
+}
+
+// TestCancelEndsTheProcessTree: cancelling a run mid-turn, while the
+// model has not answered, ends Qwen Code and every process it started.
+func TestCancelEndsTheProcessTree(t *testing.T) {
+	release := make(chan struct{})
+	model := fakemodel.Start(func(r *fakemodel.Request) fakemodel.Reply {
+		select { // a model that never answers in time
+		case <-release:
+		case <-time.After(time.Minute):
+		}
+		return fakemodel.Reply{Text: "late"}
+	})
+	defer model.Close()
+	defer close(release)
+	bin := peers.Bin(t, "qwen", qwenPkg)
+	marker := fmt.Sprintf("AML_QWEN_TEST_MARKER=%d", time.Now().UnixNano())
+	name, value, _ := strings.Cut(marker, "=")
+	p, err := qwen.New(qwen.Options{Base: acp.Base{Command: bin, Model: "fake-model", WorkingDirectory: t.TempDir(),
+		Env: map[string]string{"OPENAI_API_KEY": "sk-fake", name: value}}, BaseURL: model.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := eval.New(eval.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var alive int
+	go func() {
+		for len(model.Requests()) == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		alive = len(marked(marker))
+		cancel()
+	}()
+	start := time.Now()
+	if _, err := rt.Evaluate(ctx, &eval.Agent{Provider: p, Children: []any{"wait"}}); err == nil {
+		t.Fatal("the cancelled run succeeded")
+	}
+	if alive == 0 {
+		t.Fatal("no process of the session was found while it ran, so the test proves nothing")
+	}
+	if left := marked(marker); len(left) > 0 {
+		t.Fatalf("%d of the session's %d processes outlived the cancelled run (%v after the cancel): %v", len(left), alive, time.Since(start).Round(time.Millisecond), left)
+	}
+}
+
+// marked returns the processes whose environment holds marker.
+func marked(marker string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if kv == marker {
+				cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+				out = append(out, e.Name()+" "+strings.ReplaceAll(string(cmd), "\x00", " "))
+				break
+			}
+		}
+	}
+	return out
+}
