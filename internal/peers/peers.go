@@ -5,10 +5,56 @@
 package peers
 
 import (
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
+
+// EverythingPkg is the MCP reference server .ci/run installs.
+const EverythingPkg = "@modelcontextprotocol/server-everything@2026.8.31"
+
+// EverythingHTTP starts the MCP reference server over streamable HTTP on
+// a free loopback port for the rest of t and returns its URL, or skips t
+// when the server is not installed.
+func EverythingHTTP(t testing.TB) string {
+	t.Helper()
+	bin := Bin(t, "mcp-server-everything", EverythingPkg)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "streamableHttp")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return "http://" + addr + "/mcp"
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the MCP server did not listen on %s: %s", addr, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
 
 // Dir is the peer cache: $AML_PEERS_DIR, else ~/.cache/aml-peers.
 func Dir() string {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,43 +224,6 @@ func TestStructuredResult(t *testing.T) {
 	}
 }
 
-// everythingHTTP starts the MCP reference server over streamable HTTP on
-// a free loopback port and returns its URL.
-func everythingHTTP(t *testing.T) string {
-	t.Helper()
-	bin := peers.Bin(t, "mcp-server-everything", everythingPkg)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(bin, "streamableHttp")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
-	var stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return "http://" + addr + "/mcp"
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the MCP server did not listen on %s: %s", addr, stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestMCPGrant: a granted streamable-HTTP MCP server reaches Copilot,
 // which calls its tools: echo, which Copilot runs without asking (the
 // server marks it read-only), and toggle-simulated-logging, which it asks
@@ -269,7 +231,7 @@ func everythingHTTP(t *testing.T) string {
 // after announcing "everything-toggle-simulated-logging".
 func TestMCPGrant(t *testing.T) {
 	model, provider := setup(t, nil, "")
-	srv := &eval.MCPServer{Name: "everything", Transport: eval.MCPTransport{Type: "streamable-http", URL: everythingHTTP(t)}}
+	srv := &eval.MCPServer{Name: "everything", Transport: eval.MCPTransport{Type: "streamable-http", URL: peers.EverythingHTTP(t)}}
 	rec := &tracetest.Recorder{}
 	out, err := evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{
 		&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-mcp"}`,

@@ -133,21 +133,31 @@ func TestToolAndFollowUp(t *testing.T) {
 	}
 }
 
-// TestMCPGrant: an explicit mcp() grant of the everything server used by
-// the agent.
+// TestMCPGrant: explicit mcp() grants of the MCP reference server, over
+// stdio and over streamable HTTP, used by the agent.
 func TestMCPGrant(t *testing.T) {
-	_, provider := setup(t)
 	everything := peers.Bin(t, "mcp-server-everything", everythingPkg)
-	srv := &eval.MCPServer{Name: "everything", Transport: eval.MCPTransport{Type: "stdio", Command: everything, Args: []string{"stdio"}}}
-	out, err := evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), Children: []any{
-		&eval.MCPGrant{Server: srv},
-		`CALL echo {"message": "via-mcp"}`,
-	}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out, "Echo: via-mcp") {
-		t.Fatalf("result = %q", out)
+	for _, tc := range []struct {
+		name      string
+		transport eval.MCPTransport
+	}{
+		{"stdio", eval.MCPTransport{Type: "stdio", Command: everything, Args: []string{"stdio"}}},
+		{"http", eval.MCPTransport{Type: "streamable-http", URL: peers.EverythingHTTP(t)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, provider := setup(t)
+			srv := &eval.MCPServer{Name: "everything", Transport: tc.transport}
+			out, err := evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), Children: []any{
+				&eval.MCPGrant{Server: srv},
+				`CALL echo {"message": "via-` + tc.name + `"}`,
+			}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "Echo: via-"+tc.name) {
+				t.Fatalf("result = %q", out)
+			}
+		})
 	}
 }
 

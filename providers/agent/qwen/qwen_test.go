@@ -3,9 +3,7 @@ package qwen_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,7 +22,7 @@ import (
 // The versions .ci/run installs.
 const (
 	qwenPkg       = "@qwen-code/qwen-code@0.24.4"
-	everythingPkg = "@modelcontextprotocol/server-everything@2026.8.31"
+	everythingPkg = peers.EverythingPkg
 )
 
 // setup starts the fake model and returns it with a function that makes
@@ -177,43 +175,6 @@ func TestStructuredResult(t *testing.T) {
 	}
 }
 
-// everythingHTTP starts the MCP reference server over streamable HTTP on
-// a free loopback port and returns its URL.
-func everythingHTTP(t *testing.T) string {
-	t.Helper()
-	bin := peers.Bin(t, "mcp-server-everything", everythingPkg)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cmd := exec.Command(bin, "streamableHttp")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
-	var stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return "http://" + addr + "/mcp"
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the MCP server did not listen on %s: %s", addr, stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // TestMCPGrants: granted MCP servers, over stdio and over streamable
 // HTTP, reach Qwen Code, which calls their tools.
 func TestMCPGrants(t *testing.T) {
@@ -223,7 +184,7 @@ func TestMCPGrants(t *testing.T) {
 		transport eval.MCPTransport
 	}{
 		{"stdio", eval.MCPTransport{Type: "stdio", Command: everything, Args: []string{"stdio"}}},
-		{"http", eval.MCPTransport{Type: "streamable-http", URL: everythingHTTP(t)}},
+		{"http", eval.MCPTransport{Type: "streamable-http", URL: peers.EverythingHTTP(t)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			model, provider := setup(t)
