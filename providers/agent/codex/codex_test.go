@@ -3,6 +3,7 @@ package codex_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -129,5 +130,62 @@ func TestStructuredResult(t *testing.T) {
 	}
 	if n := rec.Count("agent.output", eval.PointEvent); n != 1 {
 		t.Fatalf("agent.output events = %d", n)
+	}
+}
+
+// TestMCPGrants: mcp() grants of the MCP reference server, over stdio and
+// over streamable HTTP, reach Codex, which calls their tools.
+func TestMCPGrants(t *testing.T) {
+	everything := peers.Bin(t, "mcp-server-everything", peers.EverythingPkg)
+	for _, tc := range []struct {
+		name      string
+		transport eval.MCPTransport
+	}{
+		{"stdio", eval.MCPTransport{Type: "stdio", Command: everything, Args: []string{"stdio"}}},
+		{"http", eval.MCPTransport{Type: "streamable-http", URL: peers.EverythingHTTP(t)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model, p := setup(t, nil)
+			srv := &eval.MCPServer{Name: "everything", Transport: tc.transport}
+			out, err := evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-` + tc.name + `"}`}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "Echo: via-"+tc.name) {
+				var tools [][]string
+				for _, r := range model.Requests() {
+					tools = append(tools, r.Tools)
+				}
+				t.Fatalf("out %q; tools offered per request: %v", out, tools)
+			}
+		})
+	}
+}
+
+// TestReadOnlyRefusesWrites: Codex offers the model the same tools under
+// every permission (exec_command runs commands; there is no file-writing
+// tool of its own), and filesystem "read-only" starts it in its read-only
+// sandbox: a command that writes a file fails there, and succeeds with
+// "read-write".
+func TestReadOnlyRefusesWrites(t *testing.T) {
+	for _, tc := range []struct {
+		fs    eval.Access
+		wants string
+	}{
+		{eval.ReadOnly, "made.txt: Read-only file system"},
+		{eval.ReadWrite, "wrote made.txt"},
+	} {
+		model, p := setup(t, nil)
+		out, err := evaluate(t, &eval.Agent{Provider: p, Permissions: &eval.Permissions{Filesystem: tc.fs, Shell: true},
+			Children: []any{`CALL exec_command {"cmd": "echo hi > made.txt && echo wrote made.txt"}`}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, tc.wants) {
+			t.Fatalf("%s: the command said %q, want %q", tc.fs, out, tc.wants)
+		}
+		if tools := model.Requests()[0].Tools; !slices.Contains(tools, "exec_command") {
+			t.Fatalf("%s: tools offered %v, without exec_command", tc.fs, tools)
+		}
 	}
 }
