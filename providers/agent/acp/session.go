@@ -213,7 +213,9 @@ func (s *session) open(ctx context.Context) error {
 		return fmt.Errorf("ACP agent %q answered initialize with protocol version %d; AML speaks version %d", s.launch.Command, init.ProtocolVersion, acpsdk.ProtocolVersionNumber)
 	}
 	for _, m := range s.servers {
-		if m.Http != nil && !init.AgentCapabilities.McpCapabilities.Http {
+		// A profile that attaches the servers itself (NoSessionMCP) does
+		// not pass them over ACP, whatever ACP transports it advertises.
+		if m.Http != nil && !init.AgentCapabilities.McpCapabilities.Http && !s.launch.NoSessionMCP {
 			return fmt.Errorf("MCP server %q uses streamable-http, but ACP agent %q does not advertise mcpCapabilities.http; use a stdio transport for it", m.Http.Name, s.launch.Command)
 		}
 	}

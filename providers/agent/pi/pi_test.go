@@ -184,3 +184,54 @@ func TestToolThroughMCPAdapter(t *testing.T) {
 		t.Fatalf("calls %d, result %q", calls.Load(), out)
 	}
 }
+
+// TestMCPGrants: mcp() grants of the MCP reference server, over stdio and
+// over streamable HTTP, reach Pi through pi-mcp-adapter, whose mcp proxy
+// tool calls their tools.
+func TestMCPGrants(t *testing.T) {
+	_, o := setup(t)
+	peers.Bin(t, "pi-mcp-adapter", mcpAdapterPkg)
+	everything := peers.Bin(t, "mcp-server-everything", peers.EverythingPkg)
+	o.MCPAdapterPath = filepath.Join(peers.Dir(), "node_modules", "pi-mcp-adapter", "index.ts")
+	for _, tc := range []struct {
+		name      string
+		transport eval.MCPTransport
+	}{
+		{"stdio", eval.MCPTransport{Type: "stdio", Command: everything, Args: []string{"stdio"}}},
+		{"http", eval.MCPTransport{Type: "streamable-http", URL: peers.EverythingHTTP(t)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := fakemodel.Start(func(r *fakemodel.Request) fakemodel.Reply {
+				for _, m := range r.Messages {
+					if m.Role == "tool" {
+						return fakemodel.Reply{Text: "RESULT: " + m.Text}
+					}
+				}
+				return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: "mcp", Arguments: `{"server":"everything","tool":"echo","args":{"message":"via-` + tc.name + `"}}`}}}
+			})
+			defer model.Close()
+			oo := *o
+			oo.Models = map[string]any{"providers": map[string]any{"fake": map[string]any{
+				"name": "Fake", "baseUrl": model.URL, "apiKey": "sk-fake", "api": "openai-completions",
+				"models": []any{map[string]any{"id": "fake-model", "name": "Fake Model"}},
+			}}}
+			p, err := pi.New(oo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := &eval.MCPServer{Name: "everything", Transport: tc.transport}
+			out, err := evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.MCPGrant{Server: srv}, "Echo it."}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "Echo: via-"+tc.name) {
+				for i, r := range model.Requests() {
+					for _, m := range r.Messages {
+						t.Logf("request %d: %s %.300q", i, m.Role, m.Text)
+					}
+				}
+				t.Fatalf("result %q", out)
+			}
+		})
+	}
+}
