@@ -220,3 +220,30 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 	}
 	t.Logf("tool results the model saw: %q", results)
 }
+
+// TestMCPGrants: mcp() grants of the MCP reference server, over stdio and
+// over streamable HTTP, reach the adapter, which calls their tools.
+func TestMCPGrants(t *testing.T) {
+	everything := peers.Bin(t, "mcp-server-everything", peers.EverythingPkg)
+	for _, tc := range []struct {
+		name      string
+		transport eval.MCPTransport
+	}{
+		{"stdio", eval.MCPTransport{Type: "stdio", Command: everything, Args: []string{"stdio"}}},
+		{"http", eval.MCPTransport{Type: "streamable-http", URL: peers.EverythingHTTP(t)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model, p, _ := setup(t)
+			srv := &eval.MCPServer{Name: "everything", Transport: tc.transport}
+			out, err := evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-` + tc.name + `"}`}}, nil)
+			if err != nil {
+				dump(t, model)
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "Echo: via-"+tc.name) {
+				dump(t, model)
+				t.Fatalf("result %q", out)
+			}
+		})
+	}
+}
