@@ -52,6 +52,12 @@ type BridgeInfo struct {
 	// Authorization is the header value the bridge requires; it is a
 	// secret: write it only to private launch files or environment.
 	Authorization string
+	// Relay, for an agent in a sandbox apart from the host (which cannot
+	// reach URL), is the command in the sandbox that carries the bridge
+	// over stdio, and RelayEnv its environment (which holds the bearer
+	// secret): configure the bridge as a stdio MCP server with them.
+	Relay    []string
+	RelayEnv map[string]string
 }
 
 // ConfigSetting is one session configuration option a profile sets with
@@ -140,6 +146,19 @@ func (s *session) prepareLaunch(ctx context.Context, cwd string) error {
 	lc := LaunchContext{Cwd: cwd, StateDir: s.stateDir, Request: s.req, Local: s.sandbox == nil, Route: s.route}
 	if b := s.bridge; b != nil {
 		lc.Bridge = &BridgeInfo{Name: b.name, URL: b.url, Authorization: b.header()}
+		if s.guest() != nil {
+			d, err := s.bridgeDescriptor(false)
+			if err != nil {
+				return err
+			}
+			if st := d.Stdio; st != nil {
+				lc.Bridge.Relay = append([]string{st.Command}, st.Args...)
+				lc.Bridge.RelayEnv = map[string]string{}
+				for _, v := range st.Env {
+					lc.Bridge.RelayEnv[v.Name] = v.Value
+				}
+			}
+		}
 	}
 	l, err := cfg.Profile(ctx, lc)
 	if err != nil {

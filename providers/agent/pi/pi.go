@@ -20,8 +20,10 @@
 // pi-mcp-adapter extension (-e <adapter>) configured in agent/mcp.json
 // (the bridge connected eagerly, so that its tools are known to the mcp
 // proxy tool from the start; granted servers lazily), because pi-acp does
-// not connect ACP MCP servers. Network has no Pi mapping (the sandbox is
-// the boundary).
+// not connect ACP MCP servers. In a sandbox apart from the host (Docker)
+// the bridge is configured as a stdio server running the sandbox's relay
+// (acp.BridgeInfo.Relay). Network has no Pi mapping (the sandbox is the
+// boundary).
 //
 // pi-acp's startup banner (session _meta.piAcp.startupInfo) is removed
 // from the start of each turn's text; messages are therefore omitted.
@@ -210,8 +212,14 @@ func adapterPath(configured string, local bool) (string, error) {
 func mcpConfig(bridge *acp.BridgeInfo, grants []eval.AgentMCPServer) ([]byte, error) {
 	servers := map[string]any{}
 	if bridge != nil {
-		servers[bridge.Name] = map[string]any{"url": bridge.URL, "headers": map[string]string{"Authorization": bridge.Authorization},
+		entry := map[string]any{"url": bridge.URL, "headers": map[string]string{"Authorization": bridge.Authorization},
 			"lifecycle": "eager", "directTools": false, "toolPrefix": "none"}
+		if len(bridge.Relay) > 0 {
+			// In a sandbox apart from the host: the relay over stdio.
+			entry = map[string]any{"command": bridge.Relay[0], "args": bridge.Relay[1:], "env": bridge.RelayEnv,
+				"lifecycle": "eager", "directTools": false, "toolPrefix": "none"}
+		}
+		servers[bridge.Name] = entry
 	}
 	for _, g := range grants {
 		if g.Server == nil {
