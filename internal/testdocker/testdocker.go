@@ -21,7 +21,9 @@ import (
 )
 
 // AgentImage is the image AgentImageFor makes.
-const AgentImage = "aml-test/glibc:2"
+// Its tag changes whenever what it holds does, so that an engine with an
+// older one imports it again.
+const AgentImage = "aml-test/glibc:4"
 
 var importMu sync.Mutex
 
@@ -53,12 +55,16 @@ func AgentImageFor(t testing.TB, cli *client.Client) string {
 	files := map[string]string{"bin/busybox": "/bin/busybox"}
 	for _, lib := range []string{"/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libm.so.6",
 		"/lib/x86_64-linux-gnu/libpthread.so.0", "/lib/x86_64-linux-gnu/libdl.so.2", "/lib/x86_64-linux-gnu/libresolv.so.2",
+		"/lib/x86_64-linux-gnu/libutil.so.1", "/lib/x86_64-linux-gnu/librt.so.1",
 		"/lib/x86_64-linux-gnu/libstdc++.so.6", "/lib/x86_64-linux-gnu/libgcc_s.so.1"} {
 		files[strings.TrimPrefix(lib, "/")] = lib
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, d := range []string{"bin/", "lib/", "lib/x86_64-linux-gnu/", "lib64/", "usr/", "usr/bin/", "etc/"} {
+	// The CA bundle: an agent's HTTP client may load it even for a plain
+	// http endpoint (Copilot's does).
+	files["etc/ssl/certs/ca-certificates.crt"] = "/etc/ssl/certs/ca-certificates.crt"
+	for _, d := range []string{"bin/", "lib/", "lib/x86_64-linux-gnu/", "lib64/", "usr/", "usr/bin/", "etc/", "etc/ssl/", "etc/ssl/certs/"} {
 		_ = tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o755})
 	}
 	for _, d := range []string{"tmp/", "workspace/", "root/"} {
@@ -67,7 +73,7 @@ func AgentImageFor(t testing.TB, cli *client.Client) string {
 	for name, src := range files {
 		data, err := os.ReadFile(src)
 		if err != nil {
-			t.Skipf("cannot build %s from this host (%v): it needs busybox-static and the C and C++ libraries of Debian amd64", AgentImage, err)
+			t.Skipf("cannot build %s from this host (%v): it needs busybox-static, the C and C++ libraries of Debian amd64 and ca-certificates", AgentImage, err)
 		}
 		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(data))})
 		_, _ = tw.Write(data)

@@ -162,7 +162,15 @@ func New(o Options) (*acp.Provider, error) {
 		l := &acp.Launch{Command: b.Command, Args: flags, Env: e, ModelHandled: true, DropMessageChunk: isNotice,
 			CredentialHint: acp.CredentialHint(e, lc.Local, "copilot_agent found no GitHub token: set COPILOT_GITHUB_TOKEN (or GH_TOKEN or GITHUB_TOKEN), or pass env = {\"COPILOT_GITHUB_TOKEN\": ...}; a model endpoint of your own takes COPILOT_OFFLINE and COPILOT_PROVIDER_BASE_URL (docs/agents.md)",
 				append(slices.Clone(tokenVars), "COPILOT_PROVIDER_BASE_URL")...)}
-		if cfg, err := stdioConfig(req.MCPServers); err != nil {
+		// In a sandbox apart from the host the bridge is a stdio relay,
+		// which Copilot refuses from session/new like any stdio server:
+		// then every server goes to its own configuration.
+		var relay *acp.BridgeInfo
+		if b := lc.Bridge; b != nil && len(b.Relay) > 0 {
+			relay = b
+			l.NoSessionMCP = true
+		}
+		if cfg, err := mcpConfig(req.MCPServers, relay); err != nil {
 			return nil, err
 		} else if cfg != nil {
 			l.Files = append(l.Files, acp.LaunchFile{Path: "mcp-config.json", Content: cfg})
@@ -252,26 +260,41 @@ func isNotice(text string) bool {
 	return strings.HasPrefix(text, "Info: ")
 }
 
-// stdioConfig is Copilot's MCP configuration (mcp-config.json in
-// COPILOT_HOME) for the granted stdio servers, or nil when there are
-// none: Copilot rejects stdio servers that an ACP client sends with
-// session/new, but starts those of its own configuration.
-func stdioConfig(grants []eval.AgentMCPServer) ([]byte, error) {
+// mcpConfig is Copilot's MCP configuration (mcp-config.json in
+// COPILOT_HOME), or nil when it has no server: the granted stdio servers,
+// which Copilot rejects when an ACP client sends them with session/new
+// but starts from its own configuration; with relay (the bridge of an
+// agent in a sandbox apart from the host, a stdio relay) also the bridge
+// and the granted streamable-HTTP servers, since the session then sends
+// none.
+func mcpConfig(grants []eval.AgentMCPServer, relay *acp.BridgeInfo) ([]byte, error) {
 	servers := map[string]any{}
 	for _, g := range grants {
-		if g.Server == nil || g.Server.Transport.Type != "stdio" {
+		if g.Server == nil {
 			continue
 		}
 		t := g.Server.Transport
-		args := t.Args
-		if args == nil {
-			args = []string{}
+		switch {
+		case t.Type == "stdio":
+			args := t.Args
+			if args == nil {
+				args = []string{}
+			}
+			entry := map[string]any{"type": "local", "command": t.Command, "args": args, "tools": []string{"*"}}
+			if len(t.Env) > 0 {
+				entry["env"] = t.Env
+			}
+			servers[g.Server.Name] = entry
+		case relay != nil && t.Type == "streamable-http":
+			entry := map[string]any{"type": "http", "url": t.URL, "tools": []string{"*"}}
+			if len(t.Headers) > 0 {
+				entry["headers"] = t.Headers
+			}
+			servers[g.Server.Name] = entry
 		}
-		entry := map[string]any{"type": "local", "command": t.Command, "args": args, "tools": []string{"*"}}
-		if len(t.Env) > 0 {
-			entry["env"] = t.Env
-		}
-		servers[g.Server.Name] = entry
+	}
+	if relay != nil {
+		servers[relay.Name] = map[string]any{"type": "local", "command": relay.Relay[0], "args": relay.Relay[1:], "env": relay.RelayEnv, "tools": []string{"*"}}
 	}
 	if len(servers) == 0 {
 		return nil, nil
