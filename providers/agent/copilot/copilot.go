@@ -49,10 +49,12 @@
 // mcp-config.json in the private COPILOT_HOME, which it starts itself.
 // Their env= values are in that file (mode 0600, removed with the
 // session). A stdio cwd cannot be passed, as with every ACP agent. In a
-// sandbox apart from the host (Docker) the engine offers the bridge as a
-// stdio relay, which Copilot refuses like any stdio server from
-// session/new: that combination is untried and would leave the agent
-// without its tools.
+// sandbox apart from the host (Docker) the bridge is a stdio relay, which
+// Copilot refuses like any stdio server from session/new: there the
+// bridge and every granted server go to mcp-config.json, and the session
+// sends none (acp.Launch.NoSessionMCP). Copilot's native HTTP client
+// loads the system's CA certificates even for a plain http endpoint, so
+// its image needs them.
 //
 // Copilot reports notices (the excluded tools, unknown tool names and the
 // like) as message chunks of their own that start with "Info: "; they are
