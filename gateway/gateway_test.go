@@ -271,3 +271,27 @@ func TestRoutesAndFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestAnthropicThroughTheGateway: Messages API calls to the fake model,
+// streamed and not, come back as the model sent them and are metered with
+// the usage it reported (message_start's input, message_delta's output).
+func TestAnthropicThroughTheGateway(t *testing.T) {
+	model := fakemodel.Start(nil)
+	defer model.Close()
+	g := start(t)
+	m := &recorder{}
+	base := route(t, g, model.AnthropicURL, m)
+	for _, stream := range []bool{false, true} {
+		body := fmt.Sprintf(`{"model": "claude-x", "max_tokens": 64, "stream": %v, "messages": [{"role": "user", "content": "hello"}]}`, stream)
+		resp, out := post(t, base+"/v1/messages", body, "X-Api-Key", "sk-ant")
+		if resp.StatusCode != 200 || !strings.Contains(out, "FAKE-REP") {
+			t.Fatalf("stream %v: %d %s", stream, resp.StatusCode, out)
+		}
+	}
+	calls := m.wait(t, 2)
+	for i, c := range calls {
+		if c.Usage != (eval.Usage{InputTokens: 10, OutputTokens: 5, ModelCalls: 1}) || c.Model != "claude-x" || c.Stream != (i == 1) {
+			t.Errorf("call %d: %+v", i, c)
+		}
+	}
+}

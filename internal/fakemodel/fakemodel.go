@@ -1,7 +1,8 @@
-// Package fakemodel is a scriptable OpenAI-compatible model server for
-// end-to-end tests of real agents offline. It speaks the chat completions
-// API (streamed and not, with tool calls) and the Responses API (server-
-// sent events, with function calls), and records every request.
+// Package fakemodel is a scriptable model server for end-to-end tests of
+// real agents offline. It speaks OpenAI's chat completions API (streamed
+// and not, with tool calls) and Responses API (server-sent events, with
+// function calls), and Anthropic's Messages API (streamed and not, with
+// tool use), and records every request.
 //
 // The default script reads directives from the latest user message:
 //
@@ -40,7 +41,7 @@ type Message struct {
 
 // Request is one model request.
 type Request struct {
-	// API is "chat" or "responses".
+	// API is "chat", "responses" or "messages".
 	API      string
 	Model    string
 	Stream   bool
@@ -65,8 +66,11 @@ type Reply struct {
 
 // Server is a running fake model server. It is safe for concurrent use.
 type Server struct {
-	// URL is the base URL, ending in /v1.
+	// URL is the base URL of the OpenAI APIs, ending in /v1.
 	URL string
+	// AnthropicURL is the base URL of the Messages API, as Anthropic's
+	// clients take it (ANTHROPIC_BASE_URL): the server's root.
+	AnthropicURL string
 
 	srv     *httptest.Server
 	respond func(*Request) Reply
@@ -85,11 +89,13 @@ func Start(respond func(*Request) Reply) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
 	mux.HandleFunc("POST /v1/responses", s.responses)
+	mux.HandleFunc("POST /v1/messages", s.messages)
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]any{"object": "list", "data": []any{map[string]any{"id": "fake-model", "object": "model", "owned_by": "aml"}}})
 	})
 	s.srv = httptest.NewServer(mux)
 	s.URL = s.srv.URL + "/v1"
+	s.AnthropicURL = s.srv.URL
 	return s
 }
 

@@ -118,3 +118,71 @@ func TestCustomToolNamed(t *testing.T) {
 		t.Fatalf("tools = %q", got)
 	}
 }
+
+// TestMessagesToolUseThenResult: Anthropic's Messages API, streamed: the
+// event sequence the service sends (message_start, a content block's
+// start, deltas and stop, message_delta with the stop reason and output
+// usage, message_stop), a tool_use block with the script's input, and
+// after a tool_result the final text.
+func TestMessagesToolUseThenResult(t *testing.T) {
+	s := Start(nil)
+	defer s.Close()
+	tools := `"tools":[{"name":"mcp__aml__lookup","description":"d","input_schema":{"type":"object"}}]`
+	events := post(t, s.AnthropicURL+"/v1/messages", `{"model":"m","max_tokens":100,"stream":true,"system":[{"type":"text","text":"Be brief."}],`+tools+
+		`,"messages":[{"role":"user","content":[{"type":"text","text":"CALL lookup {\"id\":7}"}]}]}`)
+	var types []string
+	var name, args, stop string
+	var input, output float64
+	for _, e := range events {
+		types = append(types, e["type"].(string))
+		switch e["type"] {
+		case "message_start":
+			input = e["message"].(map[string]any)["usage"].(map[string]any)["input_tokens"].(float64)
+		case "content_block_start":
+			if b := e["content_block"].(map[string]any); b["type"] == "tool_use" {
+				name = b["name"].(string)
+			}
+		case "content_block_delta":
+			if d := e["delta"].(map[string]any); d["type"] == "input_json_delta" {
+				args += d["partial_json"].(string)
+			}
+		case "message_delta":
+			stop = e["delta"].(map[string]any)["stop_reason"].(string)
+			output = e["usage"].(map[string]any)["output_tokens"].(float64)
+		}
+	}
+	want := "message_start content_block_start content_block_delta content_block_stop message_delta message_stop"
+	if strings.Join(types, " ") != want || name != "mcp__aml__lookup" || args != `{"id":7}` || stop != "tool_use" || input != 10 || output != 5 {
+		t.Fatalf("events %v, tool %q %q, stop %q, usage %v/%v", types, name, args, stop, input, output)
+	}
+	reqs := s.Requests()
+	if r := reqs[0]; r.API != "messages" || r.Messages[0].Role != "system" || r.Messages[0].Text != "Be brief." || r.Tools[0] != "mcp__aml__lookup" {
+		t.Fatalf("recorded %+v", r)
+	}
+	// The result comes back as a tool_result block; the answer is text,
+	// not streamed this time.
+	final := post(t, s.AnthropicURL+"/v1/messages", `{"model":"m","max_tokens":100,`+tools+`,"messages":[`+
+		`{"role":"user","content":"CALL lookup {\"id\":7}"},`+
+		`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"mcp__aml__lookup","input":{"id":7}}]},`+
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"Record 7"}]}]}]}`)
+	m := final[0]
+	content := m["content"].([]any)[0].(map[string]any)
+	if m["type"] != "message" || m["stop_reason"] != "end_turn" || content["type"] != "text" || content["text"] != "RESULT: Record 7" ||
+		m["usage"].(map[string]any)["output_tokens"] != float64(5) {
+		t.Fatalf("final %v", m)
+	}
+	if r := s.Requests()[1]; len(r.Messages) != 3 || r.Messages[1].ToolCalls[0] != "mcp__aml__lookup" || r.Messages[2].Role != "tool" {
+		t.Fatalf("recorded %+v", r.Messages)
+	}
+	// A request without a model is refused as the service refuses it.
+	resp, err := http.Post(s.AnthropicURL+"/v1/messages", "application/json", strings.NewReader(`{"messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || e["type"] != "error" || e["error"].(map[string]any)["type"] != "invalid_request_error" {
+		t.Fatalf("a bad request: %d %v", resp.StatusCode, e)
+	}
+}
