@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -169,4 +171,26 @@ func (c Captured) Fresh() (map[string]any, error) {
 		m = map[string]any{}
 	}
 	return m, nil
+}
+
+// SharedCache is the directory of a cache that a profile's sessions share
+// (an agent's unpacked package, Node's compile cache): the value of the
+// variable name in env or, on the host (local), in the process
+// environment, else, on the host, <user cache dir>/aml/<sub>
+// (os.UserCacheDir); "" in a sandbox that names none.
+func SharedCache(env map[string]string, local bool, name, sub string) string {
+	if v := env[name]; v != "" {
+		return v
+	}
+	if !local {
+		return ""
+	}
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(dir, "aml", sub)
 }

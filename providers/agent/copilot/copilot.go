@@ -71,7 +71,6 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -240,20 +239,7 @@ func packageCache(option string, env map[string]string, local bool) string {
 	if option != "" {
 		return option
 	}
-	if v := env[pkgCacheVar]; v != "" {
-		return v
-	}
-	if !local {
-		return ""
-	}
-	if v := os.Getenv(pkgCacheVar); v != "" {
-		return v
-	}
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(dir, "aml", "copilot")
+	return acp.SharedCache(env, local, pkgCacheVar, "copilot")
 }
 
 // isNotice reports whether a message chunk is one of Copilot's notices,

@@ -40,7 +40,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -124,7 +123,7 @@ func New(o Options) (*acp.Provider, error) {
 			e["OPENAI_API_KEY"] = o.APIKey
 		}
 		e["HOME"] = lc.StateDir
-		if dir := compileCache(e, lc.Local); dir != "" {
+		if dir := acp.SharedCache(e, lc.Local, compileCacheVar, "node-compile-cache"); dir != "" {
 			e[compileCacheVar] = dir
 		}
 		e["QWEN_CODE_LEGACY_MCP_BLOCKING"] = "1"
@@ -147,28 +146,6 @@ func New(o Options) (*acp.Provider, error) {
 // compileCacheVar names Node's compile cache directory (Node 22 and
 // later; older versions ignore it).
 const compileCacheVar = "NODE_COMPILE_CACHE"
-
-// compileCache is the Node compile cache of a launch: the variable's value
-// in env or (on the host) the process environment, else, on the host,
-// <user cache dir>/aml/node-compile-cache, shared by the sessions so that
-// a session's start does not compile Qwen Code's bundle again; "" in a
-// sandbox without one.
-func compileCache(env map[string]string, local bool) string {
-	if v := env[compileCacheVar]; v != "" {
-		return v
-	}
-	if !local {
-		return ""
-	}
-	if v := os.Getenv(compileCacheVar); v != "" {
-		return v
-	}
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(dir, "aml", "node-compile-cache")
-}
 
 // baseURL is the model endpoint of a launch: option, else OPENAI_BASE_URL
 // in env or (on the host) the process environment, else the default.
