@@ -80,8 +80,9 @@ func dump(t *testing.T, model *fakemodel.Server) {
 }
 
 // TestTurns: two turns of one Qwen Code session, the system text in the
-// system prompt (not in the prompt), and no model call of Qwen Code's own
-// (memory extraction, follow-up suggestions) besides the two turns.
+// system prompt (not in the prompt), no model call of Qwen Code's own
+// (memory extraction, follow-up suggestions) besides the two turns, and
+// every tool offered under the default permissions.
 func TestTurns(t *testing.T) {
 	model, provider := setup(t)
 	out, err := evaluate(t, &eval.Agent{Provider: provider(qwen.Options{}), System: "Answer like a pirate.", Children: []any{
@@ -99,6 +100,13 @@ func TestTurns(t *testing.T) {
 	if len(reqs) != 2 {
 		dump(t, model)
 		t.Fatalf("%d model requests, want the two turns' only", len(reqs))
+	}
+	// With the default permissions (every one) the model is offered the
+	// writing, shell and fetch tools that TestReadOnly withholds.
+	for _, name := range []string{"write_file", "edit", "run_shell_command", "web_fetch", "read_file"} {
+		if !slices.Contains(reqs[0].Tools, name) {
+			t.Errorf("default permissions: %s not offered (%v)", name, reqs[0].Tools)
+		}
 	}
 	for _, r := range reqs {
 		if r.Messages[0].Role != "system" || !strings.Contains(r.Messages[0].Text, "Answer like a pirate.") {
@@ -127,34 +135,43 @@ func lookupTool(calls *atomic.Int64) *eval.Tool {
 }
 
 // TestBridgeTool: a Starlark tool reaches Qwen Code through the bridge,
-// offered from the first model request, and runs once.
+// offered from the first model request; each call asks AML, which allows
+// the granted tool, and runs once; and the model gateway counts exactly
+// the usage the fake model reported for every request, once (Qwen Code's
+// own ACP report of the turn is not added).
 func TestBridgeTool(t *testing.T) {
 	model, provider := setup(t)
 	var calls atomic.Int64
 	rec := &tracetest.Recorder{}
-	out, err := evaluate(t, &eval.Agent{Provider: provider(qwen.Options{}),
-		Children: []any{&eval.ToolGrant{Tool: lookupTool(&calls)}, `CALL lookup {"id": 9}`}}, rec)
-
+	var spent eval.Usage
+	rt, _ := eval.New(eval.Options{Trace: []eval.TraceSink{rec}, OnFinish: func(ev eval.FinishEvent) { spent = ev.Usage }})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := rt.Evaluate(ctx, &eval.Agent{Provider: provider(qwen.Options{}),
+		Children: []any{&eval.ToolGrant{Tool: lookupTool(&calls)}, "CALL lookup {\"id\": 9}\nCALL lookup {\"id\": 4}"}})
 	if err != nil {
 		dump(t, model)
 		t.Fatal(err)
 	}
-	if calls.Load() != 1 || out != "RESULT: Record 9" {
+	requests := int64(len(model.Requests()))
+	if calls.Load() != 2 || out != "RESULT: Record 4" || requests != 3 {
 		dump(t, model)
-		t.Fatalf("calls %d, result %q", calls.Load(), out)
+		t.Fatalf("calls %d, result %q, %d model requests", calls.Load(), out, requests)
 	}
 	if first := model.Requests()[0]; !slices.Contains(first.Tools, "mcp__aml__lookup") {
 		t.Fatalf("the first model request offers %v, without the bridge's tool", first.Tools)
 	}
-	// Qwen Code asked AML, which allowed the granted tool.
 	var granted int
 	for _, e := range rec.Named("acp.session.permission") {
 		if e.Attributes["granted"] == true && e.Attributes["decision"] == "allow_once" {
 			granted++
 		}
 	}
-	if granted != 1 {
-		t.Fatalf("granted permission requests = %d, want 1", granted)
+	if granted != 2 {
+		t.Fatalf("granted permission requests = %d, want 2", granted)
+	}
+	if spent.InputTokens != 10*requests || spent.OutputTokens != 5*requests || spent.ModelCalls != requests {
+		t.Fatalf("counted %+v for %d model requests of 10 and 5 tokens", spent, requests)
 	}
 }
 
@@ -206,35 +223,23 @@ func TestMCPGrants(t *testing.T) {
 
 // TestReadOnly: under filesystem "read-only", shell=False and
 // network=False the model is offered none of the tools that write files,
-// run commands or fetch; with every permission it is offered them;
-// reading stays.
+// run commands or fetch (TestTurns shows them offered otherwise); reading
+// stays.
 func TestReadOnly(t *testing.T) {
 	model, provider := setup(t)
-	p := provider(qwen.Options{})
-	offered := func(perms *eval.Permissions) []string {
-		t.Helper()
-		before := len(model.Requests())
-		if _, err := evaluate(t, &eval.Agent{Provider: p, Permissions: perms, Children: []any{"which tools?"}}, nil); err != nil {
-			dump(t, model)
-			t.Fatal(err)
-		}
-		return model.Requests()[before].Tools
+	if _, err := evaluate(t, &eval.Agent{Provider: provider(qwen.Options{}), Permissions: &eval.Permissions{Filesystem: eval.ReadOnly},
+		Children: []any{"which tools?"}}, nil); err != nil {
+		dump(t, model)
+		t.Fatal(err)
 	}
-	withheld := slices.Concat(qwen.ReadOnlyExcluded, qwen.ShellExcluded, qwen.NetworkExcluded)
-	strict := offered(&eval.Permissions{Filesystem: eval.ReadOnly})
-	for _, name := range withheld {
+	strict := model.Requests()[0].Tools
+	for _, name := range slices.Concat(qwen.ReadOnlyExcluded, qwen.ShellExcluded, qwen.NetworkExcluded) {
 		if slices.Contains(strict, name) {
 			t.Errorf("read-only, no shell, no network: %s offered (%v)", name, strict)
 		}
 	}
 	if !slices.Contains(strict, "read_file") || !slices.Contains(strict, "grep_search") {
 		t.Errorf("read-only: the reading tools are not offered (%v)", strict)
-	}
-	open := offered(&eval.Permissions{Filesystem: eval.ReadWrite, Shell: true, Network: true})
-	for _, name := range []string{"write_file", "edit", "run_shell_command", "web_fetch"} {
-		if !slices.Contains(open, name) {
-			t.Errorf("every permission: %s not offered (%v)", name, open)
-		}
 	}
 }
 
