@@ -113,6 +113,10 @@ type Launch struct {
 	// assembled text could no longer tell apart from the answer. The
 	// update is still traced.
 	DropMessageChunk func(text string) bool
+	// SessionMeta is the _meta of session/new, for agents that take
+	// options there (Claude Code's adapter takes its system prompt as
+	// _meta.systemPrompt); nil sends none.
+	SessionMeta map[string]any
 	// SystemHandled reports that the launch already delivers the system
 	// text (for example as agent configuration); otherwise it becomes a
 	// first-turn <SYSTEM> prelude.

@@ -156,3 +156,30 @@ func TestCredentialHint(t *testing.T) {
 		t.Fatalf("inside a sandbox the host environment does not count: %q", h)
 	}
 }
+
+// TestSessionMeta: a launch's SessionMeta reaches the agent as the _meta
+// of session/new; a launch without one sends none.
+func TestSessionMeta(t *testing.T) {
+	cmd, env := acptest.Command()
+	for _, tc := range []struct {
+		meta map[string]any
+		want string
+	}{
+		{map[string]any{"systemPrompt": map[string]any{"append": "Be brief."}}, `{"systemPrompt":{"append":"Be brief."}}`},
+		{nil, `null`},
+	} {
+		p, err := acp.New(acp.Config{Name: "meta", Command: "unused", Profile: func(context.Context, acp.LaunchContext) (*acp.Launch, error) {
+			return &acp.Launch{Command: cmd, Env: env, SessionMeta: tc.meta}, nil
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := p.Run(context.Background(), &eval.AgentRequest{Prompt: "meta"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Text != tc.want {
+			t.Fatalf("session/new _meta = %s, want %s", resp.Text, tc.want)
+		}
+	}
+}

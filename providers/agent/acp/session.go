@@ -239,7 +239,7 @@ func (s *session) open(ctx context.Context) error {
 	}
 	var created acpsdk.NewSessionResponse
 	if err := s.handshake(ctx, "session/new", func(c context.Context) (err error) {
-		created, err = s.conn.NewSession(c, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: servers})
+		created, err = s.conn.NewSession(c, acpsdk.NewSessionRequest{Cwd: cwd, McpServers: servers, Meta: s.launch.SessionMeta})
 		return err
 	}); err != nil {
 		return err

@@ -49,6 +49,7 @@
 //	                  dollars
 //	mcp               says the MCP servers session/new received (JSON)
 //	cwd               says the session cwd
+//	meta              says the _meta session/new received (JSON)
 //	argv              says the process arguments, one per line
 //	config            says the session configuration set through
 //	                  session/set_config_option, as "id=value" pairs
@@ -185,6 +186,7 @@ type agent struct {
 	authed   bool
 	cwd      string
 	servers  []acpsdk.McpServer
+	meta     map[string]any
 	cancel   context.CancelFunc
 }
 
@@ -241,6 +243,7 @@ func (a *agent) NewSession(_ context.Context, r acpsdk.NewSessionRequest) (acpsd
 	}
 	a.cwd = r.Cwd
 	a.servers = r.McpServers
+	a.meta = r.Meta
 	model := acpsdk.SessionConfigOptionCategoryModel
 	thought := acpsdk.SessionConfigOptionCategoryThoughtLevel
 	values := func(vs ...string) acpsdk.SessionConfigSelectOptions {
@@ -386,6 +389,11 @@ func (a *agent) Prompt(ctx context.Context, r acpsdk.PromptRequest) (acpsdk.Prom
 			cwd := a.cwd
 			a.mu.Unlock()
 			err = chunk(cwd)
+		case "meta":
+			a.mu.Lock()
+			b, _ := json.Marshal(a.meta)
+			a.mu.Unlock()
+			err = chunk(string(b))
 		case "config":
 			a.mu.Lock()
 			keys := make([]string, 0, len(a.config))
