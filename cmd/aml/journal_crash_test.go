@@ -439,16 +439,17 @@ sleep 60
 main = component(_main)
 `
 
-// TestResumeEndsWhatTheKilledRunLeft kills aml while its script's
-// setsid writer runs, and resumes: the resume ends the writer before
-// the script runs again, and says so.
-func TestResumeEndsWhatTheKilledRunLeft(t *testing.T) {
-	bin := buildAMLRace(t, false)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "leftover.star"), []byte(leftoverWorkflow), 0o644); err != nil {
+// killJournaledRun writes workflow to name in a fresh directory, starts
+// aml run --journal j on it, SIGKILLs aml once the file marker exists in
+// that directory (what says is what the run did by then, for the error
+// when it never appears), and returns the directory and the run's id.
+func killJournaledRun(t *testing.T, bin, name, workflow, marker, says string) (dir, runID string) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(workflow), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "run", "--journal", "j", "leftover.star")
+	cmd := exec.Command(bin, "run", "--journal", "j", name)
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -457,17 +458,30 @@ func TestResumeEndsWhatTheKilledRunLeft(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "started")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, marker)); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
-			t.Fatalf("the script never started its writer:\n%s", stderr.String())
+			t.Fatalf("%s never happened:\n%s", says, stderr.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
+	m := runLine.FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no run id in:\n%s", stderr.String())
+	}
+	return dir, m[1]
+}
+
+// TestResumeEndsWhatTheKilledRunLeft kills aml while its script's
+// setsid writer runs, and resumes: the resume ends the writer before
+// the script runs again, and says so.
+func TestResumeEndsWhatTheKilledRunLeft(t *testing.T) {
+	bin := buildAMLRace(t, false)
+	dir, runID := killJournaledRun(t, bin, "leftover.star", leftoverWorkflow, "started", "the script's writer")
 	pidText, err := os.ReadFile(filepath.Join(dir, "writer.pid"))
 	if err != nil {
 		t.Fatal(err)
@@ -480,11 +494,7 @@ func TestResumeEndsWhatTheKilledRunLeft(t *testing.T) {
 	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || strings.Contains(string(st), ") Z ") {
 		t.Fatalf("the writer %d did not outlive the killed aml, so the test proves nothing: %v %s", pid, err, st)
 	}
-	m := runLine.FindStringSubmatch(stderr.String())
-	if m == nil {
-		t.Fatalf("no run id in:\n%s", stderr.String())
-	}
-	resume := exec.Command(bin, "resume", m[1], "--journal", "j")
+	resume := exec.Command(bin, "resume", runID, "--journal", "j")
 	resume.Dir = dir
 	var out, rerr bytes.Buffer
 	resume.Stdout, resume.Stderr = &out, &rerr
@@ -496,7 +506,7 @@ func TestResumeEndsWhatTheKilledRunLeft(t *testing.T) {
 	}
 	// The writer, its sleep, and what else the script's process group
 	// left: at least one.
-	if !regexp.MustCompile(`ended [1-9][0-9]* process\(es\) that the interrupted run of ` + m[1] + ` left running`).MatchString(rerr.String()) {
+	if !regexp.MustCompile(`ended [1-9][0-9]* process\(es\) that the interrupted run of ` + runID + ` left running`).MatchString(rerr.String()) {
 		t.Fatalf("the resume did not say what it ended:\n%s", rerr.String())
 	}
 }
@@ -526,36 +536,9 @@ main = component(_main)
 // resume that started from zero would finish all six).
 func TestKilledRunKeepsItsSpend(t *testing.T) {
 	bin := buildAMLRace(t, false)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "spend.star"), []byte(spendWorkflow), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "run", "--journal", "j", "spend.star")
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "reached")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("the run never reached its script:\n%s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
-	m := runLine.FindStringSubmatch(stderr.String())
-	if m == nil {
-		t.Fatalf("no run id in:\n%s", stderr.String())
-	}
+	dir, runID := killJournaledRun(t, bin, "spend.star", spendWorkflow, "reached", "the run's script")
 	resume := func(args ...string) (string, int) {
-		c := exec.Command(bin, append([]string{"resume", m[1], "--journal", "j"}, args...)...)
+		c := exec.Command(bin, append([]string{"resume", runID, "--journal", "j"}, args...)...)
 		c.Dir = dir
 		out, _ := c.CombinedOutput()
 		return string(out), c.ProcessState.ExitCode()
