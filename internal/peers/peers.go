@@ -13,10 +13,31 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aml-go/aml/eval"
 )
 
 // EverythingPkg is the MCP reference server .ci/run installs.
 const EverythingPkg = "@modelcontextprotocol/server-everything@2026.8.31"
+
+// EverythingTransport is one way to reach the MCP reference server.
+type EverythingTransport struct {
+	// Name is "stdio" or "http".
+	Name      string
+	Transport eval.MCPTransport
+}
+
+// EverythingTransports returns the MCP reference server over stdio and
+// over streamable HTTP (started for the rest of t), for the tests of an
+// agent's mcp() grants, or skips t when the server is not installed.
+func EverythingTransports(t testing.TB) []EverythingTransport {
+	t.Helper()
+	bin := Bin(t, "mcp-server-everything", EverythingPkg)
+	return []EverythingTransport{
+		{"stdio", eval.MCPTransport{Type: "stdio", Command: bin, Args: []string{"stdio"}}},
+		{"http", eval.MCPTransport{Type: "streamable-http", URL: EverythingHTTP(t)}},
+	}
+}
 
 // EverythingHTTP starts the MCP reference server over streamable HTTP on
 // a free loopback port for the rest of t and returns its URL, or skips t

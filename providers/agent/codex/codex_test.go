@@ -136,22 +136,15 @@ func TestStructuredResult(t *testing.T) {
 // TestMCPGrants: mcp() grants of the MCP reference server, over stdio and
 // over streamable HTTP, reach Codex, which calls their tools.
 func TestMCPGrants(t *testing.T) {
-	everything := peers.Bin(t, "mcp-server-everything", peers.EverythingPkg)
-	for _, tc := range []struct {
-		name      string
-		transport eval.MCPTransport
-	}{
-		{"stdio", eval.MCPTransport{Type: "stdio", Command: everything, Args: []string{"stdio"}}},
-		{"http", eval.MCPTransport{Type: "streamable-http", URL: peers.EverythingHTTP(t)}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range peers.EverythingTransports(t) {
+		t.Run(tc.Name, func(t *testing.T) {
 			model, p := setup(t, nil)
-			srv := &eval.MCPServer{Name: "everything", Transport: tc.transport}
-			out, err := evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-` + tc.name + `"}`}}, nil)
+			srv := &eval.MCPServer{Name: "everything", Transport: tc.Transport}
+			out, err := evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-` + tc.Name + `"}`}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(out, "Echo: via-"+tc.name) {
+			if !strings.Contains(out, "Echo: via-"+tc.Name) {
 				var tools [][]string
 				for _, r := range model.Requests() {
 					tools = append(tools, r.Tools)

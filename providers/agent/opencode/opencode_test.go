@@ -15,11 +15,8 @@ import (
 	"github.com/aml-go/aml/providers/agent/opencode"
 )
 
-// The versions .ci/run installs.
-const (
-	opencodePkg   = "opencode-ai@1.18.33"
-	everythingPkg = "@modelcontextprotocol/server-everything@2026.8.31"
-)
+// opencodePkg is the version .ci/run installs.
+const opencodePkg = "opencode-ai@1.18.33"
 
 // setup starts the fake model and returns an OpenCode provider wired to it
 // with isolated state.
@@ -136,25 +133,18 @@ func TestToolAndFollowUp(t *testing.T) {
 // TestMCPGrant: explicit mcp() grants of the MCP reference server, over
 // stdio and over streamable HTTP, used by the agent.
 func TestMCPGrant(t *testing.T) {
-	everything := peers.Bin(t, "mcp-server-everything", everythingPkg)
-	for _, tc := range []struct {
-		name      string
-		transport eval.MCPTransport
-	}{
-		{"stdio", eval.MCPTransport{Type: "stdio", Command: everything, Args: []string{"stdio"}}},
-		{"http", eval.MCPTransport{Type: "streamable-http", URL: peers.EverythingHTTP(t)}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range peers.EverythingTransports(t) {
+		t.Run(tc.Name, func(t *testing.T) {
 			_, provider := setup(t)
-			srv := &eval.MCPServer{Name: "everything", Transport: tc.transport}
+			srv := &eval.MCPServer{Name: "everything", Transport: tc.Transport}
 			out, err := evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), Children: []any{
 				&eval.MCPGrant{Server: srv},
-				`CALL echo {"message": "via-` + tc.name + `"}`,
+				`CALL echo {"message": "via-` + tc.Name + `"}`,
 			}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(out, "Echo: via-"+tc.name) {
+			if !strings.Contains(out, "Echo: via-"+tc.Name) {
 				t.Fatalf("result = %q", out)
 			}
 		})

@@ -191,23 +191,16 @@ func TestToolThroughMCPAdapter(t *testing.T) {
 func TestMCPGrants(t *testing.T) {
 	_, o := setup(t)
 	peers.Bin(t, "pi-mcp-adapter", mcpAdapterPkg)
-	everything := peers.Bin(t, "mcp-server-everything", peers.EverythingPkg)
 	o.MCPAdapterPath = filepath.Join(peers.Dir(), "node_modules", "pi-mcp-adapter", "index.ts")
-	for _, tc := range []struct {
-		name      string
-		transport eval.MCPTransport
-	}{
-		{"stdio", eval.MCPTransport{Type: "stdio", Command: everything, Args: []string{"stdio"}}},
-		{"http", eval.MCPTransport{Type: "streamable-http", URL: peers.EverythingHTTP(t)}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range peers.EverythingTransports(t) {
+		t.Run(tc.Name, func(t *testing.T) {
 			model := fakemodel.Start(func(r *fakemodel.Request) fakemodel.Reply {
 				for _, m := range r.Messages {
 					if m.Role == "tool" {
 						return fakemodel.Reply{Text: "RESULT: " + m.Text}
 					}
 				}
-				return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: "mcp", Arguments: `{"server":"everything","tool":"echo","args":{"message":"via-` + tc.name + `"}}`}}}
+				return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: "mcp", Arguments: `{"server":"everything","tool":"echo","args":{"message":"via-` + tc.Name + `"}}`}}}
 			})
 			defer model.Close()
 			oo := *o
@@ -219,12 +212,12 @@ func TestMCPGrants(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv := &eval.MCPServer{Name: "everything", Transport: tc.transport}
+			srv := &eval.MCPServer{Name: "everything", Transport: tc.Transport}
 			out, err := evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.MCPGrant{Server: srv}, "Echo it."}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.Contains(out, "Echo: via-"+tc.name) {
+			if !strings.Contains(out, "Echo: via-"+tc.Name) {
 				for i, r := range model.Requests() {
 					for _, m := range r.Messages {
 						t.Logf("request %d: %s %.300q", i, m.Role, m.Text)

@@ -19,11 +19,8 @@ import (
 	"github.com/aml-go/aml/providers/agent/qwen"
 )
 
-// The versions .ci/run installs.
-const (
-	qwenPkg       = "@qwen-code/qwen-code@0.24.4"
-	everythingPkg = peers.EverythingPkg
-)
+// qwenPkg is the version .ci/run installs.
+const qwenPkg = "@qwen-code/qwen-code@0.24.4"
 
 // setup starts the fake model and returns it with a function that makes
 // a Qwen Code provider reaching it.
@@ -195,25 +192,18 @@ func TestStructuredResult(t *testing.T) {
 // TestMCPGrants: granted MCP servers, over stdio and over streamable
 // HTTP, reach Qwen Code, which calls their tools.
 func TestMCPGrants(t *testing.T) {
-	everything := peers.Bin(t, "mcp-server-everything", everythingPkg)
-	for _, tc := range []struct {
-		name      string
-		transport eval.MCPTransport
-	}{
-		{"stdio", eval.MCPTransport{Type: "stdio", Command: everything, Args: []string{"stdio"}}},
-		{"http", eval.MCPTransport{Type: "streamable-http", URL: peers.EverythingHTTP(t)}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range peers.EverythingTransports(t) {
+		t.Run(tc.Name, func(t *testing.T) {
 			model, provider := setup(t)
-			srv := &eval.MCPServer{Name: "everything", Transport: tc.transport}
+			srv := &eval.MCPServer{Name: "everything", Transport: tc.Transport}
 			out, err := evaluate(t, &eval.Agent{Provider: provider(qwen.Options{}), Children: []any{
-				&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-` + tc.name + `"}`,
+				&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-` + tc.Name + `"}`,
 			}}, nil)
 			if err != nil {
 				dump(t, model)
 				t.Fatal(err)
 			}
-			if out != "RESULT: Echo: via-"+tc.name {
+			if out != "RESULT: Echo: via-"+tc.Name {
 				dump(t, model)
 				t.Fatalf("result = %q", out)
 			}
