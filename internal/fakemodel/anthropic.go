@@ -9,7 +9,8 @@ import (
 // messages serves Anthropic's Messages API (POST /v1/messages), streamed
 // and not, with tool use. The request fields it honours: model, stream,
 // system (a string or text blocks), messages (string content, or text,
-// tool_use and tool_result blocks) and tools (their names). Every answer
+// tool_use and tool_result blocks), tools (their names) and
+// output_config.format (a json_schema, Request.Schema). Every answer
 // reports 10 input and 5 output tokens: message_start says the input and
 // one output token, message_delta the output so far, as the service does.
 func (s *Server) messages(w http.ResponseWriter, hr *http.Request) {
@@ -24,6 +25,12 @@ func (s *Server) messages(w http.ResponseWriter, hr *http.Request) {
 		Tools []struct {
 			Name string `json:"name"`
 		} `json:"tools"`
+		OutputConfig struct {
+			Format struct {
+				Type   string         `json:"type"`
+				Schema map[string]any `json:"schema"`
+			} `json:"format"`
+		} `json:"output_config"`
 	}
 	raw, err := readBody(hr)
 	if err == nil {
@@ -38,6 +45,9 @@ func (s *Server) messages(w http.ResponseWriter, hr *http.Request) {
 		return
 	}
 	req := &Request{API: "messages", Model: body.Model, Stream: body.Stream, Raw: raw}
+	if f := body.OutputConfig.Format; f.Type == "json_schema" {
+		req.Schema = f.Schema
+	}
 	for _, t := range body.Tools {
 		req.Tools = append(req.Tools, t.Name)
 	}

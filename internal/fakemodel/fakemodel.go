@@ -48,6 +48,9 @@ type Request struct {
 	Messages []Message
 	// Tools are the names of the offered tools.
 	Tools []string
+	// Schema is the JSON schema the request asks the answer to follow
+	// (structured output), nil when it names none.
+	Schema map[string]any
 	// Raw is the request body.
 	Raw json.RawMessage
 }
@@ -117,8 +120,15 @@ func (s *Server) record(r *Request) string {
 	return fmt.Sprintf("%d", s.seq)
 }
 
-// Script is the default directive interpreter (see the package doc).
+// Script is the default directive interpreter (see the package doc). A
+// request that names a schema for its answer (structured output) is
+// answered with the smallest value of that schema, as JSON text
+// (SchemaValue).
 func Script(r *Request) Reply {
+	if r.Schema != nil {
+		b, _ := json.Marshal(SchemaValue(r.Schema))
+		return Reply{Text: string(b)}
+	}
 	last := -1
 	for i, m := range r.Messages {
 		if m.Role == "user" {
@@ -154,6 +164,44 @@ func Script(r *Request) Reply {
 		return Reply{ToolCalls: []ToolCall{calls[done]}}
 	}
 	return Reply{Text: "RESULT: " + lastResult}
+}
+
+// SchemaValue returns the smallest value of a JSON schema: an object of
+// its required properties, each the smallest value of its own schema; the
+// first of an enum or const; "fake" for a string, 0 for a number, false
+// for a boolean, an empty list for an array, and nil for anything else.
+func SchemaValue(schema map[string]any) any {
+	if c, ok := schema["const"]; ok {
+		return c
+	}
+	if e, ok := schema["enum"].([]any); ok && len(e) > 0 {
+		return e[0]
+	}
+	typ := schema["type"]
+	if list, ok := typ.([]any); ok && len(list) > 0 {
+		typ = list[0]
+	}
+	switch typ {
+	case "object":
+		out := map[string]any{}
+		props, _ := schema["properties"].(map[string]any)
+		required, _ := schema["required"].([]any)
+		for _, r := range required {
+			name, _ := r.(string)
+			sub, _ := props[name].(map[string]any)
+			out[name] = SchemaValue(sub)
+		}
+		return out
+	case "string":
+		return "fake"
+	case "number", "integer":
+		return 0
+	case "boolean":
+		return false
+	case "array":
+		return []any{}
+	}
+	return nil
 }
 
 // contextElements are the elements agents put before the prompt in a user

@@ -186,3 +186,21 @@ func TestMessagesToolUseThenResult(t *testing.T) {
 		t.Fatalf("a bad request: %d %v", resp.StatusCode, e)
 	}
 }
+
+// TestMessagesStructuredOutput: a request whose output_config names a
+// JSON schema is answered with a value of that schema, whatever its
+// message says.
+func TestMessagesStructuredOutput(t *testing.T) {
+	s := Start(nil)
+	defer s.Close()
+	schema := `{"type":"object","properties":{"title":{"type":"string"},"n":{"type":"integer"},"kind":{"enum":["a","b"]},"note":{"type":"string"}},"required":["title","n","kind"]}`
+	got := post(t, s.AnthropicURL+"/v1/messages", `{"model":"m","max_tokens":100,"output_config":{"format":{"type":"json_schema","schema":`+schema+`}},`+
+		`"messages":[{"role":"user","content":"CALL lookup {}"}]}`)
+	text := got[0]["content"].([]any)[0].(map[string]any)["text"]
+	if text != `{"kind":"a","n":0,"title":"fake"}` {
+		t.Fatalf("answer %v", got[0])
+	}
+	if r := s.Requests()[0]; r.Schema == nil || r.Schema["required"] == nil {
+		t.Fatalf("recorded schema %v", r.Schema)
+	}
+}
