@@ -194,3 +194,50 @@ func SharedCache(env map[string]string, local bool, name, sub string) string {
 	}
 	return filepath.Join(dir, "aml", sub)
 }
+
+// SettingsFile returns an agent's settings file as indented JSON: user's
+// settings with fixed set over them, key by key; where both hold a dict
+// under one key the two are merged the same way, so that a user's other
+// keys in that section stay. factory names the profile in errors, for a
+// user value that is not a dict where fixed holds one.
+func SettingsFile(factory string, user, fixed map[string]any) ([]byte, error) {
+	out, err := overlay(factory, "settings", user, fixed)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("%s: settings are not JSON data: %w", factory, err)
+	}
+	return b, nil
+}
+
+// overlay returns base with fixed set over it (see SettingsFile); neither
+// argument is changed.
+func overlay(factory, path string, base, fixed map[string]any) (map[string]any, error) {
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]any{}
+	}
+	for k, v := range fixed {
+		sub, ok := v.(map[string]any)
+		if !ok {
+			out[k] = v
+			continue
+		}
+		var under map[string]any
+		switch u := out[k].(type) {
+		case nil:
+		case map[string]any:
+			under = u
+		default:
+			return nil, fmt.Errorf("%s: %s[%q] must be a dict, got %T", factory, path, k, u)
+		}
+		merged, err := overlay(factory, fmt.Sprintf("%s[%q]", path, k), under, sub)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = merged
+	}
+	return out, nil
+}

@@ -36,9 +36,7 @@ package qwen
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -77,17 +75,17 @@ var NetworkExcluded = []string{"web_fetch", "web_search"}
 const defaultBaseURL = "https://api.openai.com/v1"
 
 // amlSettings are the settings AML sets over Options.Settings.
-var amlSettings = map[string]map[string]any{
-	"memory":    {"enableManagedAutoMemory": false, "enableManagedAutoDream": false, "enableAutoSkill": false},
-	"ui":        {"enableFollowupSuggestions": false},
-	"privacy":   {"usageStatisticsEnabled": false},
-	"telemetry": {"enabled": false},
-	"tools":     {"toolSearch": map[string]any{"enabled": false}},
+var amlSettings = map[string]any{
+	"memory":    map[string]any{"enableManagedAutoMemory": false, "enableManagedAutoDream": false, "enableAutoSkill": false},
+	"ui":        map[string]any{"enableFollowupSuggestions": false},
+	"privacy":   map[string]any{"usageStatisticsEnabled": false},
+	"telemetry": map[string]any{"enabled": false},
+	"tools":     map[string]any{"toolSearch": map[string]any{"enabled": false}},
 }
 
 // New returns the Qwen Code agent provider.
 func New(o Options) (*acp.Provider, error) {
-	settings, err := settingsFile(o.Settings)
+	settings, err := acp.SettingsFile("qwen_agent", o.Settings, amlSettings)
 	if err != nil {
 		return nil, err
 	}
@@ -162,38 +160,4 @@ func baseURL(option string, env map[string]string, local bool) string {
 		}
 	}
 	return defaultBaseURL
-}
-
-// settingsFile is the user settings file: user's settings with AML's keys
-// set over them.
-func settingsFile(user map[string]any) ([]byte, error) {
-	out := maps.Clone(user)
-	if out == nil {
-		out = map[string]any{}
-	}
-	for section, keys := range amlSettings {
-		merged := map[string]any{}
-		if m, ok := out[section].(map[string]any); ok {
-			maps.Copy(merged, m)
-		} else if v, ok := out[section]; ok && v != nil {
-			return nil, fmt.Errorf("qwen_agent: settings[%q] must be a dict, got %T", section, v)
-		}
-		for k, v := range keys {
-			if sub, ok := v.(map[string]any); ok {
-				inner := map[string]any{}
-				if m, ok := merged[k].(map[string]any); ok {
-					maps.Copy(inner, m)
-				}
-				maps.Copy(inner, sub)
-				v = inner
-			}
-			merged[k] = v
-		}
-		out[section] = merged
-	}
-	b, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("qwen_agent: settings are not JSON data: %w", err)
-	}
-	return b, nil
 }
