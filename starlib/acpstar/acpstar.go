@@ -7,6 +7,7 @@ import (
 	"go.starlark.net/starlark"
 
 	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/agent/claude"
 	"github.com/aml-go/aml/providers/agent/codex"
 	"github.com/aml-go/aml/providers/agent/copilot"
 	"github.com/aml-go/aml/providers/agent/glm"
@@ -30,7 +31,7 @@ type Options struct {
 // New returns the extension that adds the ACP agent factories to
 // workflows loaded with it (starlib.LoadOptions.Extensions): acp_agent
 // for any ACP executable and the opencode_agent, codex_agent,
-// copilot_agent, glm_agent, pi_agent and qwen_agent profiles. Every provider they
+// copilot_agent, glm_agent, pi_agent, qwen_agent and claude_agent profiles. Every provider they
 // build gets o's relay and version.
 func New(o Options) *starlib.Extension {
 	bs := make([]*starlib.Builtin, len(factories))
@@ -333,6 +334,36 @@ Each session runs with a private HOME holding Qwen Code's user settings: setting
 		}
 		b.NoMeter = !c.Bool("meter", true)
 		p, err := qwen.New(qwen.Options{Base: b, BaseURL: c.Str("base_url"), APIKey: c.Str("api_key"), Settings: settings})
+		return provider(c, p, err)
+	}},
+	{starlib.Builtin{
+		Name:  "claude_agent",
+		Group: "providers",
+		Doc: `Returns the Claude Code agent provider: "claude-agent-acp" (Claude Code through its ACP adapter, from @agentclientprotocol/claude-agent-acp) over AML's ACP session engine, against an Anthropic-compatible model endpoint.
+
+Each session runs with a private CLAUDE_CONFIG_DIR and HOME holding Claude Code's user settings: settings= first, then effort= as effortLevel, then AML's own keys, which turn off prompt suggestions, automatic memory, telemetry, error reports, the auto-updater and the deferred tool search (every tool, AML's tool bridge included, is offered to the model directly), and keep the permission mode "default" (neither auto mode, whose classifier makes model calls of its own, nor bypass). The adapter names each session once, with one small model call of its own, metered like every call. The model is agent(model=), else model= (ANTHROPIC_MODEL, also for Claude Code's background work); the AML system text is appended to Claude Code's system prompt. The endpoint is base_url=, else ANTHROPIC_BASE_URL, else https://api.anthropic.com, reached through AML's model gateway; the key is api_key=, else ANTHROPIC_API_KEY. Permissions are disallowed tools (the tool is not offered): filesystem "read-only" withholds Write, Edit, MultiEdit, NotebookEdit and the worktree tools, shell=False Bash and the tools that run or watch commands, network=False WebFetch and WebSearch; Claude Code asks AML before the others run. Starlark tools, structured results and mcp() grants (stdio and streamable HTTP) reach it through session/new. Credentials never reach traces or errors.`,
+		Params: shared{command: "claude-agent-acp", commandDoc: "The Claude Code ACP adapter executable.", name: "claude",
+			envDoc: "Environment variables for Claude Code (str to str).", argsDoc: "Arguments of the adapter."}.params(
+			starlib.Param{Name: "model", Type: "str | None", Default: "None", Doc: "Fallback model, as the endpoint names it."},
+			starlib.Param{Name: "base_url", Type: "str | None", Default: "None", Doc: "The Anthropic-compatible endpoint (default: ANTHROPIC_BASE_URL, else https://api.anthropic.com)."},
+			starlib.Param{Name: "api_key", Type: "str | None", Default: "None", Secret: true, Doc: "The endpoint's key (ANTHROPIC_API_KEY); prefer env()."},
+			starlib.Param{Name: "effort", Type: "str | None", Default: "None", Doc: `Claude Code's effort level: "low", "medium", "high", "xhigh" or "max" (for models that take one).`},
+			starlib.Param{Name: "settings", Type: "dict", Default: "{}", Doc: "Claude Code user settings (JSON data), under AML's own keys."},
+			meterParam,
+		),
+		Returns: "an agent provider",
+		Example: `claude = claude_agent(model = "claude-sonnet-4-5", api_key = env("ANTHROPIC_API_KEY"), effort = "high")`,
+	}, func(o Options, c *starlib.Call) (starlark.Value, error) {
+		b, err := base(o, c, "working_directory", c.Str("model"), "base_url", "api_key", "effort")
+		if err != nil {
+			return nil, err
+		}
+		settings, err := c.JSON("settings")
+		if err != nil {
+			return nil, err
+		}
+		b.NoMeter = !c.Bool("meter", true)
+		p, err := claude.New(claude.Options{Base: b, BaseURL: c.Str("base_url"), APIKey: c.Str("api_key"), Effort: c.Str("effort"), Settings: settings})
 		return provider(c, p, err)
 	}},
 }

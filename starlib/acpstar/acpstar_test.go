@@ -21,7 +21,7 @@ func TestExtensionFactories(t *testing.T) {
 			t.Errorf("%s: incomplete catalog entry", b.Name)
 		}
 	}
-	want := []string{"acp_agent", "opencode_agent", "codex_agent", "copilot_agent", "glm_agent", "pi_agent", "qwen_agent"}
+	want := []string{"acp_agent", "opencode_agent", "codex_agent", "copilot_agent", "glm_agent", "pi_agent", "qwen_agent", "claude_agent"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("builtins %v, want %v", names, want)
 	}
@@ -50,6 +50,7 @@ providers = [
     glm_agent(name = "gl", max_tokens = 10),
     pi_agent(name = "p"),
     qwen_agent(name = "q", settings = {"ui": {"theme": "dark"}}),
+    claude_agent(name = "cl", effort = "high", settings = {"permissions": {"allow": ["Read"]}}),
 ]
 `
 	w, err := starlib.LoadFile("f.star", starlib.LoadOptions{Source: []byte(src), Extensions: []*starlib.Extension{ext}})
@@ -57,10 +58,10 @@ providers = [
 		t.Fatal(err)
 	}
 	ps, _ := w.Globals["providers"].(*starlark.List)
-	if ps == nil || ps.Len() != 7 {
+	if ps == nil || ps.Len() != 8 {
 		t.Fatalf("providers = %v", w.Globals["providers"])
 	}
-	for i, name := range []string{"mine", "oc", "cx", "cp", "gl", "p", "q"} {
+	for i, name := range []string{"mine", "oc", "cx", "cp", "gl", "p", "q", "cl"} {
 		v, ok := ps.Index(i).(*starlib.AgentProviderValue)
 		if !ok || v.Provider.Name() != name {
 			t.Errorf("provider %d = %v, want one named %q", i, ps.Index(i), name)
@@ -73,5 +74,9 @@ providers = [
 	_, err = starlib.Run(context.Background(), "g.star", "", starlib.LoadOptions{Source: []byte("p = qwen_agent(settings = {\"ui\": 3})\n"), Extensions: []*starlib.Extension{ext}}, eval.Options{})
 	if err == nil || !strings.Contains(err.Error(), `qwen_agent: settings["ui"] must be a dict`) {
 		t.Fatalf("bad settings: %v", err)
+	}
+	_, err = starlib.Run(context.Background(), "g.star", "", starlib.LoadOptions{Source: []byte("p = claude_agent(effort = \"huge\")\n"), Extensions: []*starlib.Extension{ext}}, eval.Options{})
+	if err == nil || !strings.Contains(err.Error(), `claude_agent: effort "huge" is not one of`) {
+		t.Fatalf("bad effort: %v", err)
 	}
 }
