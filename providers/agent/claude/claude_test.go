@@ -3,15 +3,14 @@ package claude_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/agentcancel"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
 	"github.com/aml-go/aml/internal/tracetest"
@@ -253,67 +252,15 @@ func TestReadOnly(t *testing.T) {
 }
 
 // TestCancelEndsTheProcessTree: cancelling a run mid-turn, while the
-// model has not answered, ends Claude Code and every process it started.
+// model has not answered, ends the agent and every process it started.
 func TestCancelEndsTheProcessTree(t *testing.T) {
-	release := make(chan struct{})
-	model := fakemodel.Start(func(r *fakemodel.Request) fakemodel.Reply {
-		select { // a model that never answers in time
-		case <-release:
-		case <-time.After(time.Minute):
-		}
-		return fakemodel.Reply{Text: "late"}
-	})
-	defer model.Close()
-	defer close(release)
 	bin := peers.Bin(t, "claude-agent-acp", claudePkg)
-	marker := fmt.Sprintf("AML_CLAUDE_TEST_MARKER=%d", time.Now().UnixNano())
-	name, value, _ := strings.Cut(marker, "=")
-	p, err := claude.New(claude.Options{Base: acp.Base{Command: bin, Model: "fake-model", WorkingDirectory: t.TempDir(),
-		Env: map[string]string{"ANTHROPIC_API_KEY": "sk-ant-fake", name: value}}, BaseURL: model.AnthropicURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, _ := eval.New(eval.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	var alive int
-	go func() {
-		for len(turns(model.Requests())) == 0 {
-			time.Sleep(20 * time.Millisecond)
-		}
-		alive = len(marked(marker))
-		cancel()
-	}()
-	start := time.Now()
-	if _, err := rt.Evaluate(ctx, &eval.Agent{Provider: p, Children: []any{"wait"}}); err == nil {
-		t.Fatal("the cancelled run succeeded")
-	}
-	if alive == 0 {
-		t.Fatal("no process of the session was found while it ran, so the test proves nothing")
-	}
-	if left := marked(marker); len(left) > 0 {
-		t.Fatalf("%d of the session's %d processes outlived the cancelled run (%v after the cancel): %v", len(left), alive, time.Since(start).Round(time.Millisecond), left)
-	}
-}
-
-// marked returns the processes whose environment holds marker.
-func marked(marker string) []string {
-	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+	agentcancel.Run(t, func(model *fakemodel.Server, env map[string]string) eval.AgentProvider {
+		env["ANTHROPIC_API_KEY"] = "sk-ant-fake"
+		p, err := claude.New(claude.Options{Base: acp.Base{Command: bin, Model: "fake-model", WorkingDirectory: t.TempDir(), Env: env}, BaseURL: model.AnthropicURL})
 		if err != nil {
-			continue
+			t.Fatal(err)
 		}
-		for _, kv := range strings.Split(string(env), "\x00") {
-			if kv == marker {
-				cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-				out = append(out, e.Name()+" "+strings.ReplaceAll(string(cmd), "\x00", " "))
-				break
-			}
-		}
-	}
-	return out
+		return p
+	})
 }

@@ -3,6 +3,7 @@ package codex_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/aml-go/aml/providers/agent/acp"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/agentcancel"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
 	"github.com/aml-go/aml/internal/tracetest"
@@ -30,9 +32,17 @@ func setup(t *testing.T, respond func(*fakemodel.Request) fakemodel.Reply) (*fak
 	codexBin := peers.Bin(t, "codex", codexPkg)
 	model := fakemodel.Start(respond)
 	t.Cleanup(model.Close)
+	return model, providerFor(t, adapter, codexBin, model, nil)
+}
+
+// providerFor makes a Codex provider against model, with extra added to
+// its environment.
+func providerFor(t *testing.T, adapter, codexBin string, model *fakemodel.Server, extra map[string]string) eval.AgentProvider {
 	dir := t.TempDir()
+	env := map[string]string{"FAKE_API_KEY": "sk-fake", "HOME": dir}
+	maps.Copy(env, extra)
 	p, err := codex.New(codex.Options{
-		Base:      acp.Base{Command: adapter, Model: "fake-model", WorkingDirectory: dir, Env: map[string]string{"FAKE_API_KEY": "sk-fake", "HOME": dir}},
+		Base:      acp.Base{Command: adapter, Model: "fake-model", WorkingDirectory: dir, Env: env},
 		CodexPath: codexBin,
 		Config: map[string]any{
 			"model_provider":              "fake",
@@ -46,7 +56,7 @@ func setup(t *testing.T, respond func(*fakemodel.Request) fakemodel.Reply) (*fak
 	if err != nil {
 		t.Fatal(err)
 	}
-	return model, p
+	return p
 }
 
 func evaluate(t *testing.T, node any, rec *tracetest.Recorder) (string, error) {
@@ -181,4 +191,15 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 			t.Fatalf("%s: tools offered %v, without exec_command", tc.fs, tools)
 		}
 	}
+}
+
+// TestCancelEndsTheProcessTree: cancelling a run mid-turn, while the
+// model has not answered, ends the adapter, Codex and every process they
+// started.
+func TestCancelEndsTheProcessTree(t *testing.T) {
+	adapter := peers.Bin(t, "codex-acp", codexACPPkg)
+	codexBin := peers.Bin(t, "codex", codexPkg)
+	agentcancel.Run(t, func(model *fakemodel.Server, env map[string]string) eval.AgentProvider {
+		return providerFor(t, adapter, codexBin, model, env)
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/agentcancel"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
 	"github.com/aml-go/aml/internal/tracetest"
@@ -50,7 +52,13 @@ func setup(t *testing.T, respond func(*fakemodel.Request) fakemodel.Reply, wire 
 	bin := cli(t)
 	model := fakemodel.Start(respond)
 	t.Cleanup(model.Close)
-	return model, func(o copilot.Options) eval.AgentProvider {
+	return model, providerFor(t, bin, model, wire, nil)
+}
+
+// providerFor returns a function that makes Copilot providers against
+// model, with extra added to their environment.
+func providerFor(t *testing.T, bin string, model *fakemodel.Server, wire string, extra map[string]string) func(copilot.Options) eval.AgentProvider {
+	return func(o copilot.Options) eval.AgentProvider {
 		if o.Command == "" {
 			o.Command = bin
 		}
@@ -66,6 +74,7 @@ func setup(t *testing.T, respond func(*fakemodel.Request) fakemodel.Reply, wire 
 		if wire != "" {
 			o.Env["COPILOT_PROVIDER_WIRE_API"] = wire
 		}
+		maps.Copy(o.Env, extra)
 		p, err := copilot.New(o)
 		if err != nil {
 			t.Fatal(err)
@@ -410,4 +419,14 @@ func TestInfoNoticesLeftOut(t *testing.T) {
 	if notices == 0 {
 		t.Fatal("Copilot sent no Info: notice, so the test proves nothing")
 	}
+}
+
+// TestCancelEndsTheProcessTree: cancelling a run mid-turn, while the
+// model has not answered, ends the Copilot CLI and every process it
+// started.
+func TestCancelEndsTheProcessTree(t *testing.T) {
+	bin := cli(t)
+	agentcancel.Run(t, func(model *fakemodel.Server, env map[string]string) eval.AgentProvider {
+		return providerFor(t, bin, model, "", env)(copilot.Options{})
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/agentcancel"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
 	"github.com/aml-go/aml/internal/tracetest"
@@ -239,4 +240,18 @@ func TestMCPGrants(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCancelEndsTheProcessTree: cancelling a run mid-turn, while the
+// model has not answered, ends the GLM adapter and every process it
+// started.
+func TestCancelEndsTheProcessTree(t *testing.T) {
+	bin := adapter(t)
+	agentcancel.Run(t, func(model *fakemodel.Server, env map[string]string) eval.AgentProvider {
+		p, err := glm.New(glm.Options{Base: acp.Base{Command: bin, Model: "fake-model", WorkingDirectory: t.TempDir(), Env: env}, APIKey: "sk-fake", BaseURL: model.URL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
 }

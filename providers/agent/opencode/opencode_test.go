@@ -3,12 +3,14 @@ package opencode_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/agentcancel"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
 	"github.com/aml-go/aml/internal/tracetest"
@@ -25,6 +27,12 @@ func setup(t *testing.T) (*fakemodel.Server, func(opts opencode.Options) eval.Ag
 	bin := peers.Bin(t, "opencode", opencodePkg)
 	model := fakemodel.Start(nil)
 	t.Cleanup(model.Close)
+	return model, providerFor(t, bin, model, nil)
+}
+
+// providerFor returns a function that makes OpenCode providers against
+// model, with extra added to their environment.
+func providerFor(t *testing.T, bin string, model *fakemodel.Server, extra map[string]string) func(opts opencode.Options) eval.AgentProvider {
 	home := t.TempDir()
 	cfg := map[string]any{
 		"autoupdate": false,
@@ -37,7 +45,7 @@ func setup(t *testing.T) (*fakemodel.Server, func(opts opencode.Options) eval.Ag
 		}},
 		"small_model": "fake/fake-model",
 	}
-	return model, func(o opencode.Options) eval.AgentProvider {
+	return func(o opencode.Options) eval.AgentProvider {
 		if o.Command == "" {
 			o.Command = bin
 		}
@@ -52,6 +60,7 @@ func setup(t *testing.T) (*fakemodel.Server, func(opts opencode.Options) eval.Ag
 			"OPENCODE_DISABLE_LSP_DOWNLOAD":       "1",
 			"OPENCODE_DISABLE_CLAUDE_CODE_PROMPT": "1",
 		}
+		maps.Copy(o.Env, extra)
 		p, err := opencode.New(o)
 		if err != nil {
 			t.Fatal(err)
@@ -193,4 +202,13 @@ func TestReadOnlyConfig(t *testing.T) {
 	if len(offered) == 0 {
 		t.Fatal("no tools offered at all")
 	}
+}
+
+// TestCancelEndsTheProcessTree: cancelling a run mid-turn, while the
+// model has not answered, ends OpenCode and every process it started.
+func TestCancelEndsTheProcessTree(t *testing.T) {
+	bin := peers.Bin(t, "opencode", opencodePkg)
+	agentcancel.Run(t, func(model *fakemodel.Server, env map[string]string) eval.AgentProvider {
+		return providerFor(t, bin, model, env)(opencode.Options{})
+	})
 }

