@@ -85,8 +85,9 @@ func evaluate(t *testing.T, node any, rec *tracetest.Recorder) (string, error) {
 }
 
 // TestToolAndFollowUp: a Starlark tool called by the real agent through
-// the AML bridge, its result reaching the model, then a follow-up turn in
-// the same session.
+// the AML bridge exactly once, its result reaching the model, then a
+// follow-up turn in the same session; the system text reaches the model
+// as the first turn's prelude.
 func TestToolAndFollowUp(t *testing.T) {
 	model, provider := setup(t)
 	var calls atomic.Int64
@@ -100,7 +101,7 @@ func TestToolAndFollowUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &tracetest.Recorder{}
-	out, err := evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), Children: []any{
+	out, err := evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), System: "Answer tersely.", Children: []any{
 		&eval.ToolGrant{Tool: tool},
 		`CALL lookup {"id": 7}`,
 		&eval.FollowUp{Children: []any{"Thanks, now say goodbye."}},
@@ -111,17 +112,21 @@ func TestToolAndFollowUp(t *testing.T) {
 	if calls.Load() != 1 {
 		t.Fatalf("the tool ran %d times", calls.Load())
 	}
-	// The tool result reached the model in the first turn.
-	var sawResult bool
+	// The tool result reached the model in the first turn, and the
+	// system text with the first prompt.
+	var sawResult, sawSystem bool
 	for _, r := range model.Requests() {
 		for _, m := range r.Messages {
 			if m.Role == "tool" && strings.Contains(m.Text, "Record 7") {
 				sawResult = true
 			}
+			if m.Role == "user" && strings.Contains(m.Text, "Answer tersely.") && strings.Contains(m.Text, "CALL lookup") {
+				sawSystem = true
+			}
 		}
 	}
-	if !sawResult {
-		t.Fatal("the model never received the tool result")
+	if !sawResult || !sawSystem {
+		t.Fatalf("the model received the tool result: %v; the system text with the first prompt: %v", sawResult, sawSystem)
 	}
 	if !strings.Contains(out, "FAKE-REPLY: Thanks, now say goodbye.") {
 		t.Fatalf("follow-up result = %q", out)
