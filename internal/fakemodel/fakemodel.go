@@ -1,8 +1,9 @@
 // Package fakemodel is a scriptable model server for end-to-end tests of
 // real agents offline. It speaks OpenAI's chat completions API (streamed
 // and not, with tool calls) and Responses API (server-sent events, with
-// function calls), and Anthropic's Messages API (streamed and not, with
-// tool use), and records every request.
+// function calls), Anthropic's Messages API (streamed and not, with
+// tool use) and Google's Gemini API (generateContent and
+// streamGenerateContent, with function calls), and records every request.
 //
 // The default script reads directives from the latest user message:
 //
@@ -15,8 +16,9 @@
 // result it received. A message without directives is answered with
 // "FAKE-REPLY: " and its first line. Context an agent puts before the
 // prompt is not part of the message: the <current_datetime> element
-// Copilot starts each user message with, and the <system-reminder>
-// elements of Qwen Code, are skipped.
+// Copilot starts each user message with, the <system-reminder>
+// elements of Qwen Code, and the <session_context> element the Gemini
+// CLI starts a session's first message with, are skipped.
 package fakemodel
 
 import (
@@ -41,7 +43,7 @@ type Message struct {
 
 // Request is one model request.
 type Request struct {
-	// API is "chat", "responses" or "messages".
+	// API is "chat", "responses", "messages" or "gemini".
 	API      string
 	Model    string
 	Stream   bool
@@ -74,6 +76,11 @@ type Server struct {
 	// AnthropicURL is the base URL of the Messages API, as Anthropic's
 	// clients take it (ANTHROPIC_BASE_URL): the server's root.
 	AnthropicURL string
+	// GeminiURL is the base URL of the Gemini API, as Google's clients
+	// take it (GOOGLE_GEMINI_BASE_URL, @google/genai's
+	// httpOptions.baseUrl): the server's root, to which they add the API
+	// version, /v1beta.
+	GeminiURL string
 
 	srv     *httptest.Server
 	respond func(*Request) Reply
@@ -93,12 +100,16 @@ func Start(respond func(*Request) Reply) *Server {
 	mux.HandleFunc("POST /v1/chat/completions", s.chat)
 	mux.HandleFunc("POST /v1/responses", s.responses)
 	mux.HandleFunc("POST /v1/messages", s.messages)
+	// A Gemini method is MODEL:METHOD, one path segment.
+	mux.HandleFunc("POST /v1beta/models/{rest}", s.gemini)
+	mux.HandleFunc("POST /v1/models/{rest}", s.gemini)
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, map[string]any{"object": "list", "data": []any{map[string]any{"id": "fake-model", "object": "model", "owned_by": "aml"}}})
 	})
 	s.srv = httptest.NewServer(mux)
 	s.URL = s.srv.URL + "/v1"
 	s.AnthropicURL = s.srv.URL
+	s.GeminiURL = s.srv.URL
 	return s
 }
 
@@ -168,8 +179,10 @@ func Script(r *Request) Reply {
 
 // SchemaValue returns the smallest value of a JSON schema: an object of
 // its required properties, each the smallest value of its own schema; the
-// first of an enum or const; "fake" for a string, 0 for a number, false
-// for a boolean, an empty list for an array, and nil for anything else.
+// first of an enum or const; "fake" for a string, its minimum (or 0) for
+// a number, false for a boolean, an empty list for an array, and nil for
+// anything else. Type names are read in either case, as Gemini's
+// responseSchema spells them in capitals.
 func SchemaValue(schema map[string]any) any {
 	if c, ok := schema["const"]; ok {
 		return c
@@ -180,6 +193,9 @@ func SchemaValue(schema map[string]any) any {
 	typ := schema["type"]
 	if list, ok := typ.([]any); ok && len(list) > 0 {
 		typ = list[0]
+	}
+	if t, ok := typ.(string); ok {
+		typ = strings.ToLower(t)
 	}
 	switch typ {
 	case "object":
@@ -195,6 +211,9 @@ func SchemaValue(schema map[string]any) any {
 	case "string":
 		return "fake"
 	case "number", "integer":
+		if m, ok := schema["minimum"].(float64); ok {
+			return m
+		}
 		return 0
 	case "boolean":
 		return false
@@ -205,8 +224,9 @@ func SchemaValue(schema map[string]any) any {
 }
 
 // contextElements are the elements agents put before the prompt in a user
-// message: Copilot's <current_datetime>, Qwen Code's <system-reminder>.
-var contextElements = []string{"current_datetime", "system-reminder"}
+// message: Copilot's <current_datetime>, Qwen Code's <system-reminder>,
+// the Gemini CLI's <session_context>.
+var contextElements = []string{"current_datetime", "system-reminder", "session_context"}
 
 // userText is a user message without the context elements an agent puts
 // before the prompt.

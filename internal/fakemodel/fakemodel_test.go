@@ -204,3 +204,122 @@ func TestMessagesStructuredOutput(t *testing.T) {
 		t.Fatalf("recorded schema %v", r.Schema)
 	}
 }
+
+// TestGeminiFunctionCallThenResult: Gemini's streamGenerateContent with
+// alt=sse answers a directive with a functionCall part, its last chunk
+// carrying the finish reason and usage; after a functionResponse,
+// generateContent answers the final text in one response.
+func TestGeminiFunctionCallThenResult(t *testing.T) {
+	s := Start(nil)
+	defer s.Close()
+	tools := `"tools":[{"functionDeclarations":[{"name":"mcp_aml_lookup","parameters":{"type":"object"}}]}]`
+	url := s.GeminiURL + "/v1beta/models/gemini-2.5-pro"
+	events := post(t, url+":streamGenerateContent?alt=sse", `{"systemInstruction":{"parts":[{"text":"Be brief."}]},`+tools+
+		`,"contents":[{"role":"user","parts":[{"text":"CALL lookup {\"id\":7}"}]}]}`)
+	last := events[len(events)-1]
+	cand := last["candidates"].([]any)[0].(map[string]any)
+	call := cand["content"].(map[string]any)["parts"].([]any)[0].(map[string]any)["functionCall"].(map[string]any)
+	usage := last["usageMetadata"].(map[string]any)
+	if call["name"] != "mcp_aml_lookup" || call["args"].(map[string]any)["id"] != float64(7) || cand["finishReason"] != "STOP" ||
+		usage["promptTokenCount"] != float64(10) || usage["candidatesTokenCount"] != float64(5) || last["modelVersion"] != "gemini-2.5-pro" {
+		t.Fatalf("events %v", events)
+	}
+	if r := s.Requests()[0]; r.API != "gemini" || r.Model != "gemini-2.5-pro" || !r.Stream || r.Messages[0].Role != "system" ||
+		r.Messages[0].Text != "Be brief." || r.Tools[0] != "mcp_aml_lookup" {
+		t.Fatalf("recorded %+v", r)
+	}
+	final := post(t, url+":generateContent", `{`+tools+`,"contents":[`+
+		`{"role":"user","parts":[{"text":"CALL lookup {\"id\":7}"}]},`+
+		`{"role":"model","parts":[{"functionCall":{"name":"mcp_aml_lookup","args":{"id":7}}}]},`+
+		`{"role":"user","parts":[{"functionResponse":{"name":"mcp_aml_lookup","response":{"output":"Record 7"}}}]}]}`)
+	cand = final[0]["candidates"].([]any)[0].(map[string]any)
+	if parts := cand["content"].(map[string]any)["parts"].([]any); len(parts) != 1 || parts[0].(map[string]any)["text"] != "RESULT: Record 7" ||
+		cand["finishReason"] != "STOP" || final[0]["usageMetadata"] == nil {
+		t.Fatalf("final %v", final[0])
+	}
+	if r := s.Requests()[1]; r.Stream || len(r.Messages) != 3 || r.Messages[1].Role != "assistant" || r.Messages[1].ToolCalls[0] != "mcp_aml_lookup" ||
+		r.Messages[2].Role != "tool" || r.Messages[2].Text != "Record 7" {
+		t.Fatalf("recorded %+v", r.Messages)
+	}
+}
+
+// TestGeminiStreamText: a text answer streams in two chunks, which
+// assemble to the reply (the Gemini CLI's <session_context> part skipped);
+// without alt=sse the chunks come as a JSON array.
+func TestGeminiStreamText(t *testing.T) {
+	s := Start(nil)
+	defer s.Close()
+	body := `{"contents":[{"role":"user","parts":[{"text":"<session_context>\nThis is the Gemini CLI.\n</session_context>"},{"text":"hello there"}]}]}`
+	events := post(t, s.GeminiURL+"/v1beta/models/m:streamGenerateContent?alt=sse", body)
+	var got string
+	for _, e := range events {
+		got += e["candidates"].([]any)[0].(map[string]any)["content"].(map[string]any)["parts"].([]any)[0].(map[string]any)["text"].(string)
+	}
+	if len(events) != 2 || got != "FAKE-REPLY: hello there" || events[0]["usageMetadata"] != nil || events[1]["usageMetadata"] == nil {
+		t.Fatalf("events %v", events)
+	}
+	resp, err := http.Post(s.GeminiURL+"/v1/models/m:streamGenerateContent", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []map[string]any
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil || len(list) != 2 {
+		t.Fatalf("array %v %v", list, err)
+	}
+}
+
+// TestGeminiStructuredOutput: a request whose generationConfig names a
+// responseJsonSchema, or a responseSchema with Gemini's capitalised
+// types, is answered with a value of that schema, numbers at their
+// minimum.
+func TestGeminiStructuredOutput(t *testing.T) {
+	s := Start(nil)
+	defer s.Close()
+	for _, config := range []string{
+		`{"responseMimeType":"application/json","responseJsonSchema":{"type":"object","properties":{"title":{"type":"string"},"n":{"type":"integer","minimum":1}},"required":["title","n"]}}`,
+		`{"responseMimeType":"application/json","responseSchema":{"type":"OBJECT","properties":{"title":{"type":"STRING"},"n":{"type":"INTEGER","minimum":1}},"required":["title","n"]}}`,
+	} {
+		got := post(t, s.GeminiURL+"/v1beta/models/m:generateContent", `{"generationConfig":`+config+`,"contents":[{"role":"user","parts":[{"text":"CALL lookup {}"}]}]}`)
+		text := got[0]["candidates"].([]any)[0].(map[string]any)["content"].(map[string]any)["parts"].([]any)[0].(map[string]any)["text"]
+		if text != `{"n":1,"title":"fake"}` {
+			t.Fatalf("answer %v", got[0])
+		}
+	}
+}
+
+// TestGeminiError: a bad request, and an unknown method, are refused in
+// Google's error shape.
+func TestGeminiError(t *testing.T) {
+	s := Start(nil)
+	defer s.Close()
+	for _, c := range []struct {
+		path, body, status string
+		code               int
+	}{
+		{"/v1beta/models/m:generateContent", `{"contents":[]}`, "INVALID_ARGUMENT", 400},
+		{"/v1beta/models/m:generateContent", `{"contents":`, "INVALID_ARGUMENT", 400},
+		{"/v1beta/models/m:embedContent", `{}`, "NOT_FOUND", 404},
+	} {
+		resp, err := http.Post(s.GeminiURL+c.path, "application/json", strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct {
+			Error struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+				Status  string `json:"status"`
+			} `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != c.code || e.Error.Code != c.code || e.Error.Status != c.status || e.Error.Message == "" {
+			t.Fatalf("%s %s: %d %+v", c.path, c.body, resp.StatusCode, e)
+		}
+	}
+	if n := len(s.Requests()); n != 0 {
+		t.Fatalf("recorded %d requests", n)
+	}
+}
