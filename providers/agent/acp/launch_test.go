@@ -77,7 +77,7 @@ func TestProfileConfiguration(t *testing.T) {
 		want    string
 	}{
 		{acp.ConfigSetting{Category: "model", Value: "gpt-9"}, `does not offer "gpt-9"`},
-		{acp.ConfigSetting{Category: "mode", Value: "x"}, "does not advertise configuration option category mode"},
+		{acp.ConfigSetting{Category: "other", Value: "x"}, "does not advertise configuration option category other"},
 		{acp.ConfigSetting{ID: "fast", Value: "yes"}, "takes a boolean value"},
 	} {
 		_, err := profile(c.setting).Run(context.Background(), &eval.AgentRequest{Prompt: "config"}, nil)

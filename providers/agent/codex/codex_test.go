@@ -37,7 +37,7 @@ func setup(t *testing.T, respond func(*fakemodel.Request) fakemodel.Reply) (*fak
 
 // providerFor makes a Codex provider against model, with extra added to
 // its environment.
-func providerFor(t *testing.T, adapter, codexBin string, model *fakemodel.Server, extra map[string]string) eval.AgentProvider {
+func providerFor(t testing.TB, adapter, codexBin string, model *fakemodel.Server, extra map[string]string) eval.AgentProvider {
 	dir := t.TempDir()
 	env := map[string]string{"FAKE_API_KEY": "sk-fake", "HOME": dir}
 	maps.Copy(env, extra)

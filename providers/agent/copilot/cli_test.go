@@ -35,7 +35,7 @@ const (
 
 // cli returns the installed Copilot CLI, or skips t saying what is
 // missing: the npm package, or the Node.js its launcher runs on.
-func cli(t *testing.T) string {
+func cli(t testing.TB) string {
 	t.Helper()
 	bin := peers.Bin(t, "copilot", copilotPkg)
 	if _, err := exec.LookPath("node"); err != nil {
@@ -57,7 +57,7 @@ func setup(t *testing.T, respond func(*fakemodel.Request) fakemodel.Reply, wire 
 
 // providerFor returns a function that makes Copilot providers against
 // model, with extra added to their environment.
-func providerFor(t *testing.T, bin string, model *fakemodel.Server, wire string, extra map[string]string) func(copilot.Options) eval.AgentProvider {
+func providerFor(t testing.TB, bin string, model *fakemodel.Server, wire string, extra map[string]string) func(copilot.Options) eval.AgentProvider {
 	return func(o copilot.Options) eval.AgentProvider {
 		if o.Command == "" {
 			o.Command = bin

@@ -34,7 +34,7 @@ var remote = []string{"web_search", "web_reader", "image_analysis"}
 
 // adapter returns the installed glm-acp-agent, or skips t saying what is
 // missing and how to get it.
-func adapter(t *testing.T) string {
+func adapter(t testing.TB) string {
 	t.Helper()
 	prefix := filepath.Join(peers.Dir(), "glm-acp-agent")
 	bin := filepath.Join(prefix, "node_modules", ".bin", "glm-acp-agent")

@@ -32,7 +32,7 @@ func setup(t *testing.T) (*fakemodel.Server, func(opts opencode.Options) eval.Ag
 
 // providerFor returns a function that makes OpenCode providers against
 // model, with extra added to their environment.
-func providerFor(t *testing.T, bin string, model *fakemodel.Server, extra map[string]string) func(opts opencode.Options) eval.AgentProvider {
+func providerFor(t testing.TB, bin string, model *fakemodel.Server, extra map[string]string) func(opts opencode.Options) eval.AgentProvider {
 	home := t.TempDir()
 	cfg := map[string]any{
 		"autoupdate": false,

@@ -43,7 +43,7 @@ func setup(t *testing.T) (*fakemodel.Server, *pi.Options) {
 }
 
 // optionsFor are the options of a Pi provider against model.
-func optionsFor(t *testing.T, adapter, piBin, node string, model *fakemodel.Server) *pi.Options {
+func optionsFor(t testing.TB, adapter, piBin, node string, model *fakemodel.Server) *pi.Options {
 	path := filepath.Dir(node) + string(os.PathListSeparator) + filepath.Dir(piBin) + string(os.PathListSeparator) + os.Getenv("PATH")
 	return &pi.Options{
 		Base:      acp.Base{Command: adapter, WorkingDirectory: t.TempDir(), Model: "fake/fake-model", Env: map[string]string{"PATH": path, "PI_OFFLINE": "1"}},

@@ -246,6 +246,7 @@ func (a *agent) NewSession(_ context.Context, r acpsdk.NewSessionRequest) (acpsd
 	a.meta = r.Meta
 	model := acpsdk.SessionConfigOptionCategoryModel
 	thought := acpsdk.SessionConfigOptionCategoryThoughtLevel
+	mode := acpsdk.SessionConfigOptionCategoryMode
 	values := func(vs ...string) acpsdk.SessionConfigSelectOptions {
 		u := acpsdk.SessionConfigSelectOptionsUngrouped{}
 		for _, v := range vs {
@@ -256,6 +257,7 @@ func (a *agent) NewSession(_ context.Context, r acpsdk.NewSessionRequest) (acpsd
 	opts := []acpsdk.SessionConfigOption{
 		{Select: &acpsdk.SessionConfigOptionSelect{Id: "model", Name: "Model", Category: &model, Type: "select", CurrentValue: "fake-small", Options: values("fake-small", "fake-large")}},
 		{Select: &acpsdk.SessionConfigOptionSelect{Id: "thinking", Name: "Thinking", Category: &thought, Type: "select", CurrentValue: "off", Options: values("off", "high")}},
+		{Select: &acpsdk.SessionConfigOptionSelect{Id: "mode", Name: "Mode", Category: &mode, Type: "select", CurrentValue: "default", Options: values("default", "plan")}},
 		{Boolean: &acpsdk.SessionConfigOptionBoolean{Id: "fast", Name: "Fast", Type: "boolean"}},
 	}
 	return acpsdk.NewSessionResponse{SessionId: "fake-session-1", ConfigOptions: opts}, nil

@@ -1,0 +1,36 @@
+package qwen_test
+
+import (
+	"testing"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/agentbench"
+	"github.com/aml-go/aml/internal/fakemodel"
+	"github.com/aml-go/aml/internal/peers"
+	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
+	"github.com/aml-go/aml/providers/agent/qwen"
+)
+
+// BenchmarkProfileSession: AML's own time in a one-turn session through
+// the profile (acptest.BenchProfileSession).
+func BenchmarkProfileSession(b *testing.B) {
+	acptest.BenchProfileSession(b, func(base acp.Base) (*acp.Provider, error) {
+		base.Env["OPENAI_API_KEY"] = "sk-fake"
+		return qwen.New(qwen.Options{Base: base, BaseURL: "http://127.0.0.1:9"})
+	})
+}
+
+// BenchmarkStart: session start to the first model request of the real
+// Qwen Code, Node's compile cache cold and warm.
+func BenchmarkStart(b *testing.B) {
+	bin := peers.Bin(b, "qwen", qwenPkg)
+	agentbench.Start(b, func(model *fakemodel.Server, cache string) eval.AgentProvider {
+		p, err := qwen.New(qwen.Options{Base: acp.Base{Command: bin, Model: "fake-model", WorkingDirectory: b.TempDir(),
+			Env: map[string]string{"OPENAI_API_KEY": "sk-fake", "NODE_COMPILE_CACHE": cache}}, BaseURL: model.URL})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return p
+	})
+}
