@@ -27,7 +27,9 @@
 // would make model calls of its own or leave the session (prompt
 // suggestions, automatic memory, session titles, telemetry, error
 // reports, the auto-updater). HOME is the same directory, so that nothing
-// of the user's own Claude Code setup reaches the session.
+// of the user's own Claude Code setup reaches the session. The adapter's
+// Node compile cache (NODE_COMPILE_CACHE, Node 22 and later) is shared by
+// the sessions (acp.SharedCache).
 //
 // Model endpoint: an Anthropic-compatible one, Options.BaseURL, else
 // ANTHROPIC_BASE_URL in Options.Env or (on the host) the process
@@ -161,6 +163,9 @@ func New(o Options) (*acp.Provider, error) {
 		e["HOME"] = lc.StateDir
 		for k, v := range amlSettings["env"].(map[string]any) {
 			e[k] = v.(string)
+		}
+		if dir := acp.SharedCache(e, lc.Local, "NODE_COMPILE_CACHE", "node-compile-cache"); dir != "" {
+			e["NODE_COMPILE_CACHE"] = dir
 		}
 		e["NO_COLOR"] = "1"
 		l := &acp.Launch{Command: b.Command, Args: b.Args, Env: e, ModelHandled: true, SystemHandled: true, SessionMeta: meta,
