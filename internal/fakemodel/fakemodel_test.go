@@ -207,8 +207,9 @@ func TestMessagesStructuredOutput(t *testing.T) {
 
 // TestGeminiFunctionCallThenResult: Gemini's streamGenerateContent with
 // alt=sse answers a directive with a functionCall part, its last chunk
-// carrying the finish reason and usage; after a functionResponse,
-// generateContent answers the final text in one response.
+// carrying the finish reason and usage; after a functionResponse (and a
+// thought, which is not text), generateContent answers the final text in
+// one response.
 func TestGeminiFunctionCallThenResult(t *testing.T) {
 	s := Start(nil)
 	defer s.Close()
@@ -230,14 +231,14 @@ func TestGeminiFunctionCallThenResult(t *testing.T) {
 	}
 	final := post(t, url+":generateContent", `{`+tools+`,"contents":[`+
 		`{"role":"user","parts":[{"text":"CALL lookup {\"id\":7}"}]},`+
-		`{"role":"model","parts":[{"functionCall":{"name":"mcp_aml_lookup","args":{"id":7}}}]},`+
+		`{"role":"model","parts":[{"text":"Looking it up.","thought":true},{"functionCall":{"name":"mcp_aml_lookup","args":{"id":7}}}]},`+
 		`{"role":"user","parts":[{"functionResponse":{"name":"mcp_aml_lookup","response":{"output":"Record 7"}}}]}]}`)
 	cand = final[0]["candidates"].([]any)[0].(map[string]any)
 	if parts := cand["content"].(map[string]any)["parts"].([]any); len(parts) != 1 || parts[0].(map[string]any)["text"] != "RESULT: Record 7" ||
 		cand["finishReason"] != "STOP" || final[0]["usageMetadata"] == nil {
 		t.Fatalf("final %v", final[0])
 	}
-	if r := s.Requests()[1]; r.Stream || len(r.Messages) != 3 || r.Messages[1].Role != "assistant" || r.Messages[1].ToolCalls[0] != "mcp_aml_lookup" ||
+	if r := s.Requests()[1]; r.Stream || len(r.Messages) != 3 || r.Messages[1].Role != "assistant" || r.Messages[1].Text != "" || r.Messages[1].ToolCalls[0] != "mcp_aml_lookup" ||
 		r.Messages[2].Role != "tool" || r.Messages[2].Text != "Record 7" {
 		t.Fatalf("recorded %+v", r.Messages)
 	}
