@@ -318,13 +318,14 @@ Each session runs with a private HOME holding Qwen Code's user settings: setting
 			starlib.Param{Name: "model", Type: "str | None", Default: "None", Doc: "Fallback model, as the endpoint names it."},
 			starlib.Param{Name: "base_url", Type: "str | None", Default: "None", Doc: "The OpenAI-compatible endpoint (default: OPENAI_BASE_URL, else https://api.openai.com/v1)."},
 			starlib.Param{Name: "api_key", Type: "str | None", Default: "None", Secret: true, Doc: "The endpoint's key (OPENAI_API_KEY); prefer env()."},
+			starlib.Param{Name: "reasoning_effort", Type: "str | None", Default: "None", Doc: `The model's reasoning effort: "low", "medium", "high", "xhigh" or "max" (settings model.generationConfig.reasoning).`},
 			starlib.Param{Name: "settings", Type: "dict", Default: "{}", Doc: "Qwen Code user settings (JSON data), under AML's own keys."},
 			meterParam,
 		),
 		Returns: "an agent provider",
 		Example: `qwen = qwen_agent(model = "qwen3-coder-plus", base_url = "https://dashscope.aliyuncs.com/compatible-mode/v1", api_key = env("DASHSCOPE_API_KEY"))`,
 	}, func(o Options, c *starlib.Call) (starlark.Value, error) {
-		b, err := base(o, c, "working_directory", c.Str("model"), "base_url", "api_key")
+		b, err := base(o, c, "working_directory", c.Str("model"), "base_url", "api_key", "reasoning_effort")
 		if err != nil {
 			return nil, err
 		}
@@ -333,7 +334,7 @@ Each session runs with a private HOME holding Qwen Code's user settings: setting
 			return nil, err
 		}
 		b.NoMeter = !c.Bool("meter", true)
-		p, err := qwen.New(qwen.Options{Base: b, BaseURL: c.Str("base_url"), APIKey: c.Str("api_key"), Settings: settings})
+		p, err := qwen.New(qwen.Options{Base: b, BaseURL: c.Str("base_url"), APIKey: c.Str("api_key"), ReasoningEffort: c.Str("reasoning_effort"), Settings: settings})
 		return provider(c, p, err)
 	}},
 	{starlib.Builtin{

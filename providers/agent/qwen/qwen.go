@@ -37,6 +37,7 @@ package qwen
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -58,7 +59,15 @@ type Options struct {
 	// Settings are Qwen Code user settings (JSON data), under AML's own
 	// keys (see the package doc).
 	Settings map[string]any
+	// ReasoningEffort is the model's reasoning effort (settings
+	// model.generationConfig.reasoning.effort: "low", "medium", "high",
+	// "xhigh" or "max"), for models that take one; "" leaves Qwen Code's
+	// default.
+	ReasoningEffort string
 }
+
+// ReasoningEfforts are the accepted ReasoningEffort values.
+var ReasoningEfforts = []string{"low", "medium", "high", "xhigh", "max"}
 
 // ReadOnlyExcluded are the file-writing tools excluded under filesystem
 // "read-only".
@@ -85,7 +94,15 @@ var amlSettings = map[string]any{
 
 // New returns the Qwen Code agent provider.
 func New(o Options) (*acp.Provider, error) {
-	settings, err := acp.SettingsFile("qwen_agent", o.Settings, amlSettings)
+	fixed := amlSettings
+	if o.ReasoningEffort != "" {
+		if !slices.Contains(ReasoningEfforts, o.ReasoningEffort) {
+			return nil, fmt.Errorf("qwen_agent: reasoning_effort %q is not one of %q", o.ReasoningEffort, ReasoningEfforts)
+		}
+		fixed = maps.Clone(amlSettings)
+		fixed["model"] = map[string]any{"generationConfig": map[string]any{"reasoning": map[string]any{"effort": o.ReasoningEffort}}}
+	}
+	settings, err := acp.SettingsFile("qwen_agent", o.Settings, fixed)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +154,7 @@ func New(o Options) (*acp.Provider, error) {
 		return l, nil
 	}
 	return acp.NewProfile(o.Base, acp.ProfileSpec{Factory: "qwen_agent", Name: "qwen", Command: "qwen",
-		Strings: map[string]string{"base_url": o.BaseURL, "api_key": o.APIKey}, Secret: []string{"api_key"},
+		Strings: map[string]string{"base_url": o.BaseURL, "api_key": o.APIKey, "reasoning_effort": o.ReasoningEffort}, Secret: []string{"api_key"},
 		Launch: profile, Meters: true})
 }
 

@@ -2,6 +2,7 @@ package qwen_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -244,4 +245,31 @@ func TestCancelEndsTheProcessTree(t *testing.T) {
 		}
 		return p
 	})
+}
+
+// TestReasoningEffort: reasoning_effort reaches the model's requests as
+// Qwen Code sends it (reasoning.effort); without it none is sent.
+func TestReasoningEffort(t *testing.T) {
+	model, provider := setup(t)
+	for _, effort := range []string{"high", ""} {
+		if _, err := evaluate(t, &eval.Agent{Provider: provider(qwen.Options{ReasoningEffort: effort}), Children: []any{"think"}}, nil); err != nil {
+			dump(t, model)
+			t.Fatal(err)
+		}
+		reqs := model.Requests()
+		var body struct {
+			Reasoning *struct {
+				Effort string `json:"effort"`
+			} `json:"reasoning"`
+		}
+		if err := json.Unmarshal(reqs[len(reqs)-1].Raw, &body); err != nil {
+			t.Fatal(err)
+		}
+		if effort == "" && body.Reasoning != nil || effort != "" && (body.Reasoning == nil || body.Reasoning.Effort != effort) {
+			t.Fatalf("reasoning_effort %q: the request carries %+v", effort, body.Reasoning)
+		}
+	}
+	if _, err := qwen.New(qwen.Options{ReasoningEffort: "extreme"}); err == nil || !strings.Contains(err.Error(), `reasoning_effort "extreme" is not one of`) {
+		t.Fatalf("a bad effort: %v", err)
+	}
 }
