@@ -250,6 +250,9 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	if json.Unmarshal(body, &head) == nil {
 		call.Model = head.Model
 	}
+	if call.Model == "" {
+		call.Model = pathModel(path)
+	}
 	target := *rt.upstream
 	target.Path = rt.upstream.Path + "/" + path
 	target.RawQuery = r.URL.RawQuery
@@ -475,11 +478,60 @@ type usageFields struct {
 	} `json:"output_tokens_details"`
 }
 
+// pathModel is the model a Gemini API path names
+// (".../models/MODEL:generateContent"), "" for another path.
+func pathModel(path string) string {
+	i := strings.LastIndex(path, "models/")
+	if i < 0 {
+		return ""
+	}
+	model, _, ok := strings.Cut(path[i+len("models/"):], ":")
+	if !ok || strings.Contains(model, "/") {
+		return ""
+	}
+	return model
+}
+
+// geminiUsage is the usageMetadata of Gemini's GenerateContentResponse.
+type geminiUsage struct {
+	PromptTokenCount        int64 `json:"promptTokenCount"`
+	ToolUsePromptTokenCount int64 `json:"toolUsePromptTokenCount"`
+	CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
+	CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
+	ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
+}
+
 // event reads the usage of one JSON body or event: a top-level "usage"
 // (Chat Completions, Responses, Anthropic message_delta), or one inside
 // "response" (the Responses API's response.completed) or "message"
-// (Anthropic's message_start).
+// (Anthropic's message_start), or Gemini's "usageMetadata" (whose
+// streams without alt=sse are one JSON array of responses).
 func (m *meter) event(b []byte) {
+	if len(b) > 0 && b[0] == '[' && bytes.Contains(b, []byte(`"usageMetadata"`)) {
+		var list []json.RawMessage
+		if json.Unmarshal(b, &list) == nil {
+			for _, item := range list {
+				m.event(item)
+			}
+		}
+		return
+	}
+	if len(b) > 0 && b[0] == '{' && bytes.Contains(b, []byte(`"usageMetadata"`)) {
+		var ev struct {
+			UsageMetadata *geminiUsage `json:"usageMetadata"`
+		}
+		if json.Unmarshal(b, &ev) == nil && ev.UsageMetadata != nil {
+			u := ev.UsageMetadata
+			// Gemini counts cached tokens inside the prompt's, and the
+			// thoughts apart from the candidates'.
+			m.input = max(m.input, u.PromptTokenCount+u.ToolUsePromptTokenCount)
+			m.cacheRead = max(m.cacheRead, u.CachedContentTokenCount)
+			m.output = max(m.output, u.CandidatesTokenCount+u.ThoughtsTokenCount)
+			m.reasoning = max(m.reasoning, u.ThoughtsTokenCount)
+			m.flush()
+		}
+		return
+	}
 	if len(b) == 0 || b[0] != '{' || !bytes.Contains(b, []byte(`"usage"`)) {
 		return
 	}

@@ -295,3 +295,48 @@ func TestAnthropicThroughTheGateway(t *testing.T) {
 		}
 	}
 }
+
+// TestGeminiThroughTheGateway: Gemini's generateContent and its stream,
+// over server-sent events and as a JSON array, are metered from their
+// usageMetadata, with the model the path names.
+func TestGeminiThroughTheGateway(t *testing.T) {
+	model := fakemodel.Start(nil)
+	defer model.Close()
+	g := start(t)
+	m := &recorder{}
+	base := route(t, g, model.GeminiURL, m)
+	body := `{"contents": [{"role": "user", "parts": [{"text": "hello"}]}]}`
+	for _, path := range []string{":generateContent", ":streamGenerateContent?alt=sse", ":streamGenerateContent"} {
+		resp, out := post(t, base+"/v1beta/models/gemini-x"+path, body, "X-Goog-Api-Key", "g-key")
+		if resp.StatusCode != 200 || !strings.Contains(out, "FAKE-REP") {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, out)
+		}
+	}
+	calls := m.wait(t, 3)
+	for i, c := range calls {
+		if c.Usage != (eval.Usage{InputTokens: 10, OutputTokens: 5, ModelCalls: 1}) || c.Model != "gemini-x" || c.Stream != (i == 1) {
+			t.Errorf("call %d: %+v", i, c)
+		}
+	}
+}
+
+// TestGeminiUsageFields: cached tokens are part of the input, and the
+// thoughts are output and reasoning.
+func TestGeminiUsageFields(t *testing.T) {
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"candidates":[],"usageMetadata":{"promptTokenCount":100,"cachedContentTokenCount":40,"candidatesTokenCount":20,"thoughtsTokenCount":7,"totalTokenCount":127}}`)
+	}))
+	defer upstream.Close()
+	g := start(t)
+	m := &recorder{}
+	base := route(t, g, upstream.URL, m)
+	if resp, out := post(t, base+"/v1beta/models/gemini-y:generateContent", `{}`); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	calls := m.wait(t, 1)
+	want := eval.Usage{InputTokens: 100, CachedInputTokens: 40, OutputTokens: 27, ReasoningTokens: 7, ModelCalls: 1}
+	if calls[0].Usage != want || calls[0].Model != "gemini-y" {
+		t.Fatalf("metered %+v, want %+v", calls[0], want)
+	}
+}
