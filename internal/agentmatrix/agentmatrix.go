@@ -102,6 +102,12 @@ var Agents = []Agent{
 		"read-only": {Test: "TestReadOnly", Note: "checked on the model's tool list"},
 		"cancel":    {Test: "TestCancelEndsTheProcessTree"}, "docker": {Test: "TestInDockerSandbox"},
 	}},
+	{"Gemini CLI", "gemini_agent", mod + "providers/agent/gemini", map[string]Proof{
+		"turns": {Test: "TestTurns", Note: "system text in the system instruction"}, "bridge": {Test: "TestBridgeTool"},
+		"structured": {Test: "TestStructuredResult"}, "mcp-stdio": {Test: "TestMCPGrants/stdio"}, "mcp-http": {Test: "TestMCPGrants/http"},
+		"read-only": {Test: "TestReadOnly", Note: "checked on the model's tool list"},
+		"cancel":    {Test: "TestCancelEndsTheProcessTree"}, "docker": {Test: "TestInDockerSandbox"},
+	}},
 }
 
 // Markdown renders the table: a row per agent, a column per capability,

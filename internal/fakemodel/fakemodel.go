@@ -13,7 +13,8 @@
 //
 // Directive lines run in order, one tool call per model request; after
 // the last one the model answers "RESULT: " followed by the last tool
-// result it received. A message without directives is answered with
+// result it received (without the <untrusted_context> element Gemini CLI
+// wraps MCP results in). A message without directives is answered with
 // "FAKE-REPLY: " and its first line. Context an agent puts before the
 // prompt is not part of the message: the <current_datetime> element
 // Copilot starts each user message with, the <system-reminder>
@@ -164,7 +165,7 @@ func Script(r *Request) Reply {
 	for _, m := range r.Messages[last+1:] {
 		if m.Role == "tool" {
 			done++
-			lastResult = m.Text
+			lastResult = toolText(m.Text)
 		}
 	}
 	if len(calls) == 0 {
@@ -175,6 +176,18 @@ func Script(r *Request) Reply {
 		return Reply{ToolCalls: []ToolCall{calls[done]}}
 	}
 	return Reply{Text: "RESULT: " + lastResult}
+}
+
+// toolText is a tool result without the <untrusted_context> element
+// Gemini CLI wraps MCP tool results in.
+func toolText(s string) string {
+	t := strings.TrimSpace(s)
+	if inner, ok := strings.CutPrefix(t, "<untrusted_context>"); ok {
+		if inner, ok := strings.CutSuffix(inner, "</untrusted_context>"); ok {
+			return strings.TrimSpace(inner)
+		}
+	}
+	return s
 }
 
 // SchemaValue returns the smallest value of a JSON schema: an object of

@@ -324,3 +324,16 @@ func TestGeminiError(t *testing.T) {
 		t.Fatalf("recorded %d requests", n)
 	}
 }
+
+// TestUntrustedContextUnwrapped: a tool result Gemini CLI wraps in
+// <untrusted_context> is answered by its content.
+func TestUntrustedContextUnwrapped(t *testing.T) {
+	r := &Request{Tools: []string{"mcp_aml_lookup"}, Messages: []Message{
+		{Role: "user", Text: "CALL lookup {}"},
+		{Role: "assistant", ToolCalls: []string{"mcp_aml_lookup"}},
+		{Role: "tool", Text: "<untrusted_context>\nRecord 4\n</untrusted_context>"},
+	}}
+	if got := Script(r).Text; got != "RESULT: Record 4" {
+		t.Fatalf("answer %q", got)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/aml-go/aml/providers/agent/claude"
 	"github.com/aml-go/aml/providers/agent/codex"
 	"github.com/aml-go/aml/providers/agent/copilot"
+	"github.com/aml-go/aml/providers/agent/gemini"
 	"github.com/aml-go/aml/providers/agent/glm"
 	"github.com/aml-go/aml/providers/agent/opencode"
 	"github.com/aml-go/aml/providers/agent/pi"
@@ -31,7 +32,7 @@ type Options struct {
 // New returns the extension that adds the ACP agent factories to
 // workflows loaded with it (starlib.LoadOptions.Extensions): acp_agent
 // for any ACP executable and the opencode_agent, codex_agent,
-// copilot_agent, glm_agent, pi_agent, qwen_agent and claude_agent profiles. Every provider they
+// copilot_agent, glm_agent, pi_agent, qwen_agent, claude_agent and gemini_agent profiles. Every provider they
 // build gets o's relay and version.
 func New(o Options) *starlib.Extension {
 	bs := make([]*starlib.Builtin, len(factories))
@@ -365,6 +366,43 @@ Each session runs with a private CLAUDE_CONFIG_DIR and HOME holding Claude Code'
 		}
 		b.NoMeter = !c.Bool("meter", true)
 		p, err := claude.New(claude.Options{Base: b, BaseURL: c.Str("base_url"), APIKey: c.Str("api_key"), Effort: c.Str("effort"), Settings: settings})
+		return provider(c, p, err)
+	}},
+	{starlib.Builtin{
+		Name:  "gemini_agent",
+		Group: "providers",
+		Doc: `Returns the Gemini CLI agent provider: "gemini --acp" (from @google/gemini-cli) over AML's ACP session engine, against a Gemini API endpoint.
+
+Each session runs with a private GEMINI_CLI_HOME holding Gemini CLI's user settings: settings= first, then AML's own keys, which select API-key authentication, turn off usage statistics, the auto-updater, loop detection and the next-speaker check, and exclude the tools the permissions withhold. The model is agent(model=), else model= (without one, Gemini CLI's "auto" routing chooses, with a classifier call of its own); the AML system text is the user context file GEMINI.md there, which Gemini CLI appends to its system instruction. thinking_budget= sets the model's thinking budget. The working directory is trusted, so that mcp() grants reach it. The endpoint is base_url=, else GOOGLE_GEMINI_BASE_URL, else https://generativelanguage.googleapis.com, reached through AML's model gateway; the key is api_key=, else GEMINI_API_KEY. Permissions are tool exclusions (the tool is not offered): filesystem "read-only" excludes write_file and replace, shell=False run_shell_command and its background-process tools, network=False web_fetch and google_web_search; Gemini CLI asks AML before the others run. Starlark tools, structured results and mcp() grants (stdio and streamable HTTP) reach it through session/new. Credentials never reach traces or errors.`,
+		Params: shared{command: "gemini", commandDoc: "The Gemini CLI executable.", name: "gemini",
+			envDoc: "Environment variables for Gemini CLI (str to str).", argsDoc: "Arguments before the ACP arguments AML supplies."}.params(
+			starlib.Param{Name: "model", Type: "str | None", Default: "None", Doc: "Fallback model, as the endpoint names it."},
+			starlib.Param{Name: "base_url", Type: "str | None", Default: "None", Doc: "The Gemini API endpoint (default: GOOGLE_GEMINI_BASE_URL, else https://generativelanguage.googleapis.com)."},
+			starlib.Param{Name: "api_key", Type: "str | None", Default: "None", Secret: true, Doc: "The endpoint's key (GEMINI_API_KEY); prefer env()."},
+			starlib.Param{Name: "thinking_budget", Type: "int | None", Default: "None", Doc: "The model's thinking budget in tokens (needs a model)."},
+			starlib.Param{Name: "settings", Type: "dict", Default: "{}", Doc: "Gemini CLI user settings (JSON data), under AML's own keys."},
+			meterParam,
+		),
+		Returns: "an agent provider",
+		Example: `gemini = gemini_agent(model = "gemini-2.5-pro", api_key = env("GEMINI_API_KEY"))`,
+	}, func(o Options, c *starlib.Call) (starlark.Value, error) {
+		b, err := base(o, c, "working_directory", c.Str("model"), "base_url", "api_key")
+		if err != nil {
+			return nil, err
+		}
+		settings, err := c.JSON("settings")
+		if err != nil {
+			return nil, err
+		}
+		budget, set, err := c.Int("thinking_budget")
+		if err != nil {
+			return nil, err
+		}
+		if set && (budget <= 0 || budget > 1<<30) {
+			return nil, c.Errorf("thinking_budget must be a positive number of tokens, got %d", budget)
+		}
+		b.NoMeter = !c.Bool("meter", true)
+		p, err := gemini.New(gemini.Options{Base: b, BaseURL: c.Str("base_url"), APIKey: c.Str("api_key"), ThinkingBudget: int(budget), Settings: settings})
 		return provider(c, p, err)
 	}},
 }

@@ -21,7 +21,7 @@ func TestExtensionFactories(t *testing.T) {
 			t.Errorf("%s: incomplete catalog entry", b.Name)
 		}
 	}
-	want := []string{"acp_agent", "opencode_agent", "codex_agent", "copilot_agent", "glm_agent", "pi_agent", "qwen_agent", "claude_agent"}
+	want := []string{"acp_agent", "opencode_agent", "codex_agent", "copilot_agent", "glm_agent", "pi_agent", "qwen_agent", "claude_agent", "gemini_agent"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("builtins %v, want %v", names, want)
 	}
@@ -51,6 +51,7 @@ providers = [
     pi_agent(name = "p"),
     qwen_agent(name = "q", settings = {"ui": {"theme": "dark"}}),
     claude_agent(name = "cl", effort = "high", settings = {"permissions": {"allow": ["Read"]}}),
+    gemini_agent(name = "ge", model = "gemini-x", thinking_budget = 512, settings = {"ui": {"theme": "dark"}}),
 ]
 `
 	w, err := starlib.LoadFile("f.star", starlib.LoadOptions{Source: []byte(src), Extensions: []*starlib.Extension{ext}})
@@ -58,10 +59,10 @@ providers = [
 		t.Fatal(err)
 	}
 	ps, _ := w.Globals["providers"].(*starlark.List)
-	if ps == nil || ps.Len() != 8 {
+	if ps == nil || ps.Len() != 9 {
 		t.Fatalf("providers = %v", w.Globals["providers"])
 	}
-	for i, name := range []string{"mine", "oc", "cx", "cp", "gl", "p", "q", "cl"} {
+	for i, name := range []string{"mine", "oc", "cx", "cp", "gl", "p", "q", "cl", "ge"} {
 		v, ok := ps.Index(i).(*starlib.AgentProviderValue)
 		if !ok || v.Provider.Name() != name {
 			t.Errorf("provider %d = %v, want one named %q", i, ps.Index(i), name)
@@ -78,5 +79,9 @@ providers = [
 	_, err = starlib.Run(context.Background(), "g.star", "", starlib.LoadOptions{Source: []byte("p = claude_agent(effort = \"huge\")\n"), Extensions: []*starlib.Extension{ext}}, eval.Options{})
 	if err == nil || !strings.Contains(err.Error(), `claude_agent: effort "huge" is not one of`) {
 		t.Fatalf("bad effort: %v", err)
+	}
+	_, err = starlib.Run(context.Background(), "g.star", "", starlib.LoadOptions{Source: []byte("p = gemini_agent(thinking_budget = -1)\n"), Extensions: []*starlib.Extension{ext}}, eval.Options{})
+	if err == nil || !strings.Contains(err.Error(), "thinking_budget must be a positive number of tokens, got -1") {
+		t.Fatalf("bad thinking budget: %v", err)
 	}
 }
