@@ -52,7 +52,8 @@ type Case struct {
 // submitting a structured result. The tool must run once, the first
 // session's text must hold its result, the second's be the submitted
 // value, every model call must have been metered (through aml
-// model-relay and the model gateway), and no container may be left. It
+// model-relay and the model gateway), the model's own address must be
+// unreachable from the sandbox, and no container may be left. It
 // skips when Docker, the test image or Node 22 is missing.
 func Run(t *testing.T, c Case) {
 	t.Helper()
@@ -103,10 +104,18 @@ func Run(t *testing.T, c Case) {
 	rt, _ := eval.New(eval.Options{OnFinish: func(ev eval.FinishEvent) { spent = ev.Usage }})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	// The model's address as the host sees it must be unreachable from
+	// the sandbox, which has no network: the agent reaches its model
+	// only through the relay.
+	host := strings.TrimPrefix(strings.TrimSuffix(model.URL, "/v1"), "http://")
+	addr, port, _ := strings.Cut(host, ":")
+	probe := &eval.Script{Shell: "sh", Children: []any{"if ! command -v nc >/dev/null; then echo no-nc; elif nc -w 3 " + addr + " " + port + " </dev/null; then echo reached; else echo unreachable; fi"}}
 	out, err := rt.Evaluate(ctx, &eval.Sandbox{Provider: box, Access: eval.ReadOnly, Children: []any{
 		&eval.Agent{Provider: p, Children: []any{&eval.ToolGrant{Tool: tool}, toolPrompt}},
 		"|",
 		&eval.Agent{Provider: p, Schema: schema, Children: []any{submitPrompt}},
+		"|",
+		probe,
 	}})
 	if err != nil {
 		for i, r := range model.Requests() {
@@ -121,8 +130,11 @@ func Run(t *testing.T, c Case) {
 	if calls.Load() != 1 {
 		t.Errorf("the host tool ran %d times, want 1", calls.Load())
 	}
-	if prose, structured, _ := strings.Cut(out, "|"); !strings.Contains(prose, "Record 9") || structured != `{"verdict":"fail"}` {
+	parts := strings.SplitN(out, "|", 3)
+	if len(parts) != 3 || !strings.Contains(parts[0], "Record 9") || parts[1] != `{"verdict":"fail"}` {
 		t.Errorf("result %q, want the tool's result, then the structured result after |", out)
+	} else if strings.TrimSpace(parts[2]) != "unreachable" {
+		t.Errorf("the probe of the model's own address from the sandbox: %q, want unreachable", parts[2])
 	}
 	if reqs := int64(len(model.Requests())); reqs == 0 || spent.ModelCalls != reqs || spent.InputTokens != 10*reqs {
 		t.Errorf("%d model requests, %+v counted: the sandboxed sessions were not metered", reqs, spent)
