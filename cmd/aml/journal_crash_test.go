@@ -6,12 +6,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,8 +34,11 @@ import (
 // agent given the script's output, then one script over every file, all
 // in a filesystem workspace through a local sandbox. Branches a and b
 // are fast; c pauses in each script, so the fast branches finish while
-// it runs. Each script, and each agent's wrapper, logs its start and end
-// (with the time in nanoseconds) in EFFECT_LOG, outside the workspace.
+// it runs. Each script, and each agent's wrapper, logs its start and its
+// end (with the time in nanoseconds: only ends are timed) in EFFECT_LOG,
+// outside the workspace. A script counts the lines of its branch's files
+// with the shell's read (as wc -l would, without a process per count:
+// the trials' processes are most of the test's time).
 // The steps overwrite rather than append: a step in flight at a crash
 // runs again, and in parallel() branches the checkpoint a sibling took
 // may already hold its partial writes (see docs/durable-runs.md).
@@ -46,7 +51,7 @@ def step(name, n, pause):
     for i in range(n):
         x = "%s%d" % (name, i)
         s = evaluate(script(
-            "echo start %s $(date +%%s%%N) >> %s; sleep %s; echo %s > %s-%d.txt; echo %s:$(cat %s-*.txt | wc -l); echo end %s $(date +%%s%%N) >> %s" % (x, log, pause, x, name, i, x, name, x, log),
+            "echo start %s >> %s; sleep %s; echo %s > %s-%d.txt; n=0; for f in %s-*.txt; do while read l; do n=$((n+1)); done < $f; done; echo %s:$n; echo end %s $(date +%%s%%N) >> %s" % (x, log, pause, x, name, i, name, x, x, log),
             shell = "sh"))
         a = acp_agent(command = fake, env = {"STEP": "agent-" + x, "EFFECT_LOG": log}, name = "fake")
         out.append(evaluate(agent("%s saw %s\necho" % (x, s.strip()), provider = a)).strip())
@@ -58,15 +63,15 @@ def main():
     return workspace(
         sandbox(
             parallel(branch("a", 6, "0.01"), branch("b", 6, "0.02"), branch("c", 2, "0.6")),
-            script("echo start z $(date +%s%N) >> " + log + "; echo z:$(ls | wc -l):$(cat *.txt | wc -l); echo end z $(date +%s%N) >> " + log, shell = "sh"),
+            script("echo start z >> " + log + "; echo z:$(ls | wc -l):$(cat *.txt | wc -l); echo end z $(date +%s%N) >> " + log, shell = "sh"),
             provider = local_sandbox(), access = "read-write"),
         id = "crash", provider = store, save = True)
 `
 
 // crashAgent wraps the fake ACP agent: it logs the session's start and
-// end, named by its STEP, with the time in nanoseconds.
+// end, named by its STEP, the end with the time in nanoseconds.
 const crashAgent = `#!/bin/sh
-echo "start $STEP $(date +%s%N)" >> "$EFFECT_LOG"
+echo "start $STEP" >> "$EFFECT_LOG"
 "$FAKE" "$@"
 rc=$?
 echo "end $STEP $(date +%s%N)" >> "$EFFECT_LOG"
@@ -177,15 +182,18 @@ func TestJournalCrashResume(t *testing.T) {
 	rng := rand.New(rand.NewPCG(14, 1))
 	var killed, beforeJournal, finished, inFlight, late int
 	var latest time.Duration // the longest a re-run step had been finished at the kill
-	// The trials run as parallel subtests (two at a time under go test's
-	// default -parallel on two cores): each has its own store, log and
-	// journal, and most of a trial is waiting on its processes.
+	// The trials run concurrently, each a subtest with its own store, log
+	// and journal: one more at a time than go test's -parallel (three
+	// under its default on two cores), since a trial spends much of its
+	// time waiting (on branch c's pauses, on its kill) rather than
+	// computing. They are not t.Parallel subtests, which -parallel alone
+	// would bound.
 	var mu sync.Mutex
 	t.Run("trials", func(t *testing.T) {
+		trialRuns := newConcurrentRuns(t, testParallel()+1)
 		for trial := range trials {
 			wait := time.Duration(rng.Int64N(int64(full)))
-			t.Run(strconv.Itoa(trial), func(t *testing.T) {
-				t.Parallel()
+			trialRuns.run(strconv.Itoa(trial), func(t *testing.T) {
 				store := filepath.Join(dir, "store", strconv.Itoa(trial))
 				log := filepath.Join(dir, "log"+strconv.Itoa(trial))
 				jdir := filepath.Join(dir, "j"+strconv.Itoa(trial))
@@ -276,11 +284,48 @@ func TestJournalCrashResume(t *testing.T) {
 				}
 			})
 		}
+		trialRuns.wait()
 	})
 	t.Logf("%d trials: %d killed and resumed, %d killed before the journal existed, %d finished before the kill; %d steps were in flight at a kill (or finished within the window) and ran again, the longest finished %s before the kill; %d finished earlier and ran again (must be 0)", trials, killed, beforeJournal, finished, inFlight, latest, late)
 	if killed < trials/2 {
 		t.Fatalf("only %d of %d kills landed inside a run", killed, trials)
 	}
+}
+
+// concurrentRuns runs subtests of t from goroutines of their own, at most
+// limit at a time (t.Run may be called from several goroutines at once);
+// wait waits for them all, and must return before t's function does.
+type concurrentRuns struct {
+	t   *testing.T
+	sem chan struct{}
+	wg  sync.WaitGroup
+}
+
+func newConcurrentRuns(t *testing.T, limit int) *concurrentRuns {
+	return &concurrentRuns{t: t, sem: make(chan struct{}, limit)}
+}
+
+// run starts subtest name once fewer than limit run.
+func (c *concurrentRuns) run(name string, f func(t *testing.T)) {
+	c.sem <- struct{}{}
+	c.wg.Add(1)
+	go func() {
+		defer func() { <-c.sem; c.wg.Done() }()
+		c.t.Run(name, f)
+	}()
+}
+
+func (c *concurrentRuns) wait() { c.wg.Wait() }
+
+// testParallel is go test's -parallel: how many parallel tests run at
+// once (GOMAXPROCS unless it was set).
+func testParallel() int {
+	if f := flag.Lookup("test.parallel"); f != nil {
+		if n, err := strconv.Atoi(f.Value.String()); err == nil && n > 0 {
+			return n
+		}
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 // runState returns the state the journal recorded last for run id.

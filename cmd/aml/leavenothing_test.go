@@ -34,6 +34,10 @@ func TestSignalsLeaveNothing(t *testing.T) {
 	if !procscope.Supported() {
 		t.Skip("the processes a run started cannot be found on this host (/proc)")
 	}
+	// Parallel: it looks only for processes that carry its runs' owner
+	// marks, and the tests that end other runs' leftovers are not
+	// parallel (see cleanup), so none can hide what it left.
+	t.Parallel()
 	bin := buildAML(t)
 	prepare := func(t *testing.T) string {
 		dir := t.TempDir()

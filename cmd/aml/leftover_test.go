@@ -20,7 +20,8 @@ import (
 // in a local_workspace (one of them escaped its process group with
 // setsid) still work in the directory; the next run does not take the
 // dead owner's lock over while they run, and names them. Once they are
-// gone, it does.
+// gone, it does. Not parallel: its prune --kill-orphans ends every dead
+// run's leftovers on the machine (see cleanup).
 func TestLeftoversBlockTakeover(t *testing.T) {
 	if _, err := exec.LookPath("setsid"); err != nil {
 		t.Skip("needs setsid (util-linux)")

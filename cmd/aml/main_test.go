@@ -27,10 +27,25 @@ func TestMain(m *testing.M) {
 }
 
 // cleanup runs the tests, then removes the aml binaries they built.
+//
+// Which tests are parallel: go test runs the parallel ones only once all
+// the others have finished, so a test that ends or removes what other
+// runs left anywhere on the machine (aml sandbox prune and its
+// --kill-orphans, aml workspace prune --kill-orphans) is not parallel,
+// and neither is one whose leftovers must survive until it looks at them.
+// A parallel test keeps to its own directories, servers and processes.
 type cleanup struct{ m *testing.M }
 
 func (c cleanup) Run() int {
 	defer removeBuilt()
+	// A race-instrumented aml process sleeps 1 s when it exits with
+	// status 0 (the race runtime's default atexit_sleep_ms): keep a short
+	// sleep for every one the tests start, unless the caller chose
+	// GORACE. This process read GORACE when it started; only its
+	// children see the change (the scripts' Setup keeps theirs).
+	if os.Getenv("GORACE") == "" {
+		os.Setenv("GORACE", "atexit_sleep_ms=10")
+	}
 	return c.m.Run()
 }
 
@@ -39,6 +54,7 @@ func (c cleanup) Run() int {
 // provider credentials); the aml command is this test binary re-executed
 // as the CLI.
 func TestScript(t *testing.T) {
+	t.Parallel()
 	testscript.Run(t, scriptParams("testdata/script"))
 }
 

@@ -39,6 +39,9 @@ func TestPruneAfterKilledSaves(t *testing.T) {
 	if procscope.MachineID() == "" {
 		t.Skip("needs /proc/sys/kernel/random/boot_id and /proc/self/ns/pid to tell dead owners")
 	}
+	// Parallel: its own TMPDIR and store, and its prune names its store
+	// and kills nothing.
+	t.Parallel()
 	bin := buildAML(t)
 	dir := t.TempDir()
 	store := filepath.Join(dir, "store")

@@ -27,6 +27,7 @@ import (
 // valid and the current revision loads, and it is one whole generation:
 // the last one saved, never a mix.
 func TestS3CrashDuringSave(t *testing.T) {
+	t.Parallel() // its own S3 server, directory and workspace
 	bin := buildAML(t)
 	url, cli := tests3.Server(t, "work")
 	ctx := context.Background()
@@ -139,6 +140,7 @@ def main():
 // which takes the dead writer's lock over at once, aborts them, and so
 // does aml workspace prune s3://.
 func TestS3KilledMultipartUploads(t *testing.T) {
+	t.Parallel() // its own S3 server and directory
 	bin := buildAML(t)
 	url, cli := tests3.Server(t, "work")
 	ctx := context.Background()

@@ -70,7 +70,8 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // TestDockerSandboxCleanup: SIGINT in the middle of a script in a
 // container removes the container; after a SIGKILL the container stays,
 // and aml sandbox prune removes it (and only it: a container of a live
-// run is busy).
+// run is busy). Not parallel: the prune removes what any dead run left in
+// the shared engine (see cleanup).
 func TestDockerSandboxCleanup(t *testing.T) {
 	cli := dockerEngine(t)
 	bin := buildAML(t)
@@ -195,7 +196,8 @@ def main():
 // TestOrphanProcesses: a SIGKILLed run leaves its script and the setsid
 // descendant it started; the next ordinary run names them and the command
 // that ends them (killing nothing), aml sandbox prune lists them, and
-// aml sandbox prune --kill-orphans ends them all.
+// aml sandbox prune --kill-orphans ends them all. Not parallel: the prune
+// ends every dead run's leftovers on the machine (see cleanup).
 func TestOrphanProcesses(t *testing.T) {
 	if procscope.MachineTag() == "0" {
 		t.Skip("this machine has no machine id (/etc/machine-id or /proc/sys/kernel/random/boot_id): leftover processes cannot be told")

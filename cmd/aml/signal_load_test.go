@@ -17,6 +17,7 @@ import (
 // runs (here an endless loop) stops the load and exits 130/143 through
 // the handler, instead of the process dying by the signal.
 func TestSignalDuringLoad(t *testing.T) {
+	t.Parallel() // its runs are its own
 	bin := buildAML(t)
 	dir := t.TempDir()
 	wf := filepath.Join(dir, "spin.star")

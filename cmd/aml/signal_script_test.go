@@ -17,6 +17,7 @@ import (
 // process tree runs: the CLI exits 130 after cleanup and no process of the
 // script's tree survives.
 func TestSIGINTKillsHostScriptTree(t *testing.T) {
+	t.Parallel() // its run is its own, in its own directory
 	bin := buildAML(t)
 	dir := t.TempDir()
 	wf := filepath.Join(dir, "tree.star")

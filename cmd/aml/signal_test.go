@@ -52,6 +52,7 @@ const signalTimeout = time.Minute
 // cancelled and cleaned up (rather than abandoned after the 10 s cleanup
 // deadline).
 func TestSignals(t *testing.T) {
+	t.Parallel() // its runs are its own, in its own directory
 	bin := buildAML(t)
 	dir := t.TempDir()
 	wf := filepath.Join(dir, "slow.star")
