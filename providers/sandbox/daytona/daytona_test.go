@@ -780,13 +780,17 @@ func TestNetworkFailures(t *testing.T) {
 		}
 	})
 
-	s := newService(t, dbl, func(o *Options) { o.IdleTimeout = 500 * time.Millisecond })
+	// The upload that prepares the stalled download runs under the
+	// default idle bound, so that a loaded machine cannot stall it; from
+	// then on the bound is 500 ms.
+	s := newService(t, dbl, nil)
 	m := create(t, s, nil)
+	if err := m.Upload(ctx, "f", io.LimitReader(&noise{n: 1 << 20, x: 1}, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	s.opts.IdleTimeout = 500 * time.Millisecond
 
 	t.Run("download stalls", func(t *testing.T) {
-		if err := m.Upload(ctx, "f", io.LimitReader(&noise{n: 1 << 20, x: 1}, 1<<20)); err != nil {
-			t.Fatal(err)
-		}
 		dbl.StallDownloads(1000)
 		defer dbl.StallDownloads(-1)
 		rc, err := m.Download(ctx, "f")
