@@ -6,7 +6,6 @@ import (
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/agentbench"
 	"github.com/aml-go/aml/internal/fakemodel"
-	"github.com/aml-go/aml/internal/peers"
 	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/agent/acp/acptest"
 	"github.com/aml-go/aml/providers/agent/claude"
@@ -22,15 +21,9 @@ func BenchmarkProfileSession(b *testing.B) {
 }
 
 // BenchmarkStart: session start to the first model request of the real
-// Claude Code adapter and CLI, Node's compile cache cold and warm.
+// Claude Code, Node's compile cache cold and warm (the suite's provider).
 func BenchmarkStart(b *testing.B) {
-	bin := peers.Bin(b, "claude-agent-acp", claudePkg)
 	agentbench.Start(b, func(model *fakemodel.Server, cache string) eval.AgentProvider {
-		p, err := claude.New(claude.Options{Base: acp.Base{Command: bin, Model: "fake-model", WorkingDirectory: b.TempDir(),
-			Env: map[string]string{"ANTHROPIC_API_KEY": "sk-ant-fake", "NODE_COMPILE_CACHE": cache}}, BaseURL: model.AnthropicURL})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return p
+		return agent.Provider(b, model, map[string]string{"NODE_COMPILE_CACHE": cache})
 	})
 }

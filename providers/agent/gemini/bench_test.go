@@ -6,7 +6,6 @@ import (
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/agentbench"
 	"github.com/aml-go/aml/internal/fakemodel"
-	"github.com/aml-go/aml/internal/peers"
 	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/agent/acp/acptest"
 	"github.com/aml-go/aml/providers/agent/gemini"
@@ -22,15 +21,9 @@ func BenchmarkProfileSession(b *testing.B) {
 }
 
 // BenchmarkStart: session start to the first model request of the real
-// Gemini CLI, Node's compile cache cold and warm.
+// Gemini CLI, Node's compile cache cold and warm (the suite's provider).
 func BenchmarkStart(b *testing.B) {
-	bin := peers.Bin(b, "gemini", geminiPkg)
 	agentbench.Start(b, func(model *fakemodel.Server, cache string) eval.AgentProvider {
-		p, err := gemini.New(gemini.Options{Base: acp.Base{Command: bin, Model: "fake-model", WorkingDirectory: b.TempDir(),
-			Env: map[string]string{"GEMINI_API_KEY": "g-fake", "NODE_COMPILE_CACHE": cache}}, BaseURL: model.GeminiURL})
-		if err != nil {
-			b.Fatal(err)
-		}
-		return p
+		return agent.Provider(b, model, map[string]string{"NODE_COMPILE_CACHE": cache})
 	})
 }
