@@ -79,6 +79,11 @@ func TestLimits(t *testing.T) {
 		if r := run(t, rt, "echo alive"); strings.TrimSpace(string(r.Stdout)) != "alive" {
 			t.Fatalf("the lease after the memory hog: %q", r.Stdout)
 		}
+		// Commands are the OOM killer's first choice, the keeper its last.
+		adj := strings.Fields(string(run(t, rt, "cat /proc/self/oom_score_adj /proc/1/oom_score_adj").Stdout))
+		if len(adj) != 2 || adj[0] != "1000" || adj[1] == "1000" {
+			t.Fatalf("oom_score_adj of a command and of the container's init: %q, want 1000 and lower", adj)
+		}
 		t.Logf("the memory hog ended with exit %d", r.ExitCode)
 	})
 

@@ -114,6 +114,15 @@ func (r *runtime) guestDir(cwd string) (string, error) {
 	return path.Join(r.b.root, clean), nil
 }
 
+// execWrapper starts every command: it offers the command (and what it
+// starts) to the kernel's OOM killer first, then says its process id and
+// becomes the command. Raising one's own oom_score_adj needs no privilege.
+// Without it, a command that outgrows the container's memory can have a
+// second victim chosen while the first is still exiting, and under load
+// that was the container's keeper: the lease was gone ("cannot exec in a
+// stopped state"). Where /proc is not writable the command runs as before.
+const execWrapper = `echo 1000 2>/dev/null >/proc/self/oom_score_adj; ` + pidline.Wrapper
+
 // Exec implements eval.SandboxRuntime: one command to completion, its
 // combined output bounded by the provider's MaxOutputBytes.
 func (r *runtime) Exec(ctx context.Context, command string, args []string, opts eval.ExecOptions) (*eval.ExecResult, error) {
@@ -180,7 +189,7 @@ func (r *runtime) start(ctx context.Context, command string, args []string, opts
 		}
 	}()
 	cfg := container.ExecOptions{
-		Cmd:          append([]string{"/bin/sh", "-c", pidline.Wrapper, "aml-exec", command}, args...),
+		Cmd:          append([]string{"/bin/sh", "-c", execWrapper, "aml-exec", command}, args...),
 		Env:          envList(opts.Env),
 		WorkingDir:   dir,
 		AttachStdin:  spawn || opts.Stdin != nil,
