@@ -9,13 +9,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -447,8 +445,7 @@ func cmdResume(args []string, stdout, stderr io.Writer) int {
 	r.envKey = envKey
 	defer r.close()
 	r.reportLeftovers()
-	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(r.sigs)
+	defer listen(r.sigs)()
 	wf, entry, rt, code := r.prepare()
 	if rt == nil {
 		return code

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -217,8 +216,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	// Signals are caught from here on: a SIGINT during the workflow's
 	// top-level code (or the run) cancels it and exits 130/143 through the
 	// handler instead of killing the process.
-	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(r.sigs)
+	defer listen(r.sigs)()
 	if f.journal != "" {
 		// Only a journaled run records digests of env() values, and
 		// needs the key (made here on first use).
@@ -424,7 +422,7 @@ type runner struct {
 	closers        []func()
 	// sigs receives SIGINT and SIGTERM from before the load on; loadSig is
 	// a signal that arrived during the load.
-	sigs    chan os.Signal
+	sigs    chan arrival
 	loadSig os.Signal
 	// envKey keys the digests of env() values (journaled runs and
 	// resumes; see journalKey), nil for none.
@@ -445,9 +443,9 @@ func (r *runner) load(lo starlib.LoadOptions) (*starlib.Workflow, error) {
 	go func() {
 		defer close(watched)
 		select {
-		case sig := <-r.sigs:
-			r.loadSig = sig
-			cancel(fmt.Errorf("aml run interrupted by %s", signalName(sig)))
+		case a := <-r.sigs:
+			r.loadSig = a.sig
+			cancel(fmt.Errorf("aml run interrupted by %s", signalName(a.sig)))
 		case <-done:
 		}
 	}()
@@ -486,7 +484,7 @@ func signalName(sig os.Signal) string {
 // the running agents; log lines then go through it so that they never
 // interleave with the redrawn block.
 func newRunner(f *runFlags, file string, stdout, stderr io.Writer) *runner {
-	r := &runner{f: f, file: file, stdout: stdout, stderr: stderr, sigs: make(chan os.Signal, 2)}
+	r := &runner{f: f, file: file, stdout: stdout, stderr: stderr, sigs: make(chan arrival, 2)}
 	r.logger = log.NewWithOptions(stderr, log.Options{Prefix: "aml"})
 	if f.quiet {
 		r.logger.SetLevel(log.ErrorLevel)
@@ -720,7 +718,8 @@ func (r *runner) run(runID string, evaluate func(ctx context.Context) (string, e
 	select {
 	case res := <-done:
 		return r.finish(runID, res)
-	case sig := <-sigs:
+	case first := <-sigs:
+		sig := first.sig
 		code, name := exitSIGINT, signalName(sig)
 		if sig == syscall.SIGTERM {
 			code = exitSIGTERM
@@ -728,7 +727,6 @@ func (r *runner) run(runID string, evaluate func(ctx context.Context) (string, e
 		r.logger.Warnf("received %s: cancelling run %s (up to %s for cleanup; send it again to exit now)", name, runID, cleanupDeadline)
 		interrupted := &interruptError{signal: name}
 		cancel(interrupted)
-		first := time.Now()
 		deadline := time.After(cleanupDeadline)
 	wait:
 		for {
@@ -741,7 +739,7 @@ func (r *runner) run(runID string, evaluate func(ctx context.Context) (string, e
 				r.logger.Infof("run %s stopped after cleanup (%s)", runID, status)
 				break wait
 			case again := <-sigs:
-				if repeatedSignal(sig, again, time.Since(first)) {
+				if repeatedSignal(first, again) {
 					// One signal delivered twice (GNU timeout signals
 					// the child and then its process group; so do some
 					// supervisors): it counts once.
@@ -760,18 +758,6 @@ func (r *runner) run(runID string, evaluate func(ctx context.Context) (string, e
 		}
 		return code
 	}
-}
-
-// signalRepeatWindow is how soon after a signal the same signal counts
-// as the same one delivered again, not as a second request: GNU timeout
-// signals the child and then its group microseconds apart, while a
-// person's quickest second Ctrl-C comes later than this.
-const signalRepeatWindow = 100 * time.Millisecond
-
-// repeatedSignal reports whether again, received after since, is the
-// delivery of first once more: the same signal within signalRepeatWindow.
-func repeatedSignal(first, again os.Signal, since time.Duration) bool {
-	return again == first && since < signalRepeatWindow
 }
 
 // finish reports a completed run: the result on stdout (or the --json

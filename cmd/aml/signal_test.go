@@ -279,7 +279,8 @@ func TestRepeatedSignal(t *testing.T) {
 		{syscall.SIGINT, syscall.SIGINT, signalRepeatWindow, false},
 		{syscall.SIGTERM, syscall.SIGINT, time.Millisecond, false},
 	} {
-		if got := repeatedSignal(c.first, c.again, c.since); got != c.want {
+		t0 := time.Now()
+		if got := repeatedSignal(arrival{c.first, t0}, arrival{c.again, t0.Add(c.since)}); got != c.want {
 			t.Errorf("repeatedSignal(%v, %v, %s) = %v, want %v", c.first, c.again, c.since, got, c.want)
 		}
 	}
@@ -380,5 +381,35 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 				t.Errorf("aml %s waited for the cleanup deadline:\n%s", c.name, stderr.String())
 			}
 		})
+	}
+}
+
+// TestSignalsStampedOnArrival: two SIGINTs sent 200 ms apart stay two
+// signals when their handler only gets to them after both arrived (a
+// loaded machine), because each is stamped when it arrives.
+func TestSignalsStampedOnArrival(t *testing.T) {
+	dst := make(chan arrival, 2)
+	stop := listen(dst)
+	defer stop()
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // a person's second Ctrl-C
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	// The handler is late: it reads both only now.
+	var got []arrival
+	timeout := time.After(signalTimeout)
+	for len(got) < 2 {
+		select {
+		case a := <-dst:
+			got = append(got, a)
+		case <-timeout:
+			t.Fatalf("received %d of 2 signals within %s", len(got), signalTimeout)
+		}
+	}
+	if gap := got[1].at.Sub(got[0].at); repeatedSignal(got[0], got[1]) || gap < 150*time.Millisecond {
+		t.Fatalf("two SIGINTs sent 200 ms apart arrived %s apart (repeated: %v)", gap, repeatedSignal(got[0], got[1]))
 	}
 }

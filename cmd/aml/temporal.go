@@ -288,8 +288,7 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 		return exitOK
 	}
 	r.logger.Infof("started run %s for %s on Temporal at %s (namespace %s, task queue %s)", runID, file, t.address, t.namespace, t.taskQueue)
-	signal.Notify(r.sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(r.sigs)
+	defer listen(r.sigs)()
 	started := time.Now()
 	// The run's trace events (metadata; content stays on the workers)
 	// reach the live view and the trace sinks the flags ask for, and its
@@ -358,7 +357,8 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	select {
 	case res := <-done:
 		return r.finish(runID, res)
-	case sig := <-r.sigs:
+	case a := <-r.sigs:
+		sig := a.sig
 		r.logger.Warnf("received %s: no longer following run %s, which goes on without this process", signalName(sig), runID)
 		if sig == syscall.SIGTERM {
 			return exitSIGTERM

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"syscall"
 	"time"
 
@@ -66,9 +64,8 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	sigs := make(chan arrival, 2)
+	defer listen(sigs)()
 
 	var sum amltest.Summary
 	var err error
@@ -86,7 +83,8 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 	}()
 	select {
 	case <-done:
-	case sig := <-sigs:
+	case first := <-sigs:
+		sig := first.sig
 		// As aml run: the first signal cancels the tests and allows
 		// cleanupDeadline for their cleanup; a second one exits at once.
 		code, name := exitSIGINT, "SIGINT"
@@ -95,14 +93,13 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "aml test: received %s: cancelling (up to %s for cleanup; send it again to exit now)\n", name, cleanupDeadline)
 		cancel(fmt.Errorf("aml test interrupted by %s", name))
-		first := time.Now()
 		deadline := time.After(cleanupDeadline)
 		for {
 			select {
 			case <-done:
 				return code
 			case again := <-sigs:
-				if repeatedSignal(sig, again, time.Since(first)) {
+				if repeatedSignal(first, again) {
 					continue
 				}
 				fmt.Fprintln(stderr, "aml test: second signal: exiting without waiting for cleanup")
