@@ -3,7 +3,6 @@ package eval
 import (
 	"context"
 	"fmt"
-	"time"
 )
 
 // AgentProvider runs one authored agent() session. It is the minimal
@@ -252,17 +251,6 @@ type SpendMeter interface {
 	Charge(u Usage, model string) error
 }
 
-// MeteredProvider is an optional AgentProvider capability: a provider
-// whose Meters reports true for a session (req is its request, sandbox
-// its sandbox or nil on the host) charges every model call of that session through
-// AgentExecution.Meter, so that the evaluator neither reserves a model
-// call per turn nor counts the turns' usage reports (each call counts
-// once). The evaluator still refuses a turn when a budget has nothing
-// left, and records what each turn's calls spent in the journal.
-type MeteredProvider interface {
-	Meters(req *AgentRequest, sandbox *SandboxSession) bool
-}
-
 // metered reports whether p meters the model calls of a session.
 func metered(p AgentProvider, req *AgentRequest, sandbox *SandboxSession) bool {
 	m, ok := p.(MeteredProvider)
@@ -282,15 +270,4 @@ type TraceEmitter interface {
 	// CapturesContent reports whether any sink wants content, so a
 	// provider can skip serializing it.
 	CapturesContent() bool
-}
-
-// SpanEmitter is an optional TraceEmitter capability: an operation the
-// provider saw from start to end (a model call the model gateway
-// metered) becomes a span of its own, under the running turn's span
-// (or the session's between turns). Attribute values follow
-// TraceEmitter's rules. Implementations are safe for concurrent use.
-type SpanEmitter interface {
-	// Span records one finished span of kind and name that started at
-	// start and lasted d; failed marks it an error.
-	Span(kind, name string, start time.Time, d time.Duration, attrs map[string]any, failed bool)
 }

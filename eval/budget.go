@@ -590,19 +590,6 @@ func budgetStop(pos Position, e *BudgetError) *EvaluationError {
 	return &EvaluationError{Msg: e.Error(), Pos: pos, Err: e}
 }
 
-// CostReporter is an optional AgentProvider capability: a provider whose
-// usage reports carry their cost needs no price table for cost budgets.
-type CostReporter interface {
-	ReportsCost() bool
-}
-
-// ModelDefaulter is an optional AgentProvider capability: the model a
-// session uses when its agent() names none (a profile's model=), by which
-// budgets price it.
-type ModelDefaulter interface {
-	DefaultModel() string
-}
-
 // modelOf is the model a session of p uses, for pricing: the agent's
 // model=, else the provider's default, else "".
 func modelOf(p AgentProvider, req *AgentRequest) string {
@@ -730,16 +717,6 @@ func (m sessionMeter) Charge(u Usage, model string) error {
 // Left implements BudgetLeft.
 func (m sessionMeter) Left() Budget { return m.s.left() }
 
-// BudgetLeft is an optional SpendMeter capability: what the session may
-// still spend, for a provider that meters its calls where the budgets are
-// not (a Temporal worker), against that snapshot.
-type BudgetLeft interface {
-	// Left returns the least that every budget around the session has
-	// left of each bound (a zero field is unbounded, a bound used up is
-	// the least amount above zero), and no wall time or on_exceed.
-	Left() Budget
-}
-
 // left is sessionMeter.Left.
 func (s *spendScope) left() Budget {
 	var b Budget
@@ -767,19 +744,6 @@ func (s *spendScope) left() Budget {
 		}
 	}
 	return b
-}
-
-// RemoteSpend is an optional SpendMeter capability, for a provider that
-// meters a session where its budgets are not (a Temporal worker, against
-// what BudgetLeft gave it): Settle charges what the session spent there,
-// its model and tool calls included, and returns the *BudgetError of the
-// first budget that is now crossed, or, when the remote meter refused a
-// call (refused names the budget that refused it: "tokens",
-// "model_calls", …; "" for none), of the first budget of that kind that
-// is used up; nil otherwise. The session then fails when its turn ends,
-// as when Reserve or Charge refuse.
-type RemoteSpend interface {
-	Settle(u Usage, model, refused string) error
 }
 
 // Settle implements RemoteSpend.

@@ -1,5 +1,25 @@
 package eval
 
+// The executor contract: the hooks by which an evaluation runs
+// elsewhere than in this process's goroutines, its effects and scopes
+// made durable by the executor. Package temporal, which runs the
+// evaluator as Temporal workflow code, is the only user; an evaluation
+// with no Options.Executor uses none of them. The package documentation
+// lists them.
+//
+// An Executor (Options.Executor) fans branches out and makes semaphores
+// and timeouts; it may also be an IDSource, a Pacer (see Paced and
+// WithPacer) and a Sleeper. Its journal may be a ScopeKeeper (the
+// executor makes sandbox() and workspace() scopes durable itself) and a
+// LiveAsker (an unanswered ask() waits for its answer). A workspace lease
+// held in another process is a WorkspaceFiles (DirFiles, in file.go,
+// serves those calls from a directory). A provider that meters a session
+// there asks the session's SpendMeter what is left (BudgetLeft), meters
+// against it with a LocalMeter (budget.go) and settles what the session
+// spent (RemoteSpend). EffectIdentity names the effect a provider's
+// context was made for, so that the executor's providers name their work
+// by it.
+
 import (
 	"context"
 	"time"
@@ -74,6 +94,89 @@ type Pacer interface {
 type Sleeper interface {
 	// Sleep returns once d has passed, or ctx's cause once ctx is done.
 	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// ScopeKeeper is an optional Journal capability: a journal whose
+// KeepsScopes returns true belongs to a run whose executor makes
+// sandbox() and workspace() scopes durable itself (a run on Temporal
+// checkpoints a workspace on the worker that holds it and restores it
+// wherever the scope is acquired again). The evaluator records and serves
+// effects by identity as with any journal, but takes no checkpoints of
+// its own (the journal need not be a Checkpointer) and accepts providers
+// that keep files of their own or edit their directory in place.
+type ScopeKeeper interface {
+	KeepsScopes() bool
+}
+
+// LiveAsker is an optional Journal capability: with a journal whose
+// AsksLive returns true, an ask() that has no recorded answer and no
+// answer given (EvaluateOptions.Answers) asks through Options.Ask and
+// records the answer, instead of suspending the run (a run on Temporal
+// waits for the answer's signal).
+type LiveAsker interface {
+	AsksLive() bool
+}
+
+// WorkspaceFiles is an optional WorkspaceLease capability for a lease
+// whose directory is not on the machine that evaluates (a run on Temporal
+// keeps a workspace on the worker that acquired it): file() and
+// include(path=) outside a sandbox read and write the workspace through
+// these methods instead of through Directory. Paths are logical: relative,
+// slash-separated, confined to the workspace. Implementations are safe for
+// concurrent use.
+type WorkspaceFiles interface {
+	// WriteFile replaces one complete regular file, creating parent
+	// directories, never writing through a symbolic link.
+	WriteFile(ctx context.Context, path string, data []byte) error
+	// Stat describes an entry.
+	Stat(ctx context.Context, path string) (FileInfo, error)
+	// ReadFile returns a complete regular file.
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+}
+
+// BudgetLeft is an optional SpendMeter capability: what the session may
+// still spend, for a provider that meters its calls where the budgets are
+// not (a Temporal worker), against that snapshot.
+type BudgetLeft interface {
+	// Left returns the least that every budget around the session has
+	// left of each bound (a zero field is unbounded, a bound used up is
+	// the least amount above zero), and no wall time or on_exceed.
+	Left() Budget
+}
+
+// RemoteSpend is an optional SpendMeter capability, for a provider that
+// meters a session where its budgets are not (a Temporal worker, against
+// what BudgetLeft gave it): Settle charges what the session spent there,
+// its model and tool calls included, and returns the *BudgetError of the
+// first budget that is now crossed, or, when the remote meter refused a
+// call (refused names the budget that refused it: "tokens",
+// "model_calls", …; "" for none), of the first budget of that kind that
+// is used up; nil otherwise. The session then fails when its turn ends,
+// as when Reserve or Charge refuse.
+type RemoteSpend interface {
+	Settle(u Usage, model, refused string) error
+}
+
+// effectKey carries EffectIdentity.
+type effectKey struct{}
+
+// EffectIdentity returns the identity of the effect that ctx was made
+// for, or "": in a journaled evaluation with an Executor, the evaluator
+// gives the context of each agent session, script and scope acquisition
+// its effect's identity (the journal's key, for example c#0/p#1/agent#0),
+// so that the executor's providers can name their work by it (a run on
+// Temporal uses it as the activity's id).
+func EffectIdentity(ctx context.Context) string {
+	id, _ := ctx.Value(effectKey{}).(string)
+	return id
+}
+
+// withEffect gives ctx the identity of e for an executor's providers.
+func (d *domain) withEffect(ctx context.Context, e *Effect) context.Context {
+	if d.exec == nil || e == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, effectKey{}, e.ID)
 }
 
 // sleep waits d through the executor's timers (Sleeper), else the Go

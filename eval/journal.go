@@ -1,7 +1,6 @@
 package eval
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -85,124 +84,6 @@ type Journal interface {
 	Record(e *Effect) error
 	// Sync makes every record appended so far durable.
 	Sync() error
-}
-
-// Sized is the optional Journal capability that reports how many effects
-// the journal holds. An evaluation whose journal holds none when it
-// starts calls no Lookup: effect identities are unique within an
-// evaluation, so none of its effects can have a record. A new run pays
-// for its records, not for looking them up.
-type Sized interface {
-	// Len returns the number of effect records (under distinct ids or
-	// not) the journal holds. It is safe for concurrent use.
-	Len() int
-}
-
-// Checkpointer is the Journal capability that makes workspaces durable:
-// it keeps copies of a workspace's materialized files. In a journaled
-// evaluation with a workspace(), the evaluator checkpoints the
-// workspace's directory after every live effect inside it that could
-// have written files (an agent session, a script) and names the
-// checkpoint in the effect's record. On resume it restores, after each
-// replayed effect, that effect's checkpoint, and before the first live
-// effect (or the workspace's save) the last checkpoint the journal holds,
-// so the files agents wrote before a crash are there. A journal without
-// the capability makes workspace() fail in journaled evaluations.
-type Checkpointer interface {
-	// Checkpoint stores a copy of the regular files and directories under
-	// dir and returns its id. Ids must sort (as strings) in the order the
-	// checkpoints were taken.
-	Checkpoint(ctx context.Context, dir string) (string, error)
-	// Restore makes the tree under dir equal to checkpoint id: files it
-	// lacks are removed, the others written.
-	Restore(ctx context.Context, id, dir string) error
-	// LastCheckpoint returns the id of the newest checkpoint named by a
-	// record, or "".
-	LastCheckpoint() string
-}
-
-// InPlaceWorkspace is an optional WorkspaceProvider capability: a
-// provider whose EditsInPlace returns true materializes a directory the
-// user owns (local_workspace) rather than a copy, so a resumed run
-// cannot put its files back as they were; journaled evaluations refuse
-// it.
-type InPlaceWorkspace interface {
-	EditsInPlace() bool
-}
-
-// StatelessSandbox is an optional SandboxProvider capability: a provider
-// whose KeepsNoState returns true runs commands directly in the
-// workspace's (or a host) directory and keeps no state of its own, so a
-// resumed run loses nothing when the sandbox is acquired again. Journaled
-// evaluations refuse every other sandbox provider: a container's or a
-// copy's files outside the workspace could not be put back.
-type StatelessSandbox interface {
-	KeepsNoState() bool
-}
-
-// effectKey carries EffectIdentity.
-type effectKey struct{}
-
-// EffectIdentity returns the identity of the effect that ctx was made
-// for, or "": in a journaled evaluation with an Executor, the evaluator
-// gives the context of each agent session, script and scope acquisition
-// its effect's identity (the journal's key, for example c#0/p#1/agent#0),
-// so that the executor's providers can name their work by it (a run on
-// Temporal uses it as the activity's id).
-func EffectIdentity(ctx context.Context) string {
-	id, _ := ctx.Value(effectKey{}).(string)
-	return id
-}
-
-// withEffect gives ctx the identity of e for an executor's providers.
-func (d *domain) withEffect(ctx context.Context, e *Effect) context.Context {
-	if d.exec == nil || e == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, effectKey{}, e.ID)
-}
-
-// ScopeKeeper is an optional Journal capability: a journal whose
-// KeepsScopes returns true belongs to a run whose executor makes
-// sandbox() and workspace() scopes durable itself (a run on Temporal
-// checkpoints a workspace on the worker that holds it and restores it
-// wherever the scope is acquired again). The evaluator records and serves
-// effects by identity as with any journal, but takes no checkpoints of
-// its own (the journal need not be a Checkpointer) and accepts providers
-// that keep files of their own or edit their directory in place.
-type ScopeKeeper interface {
-	KeepsScopes() bool
-}
-
-// LiveAsker is an optional Journal capability: with a journal whose
-// AsksLive returns true, an ask() that has no recorded answer and no
-// answer given (EvaluateOptions.Answers) asks through Options.Ask and
-// records the answer, instead of suspending the run (a run on Temporal
-// waits for the answer's signal).
-type LiveAsker interface {
-	AsksLive() bool
-}
-
-// Cassette is an optional Journal capability: a journal whose Cassette
-// returns true is a recording replayed offline (aml test's "# cassette:"
-// directive). Only agent sessions and answers are served from it; every
-// other effect runs as it would without a journal, nothing is recorded or
-// checkpointed, and an agent or a question with no recording fails
-// instead of running live.
-type Cassette interface {
-	Cassette() bool
-}
-
-// Lister is the optional Journal capability that lists the records a
-// journal holds, in the order they were appended. A resumed evaluation
-// reads them once when it starts: with them it tells an effect the
-// program inserted between recorded ones from the first effect the
-// recorded run never reached, and finds recorded effects the program no
-// longer reaches. Without it only a changed request is a divergence.
-type Lister interface {
-	// Effects returns every record, superseded ones included, in the
-	// order they were appended. It is safe for concurrent use.
-	Effects() []*Effect
 }
 
 // journaling is the journal state of one evaluation.
@@ -406,12 +287,4 @@ func onlySuspended(err error) bool {
 		return onlySuspended(u)
 	}
 	return false
-}
-
-// RevisionLease is an optional WorkspaceLease capability: RevisionID
-// names the revision the lease materialized ("" for none). A journaled
-// evaluation records it with the acquisition, for aml runs show; the
-// files themselves are put back from the acquisition's checkpoint.
-type RevisionLease interface {
-	RevisionID() string
 }

@@ -158,34 +158,6 @@ type SandboxRuntime interface {
 	CreateFileStaging(ctx context.Context) (FileStaging, error)
 }
 
-// FileOpener is an optional interface of a SandboxRuntime (and of a
-// WorkspaceFiles lease): OpenFile opens a complete regular file below the
-// root for a streamed read, so that a bounded read (an include() with
-// max_bytes) stops at its bound whatever the file's apparent size. The
-// caller closes the reader. A runtime without it is read with ReadFile,
-// whole: every runtime whose files its processes can make should have it.
-type FileOpener interface {
-	OpenFile(ctx context.Context, path string) (io.ReadCloser, error)
-}
-
-// GuestRuntime is an optional interface of a SandboxRuntime whose
-// processes run apart from the host (a container with no network of its
-// own): a host directory they share with it, where the host can serve
-// them unix sockets, and the command of the tool bridge's stdio relay in
-// the sandbox. Agent providers that bridge tools to an agent in such a
-// sandbox use them instead of a loopback address.
-type GuestRuntime interface {
-	// SharedDirectory returns a host directory and the path at which the
-	// sandbox's processes see it. They must be able to reach a socket in
-	// it but not to write in it (a read-only mount): the host trusts what
-	// it finds there.
-	SharedDirectory() (host, guest string)
-	// RelayCommand returns the command (and leading arguments) that runs
-	// the stdio relay to a tool bridge (aml mcp-relay) in the sandbox; an
-	// error says why the sandbox has none.
-	RelayCommand() ([]string, error)
-}
-
 // SandboxSession is the effective sandbox an agent runs in: the lease and
 // the narrowed view of the nearest sandbox() (and the agent's cwd=).
 type SandboxSession struct {

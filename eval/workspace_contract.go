@@ -58,20 +58,3 @@ type WorkspaceLease interface {
 	// idempotent.
 	Release(ctx context.Context) error
 }
-
-// WorkspaceFiles is an optional WorkspaceLease capability for a lease
-// whose directory is not on the machine that evaluates (a run on Temporal
-// keeps a workspace on the worker that acquired it): file() and
-// include(path=) outside a sandbox read and write the workspace through
-// these methods instead of through Directory. Paths are logical: relative,
-// slash-separated, confined to the workspace. Implementations are safe for
-// concurrent use.
-type WorkspaceFiles interface {
-	// WriteFile replaces one complete regular file, creating parent
-	// directories, never writing through a symbolic link.
-	WriteFile(ctx context.Context, path string, data []byte) error
-	// Stat describes an entry.
-	Stat(ctx context.Context, path string) (FileInfo, error)
-	// ReadFile returns a complete regular file.
-	ReadFile(ctx context.Context, path string) ([]byte, error)
-}
