@@ -11,6 +11,8 @@
 // that built them: Agent, System, FollowUp, Block, Fragment, Parallel and
 // Component.
 //
+//	Node               Kind, Pos: what every node implements
+//
 // # Evaluation
 //
 // Runtime.Evaluate opens one evaluation domain per call: run id, limits, a
@@ -52,17 +54,22 @@
 // (the local sandbox provider in providers/sandbox/local).
 //
 // The contracts (agent_contract.go, sandbox_contract.go,
-// workspace_contract.go, trace.go):
+// workspace_contract.go, trace.go, journal.go):
 //
 //	AgentProvider      Name, Run: one authored agent() session
 //	AgentSession       the turns of a retained session (from SessionProvider)
+//	SpendMeter         the evaluator's: charges a metered session's model calls (AgentExecution.Meter)
+//	SpendWatch         the evaluator's: takes the cost an unmetered agent reports mid-turn (AgentExecution.Watch)
 //	SandboxProvider    Acquire a SandboxLease for the outermost sandbox()
 //	SandboxLease       ID, Runtime, Release
 //	SandboxRuntime     Exec, Spawn (a SandboxProcess), files, CreateFileStaging (a FileStaging)
+//	SandboxProcess     a running process started by Spawn
+//	FileStaging        an agent's private writable directory in the sandbox
 //	WorkspaceProvider  Acquire a WorkspaceLease for workspace()
 //	WorkspaceLease     ID, Directory, Save, Release
 //	TraceSink          HandleTrace for every trace event
 //	TraceEmitter       a provider's events inside its session (AgentExecution.Trace)
+//	Journal            Lookup, Record, Sync: a durable run's records (EvaluateOptions.Journal)
 //
 // The optional capabilities (capabilities.go), found by type assertion:
 //
@@ -71,14 +78,34 @@
 //	NativeSkills       AgentProvider: discovers staged skills itself
 //	ObjectToolInputs   AgentProvider: needs object input schemas for granted tools
 //	InProcess          AgentProvider: touches nothing outside the process (no journal sync before or after it)
+//	MeteredProvider    AgentProvider: charges its sessions' model calls itself (AgentExecution.Meter)
+//	CostReporter       AgentProvider: its usage reports carry their cost (no price table for cost budgets)
+//	ModelDefaulter     AgentProvider: the model a session uses when agent() names none
 //	StatelessSandbox   SandboxProvider: keeps no files of its own (allowed in journaled runs)
+//	FileOpener         SandboxRuntime, WorkspaceFiles: opens a file for a streamed, bounded read
+//	GuestRuntime       SandboxRuntime: processes run apart from the host (a shared directory, the tool relay)
 //	InPlaceWorkspace   WorkspaceProvider: edits the user's directory (refused in journaled runs)
+//	RevisionLease      WorkspaceLease: names the revision it materialized (recorded with the acquisition)
 //	ContentCapturer    TraceSink: receives content attributes (prompts, results, errors)
+//	SpanEmitter        TraceEmitter (the evaluator's): records an operation a provider saw as a span
 //	Checkpointer       Journal: keeps copies of a workspace's files (needed for workspace() in journaled runs)
 //	Cassette           Journal: a recording replayed offline (agents and answers only)
 //	Sized              Journal: how many records it holds (a new run then looks nothing up)
 //	Lister             Journal: lists its records (a resume then names inserted and removed effects)
-//	Pacer              Executor: pauses the evaluation's Starlark computation at step counts (executor.go)
+//
+// The executor contract (executor.go), for evaluations that run
+// elsewhere than in this process's goroutines (package temporal's):
+//
+//	Executor           FanOut, NewSemaphore, WithTimeoutCause (Options.Executor)
+//	Semaphore          a FIFO semaphore an Executor makes
+//	IDSource           Executor: draws the random identities the evaluator would draw
+//	Pacer              Executor: pauses the evaluation's Starlark computation at step counts
+//	Sleeper            Executor: waits through timers of its own
+//	ScopeKeeper        Journal: the executor makes sandbox() and workspace() scopes durable itself
+//	LiveAsker          Journal: an unanswered ask() waits for its answer instead of suspending the run
+//	WorkspaceFiles     WorkspaceLease: its files are read and written where the workspace is held
+//	BudgetLeft         SpendMeter (the evaluator's): what a session may still spend, for a remote meter
+//	RemoteSpend        SpendMeter (the evaluator's): settles what a remotely metered session spent
 //
 // # Durable runs
 //
