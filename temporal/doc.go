@@ -181,8 +181,11 @@
 //	               application files and skill packages it names
 //	workflow.go    the workflow function, agent sessions as activities
 //	executor.go    eval.Executor in workflow code
-//	places.go      scopes held in sessions, workflow side; holds.go, the
-//	               worker side; checkpoint.go, workspace checkpoints
+//	places.go      scopes held in sessions, workflow side; stubs.go, the
+//	               providers, leases and runtimes that stand for them
+//	               there; calls.go, the inputs and results of their
+//	               activities; holds.go, the worker side; checkpoint.go,
+//	               workspace checkpoints
 //	continue.go    the journal, drain and continue-as-new
 //	tools.go       calls of tools defined in component bodies
 //	prints.go      print() lines for the submitter

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/uuid"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/aml-go/aml/eval"
@@ -182,7 +183,23 @@ func drainPaces(wctx workflow.Context) {
 // cancellation of the workflow) stopped.
 var errRunCancelled = errors.New("the run was cancelled")
 
+// NewID implements eval.IDSource: a workspace() without an id gets one
+// that replays.
+func (e executor) NewID(ctx context.Context) string {
+	if e.workspaceID != "" {
+		// A continued run: its one workspace() keeps its id.
+		return e.workspaceID
+	}
+	var id string
+	enc := workflow.SideEffect(workflowOf(ctx), func(workflow.Context) any { return uuid.NewString() })
+	if err := enc.Get(&id); err != nil {
+		panic(err) // a recorded string always decodes
+	}
+	return id
+}
+
 var (
 	_ eval.Executor = executor{}
+	_ eval.IDSource = executor{}
 	_ eval.Pacer    = executor{}
 )
