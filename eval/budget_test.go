@@ -26,6 +26,8 @@ func spender(t testing.TB, u eval.Usage, reportsCost bool) *deterministic.Agent 
 
 // evaluate runs v under opts and returns the result, the error and what
 // the run reported it spent.
+//
+//lint:ignore ST1008 result, error, then what the run spent: the spend is reported whatever the error
 func evaluate(t testing.TB, opts eval.Options, v any, eo ...eval.EvaluateOptions) (string, error, eval.Usage) {
 	t.Helper()
 	var spent eval.Usage
@@ -421,6 +423,7 @@ func TestOnExceedAsk(t *testing.T) {
 	if len(p.Calls()) != 3 || spent.Tokens() != 450 {
 		t.Fatalf("%d sessions, %d tokens before the question", len(p.Calls()), spent.Tokens())
 	}
+	//lint:ignore ST1008 as evaluate: the spend is reported whatever the error
 	resume := func(answer any) (string, error, eval.Usage) {
 		var got eval.Usage
 		o := opts

@@ -91,6 +91,7 @@ func (l Limits) Validate() error {
 		{"MaxPromptBytes", l.MaxPromptBytes},
 	} {
 		if f.v < 0 && f.v != Unlimited {
+			//lint:ignore ST1005 the message begins with the field it names
 			return fmt.Errorf("Limits.%s must be 0 (the default), a positive bound, or eval.Unlimited (no limit), got %d", f.name, f.v)
 		}
 	}

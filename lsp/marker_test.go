@@ -86,17 +86,6 @@ func locText(dir string, l protocol.Location) string {
 	return filepath.Base(docPath(string(l.URI))) + ":" + rangeText(l.Range)
 }
 
-func markup(v any) string {
-	switch v := v.(type) {
-	case string:
-		return v
-	case map[string]any:
-		s, _ := v["value"].(string)
-		return s
-	}
-	return fmt.Sprint(v)
-}
-
 // TestMarkers runs the #@ markers of every testdata/*.star file through a
 // real client session and compares the answers with the file's golden
 // (testdata/NAME.golden; go test ./lsp -run TestMarkers -update

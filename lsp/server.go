@@ -387,13 +387,17 @@ func (s *server) initialize(params json.RawMessage) (any, error) {
 			roots = append(roots, path)
 		}
 	}
-	if len(roots) == 0 && p.RootURI != "" {
-		if path, ok := uriPath(string(p.RootURI)); ok {
+	// Clients older than workspace folders send only the root, the oldest
+	// only its path.
+	//lint:ignore SA1019 how clients older than workspace folders name the root
+	rootURI, rootPath := p.RootURI, p.RootPath
+	if len(roots) == 0 && rootURI != "" {
+		if path, ok := uriPath(string(rootURI)); ok {
 			roots = append(roots, path)
 		}
 	}
-	if len(roots) == 0 && p.RootPath != "" {
-		roots = append(roots, p.RootPath)
+	if len(roots) == 0 && rootPath != "" {
+		roots = append(roots, rootPath)
 	}
 	encoding := "utf-16"
 	for _, e := range extra.Capabilities.General.PositionEncodings {

@@ -107,6 +107,10 @@ func submit(ctx context.Context, c client.Client) (string, error) {
 
 // readme:end
 
+// submit needs a Temporal server: it is compiled, to keep the docs'
+// example true, and never called.
+var _ = submit
+
 // Example_readme runs the README's embedding snippets: a result, a
 // cancellation that reaches its own branch although it arrives inside a
 // ParallelError, a failed branch, a placement error and a load error.

@@ -108,7 +108,7 @@ var errUnrenderable = errors.New("is not renderable")
 // that names the type and suggests json.encode(). what is the subject of
 // the message: "agent() argument", "component main returned a value that".
 func toRenderable(v starlark.Value, what string) (any, error) {
-	return convertCtx(nil, v, what)
+	return convertCtx(context.Background(), v, what)
 }
 
 // toRenderableCtx is toRenderable for a value whose conversion may be
@@ -124,7 +124,7 @@ func toRenderables(vs starlark.Tuple, what string) ([]any, error) {
 	}
 	out := make([]any, len(vs))
 	for i, v := range vs {
-		r, err := convertCtx(nil, v, what)
+		r, err := convertCtx(context.Background(), v, what)
 		if err != nil {
 			return nil, err
 		}

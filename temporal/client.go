@@ -222,11 +222,11 @@ var ErrAlreadyEnded = errors.New("the run ended before it could be cancelled")
 // already is ErrAlreadyEnded.
 func (c *Client) Cancel(ctx context.Context, id string, grace time.Duration) (Cancelled, error) {
 	started := time.Now()
-	desc, err := c.c.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := c.c.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		return Cancelled{}, fmt.Errorf("run %s: %w", id, err)
 	}
-	if desc.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	if desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return Cancelled{}, fmt.Errorf("run %s: %w", id, ErrAlreadyEnded)
 	}
 	if err := c.c.CancelWorkflow(ctx, id, ""); err != nil {

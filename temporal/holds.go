@@ -171,7 +171,7 @@ func (ls *Leases) Sweep(ctx context.Context, c client.Client) (map[string]int, e
 	released := map[string]int{}
 	var errs []error
 	for run := range runs {
-		desc, err := c.DescribeWorkflowExecution(ctx, run.id, run.runID)
+		desc, err := c.DescribeWorkflow(ctx, run.id, run.runID)
 		var nf *serviceerror.NotFound
 		switch {
 		case errors.As(err, &nf):
@@ -179,7 +179,7 @@ func (ls *Leases) Sweep(ctx context.Context, c client.Client) (map[string]int, e
 		case err != nil:
 			errs = append(errs, fmt.Errorf("the state of run %s: %w", run.id, err))
 			continue
-		case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		case desc.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 			continue
 		}
 		ls.mu.Lock()

@@ -144,7 +144,7 @@ func describeComponent(c *eval.Component, files []string) []string {
 		}
 		var f *syntax.File
 		if src, err := os.ReadFile(path); err == nil {
-			f, _ = syntax.Parse(path, src, 0)
+			f, _ = starlib.FileOptions.Parse(path, src, 0)
 		}
 		parsed[path] = f
 		return f

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/docker/docker/errdefs"
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/providers/sandbox/remote"
@@ -504,7 +504,7 @@ func (s *Server) download(ex *exchange, m remote.Machine) {
 	rc, err := m.Download(ctx, guestPath(p))
 	if err != nil {
 		status := http.StatusBadRequest
-		if errdefs.IsNotFound(err) || errors.Is(err, io.EOF) {
+		if cerrdefs.IsNotFound(err) || errors.Is(err, io.EOF) {
 			status = http.StatusNotFound
 		}
 		writeJSON(ex.w, status, toolboxError(status, "failed to download "+p+": "+err.Error()))

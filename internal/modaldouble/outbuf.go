@@ -81,10 +81,3 @@ func (b *outbuf) readAt(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 	}
 }
-
-// remove deletes the backing file.
-func (b *outbuf) remove() {
-	b.finish()
-	b.f.Close()
-	os.Remove(b.f.Name())
-}

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/errdefs"
+	cerrdefs "github.com/containerd/errdefs"
 	pb "github.com/modal-labs/modal-client/go/proto/modal_proto"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -255,7 +255,7 @@ mkdir -p -- "$d" 2>/dev/null || exit 20`, p)
 			rc, err := m.Download(ctx, cmd.ReadFile.Path)
 			if err != nil {
 				switch {
-				case errdefs.IsNotFound(err):
+				case cerrdefs.IsNotFound(err):
 					fail("NotFound", "No such file or directory")
 				case strings.Contains(err.Error(), "not a regular file"):
 					fail("IsDirectory", "Is a directory")

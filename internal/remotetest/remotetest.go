@@ -21,11 +21,11 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/aml-go/aml/internal/pidline"
@@ -223,9 +223,9 @@ func (d *Docker) List(ctx context.Context, labels map[string]string) ([]remote.F
 func (d *Docker) Destroy(ctx context.Context, id string) error {
 	err := d.cli.ContainerKill(context.WithoutCancel(ctx), id, "KILL")
 	switch {
-	case errdefs.IsNotFound(err):
+	case cerrdefs.IsNotFound(err):
 		return nil
-	case err != nil && !errdefs.IsConflict(err): // a conflict: it does not run
+	case err != nil && !cerrdefs.IsConflict(err): // a conflict: it does not run
 		return err
 	}
 	d.removalStarted()

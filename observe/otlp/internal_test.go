@@ -65,7 +65,7 @@ func TestToAttribute(t *testing.T) {
 	} {
 		kv, ok := toAttribute("k", c.in)
 		if !ok || kv.Key != "k" || kv.Value != c.want {
-			t.Errorf("toAttribute(%#v) = %v %v, want %v", c.in, kv.Value.Emit(), ok, c.want.Emit())
+			t.Errorf("toAttribute(%#v) = %v %v, want %v", c.in, kv.Value.String(), ok, c.want.String())
 		}
 	}
 	if _, ok := toAttribute("k", nil); ok {

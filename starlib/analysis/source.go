@@ -316,7 +316,7 @@ func unquote(lit []byte) (string, bool) {
 }
 
 func parseStringLiteral(s string) (string, error) {
-	f, err := syntax.ParseExpr("lit", s, 0)
+	f, err := (&syntax.FileOptions{}).ParseExpr("lit", s, 0)
 	if err != nil {
 		return "", err
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/aml-go/aml/internal/agentsuite"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
-	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/agent/claude"
 )
@@ -56,13 +55,6 @@ func setup(t *testing.T) (*fakemodel.Server, func(claude.Options) eval.AgentProv
 	t.Cleanup(model.Close)
 	return model, func(o claude.Options) eval.AgentProvider { return newProvider(t, model, nil, o) }
 }
-
-func evaluate(t *testing.T, node any, rec *tracetest.Recorder) (string, error) {
-	t.Helper()
-	return agentsuite.Evaluate(t, node, rec)
-}
-
-func dump(t *testing.T, model *fakemodel.Server) { agentsuite.Dump(t, model) }
 
 func TestTurns(t *testing.T)                    { agentsuite.Turns(t, agent) }
 func TestBridgeTool(t *testing.T)               { agentsuite.BridgeTool(t, agent) }

@@ -15,6 +15,8 @@ import (
 
 // spendRun evaluates node with opts' budget and returns the error and
 // what the run counted.
+//
+//lint:ignore ST1008 result, error, then what the run spent: the spend is reported whatever the error
 func spendRun(t *testing.T, node any, budget *eval.Budget, rec *tracetest.Recorder) (string, error, eval.Usage) {
 	t.Helper()
 	var spent eval.Usage

@@ -14,12 +14,12 @@ import (
 	"sync"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/errdefs"
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
@@ -566,7 +566,7 @@ func (p *Provider) ensureImage(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	if !errdefs.IsNotFound(err) {
+	if !cerrdefs.IsNotFound(err) {
 		return err
 	}
 	// The request's context outlives the call that starts it (the
@@ -682,7 +682,7 @@ func (p *Provider) releaseResource(ctx context.Context, prov staged.Provisioned[
 		err := engineDo(p, context.WithoutCancel(ctx), "remove container", func(c context.Context) error {
 			return p.cli.ContainerRemove(c, b.id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		})
-		if err != nil && !errdefs.IsNotFound(err) {
+		if err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("removing container %s (aml sandbox prune removes it once the engine answers): %w", b.id, err))
 		}
 	}

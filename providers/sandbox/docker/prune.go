@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/errdefs"
 
 	"github.com/aml-go/aml/internal/procscope"
 )
@@ -63,7 +63,7 @@ func Prune(ctx context.Context, cli client.APIClient) (PruneResult, error) {
 		switch {
 		case procscope.MarkerGone(l.Owner):
 			err := removeContainer(ctx, b, l.ID)
-			if err != nil && !errdefs.IsNotFound(err) {
+			if err != nil && !cerrdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("removing %s: %w", l.Name, err))
 				continue
 			}
@@ -85,12 +85,12 @@ func removeContainer(ctx context.Context, b *Provider, id string) error {
 	err := engineDo(b, ctx, "remove container", func(c context.Context) error {
 		return b.cli.ContainerRemove(c, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	})
-	if err == nil || !errdefs.IsConflict(err) || !strings.Contains(err.Error(), "already in progress") {
+	if err == nil || !cerrdefs.IsConflict(err) || !strings.Contains(err.Error(), "already in progress") {
 		return err
 	}
 	return engineDo(b, ctx, "wait for the removal of a container", func(c context.Context) error {
 		for {
-			if _, err := b.cli.ContainerInspect(c, id); errdefs.IsNotFound(err) {
+			if _, err := b.cli.ContainerInspect(c, id); cerrdefs.IsNotFound(err) {
 				return nil
 			} else if err != nil {
 				return err

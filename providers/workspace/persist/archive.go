@@ -225,7 +225,7 @@ func extractArchive(ctx context.Context, body io.Reader, dir string, lim limits,
 			if err := os.MkdirAll(target, 0o700); err != nil {
 				return nil, err
 			}
-		case tar.TypeReg, tar.TypeRegA:
+		case tar.TypeReg: // archive/tar reads the legacy TypeRegA as TypeReg
 			e.Type, e.Size = typeFile, h.Size
 			if h.Size < 0 {
 				return nil, corrupt(workspaceID, objectPath, "archive entry %q has a negative size", name)

@@ -492,7 +492,7 @@ func (s *Storage) serviceAge(md middleware.Metadata, lastModified time.Time) tim
 		}
 	}
 	// Tests move Storage.now; in a run it is time.Now and adds nothing.
-	now = now.Add(s.now().Sub(time.Now()))
+	now = now.Add(time.Until(s.now()))
 	return now.Sub(lastModified)
 }
 

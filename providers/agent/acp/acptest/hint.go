@@ -56,6 +56,8 @@ func FailedSession(t *testing.T, newProvider func(base acp.Base) (*acp.Provider,
 
 // SpendRun evaluates node under budget (nil for none), as a run does,
 // and returns its result, its error and what it counted spent.
+//
+//lint:ignore ST1008 result, error, then what the run spent: the spend is reported whatever the error
 func SpendRun(t *testing.T, node any, budget *eval.Budget) (string, error, eval.Usage) {
 	t.Helper()
 	var spent eval.Usage
