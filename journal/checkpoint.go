@@ -229,7 +229,8 @@ func (r *Run) Checkpoint(ctx context.Context, dir string) (string, error) {
 	id := fmt.Sprintf("%08d", cp.seq)
 	cp.fileSyncs++
 	cp.dirSyncs++
-	if err := writeAtomic(filepath.Join(r.dir, checkpointsName), id+".json", b); err != nil {
+	mpath := filepath.Join(r.dir, checkpointsName, id+".json")
+	if err := durable.Write(mpath, b, durable.Options{Perm: 0o600, Umask: true, Temp: tmpPrefix + "*"}); err != nil {
 		return "", fmt.Errorf("cannot checkpoint %s: %w", dir, err)
 	}
 	cp.cache[root] = cache
@@ -699,33 +700,6 @@ func (r *Run) readManifest(id string) (*manifest, error) {
 		}
 	}
 	return m, nil
-}
-
-// writeAtomic writes data to dir/name durably: to a temporary name,
-// fsynced, renamed, and dir fsynced.
-func writeAtomic(dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, tmpPrefix+"*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("cannot write %s: %w", filepath.Join(dir, name), err)
-	}
-	if err := durable.SyncDir(dir); err != nil {
-		return fmt.Errorf("cannot sync %s: %w", dir, err)
-	}
-	return nil
 }
 
 // removeAll removes p like os.RemoveAll, also when it holds directories

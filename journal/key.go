@@ -106,33 +106,16 @@ func createKey(path string) (bool, error) {
 	if err := os.MkdirAll(dir, dirPerm); err != nil {
 		return false, fmt.Errorf("cannot create the directory of the journal key: %w; set %s to a file in a directory that can be written", err, KeyFileEnv)
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*") // 0600
-	if err != nil {
-		return false, fmt.Errorf("cannot create the journal key in %s: %w", dir, err)
-	}
-	defer os.Remove(tmp.Name())
 	key := make([]byte, KeySize)
 	rand.Read(key)
-	_, err = tmp.Write(key)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
+	// Written exclusively, by a link that never replaces what is there:
+	// of concurrent first uses, one wins and the others read its key.
+	err := durable.Write(path, key, durable.Options{Perm: 0o600, Umask: true, Temp: ".tmp-" + filepath.Base(path) + "-*", Exclusive: true})
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("cannot write the journal key %s: %w", tmp.Name(), err)
-	}
-	// A link never replaces what is there: of concurrent first uses, one
-	// wins and the others read its key.
-	if err := os.Link(tmp.Name(), path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return false, nil
-		}
-		return false, fmt.Errorf("cannot create the journal key %s: %w", path, err)
-	}
-	if err := durable.SyncDir(dir); err != nil {
-		return true, fmt.Errorf("cannot sync the directory of the journal key %s: %w", path, err)
+		return false, fmt.Errorf("cannot create the journal key: %w", err)
 	}
 	return true, nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/diff"
 
-	"github.com/aml-go/aml/internal/atomicfile"
+	"github.com/aml-go/aml/internal/durable"
 	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/starlib/analysis"
 )
@@ -167,7 +167,7 @@ func cmdFmt(args []string, stdout, stderr io.Writer) int {
 			}
 			// Whole or not at all: a kill or a full disk mid-write
 			// leaves the source as it was.
-			if err := atomicfile.Write(file, out, info.Mode().Perm()); err != nil {
+			if err := durable.WriteFile(file, out, info.Mode().Perm()); err != nil {
 				fmt.Fprintf(stderr, "aml fmt: %v\n", err)
 				if code == exitOK {
 					code = exitFailure

@@ -15,7 +15,7 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/graph"
-	"github.com/aml-go/aml/internal/atomicfile"
+	"github.com/aml-go/aml/internal/durable"
 	"github.com/aml-go/aml/starlib"
 )
 
@@ -104,7 +104,7 @@ func cmdGraph(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
-	if err := atomicfile.Write(*out, buf.Bytes(), 0o644); err != nil {
+	if err := durable.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
 		fmt.Fprintf(stderr, "aml graph: %v\n", err)
 		return exitFailure
 	}

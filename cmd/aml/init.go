@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/aml-go/aml/internal/atomicfile"
+	"github.com/aml-go/aml/internal/durable"
 	"github.com/aml-go/aml/starlib/amltest"
 )
 
@@ -112,7 +112,7 @@ func cmdInit(args []string, stdout, stderr io.Writer) int {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		return atomicfile.Write(p, []byte(text), 0o644)
+		return durable.WriteFile(p, []byte(text), 0o644)
 	}
 	if err := write("main.star", starterWorkflow); err != nil {
 		fmt.Fprintf(stderr, "aml init: %v\n", err)

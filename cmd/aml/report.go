@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/aml-go/aml/internal/atomicfile"
+	"github.com/aml-go/aml/internal/durable"
 	"github.com/aml-go/aml/report"
 )
 
@@ -69,7 +69,7 @@ func cmdReport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aml report: %v\n", err)
 		return exitFailure
 	}
-	if err := atomicfile.Write(*out, buf.Bytes(), 0o644); err != nil {
+	if err := durable.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
 		fmt.Fprintf(stderr, "aml report: %v\n", err)
 		return exitFailure
 	}
@@ -84,5 +84,5 @@ func writeReport(c *report.Collector, path string) error {
 	if err := c.WriteHTML(&buf); err != nil {
 		return fmt.Errorf("cannot write the run report: %w", err)
 	}
-	return atomicfile.Write(path, buf.Bytes(), 0o644)
+	return durable.WriteFile(path, buf.Bytes(), 0o644)
 }

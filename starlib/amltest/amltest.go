@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aml-go/aml/internal/atomicfile"
+	"github.com/aml-go/aml/internal/durable"
 	"github.com/aml-go/aml/starlib"
 	"github.com/rogpeppe/go-internal/diff"
 )
@@ -231,7 +231,7 @@ func Check(ctx context.Context, t Test, update bool, timeout time.Duration) Resu
 		}
 		// Whole or not at all: a run killed while it updates leaves the
 		// old golden, not half of the new one.
-		if err := atomicfile.Write(t.Golden, got, 0o644); err != nil {
+		if err := durable.WriteFile(t.Golden, got, 0o644); err != nil {
 			res.Detail = err.Error()
 			return res
 		}

@@ -38,6 +38,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aml-go/aml/internal/durable"
 	"github.com/aml-go/aml/internal/procscope"
 )
 
@@ -202,46 +203,19 @@ func (l *Lock) start() *Lock {
 }
 
 // create writes a new lock file exclusively and whole: the record is
-// written and synced under a temporary name and hard-linked to path
-// (which fails when path exists), so a crash never leaves a lock file
-// without its owner's record, which could only be judged by its age. On a
-// filesystem without hard links the file is created in place.
+// written and synced under a temporary name ("<path>.*.new", which
+// sweepTemporary removes when a killed process left it) and hard-linked
+// to path (which fails when path exists), so a crash never leaves a lock
+// file without its owner's record, which could only be judged by its
+// age. On a filesystem without hard links the file is created in place.
 func create(path string, data []byte) error {
-	tmp := fmt.Sprintf("%s.%s.new", path, newToken())
-	if err := writeSynced(tmp, data); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("lockfile: temporary lock file %s exists: %w", tmp, err)
-		}
-		return err
-	}
-	err := os.Link(tmp, path)
-	os.Remove(tmp)
-	if err == nil || errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	// No hard links here: create the lock in place.
-	return writeSynced(path, data)
-}
-
-// writeSynced creates path exclusively with data, synced; a failed write
-// removes it.
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
-		return err
-	}
-	return nil
+	return durable.Write(path, data, durable.Options{
+		Perm:         0o644,
+		Umask:        true,
+		Temp:         filepath.Base(path) + ".*.new",
+		Exclusive:    true,
+		LinkFallback: true,
+	})
 }
 
 // sweepTemporary removes the temporary files of lock creations and
@@ -372,12 +346,9 @@ func takeOver(path string, data []byte, staleAfter time.Duration) (bool, error) 
 		}
 		return create(path, data) == nil, nil
 	}
-	tmp := fmt.Sprintf("%s.%s.tmp", path, newToken())
-	if err := create(tmp, data); err != nil {
-		return false, fmt.Errorf("lockfile: take over %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	// Renamed over the stale lock from a temporary "<path>.*.tmp".
+	err = durable.Write(path, data, durable.Options{Perm: 0o644, Umask: true, Temp: filepath.Base(path) + ".*.tmp"})
+	if err != nil {
 		return false, fmt.Errorf("lockfile: take over %s: %w", path, err)
 	}
 	return true, nil
