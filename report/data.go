@@ -3,7 +3,8 @@ package report
 import (
 	"math"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/aml-go/aml/eval"
 )
 
 // The page data is one JSON object, written by hand for size and speed:
@@ -29,7 +30,8 @@ import (
 //
 // Strings are escaped so that the JSON can sit in an HTML script element:
 // '<', '>' and '&' become \u003c, \u003e and \u0026 (so no "</script" or
-// "<!--" can appear), and '/' becomes "\/" (so no URL appears literally).
+// "<!--" can appear), and '/' becomes "\/" (so no URL appears literally):
+// see eval.AppendJSONScriptString.
 
 // dataEncoder appends the page data and collects the string table.
 type dataEncoder struct {
@@ -69,7 +71,7 @@ func (e *dataEncoder) ms(x float64) {
 // are written as strings.
 func (e *dataEncoder) num(x float64) {
 	if math.IsNaN(x) || math.IsInf(x, 0) {
-		e.b = appendJSONString(e.b, strconv.FormatFloat(x, 'g', -1, 64))
+		e.b = eval.AppendJSONScriptString(e.b, strconv.FormatFloat(x, 'g', -1, 64))
 		return
 	}
 	e.b = strconv.AppendFloat(e.b, x, 'g', -1, 64)
@@ -85,7 +87,7 @@ func (e *dataEncoder) id(id string) {
 		e.b = append(e.b, id...)
 		return
 	}
-	e.b = appendJSONString(e.b, id)
+	e.b = eval.AppendJSONScriptString(e.b, id)
 }
 
 // attrs appends a flat attribute list.
@@ -123,7 +125,7 @@ func (e *dataEncoder) literal(v any) {
 		e.intValue(int64(v))
 	case uint64:
 		if v > maxSafeInt {
-			e.b = appendJSONString(e.b, strconv.FormatUint(v, 10))
+			e.b = eval.AppendJSONScriptString(e.b, strconv.FormatUint(v, 10))
 			return
 		}
 		e.b = strconv.AppendUint(e.b, v, 10)
@@ -132,14 +134,14 @@ func (e *dataEncoder) literal(v any) {
 	case float32:
 		e.num(float64(v))
 	case string:
-		e.b = appendJSONString(e.b, v)
+		e.b = eval.AppendJSONScriptString(e.b, v)
 	case []string:
 		e.byte('[')
 		for i, s := range v {
 			if i > 0 {
 				e.byte(',')
 			}
-			e.b = appendJSONString(e.b, s)
+			e.b = eval.AppendJSONScriptString(e.b, s)
 		}
 		e.byte(']')
 	case []any:
@@ -153,13 +155,13 @@ func (e *dataEncoder) literal(v any) {
 		e.byte(']')
 	default:
 		// Attribute values are scalars; anything else is shown as text.
-		e.b = appendJSONString(e.b, scalarText(v))
+		e.b = eval.AppendJSONScriptString(e.b, scalarText(v))
 	}
 }
 
 func (e *dataEncoder) intValue(v int64) {
 	if v > maxSafeInt || v < -maxSafeInt {
-		e.b = appendJSONString(e.b, strconv.FormatInt(v, 10))
+		e.b = eval.AppendJSONScriptString(e.b, strconv.FormatInt(v, 10))
 		return
 	}
 	e.b = strconv.AppendInt(e.b, v, 10)
@@ -170,7 +172,7 @@ func encodeData(m *model) []byte {
 	e := &dataEncoder{b: make([]byte, 0, 64*len(m.rows)+4096), index: map[string]int{}}
 	e.str("")
 	e.raw(`{"v":1,"title":`)
-	e.b = appendJSONString(e.b, m.title)
+	e.b = eval.AppendJSONScriptString(e.b, m.title)
 	e.raw(`,"t0":`)
 	e.b = strconv.AppendInt(e.b, m.t0, 10)
 	e.raw(`,"lo":`)
@@ -186,7 +188,7 @@ func encodeData(m *model) []byte {
 			e.byte(',')
 		}
 		e.byte('[')
-		e.b = appendJSONString(e.b, r.id)
+		e.b = eval.AppendJSONScriptString(e.b, r.id)
 		e.byte(',')
 		e.int(int(r.status))
 		e.byte(',')
@@ -206,7 +208,7 @@ func encodeData(m *model) []byte {
 			e.byte(',')
 		}
 		e.byte('[')
-		e.b = appendJSONString(e.b, k.kind)
+		e.b = eval.AppendJSONScriptString(e.b, k.kind)
 		e.byte(',')
 		e.int(k.count)
 		e.byte(',')
@@ -309,7 +311,7 @@ func encodeData(m *model) []byte {
 		if i > 0 {
 			e.byte(',')
 		}
-		e.b = appendJSONString(e.b, s)
+		e.b = eval.AppendJSONScriptString(e.b, s)
 	}
 	e.raw("]}")
 	return e.b
@@ -330,7 +332,7 @@ func (e *dataEncoder) totals(t *totals) {
 	}
 	e.byte('{')
 	for _, kv := range ints {
-		e.b = appendJSONString(e.b, kv.k)
+		e.b = eval.AppendJSONScriptString(e.b, kv.k)
 		e.byte(':')
 		e.int(kv.v)
 		e.byte(',')
@@ -339,20 +341,20 @@ func (e *dataEncoder) totals(t *totals) {
 		k string
 		v float64
 	}{{"queueTotal", t.queueTotalMS}, {"queueMax", t.queueMaxMS}, {"sessionTotal", t.sessionTotalMS}, {"slowest", t.slowestAgentMS}} {
-		e.b = appendJSONString(e.b, kv.k)
+		e.b = eval.AppendJSONScriptString(e.b, kv.k)
 		e.byte(':')
 		e.ms(kv.v)
 		e.byte(',')
 	}
 	sums := func(name string, ss []sum) {
-		e.b = appendJSONString(e.b, name)
+		e.b = eval.AppendJSONScriptString(e.b, name)
 		e.raw(":[")
 		for i, s := range ss {
 			if i > 0 {
 				e.byte(',')
 			}
 			e.byte('[')
-			e.b = appendJSONString(e.b, s.key)
+			e.b = eval.AppendJSONScriptString(e.b, s.key)
 			e.byte(',')
 			e.num(s.n)
 			e.byte(']')
@@ -360,14 +362,14 @@ func (e *dataEncoder) totals(t *totals) {
 		e.byte(']')
 	}
 	counts := func(name string, cs []count) {
-		e.b = appendJSONString(e.b, name)
+		e.b = eval.AppendJSONScriptString(e.b, name)
 		e.raw(":[")
 		for i, c := range cs {
 			if i > 0 {
 				e.byte(',')
 			}
 			e.byte('[')
-			e.b = appendJSONString(e.b, c.key)
+			e.b = eval.AppendJSONScriptString(e.b, c.key)
 			e.byte(',')
 			e.int(c.n)
 			e.byte(']')
@@ -382,55 +384,4 @@ func (e *dataEncoder) totals(t *totals) {
 	e.byte(',')
 	counts("models", t.models)
 	e.byte('}')
-}
-
-// appendJSONString appends s as a JSON string that is safe inside an HTML
-// script element (see the format above). Invalid UTF-8 becomes U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' && c != '/' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\', '/':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
