@@ -205,7 +205,7 @@ func (r *Run) Checkpoint(ctx context.Context, dir string) (string, error) {
 			}
 			e.Size, e.SHA256 = s.size, hex.EncodeToString(s.sum[:])
 		default:
-			return fmt.Errorf("%s is a %s: a checkpoint holds only regular files and directories", p, fileKind(info.Mode()))
+			return fmt.Errorf("%s is a %s: a checkpoint holds only regular files and directories", p, eval.FileKind(info.Mode()))
 		}
 		m.Entries = append(m.Entries, e)
 		return nil
@@ -730,7 +730,7 @@ func checkpointRoot(dir string) (string, error) {
 		return "", err
 	}
 	if !info.IsDir() {
-		return "", fmt.Errorf("%s is a %s, not a directory", root, fileKind(info.Mode()))
+		return "", fmt.Errorf("%s is a %s, not a directory", root, eval.FileKind(info.Mode()))
 	}
 	return root, nil
 }
@@ -767,27 +767,6 @@ func parseSum(s string) (sum [32]byte, ok bool) {
 	}
 	_, err := hex.Decode(sum[:], []byte(s))
 	return sum, err == nil
-}
-
-// fileKind names the type of an entry that is not a regular file.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "directory"
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeCharDevice != 0:
-		return "character device"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	case m.IsRegular():
-		return "regular file"
-	}
-	return "irregular file"
 }
 
 // statIDs returns the inode number and the change time (unix ns) of

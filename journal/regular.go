@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/aml-go/aml/eval"
 )
 
 // ErrNotRegular is wrapped by the errors of Open, ReadEffects and Prune,
@@ -19,7 +21,7 @@ var ErrNotRegular = errors.New("not a regular file")
 
 // notRegular is the error for path, whose type is mode.
 func notRegular(path string, mode fs.FileMode) error {
-	return fmt.Errorf("%s is a %s, %w", path, fileKind(mode), ErrNotRegular)
+	return fmt.Errorf("%s is a %s, %w", path, eval.FileKind(mode), ErrNotRegular)
 }
 
 // openLog opens a run's journal.log with flag (os.O_RDONLY, or

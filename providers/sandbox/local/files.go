@@ -91,14 +91,7 @@ func (r *hostRuntime) Stat(ctx context.Context, p string) (eval.FileInfo, error)
 	if err != nil {
 		return eval.FileInfo{}, fmt.Errorf("local sandbox stat %q: %w", p, err)
 	}
-	kind := "other"
-	switch {
-	case fi.Mode().IsRegular():
-		kind = "file"
-	case fi.IsDir():
-		kind = "directory"
-	}
-	return eval.FileInfo{Kind: kind, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+	return eval.FileInfo{Kind: eval.FileInfoKind(fi.Mode()), Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
 
 // WriteFile atomically replaces the regular file at the logical path
