@@ -639,12 +639,13 @@ func (r *Run) restoreFile(p string, e *manifestEntry, want []byte) error {
 		return fmt.Errorf("cannot write %s: %w", p, err)
 	}
 	done = true
-	if err := os.Chtimes(tmp.Name(), time.Time{}, time.Unix(0, e.MTime)); err == nil {
+	err = os.Chtimes(tmp.Name(), time.Time{}, time.Unix(0, e.MTime))
+	if err == nil {
 		err = os.Rename(tmp.Name(), p)
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return err
+		return fmt.Errorf("cannot restore %s: %w", p, err)
 	}
 	r.cp.restoreWrites++
 	return nil

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,15 +27,13 @@ func TestLoadKeyCreatesAndReuses(t *testing.T) {
 	if bytes.Equal(key, make([]byte, KeySize)) {
 		t.Fatal("the new key is all zeros")
 	}
-	if runtime.GOOS != "windows" {
-		for p, want := range map[string]os.FileMode{path: 0o600, filepath.Dir(path): 0o700, filepath.Join(base, "config"): 0o700} {
-			fi, err := os.Stat(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := fi.Mode().Perm(); got != want {
-				t.Errorf("%s has mode %o, want %o", p, got, want)
-			}
+	for p, want := range map[string]os.FileMode{path: 0o600, filepath.Dir(path): 0o700, filepath.Join(base, "config"): 0o700} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s has mode %o, want %o", p, got, want)
 		}
 	}
 	entries, _ := os.ReadDir(filepath.Dir(path))

@@ -422,7 +422,7 @@ func (a *countAgent) Run(context.Context, *eval.AgentRequest, *eval.AgentExecuti
 
 // skillAgent reads what was staged for it: its skill's SKILL.md (and the
 // package's script), and the file an oversized include() points at.
-type skillAgent struct{ sandbox bool }
+type skillAgent struct{}
 
 func (skillAgent) Name() string                              { return "skilled" }
 func (skillAgent) SupportsSandbox(*eval.SandboxSession) bool { return true }
