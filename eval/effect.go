@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/aml-go/aml/internal/jsonstr"
 	"strconv"
 	"strings"
 
@@ -76,14 +77,14 @@ func (e *Effect) MarshalJSON() ([]byte, error) {
 // hand rather than through reflection.
 func (e *Effect) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = appendJSONString(dst, e.ID)
+	dst = jsonstr.Append(dst, e.ID)
 	if e.Kind != "" {
 		dst = append(dst, `,"kind":`...)
-		dst = appendJSONString(dst, e.Kind)
+		dst = jsonstr.Append(dst, e.Kind)
 	}
 	if e.Pos.File != "" {
 		dst = append(dst, `,"file":`...)
-		dst = appendJSONString(dst, e.Pos.File)
+		dst = jsonstr.Append(dst, e.Pos.File)
 	}
 	if e.Pos.Line != 0 {
 		dst = append(dst, `,"line":`...)
@@ -95,15 +96,15 @@ func (e *Effect) AppendJSON(dst []byte) []byte {
 	}
 	if e.Order != "" {
 		dst = append(dst, `,"o":`...)
-		dst = appendJSONString(dst, e.Order)
+		dst = jsonstr.Append(dst, e.Order)
 	}
 	if e.Label != "" {
 		dst = append(dst, `,"label":`...)
-		dst = appendJSONString(dst, e.Label)
+		dst = jsonstr.Append(dst, e.Label)
 	}
 	if e.Request != "" {
 		dst = append(dst, `,"req":`...)
-		dst = appendJSONString(dst, e.Request)
+		dst = jsonstr.Append(dst, e.Request)
 	}
 	if len(e.Result) > 0 {
 		dst = append(dst, `,"result":`...)
@@ -111,7 +112,7 @@ func (e *Effect) AppendJSON(dst []byte) []byte {
 	}
 	if e.Checkpoint != "" {
 		dst = append(dst, `,"cp":`...)
-		dst = appendJSONString(dst, e.Checkpoint)
+		dst = jsonstr.Append(dst, e.Checkpoint)
 	}
 	return append(dst, '}')
 }

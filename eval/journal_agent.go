@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/aml-go/aml/internal/jsonstr"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -179,7 +180,7 @@ func (d *domain) recordAgent(ctx context.Context, ws *wsState, e *Effect, resp *
 		}
 	} else {
 		b = append(b, `"text":`...)
-		b = appendJSONString(b, resp.Text)
+		b = jsonstr.Append(b, resp.Text)
 	}
 	if len(turns) > 0 {
 		b = append(b, `,"turns":[`...)
@@ -190,13 +191,13 @@ func (d *domain) recordAgent(ctx context.Context, ws *wsState, e *Effect, resp *
 			b = append(b, `{"index":`...)
 			b = strconv.AppendInt(b, int64(t.Index), 10)
 			b = append(b, `,"kind":`...)
-			b = appendJSONString(b, t.Kind)
+			b = jsonstr.Append(b, t.Kind)
 			for _, f := range [...]struct{ k, v string }{{"sessionId", t.SessionID}, {"stopReason", t.StopReason}, {"usage", t.Usage}} {
 				if f.v != "" {
 					b = append(b, ',', '"')
 					b = append(b, f.k...)
 					b = append(b, '"', ':')
-					b = appendJSONString(b, f.v)
+					b = jsonstr.Append(b, f.v)
 				}
 			}
 			b = append(b, '}')

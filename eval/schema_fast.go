@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"github.com/aml-go/aml/internal/jsonstr"
 	"math"
 	"regexp"
 	"sort"
@@ -185,7 +186,7 @@ func compileFast(doc map[string]any) *fastSchema {
 	}
 	for _, name := range f.propNames {
 		f.propReq = append(f.propReq, contains(f.required, name))
-		f.propKeys = append(f.propKeys, append(appendJSONString(nil, name), ':'))
+		f.propKeys = append(f.propKeys, append(jsonstr.Append(nil, name), ':'))
 	}
 	if len(f.enum) > 0 {
 		f.enumStrings = make(map[string]bool, len(f.enum))
@@ -237,7 +238,7 @@ func (f *fastSchema) encodeValid(b []byte, v any) ([]byte, bool) {
 		if f.pattern != nil && !f.pattern.MatchString(str) {
 			return b, false
 		}
-		return appendJSONString(b, str), true
+		return jsonstr.Append(b, str), true
 	}
 	x, isObj := v.(map[string]any)
 	if !isObj || len(f.anyOf) > 0 || f.enum != nil || f.hasConst || f.reqOutside > 0 || (f.types != 0 && f.types&fastObject == 0) {
@@ -441,7 +442,7 @@ func appendJSONWith(b []byte, v any, f *fastSchema) ([]byte, bool) {
 					b = append(b, ',')
 				}
 				first = false
-				b = appendJSONString(b, name)
+				b = jsonstr.Append(b, name)
 				b = append(b, ':')
 				if b, ok = appendJSONWith(b, pv, f.props[name]); !ok {
 					return b, false
@@ -468,7 +469,7 @@ func appendJSONWith(b []byte, v any, f *fastSchema) ([]byte, bool) {
 	case bool:
 		return strconv.AppendBool(b, x), true
 	case string:
-		return appendJSONString(b, x), true
+		return jsonstr.Append(b, x), true
 	case int64:
 		return strconv.AppendInt(b, x, 10), true
 	case int:
@@ -502,7 +503,7 @@ func appendJSONWith(b []byte, v any, f *fastSchema) ([]byte, bool) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, k)
+			b = jsonstr.Append(b, k)
 			b = append(b, ':')
 			var ok bool
 			if b, ok = appendJSON(b, x[k]); !ok {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/aml-go/aml/internal/filekind"
 	"io"
 	"io/fs"
 	"os"
@@ -205,7 +206,7 @@ func (r *Run) Checkpoint(ctx context.Context, dir string) (string, error) {
 			}
 			e.Size, e.SHA256 = s.size, hex.EncodeToString(s.sum[:])
 		default:
-			return fmt.Errorf("%s is a %s: a checkpoint holds only regular files and directories", p, eval.FileKind(info.Mode()))
+			return fmt.Errorf("%s is a %s: a checkpoint holds only regular files and directories", p, filekind.Name(info.Mode()))
 		}
 		m.Entries = append(m.Entries, e)
 		return nil
@@ -731,7 +732,7 @@ func checkpointRoot(dir string) (string, error) {
 		return "", err
 	}
 	if !info.IsDir() {
-		return "", fmt.Errorf("%s is a %s, not a directory", root, eval.FileKind(info.Mode()))
+		return "", fmt.Errorf("%s is a %s, not a directory", root, filekind.Name(info.Mode()))
 	}
 	return root, nil
 }

@@ -3,11 +3,10 @@ package journal
 import (
 	"errors"
 	"fmt"
+	"github.com/aml-go/aml/internal/filekind"
 	"io/fs"
 	"os"
 	"path/filepath"
-
-	"github.com/aml-go/aml/eval"
 )
 
 // ErrNotRegular is wrapped by the errors of Open, ReadEffects and Prune,
@@ -21,7 +20,7 @@ var ErrNotRegular = errors.New("not a regular file")
 
 // notRegular is the error for path, whose type is mode.
 func notRegular(path string, mode fs.FileMode) error {
-	return fmt.Errorf("%s is a %s, %w", path, eval.FileKind(mode), ErrNotRegular)
+	return fmt.Errorf("%s is a %s, %w", path, filekind.Name(mode), ErrNotRegular)
 }
 
 // openLog opens a run's journal.log with flag (os.O_RDONLY, or

@@ -1,10 +1,9 @@
 package report
 
 import (
+	"github.com/aml-go/aml/internal/jsonstr"
 	"math"
 	"strconv"
-
-	"github.com/aml-go/aml/eval"
 )
 
 // The page data is one JSON object, written by hand for size and speed:
@@ -31,7 +30,7 @@ import (
 // Strings are escaped so that the JSON can sit in an HTML script element:
 // '<', '>' and '&' become \u003c, \u003e and \u0026 (so no "</script" or
 // "<!--" can appear), and '/' becomes "\/" (so no URL appears literally):
-// see eval.AppendJSONScriptString.
+// see jsonstr.AppendScript.
 
 // dataEncoder appends the page data and collects the string table.
 type dataEncoder struct {
@@ -71,7 +70,7 @@ func (e *dataEncoder) ms(x float64) {
 // are written as strings.
 func (e *dataEncoder) num(x float64) {
 	if math.IsNaN(x) || math.IsInf(x, 0) {
-		e.b = eval.AppendJSONScriptString(e.b, strconv.FormatFloat(x, 'g', -1, 64))
+		e.b = jsonstr.AppendScript(e.b, strconv.FormatFloat(x, 'g', -1, 64))
 		return
 	}
 	e.b = strconv.AppendFloat(e.b, x, 'g', -1, 64)
@@ -87,7 +86,7 @@ func (e *dataEncoder) id(id string) {
 		e.b = append(e.b, id...)
 		return
 	}
-	e.b = eval.AppendJSONScriptString(e.b, id)
+	e.b = jsonstr.AppendScript(e.b, id)
 }
 
 // attrs appends a flat attribute list.
@@ -125,7 +124,7 @@ func (e *dataEncoder) literal(v any) {
 		e.intValue(int64(v))
 	case uint64:
 		if v > maxSafeInt {
-			e.b = eval.AppendJSONScriptString(e.b, strconv.FormatUint(v, 10))
+			e.b = jsonstr.AppendScript(e.b, strconv.FormatUint(v, 10))
 			return
 		}
 		e.b = strconv.AppendUint(e.b, v, 10)
@@ -134,14 +133,14 @@ func (e *dataEncoder) literal(v any) {
 	case float32:
 		e.num(float64(v))
 	case string:
-		e.b = eval.AppendJSONScriptString(e.b, v)
+		e.b = jsonstr.AppendScript(e.b, v)
 	case []string:
 		e.byte('[')
 		for i, s := range v {
 			if i > 0 {
 				e.byte(',')
 			}
-			e.b = eval.AppendJSONScriptString(e.b, s)
+			e.b = jsonstr.AppendScript(e.b, s)
 		}
 		e.byte(']')
 	case []any:
@@ -155,13 +154,13 @@ func (e *dataEncoder) literal(v any) {
 		e.byte(']')
 	default:
 		// Attribute values are scalars; anything else is shown as text.
-		e.b = eval.AppendJSONScriptString(e.b, scalarText(v))
+		e.b = jsonstr.AppendScript(e.b, scalarText(v))
 	}
 }
 
 func (e *dataEncoder) intValue(v int64) {
 	if v > maxSafeInt || v < -maxSafeInt {
-		e.b = eval.AppendJSONScriptString(e.b, strconv.FormatInt(v, 10))
+		e.b = jsonstr.AppendScript(e.b, strconv.FormatInt(v, 10))
 		return
 	}
 	e.b = strconv.AppendInt(e.b, v, 10)
@@ -172,7 +171,7 @@ func encodeData(m *model) []byte {
 	e := &dataEncoder{b: make([]byte, 0, 64*len(m.rows)+4096), index: map[string]int{}}
 	e.str("")
 	e.raw(`{"v":1,"title":`)
-	e.b = eval.AppendJSONScriptString(e.b, m.title)
+	e.b = jsonstr.AppendScript(e.b, m.title)
 	e.raw(`,"t0":`)
 	e.b = strconv.AppendInt(e.b, m.t0, 10)
 	e.raw(`,"lo":`)
@@ -188,7 +187,7 @@ func encodeData(m *model) []byte {
 			e.byte(',')
 		}
 		e.byte('[')
-		e.b = eval.AppendJSONScriptString(e.b, r.id)
+		e.b = jsonstr.AppendScript(e.b, r.id)
 		e.byte(',')
 		e.int(int(r.status))
 		e.byte(',')
@@ -208,7 +207,7 @@ func encodeData(m *model) []byte {
 			e.byte(',')
 		}
 		e.byte('[')
-		e.b = eval.AppendJSONScriptString(e.b, k.kind)
+		e.b = jsonstr.AppendScript(e.b, k.kind)
 		e.byte(',')
 		e.int(k.count)
 		e.byte(',')
@@ -311,7 +310,7 @@ func encodeData(m *model) []byte {
 		if i > 0 {
 			e.byte(',')
 		}
-		e.b = eval.AppendJSONScriptString(e.b, s)
+		e.b = jsonstr.AppendScript(e.b, s)
 	}
 	e.raw("]}")
 	return e.b
@@ -332,7 +331,7 @@ func (e *dataEncoder) totals(t *totals) {
 	}
 	e.byte('{')
 	for _, kv := range ints {
-		e.b = eval.AppendJSONScriptString(e.b, kv.k)
+		e.b = jsonstr.AppendScript(e.b, kv.k)
 		e.byte(':')
 		e.int(kv.v)
 		e.byte(',')
@@ -341,20 +340,20 @@ func (e *dataEncoder) totals(t *totals) {
 		k string
 		v float64
 	}{{"queueTotal", t.queueTotalMS}, {"queueMax", t.queueMaxMS}, {"sessionTotal", t.sessionTotalMS}, {"slowest", t.slowestAgentMS}} {
-		e.b = eval.AppendJSONScriptString(e.b, kv.k)
+		e.b = jsonstr.AppendScript(e.b, kv.k)
 		e.byte(':')
 		e.ms(kv.v)
 		e.byte(',')
 	}
 	sums := func(name string, ss []sum) {
-		e.b = eval.AppendJSONScriptString(e.b, name)
+		e.b = jsonstr.AppendScript(e.b, name)
 		e.raw(":[")
 		for i, s := range ss {
 			if i > 0 {
 				e.byte(',')
 			}
 			e.byte('[')
-			e.b = eval.AppendJSONScriptString(e.b, s.key)
+			e.b = jsonstr.AppendScript(e.b, s.key)
 			e.byte(',')
 			e.num(s.n)
 			e.byte(']')
@@ -362,14 +361,14 @@ func (e *dataEncoder) totals(t *totals) {
 		e.byte(']')
 	}
 	counts := func(name string, cs []count) {
-		e.b = eval.AppendJSONScriptString(e.b, name)
+		e.b = jsonstr.AppendScript(e.b, name)
 		e.raw(":[")
 		for i, c := range cs {
 			if i > 0 {
 				e.byte(',')
 			}
 			e.byte('[')
-			e.b = eval.AppendJSONScriptString(e.b, c.key)
+			e.b = jsonstr.AppendScript(e.b, c.key)
 			e.byte(',')
 			e.int(c.n)
 			e.byte(']')

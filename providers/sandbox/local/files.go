@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/aml-go/aml/internal/filekind"
 	"io"
 	"io/fs"
 	"os"
@@ -91,7 +92,7 @@ func (r *hostRuntime) Stat(ctx context.Context, p string) (eval.FileInfo, error)
 	if err != nil {
 		return eval.FileInfo{}, fmt.Errorf("local sandbox stat %q: %w", p, err)
 	}
-	return eval.FileInfo{Kind: eval.FileInfoKind(fi.Mode()), Size: fi.Size(), ModTime: fi.ModTime()}, nil
+	return eval.FileInfo{Kind: filekind.Info(fi.Mode()), Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
 
 // WriteFile atomically replaces the regular file at the logical path

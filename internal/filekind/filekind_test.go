@@ -1,11 +1,11 @@
-package eval
+package filekind
 
 import (
 	"io/fs"
 	"testing"
 )
 
-func TestFileKind(t *testing.T) {
+func TestName(t *testing.T) {
 	for _, c := range []struct {
 		m          fs.FileMode
 		kind, info string
@@ -19,11 +19,11 @@ func TestFileKind(t *testing.T) {
 		{fs.ModeDevice, "device", "other"},
 		{fs.ModeIrregular, "irregular file", "other"},
 	} {
-		if got := FileKind(c.m); got != c.kind {
-			t.Errorf("FileKind(%v) = %q, want %q", c.m, got, c.kind)
+		if got := Name(c.m); got != c.kind {
+			t.Errorf("Name(%v) = %q, want %q", c.m, got, c.kind)
 		}
-		if got := FileInfoKind(c.m); got != c.info {
-			t.Errorf("FileInfoKind(%v) = %q, want %q", c.m, got, c.info)
+		if got := Info(c.m); got != c.info {
+			t.Errorf("Info(%v) = %q, want %q", c.m, got, c.info)
 		}
 	}
 }

@@ -1,11 +1,14 @@
-package eval
+// Package filekind names the type of a file system entry from its mode:
+// in messages (Name) and as eval.FileInfo.Kind (Info). It imports no
+// other package of this module.
+package filekind
 
 import "io/fs"
 
-// FileInfoKind returns the FileInfo.Kind of an entry of mode m: "file"
+// Info returns the eval.FileInfo.Kind of an entry of mode m: "file"
 // for a regular file, "directory", or "other" (a symbolic link, a named
 // pipe, a device, a socket). It is pure and safe for concurrent use.
-func FileInfoKind(m fs.FileMode) string {
+func Info(m fs.FileMode) string {
 	switch {
 	case m.IsRegular():
 		return "file"
@@ -15,11 +18,11 @@ func FileInfoKind(m fs.FileMode) string {
 	return "other"
 }
 
-// FileKind names the type of an entry of mode m for a message: "regular
+// Name names the type of an entry of mode m for a message: "regular
 // file", "directory", "symbolic link", "named pipe", "socket", "character
 // device", "device" (a block device) or "irregular file". It is pure and
 // safe for concurrent use.
-func FileKind(m fs.FileMode) string {
+func Name(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "directory"

@@ -1,4 +1,4 @@
-package eval
+package jsonstr
 
 import (
 	"bytes"
@@ -38,29 +38,29 @@ func jsonReference(t testing.TB, s string, html bool) []byte {
 // check compares both functions on s against encoding/json.
 func checkJSONString(t testing.TB, s string) {
 	t.Helper()
-	if got, want := AppendJSONString(nil, s), jsonReference(t, s, false); !bytes.Equal(got, want) {
-		t.Errorf("AppendJSONString(%q) = %s, encoding/json gives %s", s, got, want)
+	if got, want := Append(nil, s), jsonReference(t, s, false); !bytes.Equal(got, want) {
+		t.Errorf("Append(%q) = %s, encoding/json gives %s", s, got, want)
 	}
-	got := AppendJSONScriptString(nil, s)
+	got := AppendScript(nil, s)
 	// The script form differs from encoding/json's HTML-safe form only
 	// in writing '/' as "\/" and \b, \f as \u0008, \u000c.
 	norm := bytes.ReplaceAll(got, []byte(`\/`), []byte("/"))
 	norm = bytes.ReplaceAll(norm, []byte(`\u0008`), []byte(`\b`))
 	norm = bytes.ReplaceAll(norm, []byte(`\u000c`), []byte(`\f`))
 	if want := jsonReference(t, s, true); !bytes.Equal(norm, want) {
-		t.Errorf("AppendJSONScriptString(%q) = %s, encoding/json gives %s", s, got, want)
+		t.Errorf("AppendScript(%q) = %s, encoding/json gives %s", s, got, want)
 	}
 	if i := bytes.IndexAny(got, "<>&\b\f"); i >= 0 {
-		t.Errorf("AppendJSONScriptString(%q) = %s holds %q", s, got, got[i])
+		t.Errorf("AppendScript(%q) = %s holds %q", s, got, got[i])
 	}
 	for i, c := range got {
 		if c == '/' && got[i-1] != '\\' {
-			t.Errorf("AppendJSONScriptString(%q) = %s holds a '/' not escaped", s, got)
+			t.Errorf("AppendScript(%q) = %s holds a '/' not escaped", s, got)
 		}
 	}
 	var back string
 	if err := json.Unmarshal(got, &back); err != nil || back != validEach(s) {
-		t.Errorf("AppendJSONScriptString(%q) = %s decodes to %q, %v", s, got, back, err)
+		t.Errorf("AppendScript(%q) = %s decodes to %q, %v", s, got, back, err)
 	}
 }
 
@@ -74,14 +74,14 @@ func validEach(s string) string {
 	return b.String()
 }
 
-func TestAppendJSONString(t *testing.T) {
+func TestAppend(t *testing.T) {
 	for _, s := range jsonSamples {
 		checkJSONString(t, s)
 	}
 	for c := range utf8.RuneSelf {
 		checkJSONString(t, "a"+string(rune(c))+"b")
 	}
-	if got := AppendJSONString([]byte("x:"), "y"); string(got) != `x:"y"` {
+	if got := Append([]byte("x:"), "y"); string(got) != `x:"y"` {
 		t.Errorf("appending to a prefix: %s", got)
 	}
 }
@@ -97,6 +97,6 @@ func BenchmarkAppendString(b *testing.B) {
 	s := strings.Repeat("a journal record's text, with \"quotes\" and a newline\n", 4)
 	var buf []byte
 	for b.Loop() {
-		buf = AppendJSONString(buf[:0], s)
+		buf = Append(buf[:0], s)
 	}
 }

@@ -1,29 +1,26 @@
-package eval
+// Package jsonstr appends strings to a buffer as JSON strings, for the
+// code that writes JSON by hand (the journal's effect records, the report
+// page's data): without reflection, allocating only to grow the
+// destination. It imports no other package of this module, so that eval
+// may use it.
+package jsonstr
 
 import "unicode/utf8"
 
-// The JSON string encoders below are shared with the packages that write
-// JSON by hand (the journal records here, the report page data); eval
-// imports no other package of this module, so they live here. They do
-// not use reflection and allocate only to grow the destination.
-
-// AppendJSONString appends s to b as a JSON string, byte for byte as
+// Append appends s to b as a JSON string, byte for byte as
 // encoding/json encodes it with HTML escaping off (Encoder.SetEscapeHTML
 // false): '"' and '\\' are escaped, control characters become \b, \f,
 // \n, \r, \t or \u00XX, each byte of invalid UTF-8 becomes \ufffd, and
 // U+2028 and U+2029 become \u2028 and \u2029. It is safe for concurrent
 // use.
-func AppendJSONString(b []byte, s string) []byte { return appendString(b, s, &plainEscapes) }
+func Append(b []byte, s string) []byte { return appendString(b, s, &plainEscapes) }
 
-// appendJSONString is AppendJSONString, for the encoders of this package.
-func appendJSONString(b []byte, s string) []byte { return appendString(b, s, &plainEscapes) }
-
-// AppendJSONScriptString appends s to b as a JSON string that may sit in an
-// HTML script element: as AppendJSONString, but '<', '>' and '&' become
+// AppendScript appends s to b as a JSON string that may sit in an HTML
+// script element: as Append, but '<', '>' and '&' become
 // \u003c, \u003e and \u0026 (so no "</script" or "<!--" appears), '/'
 // becomes "\/" (so no URL appears literally), and every control character
 // other than \n, \r and \t becomes \u00XX. It is safe for concurrent use.
-func AppendJSONScriptString(b []byte, s string) []byte { return appendString(b, s, &scriptEscapes) }
+func AppendScript(b []byte, s string) []byte { return appendString(b, s, &scriptEscapes) }
 
 // A jsonEscapes table says, for each ASCII byte, how it is written: 0 as
 // itself, 'u' as \u00XX, any other byte c as a backslash and c.
