@@ -591,12 +591,12 @@ func showTemporalRun(t *temporalFlags, runID string, stdout, stderr io.Writer) i
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	desc, err := c.DescribeWorkflowExecution(ctx, runID, "")
+	desc, err := c.DescribeWorkflow(ctx, runID, "")
 	if err != nil {
 		fmt.Fprintf(stderr, "aml runs show: run %s in namespace %s: %v\n", runID, t.namespace, err)
 		return exitFailure
 	}
-	info := desc.WorkflowExecutionInfo
+	info := desc.RawResponse.WorkflowExecutionInfo
 	fmt.Fprintf(stdout, "run:      %s\nstate:    %s\n", runID, runStateLabel(ctx, c, runID, info.Status))
 	if wf := memoString(info.Memo, memoWorkflow); wf != "" {
 		fmt.Fprintf(stdout, "workflow: %s\n", wf)

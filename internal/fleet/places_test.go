@@ -98,12 +98,12 @@ func TestTemporalFleetPlaces(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	desc, err := c.DescribeWorkflowExecution(ctx, runID, "")
+	desc, err := c.DescribeWorkflow(ctx, runID, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	holder := ""
-	for _, pa := range desc.GetPendingActivities() {
+	for _, pa := range desc.RawResponse.GetPendingActivities() {
 		if pa.GetActivityType().GetName() == temporal.ExecActivity {
 			holder = pa.GetLastWorkerIdentity()
 		}
