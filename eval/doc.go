@@ -101,8 +101,6 @@
 //	IDSource           Executor: draws the random identities the evaluator would draw
 //	Pacer              Executor: pauses the evaluation's Starlark computation at step counts
 //	Sleeper            Executor: waits through timers of its own
-//	ScopeKeeper        Journal: the executor makes sandbox() and workspace() scopes durable itself
-//	LiveAsker          Journal: an unanswered ask() waits for its answer instead of suspending the run
 //	WorkspaceFiles     WorkspaceLease: its files are read and written where the workspace is held
 //	BudgetLeft         SpendMeter (the evaluator's): what a session may still spend, for a remote meter
 //	RemoteSpend        SpendMeter (the evaluator's): settles what a remotely metered session spent

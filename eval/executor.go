@@ -9,9 +9,9 @@ package eval
 //
 // An Executor (Options.Executor) fans branches out and makes semaphores
 // and timeouts; it may also be an IDSource, a Pacer (see Paced and
-// WithPacer) and a Sleeper. Its journal may be a ScopeKeeper (the
-// executor makes sandbox() and workspace() scopes durable itself) and a
-// LiveAsker (an unanswered ask() waits for its answer). A workspace lease
+// WithPacer) and a Sleeper. Options.ExecutorKeepsScopes says it makes
+// sandbox() and workspace() scopes durable itself, Options.AskLive that an
+// unanswered ask() waits for its answer. A workspace lease
 // held in another process is a WorkspaceFiles (DirFiles, in file.go,
 // serves those calls from a directory). A provider that meters a session
 // there asks the session's SpendMeter what is left (BudgetLeft), meters
@@ -94,27 +94,6 @@ type Pacer interface {
 type Sleeper interface {
 	// Sleep returns once d has passed, or ctx's cause once ctx is done.
 	Sleep(ctx context.Context, d time.Duration) error
-}
-
-// ScopeKeeper is an optional Journal capability: a journal whose
-// KeepsScopes returns true belongs to a run whose executor makes
-// sandbox() and workspace() scopes durable itself (a run on Temporal
-// checkpoints a workspace on the worker that holds it and restores it
-// wherever the scope is acquired again). The evaluator records and serves
-// effects by identity as with any journal, but takes no checkpoints of
-// its own (the journal need not be a Checkpointer) and accepts providers
-// that keep files of their own or edit their directory in place.
-type ScopeKeeper interface {
-	KeepsScopes() bool
-}
-
-// LiveAsker is an optional Journal capability: with a journal whose
-// AsksLive returns true, an ask() that has no recorded answer and no
-// answer given (EvaluateOptions.Answers) asks through Options.Ask and
-// records the answer, instead of suspending the run (a run on Temporal
-// waits for the answer's signal).
-type LiveAsker interface {
-	AsksLive() bool
 }
 
 // WorkspaceFiles is an optional WorkspaceLease capability for a lease

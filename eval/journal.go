@@ -93,8 +93,8 @@ type journaling struct {
 	answers      map[string]any
 	// cassette is set for a Cassette journal.
 	cassette bool
-	// scopesKept is set for a ScopeKeeper journal, asksLive for a
-	// LiveAsker one.
+	// scopesKept is Options.ExecutorKeepsScopes, asksLive
+	// Options.AskLive.
 	scopesKept, asksLive bool
 	// fresh is set when the journal held no record at the start (see
 	// Sized): nothing is looked up.

@@ -189,6 +189,20 @@ type Options struct {
 	// Executor runs the evaluations' fan-outs, agent slots, serial turns
 	// and agent timeouts; nil is the in-process executor (see Executor).
 	Executor Executor
+	// ExecutorKeepsScopes says the Executor makes sandbox() and
+	// workspace() scopes durable itself (a run on Temporal checkpoints a
+	// workspace on the worker that holds it and restores it wherever the
+	// scope is acquired again). A journaled evaluation then records and
+	// serves effects by identity as with any journal, but takes no
+	// checkpoints of its own (the journal need not be a Checkpointer) and
+	// accepts providers that keep files of their own or edit their
+	// directory in place.
+	ExecutorKeepsScopes bool
+	// AskLive makes a journaled evaluation's ask() that has no recorded
+	// answer and no answer given (EvaluateOptions.Answers) ask through
+	// Ask and record the answer, instead of suspending the run (a run on
+	// Temporal waits for the answer's signal).
+	AskLive bool
 	// Budget bounds what the run spends (tokens, cost, model and tool
 	// calls, elapsed time); nil or zero bounds nothing. budget() nodes
 	// and agent(budget=) add budgets of their own, counted toward it.
@@ -372,12 +386,7 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 		if c, ok := o.Journal.(Cassette); ok && c.Cassette() {
 			jr.cassette = true
 		}
-		if k, ok := o.Journal.(ScopeKeeper); ok && k.KeepsScopes() {
-			jr.scopesKept = true
-		}
-		if a, ok := o.Journal.(LiveAsker); ok && a.AsksLive() {
-			jr.asksLive = true
-		}
+		jr.scopesKept, jr.asksLive = r.opts.ExecutorKeepsScopes, r.opts.AskLive
 		if sz, ok := o.Journal.(Sized); ok && sz.Len() == 0 {
 			jr.fresh = true
 		}

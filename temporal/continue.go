@@ -49,7 +49,7 @@ type Continuation struct {
 // runJournal is the journal of a run's evaluation in workflow code: it
 // records in memory (history holds what each effect returned; the journal
 // matters when the run continues as new) and keeps the scopes to the
-// places (eval.ScopeKeeper).
+// places (the evaluation runs with eval.Options.ExecutorKeepsScopes).
 type runJournal struct{ m *eval.MemoryJournal }
 
 func newRunJournal(effects []*eval.Effect) *runJournal {
@@ -66,19 +66,10 @@ func (j *runJournal) Sync() error                   { return nil }
 func (j *runJournal) Len() int                      { return j.m.Len() }
 func (j *runJournal) Effects() []*eval.Effect       { return j.m.Effects() }
 
-// KeepsScopes implements eval.ScopeKeeper: places checkpoint and restore
-// workspaces themselves.
-func (j *runJournal) KeepsScopes() bool { return true }
-
-// AsksLive implements eval.LiveAsker: a question waits for its signal.
-func (j *runJournal) AsksLive() bool { return true }
-
 var (
-	_ eval.LiveAsker   = (*runJournal)(nil)
-	_ eval.Journal     = (*runJournal)(nil)
-	_ eval.Lister      = (*runJournal)(nil)
-	_ eval.Sized       = (*runJournal)(nil)
-	_ eval.ScopeKeeper = (*runJournal)(nil)
+	_ eval.Journal = (*runJournal)(nil)
+	_ eval.Lister  = (*runJournal)(nil)
+	_ eval.Sized   = (*runJournal)(nil)
 )
 
 // errContinuing fails the effects that would start while the run drains

@@ -247,16 +247,20 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 		return nil, err
 	}
 	opts := eval.Options{
-		Trace:            []eval.TraceSink{traces},
-		Limits:           in.Limits,
-		Budget:           in.Budget,
-		Prices:           in.Prices,
-		Ask:              qs.ask,
-		Executor:         executor{workspaceID: cont.WorkspaceID, deadlines: new(int)},
-		AppFiles:         in.Bundle.DataFS(in.Cwd),
-		Cwd:              in.Cwd,
-		ProviderOverride: agentOverride(in.Bundle, w, seal, rs, relay, defaultAgent, in.Cwd, prints, pricesOf(in, w)),
-		Host:             remoteSandboxProvider{ps: ps, name: "host", index: -1, host: true},
+		Trace:    []eval.TraceSink{traces},
+		Limits:   in.Limits,
+		Budget:   in.Budget,
+		Prices:   in.Prices,
+		Ask:      qs.ask,
+		Executor: executor{workspaceID: cont.WorkspaceID, deadlines: new(int)},
+		// Places checkpoint and restore workspaces themselves; a question
+		// waits for its signal.
+		ExecutorKeepsScopes: true,
+		AskLive:             true,
+		AppFiles:            in.Bundle.DataFS(in.Cwd),
+		Cwd:                 in.Cwd,
+		ProviderOverride:    agentOverride(in.Bundle, w, seal, rs, relay, defaultAgent, in.Cwd, prints, pricesOf(in, w)),
+		Host:                remoteSandboxProvider{ps: ps, name: "host", index: -1, host: true},
 		SandboxOverride: func(p eval.SandboxProvider) eval.SandboxProvider {
 			if p == nil {
 				return nil
