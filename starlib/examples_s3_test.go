@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/aml-go/aml/eval"
-	"github.com/aml-go/aml/internal/tests3"
+	"github.com/aml-go/aml/internal/s3test"
 	"github.com/aml-go/aml/starlib"
 )
 
@@ -14,8 +14,8 @@ import (
 // endpoint (gofakes3 in process) with credentials from the environment:
 // the second run continues from the revision the first saved.
 func TestS3Example(t *testing.T) {
-	url, _ := tests3.Server(t, "work")
-	tests3.SetEnv(t)
+	url, _ := s3test.Server(t, "work")
+	s3test.SetEnv(t)
 	env := map[string]string{"AML_S3_ENDPOINT": url, "AML_S3_BUCKET": "work"}
 	lo := starlib.LoadOptions{Extensions: allExtensions, Env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
 	root, _ := filepath.Abs("..")

@@ -16,8 +16,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
+	"github.com/aml-go/aml/internal/dockertest"
 	"github.com/aml-go/aml/internal/procscope"
-	"github.com/aml-go/aml/internal/testdocker"
 )
 
 // setsidWorkflow's script records its owner mark, starts a descendant in
@@ -140,7 +140,7 @@ func TestSignalsLeaveNothing(t *testing.T) {
 // left after aml sandbox prune (the daemon may also carry out the
 // removal aml asked for before it exited).
 func TestSecondSignalDuringSlowCleanup(t *testing.T) {
-	d := testdocker.PrivateDaemon(t, dockerTestImage)
+	d := dockertest.PrivateDaemon(t, dockerTestImage)
 	bin := buildAML(t)
 	dir := t.TempDir()
 	wf := filepath.Join(dir, "frozen.star")

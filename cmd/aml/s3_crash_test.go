@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/aml-go/aml/eval"
-	"github.com/aml-go/aml/internal/tests3"
+	"github.com/aml-go/aml/internal/s3test"
 	aws3 "github.com/aml-go/aml/providers/workspace/s3"
 )
 
@@ -29,7 +29,7 @@ import (
 func TestS3CrashDuringSave(t *testing.T) {
 	t.Parallel() // its own S3 server, directory and workspace
 	bin := buildAML(t)
-	url, cli := tests3.Server(t, "work")
+	url, cli := s3test.Server(t, "work")
 	ctx := context.Background()
 	dir := t.TempDir()
 	wf := filepath.Join(dir, "gen.star")
@@ -76,7 +76,7 @@ def main():
 		}
 		return gen
 	}
-	env := append(append(os.Environ(), "S3_ENDPOINT="+url), tests3.Env(dir)...)
+	env := append(append(os.Environ(), "S3_ENDPOINT="+url), s3test.Env(dir)...)
 	// The kills land in the time an uninterrupted run takes (and a bit
 	// more).
 	ref := exec.Command(bin, "run", "--quiet", wf)
@@ -142,7 +142,7 @@ def main():
 func TestS3KilledMultipartUploads(t *testing.T) {
 	t.Parallel() // its own S3 server and directory
 	bin := buildAML(t)
-	url, cli := tests3.Server(t, "work")
+	url, cli := s3test.Server(t, "work")
 	ctx := context.Background()
 	dir := t.TempDir()
 	wf := filepath.Join(dir, "big.star")
@@ -157,7 +157,7 @@ def main():
 	if err := os.WriteFile(wf, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := append(append(os.Environ(), "S3_ENDPOINT="+url), tests3.Env(dir)...)
+	env := append(append(os.Environ(), "S3_ENDPOINT="+url), s3test.Env(dir)...)
 	uploads := func() int {
 		t.Helper()
 		out, err := cli.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String("work")})

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/aml-go/aml/internal/tests3"
+	"github.com/aml-go/aml/internal/s3test"
 )
 
 // BenchmarkS3SaveMemory reports the peak resident memory of aml run
@@ -18,7 +18,7 @@ import (
 // count), above the same run with a 1 KiB file.
 func BenchmarkS3SaveMemory(b *testing.B) {
 	bin := buildAMLB(b)
-	url, _ := tests3.Server(b, "work")
+	url, _ := s3test.Server(b, "work")
 	dir := b.TempDir()
 	wf := filepath.Join(dir, "big.star")
 	src := `store = s3_workspace(bucket = "work", endpoint = env("S3_ENDPOINT"), force_path_style = True, max_archive_bytes = 2147483648, max_extracted_bytes = 2147483648)
@@ -35,7 +35,7 @@ def main():
 	peak := func(id, size string) float64 {
 		cmd := exec.Command(bin, "run", "--quiet", wf)
 		cmd.Dir = dir
-		cmd.Env = append(append(os.Environ(), "S3_ENDPOINT="+url, "ID="+id, "SIZE="+size), tests3.Env(dir)...)
+		cmd.Env = append(append(os.Environ(), "S3_ENDPOINT="+url, "ID="+id, "SIZE="+size), s3test.Env(dir)...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("aml run: %v\n%s", err, out)
 		}

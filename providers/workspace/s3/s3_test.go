@@ -26,7 +26,7 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/procscope"
-	"github.com/aml-go/aml/internal/tests3"
+	"github.com/aml-go/aml/internal/s3test"
 	"github.com/aml-go/aml/providers/providertest"
 	"github.com/aml-go/aml/providers/workspace/persist"
 	"github.com/aml-go/aml/providers/workspace/persist/persisttest"
@@ -37,7 +37,7 @@ import (
 // (path-style, fake credentials) with the bucket created.
 func fake(t testing.TB, bucket string) *s3.Client {
 	t.Helper()
-	_, cli := tests3.Server(t, bucket)
+	_, cli := s3test.Server(t, bucket)
 	return cli
 }
 
@@ -334,7 +334,7 @@ func TestUnreachableAndMissing(t *testing.T) {
 	dead := httptest.NewServer(nil)
 	url := dead.URL
 	dead.Close() // nothing listens there any more
-	p, err := aws3.New(aws3.Options{Client: tests3.Client(url), Bucket: "work"})
+	p, err := aws3.New(aws3.Options{Client: s3test.Client(url), Bucket: "work"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +380,7 @@ func TestUnchangedFolderResave(t *testing.T) {
 		backend.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	cli := tests3.Client(srv.URL)
+	cli := s3test.Client(srv.URL)
 	if _, err := cli.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
 		t.Fatal(err)
 	}
@@ -503,7 +503,7 @@ func TestBrokenServer(t *testing.T) {
 		backend.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	cli := tests3.Client(srv.URL)
+	cli := s3test.Client(srv.URL)
 	ctx := context.Background()
 	if _, err := cli.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
 		t.Fatal(err)
@@ -564,7 +564,7 @@ func TestConditionsCheckedOnce(t *testing.T) {
 		backend.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	cli := tests3.Client(srv.URL)
+	cli := s3test.Client(srv.URL)
 	ctx := context.Background()
 	if _, err := cli.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/aml-go/aml/internal/tests3"
+	"github.com/aml-go/aml/internal/s3test"
 	"github.com/aml-go/aml/providers/providertest"
 	"github.com/aml-go/aml/providers/workspace/persist"
 	"github.com/aml-go/aml/providers/workspace/persist/persisttest"
@@ -47,7 +47,7 @@ func seaweedfs(t *testing.T, bucket string) *s3.Client {
 		_ = cmd.Wait()
 		logf.Close()
 	})
-	cli := tests3.Client("http://127.0.0.1:8333")
+	cli := s3test.Client("http://127.0.0.1:8333")
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -1,4 +1,4 @@
-package testdocker
+package dockertest
 
 import (
 	"context"

@@ -1,7 +1,7 @@
-// Package tests3 serves gofakes3 (an in-memory S3) for tests and gives
+// Package s3test serves gofakes3 (an in-memory S3) for tests and gives
 // them a real SDK client of it with a bucket, and the environment through
 // which the AWS chain finds fake credentials.
-package tests3
+package s3test
 
 import (
 	"context"

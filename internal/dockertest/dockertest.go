@@ -1,9 +1,9 @@
-// Package testdocker gives tests a Docker engine and registry-free images
+// Package dockertest gives tests a Docker engine and registry-free images
 // for agents: a busybox image with this host's C and C++ libraries, in
 // which the Linux builds of OpenCode, Node (and so Codex's adapter) and an
 // aml built with cgo run. Tests skip, saying what is missing, when no
 // engine answers.
-package testdocker
+package dockertest
 
 import (
 	"archive/tar"
