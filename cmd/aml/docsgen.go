@@ -102,15 +102,6 @@ func builtinsMarkdown() []byte {
 	return b.Bytes()
 }
 
-// cliCommands are the commands whose help the CLI reference prints, in
-// the order of aml help; each is the argument list of its help.
-var cliCommands = [][]string{
-	{"init"}, {"run"}, {"test"}, {"check"}, {"fmt"}, {"doc"}, {"graph"}, {"report"},
-	{"resume"}, {"runs"}, {"worker"}, {"cancel"}, {"answer"},
-	{"workspace", "prune"}, {"workspace", "check"}, {"workspace", "recover"}, {"workspace", "unlock"}, {"workspace", "verify"},
-	{"sandbox", "prune"}, {"lsp"}, {"version"}, {"mcp-relay"},
-}
-
 // cliMarkdown writes docs/reference/cli.md.
 func cliMarkdown() []byte {
 	var b bytes.Buffer
@@ -120,7 +111,7 @@ func cliMarkdown() []byte {
 	b.WriteString("```text\n$ aml help\n")
 	b.WriteString(usageSummary)
 	b.WriteString("```\n")
-	for _, c := range cliCommands {
+	for _, c := range cliCommands() {
 		name := strings.Join(c, " ")
 		var out bytes.Buffer
 		helpOf(c, &out)
@@ -141,18 +132,30 @@ func cliMarkdown() []byte {
 	return b.Bytes()
 }
 
+// cliCommands are the commands whose help the CLI reference prints, in
+// the order of aml help: those aml help lists, each subcommand on a line
+// of its own apart; each is the argument list of its help.
+func cliCommands() [][]string {
+	var out [][]string
+	for _, c := range commands {
+		if len(c.lines) > 0 && c.lines[0].sub == "" {
+			out = append(out, []string{c.name})
+			continue
+		}
+		for _, l := range c.lines {
+			out = append(out, []string{c.name, l.sub})
+		}
+	}
+	return out
+}
+
 // helpOf writes the help of the command args names.
 func helpOf(args []string, w io.Writer) {
 	if len(args) == 1 {
-		cmdHelp(args, w, w)
+		cmdHelp(args, nil, w, w)
 		return
 	}
-	switch args[0] {
-	case "workspace":
-		cmdWorkspace([]string{args[1], "-h"}, nil, w, w)
-	case "sandbox":
-		cmdSandbox([]string{args[1], "-h"}, w, w)
-	}
+	lookupCommand(args[0]).run([]string{args[1], "-h"}, nil, w, w)
 }
 
 // anchor is GitHub's anchor of a heading whose text is s.

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestCommandsTable fails when the table of commands and what aml help
+// prints disagree: a command listed that Main does not run, or runs but
+// the list leaves out, a word that names two commands, or a command
+// whose help does not open with its usage.
+func TestCommandsTable(t *testing.T) {
+	words := map[string]bool{}
+	for _, c := range commands {
+		for _, w := range append([]string{c.name}, c.aliases...) {
+			if words[w] {
+				t.Errorf("%q names two commands", w)
+			}
+			words[w] = true
+		}
+	}
+
+	// The list of aml help, and the commands it names.
+	var listed []string
+	for _, l := range strings.Split(usageSummary, "\n") {
+		if strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "   ") {
+			name := strings.Fields(l)[0]
+			if len(listed) == 0 || listed[len(listed)-1] != name {
+				listed = append(listed, name)
+			}
+			if c := lookupCommand(name); c == nil || c.name != name || c.hidden {
+				t.Errorf("aml help lists %q, which is not a command of the table", name)
+			}
+		}
+	}
+	var inTable []string
+	for _, c := range commands {
+		if len(c.lines) > 0 {
+			inTable = append(inTable, c.name)
+			for _, l := range c.lines {
+				if !strings.Contains(usageSummary, "\n  "+l.synopsis(c.name)+" ") && !strings.Contains(usageSummary, "\n  "+l.synopsis(c.name)+"\n") {
+					t.Errorf("aml help has no line %q", l.synopsis(c.name))
+				}
+			}
+		}
+		if !c.hidden && c.help == nil {
+			t.Errorf("aml help %s: the command has no help", c.name)
+		}
+	}
+	if !slices.Equal(listed, inTable) {
+		t.Errorf("aml help lists\n\t%v\nthe table has\n\t%v", listed, inTable)
+	}
+
+	// aml help NAME: the usage of the command, on stdout.
+	for _, c := range commands {
+		if c.help == nil || c.name == "help" {
+			continue
+		}
+		var stdout, stderr strings.Builder
+		if code := Main([]string{"help", c.name}, nil, &stdout, &stderr); code != exitOK || stderr.Len() > 0 {
+			t.Errorf("aml help %s: exit %d, stderr %q", c.name, code, stderr.String())
+		}
+		if !strings.HasPrefix(stdout.String(), "usage: aml "+c.name) {
+			t.Errorf("aml help %s does not open with its usage:\n%s", c.name, stdout.String())
+		}
+	}
+	var stdout, stderr strings.Builder
+	if code := Main([]string{"help", "help"}, nil, &stdout, &stderr); code != exitOK || stdout.String() != usageSummary {
+		t.Errorf("aml help help: exit %d, %q", code, stdout.String())
+	}
+}
