@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -68,5 +71,39 @@ func TestCommandsTable(t *testing.T) {
 	var stdout, stderr strings.Builder
 	if code := Main([]string{"help", "help"}, nil, &stdout, &stderr); code != exitOK || stdout.String() != usageSummary {
 		t.Errorf("aml help help: exit %d, %q", code, stdout.String())
+	}
+}
+
+// TestReadmeCommands fails when the table of commands in README.md and
+// the commands of aml help disagree: a command the README names that aml
+// does not have, or one aml help lists (bar those aml starts itself)
+// that the README leaves out.
+func TestReadmeCommands(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(text), "\n## Commands\n")
+	if !ok {
+		t.Fatal("README.md has no Commands section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	named := map[string]bool{}
+	for _, l := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(l, "| `aml ") {
+			continue
+		}
+		cell := strings.Split(l, "|")[1]
+		for _, m := range regexp.MustCompile("`aml ([a-z-]+)").FindAllStringSubmatch(cell, -1) {
+			named[m[1]] = true
+			if c := lookupCommand(m[1]); c == nil || len(c.lines) == 0 {
+				t.Errorf("README.md names aml %s, which aml help does not list", m[1])
+			}
+		}
+	}
+	for _, c := range commands {
+		if len(c.lines) > 0 && c.name != "mcp-relay" && !named[c.name] {
+			t.Errorf("aml help lists aml %s, which the table of README.md leaves out", c.name)
+		}
 	}
 }
