@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/aml-go/aml/internal/liveview"
 )
 
 // TestLiveViewTermDumb: on a terminal whose TERM is "dumb", aml run draws
@@ -30,10 +32,10 @@ func TestLiveViewTermDumb(t *testing.T) {
 			return ""
 		}
 	}
-	if !wantLiveView(tty, env("xterm-256color")) {
+	if !liveview.Want(tty, env("xterm-256color")) {
 		t.Error("no live view on an xterm")
 	}
-	if wantLiveView(tty, env("dumb")) {
+	if liveview.Want(tty, env("dumb")) {
 		t.Error("live view on TERM=dumb")
 	}
 	pr, pw, err := os.Pipe()
@@ -42,7 +44,7 @@ func TestLiveViewTermDumb(t *testing.T) {
 	}
 	defer pr.Close()
 	defer pw.Close()
-	if wantLiveView(pw, env("xterm")) {
+	if liveview.Want(pw, env("xterm")) {
 		t.Error("live view on a pipe")
 	}
 

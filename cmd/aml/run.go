@@ -24,6 +24,7 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/gateway"
+	"github.com/aml-go/aml/internal/liveview"
 	"github.com/aml-go/aml/internal/redact"
 	"github.com/aml-go/aml/observe"
 	"github.com/aml-go/aml/observe/otlp"
@@ -418,7 +419,7 @@ type runner struct {
 	file           string
 	stdout, stderr io.Writer
 	logger         *log.Logger
-	lv             *liveView
+	lv             *liveview.View
 	closers        []func()
 	// sigs receives SIGINT and SIGTERM from before the load on; loadSig is
 	// a signal that arrived during the load.
@@ -489,8 +490,8 @@ func newRunner(f *runFlags, file string, stdout, stderr io.Writer) *runner {
 	if f.quiet {
 		r.logger.SetLevel(log.ErrorLevel)
 	}
-	if fd, ok := stderr.(*os.File); ok && wantLiveView(fd, os.Getenv) && !f.trace && !f.captureContent && !f.quiet && !f.json {
-		r.lv = newLiveView(stderr, liveOptions{})
+	if fd, ok := stderr.(*os.File); ok && liveview.Want(fd, os.Getenv) && !f.trace && !f.captureContent && !f.quiet && !f.json {
+		r.lv = liveview.New(stderr, liveview.Options{})
 		r.logger.SetOutput(r.lv.Writer(stderr))
 		r.logger.SetColorProfile(lipgloss.NewRenderer(fd).ColorProfile())
 	}

@@ -1,27 +1,9 @@
-package main
-
-import (
-	"io"
-	"os"
-	"strconv"
-	"strings"
-	"sync"
-	"time"
-	"unicode"
-	"unicode/utf8"
-
-	"github.com/mattn/go-runewidth"
-	"golang.org/x/term"
-
-	"github.com/aml-go/aml/eval"
-)
-
-// The live view is a status block that "aml run" keeps at the bottom of an
-// interactive stderr while a workflow runs: a header with the run's
-// elapsed time and the counts of its agent sessions, scripts and tool
-// calls by state, then the run's span tree, one line per
-// node, each with its status mark, label, source position and elapsed
-// time (live while it runs, final once it ended):
+// Package liveview draws the live view, a status block that "aml run"
+// keeps at the bottom of an interactive stderr while a workflow runs: a
+// header with the run's elapsed time and the counts of its agent
+// sessions, scripts and tool calls by state, then the run's span tree,
+// one line per node, each with its status mark, label, source position
+// and elapsed time (live while it runs, final once it ended):
 //
 //	aml run 9.3s · 2 running · 2 queued · 3 done · 1 failed
 //	⠸ Review                                          review.star:3:1   9.3s
@@ -73,15 +55,15 @@ import (
 // the new output. Stop erases the block for good; call it before printing
 // the run's result.
 //
-// Wiring in cmdRun, only when wantLiveView(stderr) and none of --trace,
+// Wiring in aml run, only when Want(stderr) and none of --trace,
 // --capture-content, --quiet and --json is given; logger (and any logger
 // derived from it) must write through lv.Writer so log lines do not
-// interleave with the block. A nil *liveView is valid and inert, so the
+// interleave with the block. A nil *View is valid and inert, so the
 // disabled case needs no checks:
 //
-//	var lv *liveView
-//	if fd, ok := stderr.(*os.File); ok && wantLiveView(fd, os.Getenv) && !f.trace && !f.quiet && !f.json {
-//		lv = newLiveView(stderr, liveOptions{})
+//	var lv *liveview.View
+//	if fd, ok := stderr.(*os.File); ok && liveview.Want(fd, os.Getenv) && !f.trace && !f.quiet && !f.json {
+//		lv = liveview.New(stderr, liveview.Options{})
 //		logger.SetOutput(lv.Writer(stderr)) // before logger.WithPrefix
 //		opts.Trace = append(opts.Trace, lv)
 //	}
@@ -96,6 +78,23 @@ import (
 // Wrapping the logger's writer hides the terminal from its color
 // detection; keep colors with
 // logger.SetColorProfile(lipgloss.NewRenderer(os.Stderr).ColorProfile()).
+package liveview
+
+import (
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/mattn/go-runewidth"
+	"golang.org/x/term"
+
+	"github.com/aml-go/aml/eval"
+)
 
 // liveInterval is the redraw period, and the shortest one allowed.
 const liveInterval = 100 * time.Millisecond
@@ -141,9 +140,9 @@ const (
 // liveInterval of run time.
 var liveSpinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
-// liveOptions configures a liveView. The zero value is the production
+// Options configures a View. The zero value is the production
 // setup.
-type liveOptions struct {
+type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Size returns the terminal's columns and rows. Nil means querying
@@ -221,10 +220,10 @@ type liveRow struct {
 	guides string
 }
 
-// liveView is the live status block. It implements eval.TraceSink and is
+// View is the live status block. It implements eval.TraceSink and is
 // safe for concurrent use. All methods accept a nil receiver, which does
 // nothing (Suspend still runs f; Writer returns w itself).
-type liveView struct {
+type View struct {
 	w        io.Writer
 	now      func() time.Time
 	size     func() (int, int)
@@ -258,12 +257,12 @@ type liveView struct {
 	done chan struct{}
 }
 
-var _ eval.TraceSink = (*liveView)(nil)
+var _ eval.TraceSink = (*View)(nil)
 
-// newLiveView returns a live view drawing on w. It draws nothing until
+// New returns a live view drawing on w. It draws nothing until
 // Start.
-func newLiveView(w io.Writer, opts liveOptions) *liveView {
-	lv := &liveView{
+func New(w io.Writer, opts Options) *View {
+	lv := &View{
 		w:        w,
 		now:      opts.Now,
 		size:     opts.Size,
@@ -307,11 +306,11 @@ func isTerminal(f *os.File) bool {
 	return f != nil && term.IsTerminal(int(f.Fd()))
 }
 
-// wantLiveView reports whether the live view may draw on f: f must be a
+// Want reports whether the live view may draw on f: f must be a
 // terminal that understands cursor movement, so not one whose TERM is
 // "dumb" (Emacs shells, some CI consoles), where the escape sequences
 // would show as garbage.
-func wantLiveView(f *os.File, getenv func(string) string) bool {
+func Want(f *os.File, getenv func(string) string) bool {
 	return isTerminal(f) && getenv("TERM") != "dumb"
 }
 
@@ -333,7 +332,7 @@ func liveColor(getenv func(string) string) bool {
 
 // HandleTrace implements eval.TraceSink. It records span starts and ends
 // in the tree; it never writes to the terminal.
-func (lv *liveView) HandleTrace(e eval.Event) error {
+func (lv *View) HandleTrace(e eval.Event) error {
 	if lv == nil || e.Type != eval.SpanStart && e.Type != eval.SpanEnd {
 		return nil
 	}
@@ -349,14 +348,14 @@ func (lv *liveView) HandleTrace(e eval.Event) error {
 }
 
 // stamp is the event's time, or now for an event without one.
-func (lv *liveView) stamp(e eval.Event) time.Time {
+func (lv *View) stamp(e eval.Event) time.Time {
 	if e.Timestamp > 0 {
 		return time.UnixMilli(e.Timestamp)
 	}
 	return lv.now()
 }
 
-func (lv *liveView) startLocked(key liveKey, e eval.Event) {
+func (lv *View) startLocked(key liveKey, e eval.Event) {
 	if lv.nodes[key] != nil || lv.folded[key] != nil {
 		return
 	}
@@ -427,7 +426,7 @@ func (lv *liveView) startLocked(key liveKey, e eval.Event) {
 	lv.nodes[key] = n
 }
 
-func (lv *liveView) endLocked(key liveKey, e eval.Event) {
+func (lv *View) endLocked(key liveKey, e eval.Event) {
 	n := lv.nodes[key]
 	if n == nil {
 		delete(lv.folded, key)
@@ -482,7 +481,7 @@ func dropDone(p *liveNode) {
 }
 
 // setState moves n to state s, keeping the counts right.
-func (lv *liveView) setState(n *liveNode, s liveState) {
+func (lv *View) setState(n *liveNode, s liveState) {
 	n.parent.counts[n.state]--
 	n.parent.counts[s]++
 	if n.work {
@@ -548,7 +547,7 @@ func joinLabel(parts ...string) string {
 
 // Start resets the run clock and starts the ticker that redraws the
 // block. It is a no-op after the first call or after Stop.
-func (lv *liveView) Start() {
+func (lv *View) Start() {
 	if lv == nil {
 		return
 	}
@@ -562,7 +561,7 @@ func (lv *liveView) Start() {
 	go lv.loop()
 }
 
-func (lv *liveView) loop() {
+func (lv *View) loop() {
 	defer close(lv.done)
 	t := time.NewTicker(lv.interval)
 	defer t.Stop()
@@ -580,7 +579,7 @@ func (lv *liveView) loop() {
 
 // Stop stops the ticker and erases the block, leaving the cursor where
 // the block began. It is idempotent, and safe to call without Start.
-func (lv *liveView) Stop() {
+func (lv *View) Stop() {
 	if lv == nil {
 		return
 	}
@@ -603,7 +602,7 @@ func (lv *liveView) Stop() {
 
 // Pause erases the block and keeps it hidden until the matching Resume.
 // Pauses nest.
-func (lv *liveView) Pause() {
+func (lv *View) Pause() {
 	if lv == nil {
 		return
 	}
@@ -615,7 +614,7 @@ func (lv *liveView) Pause() {
 
 // Resume ends a Pause and, when no other pause is in effect, redraws the
 // block at once.
-func (lv *liveView) Resume() {
+func (lv *View) Resume() {
 	if lv == nil {
 		return
 	}
@@ -630,7 +629,7 @@ func (lv *liveView) Resume() {
 // Suspend erases the block, runs f, and redraws the block below whatever
 // f wrote. The view is locked while f runs: f must not call the view's
 // methods, though HandleTrace calls from other goroutines merely wait.
-func (lv *liveView) Suspend(f func()) {
+func (lv *View) Suspend(f func()) {
 	if lv == nil {
 		f()
 		return
@@ -644,7 +643,7 @@ func (lv *liveView) Suspend(f func()) {
 
 // Writer returns a writer whose every Write to w runs under Suspend, for
 // a logger that shares the terminal with the view.
-func (lv *liveView) Writer(w io.Writer) io.Writer {
+func (lv *View) Writer(w io.Writer) io.Writer {
 	if lv == nil {
 		return w
 	}
@@ -652,7 +651,7 @@ func (lv *liveView) Writer(w io.Writer) io.Writer {
 }
 
 type liveWriter struct {
-	lv *liveView
+	lv *View
 	w  io.Writer
 }
 
@@ -663,7 +662,7 @@ func (lw *liveWriter) Write(p []byte) (n int, err error) {
 
 // eraseLocked removes the block from the terminal: for each drawn line,
 // cursor up and clear the line.
-func (lv *liveView) eraseLocked() {
+func (lv *View) eraseLocked() {
 	if lv.drawn == 0 {
 		return
 	}
@@ -674,7 +673,7 @@ func (lv *liveView) eraseLocked() {
 
 // redrawLocked draws the current frame over the previous one, unless the
 // view is not started, paused, stopped or broken.
-func (lv *liveView) redrawLocked() {
+func (lv *View) redrawLocked() {
 	if !lv.running || lv.paused > 0 || lv.stopped || lv.broken {
 		return
 	}
@@ -715,7 +714,7 @@ func (lv *liveView) redrawLocked() {
 
 // write sends s to the terminal in one call; after a failed write the view
 // draws nothing more.
-func (lv *liveView) write(s string) {
+func (lv *View) write(s string) {
 	if lv.broken {
 		return
 	}
@@ -729,7 +728,7 @@ func (lv *liveView) write(s string) {
 // time now: the header, then the tree as selectLocked chose it. The
 // block has at most rows-1 lines (the cursor rests on the line below it)
 // and every line is narrower than cols, so that it never wraps.
-func (lv *liveView) frameLocked(now time.Time, cols, rows int) []string {
+func (lv *View) frameLocked(now time.Time, cols, rows int) []string {
 	if cols <= 0 {
 		cols = liveDefaultCols
 	}
@@ -836,7 +835,7 @@ func (lv *liveView) frameLocked(now time.Time, cols, rows int) []string {
 // with what the finished sessions spent when that fits ("· 12,345
 // tokens, $0.42"), or
 // when that does not fit width, "aml run 12.4s  ⠹ 2  · 1  ✓ 3  ✗ 0".
-func (lv *liveView) header(run time.Duration, spinner string, width int) string {
+func (lv *View) header(run time.Duration, spinner string, width int) string {
 	a := lv.agents
 	h := "aml run " + formatElapsed(run) + " · " + formatCount(a[liveRunning]) + " running"
 	if a[liveQueued] > 0 {
@@ -863,7 +862,7 @@ func (lv *liveView) header(run time.Duration, spinner string, width int) string 
 
 // labels returns the label of each node row: an agent's fields are
 // aligned with those of the agents drawn beside it (the same parent).
-func (lv *liveView) labels(rows []liveRow) []string {
+func (lv *View) labels(rows []liveRow) []string {
 	type group struct {
 		parent *liveNode
 		w      [3]int
@@ -927,7 +926,7 @@ func mark(s liveState, spinner string) string {
 
 // paint writes s to b, wrapped in the SGR sequence sgr when colours are
 // on.
-func (lv *liveView) paint(b *strings.Builder, sgr, s string) {
+func (lv *View) paint(b *strings.Builder, sgr, s string) {
 	if s == "" {
 		return
 	}
@@ -956,7 +955,7 @@ var liveSummaryOrder = [liveStates]liveState{liveRunning, liveQueued, liveFailed
 // summary is the text of the line that stands for the children of p left
 // out, "… 9,996 more: 4 queued, 2 failed, 9,990 done", or when that is
 // wider than width, "… 9,996 more: · 4  ✗ 2  ✓ 9,990".
-func (lv *liveView) summary(p *liveNode, spinner string, width int) string {
+func (lv *View) summary(p *liveNode, spinner string, width int) string {
 	head := "… " + formatCount(p.total()-p.shownTotal()) + " more:"
 	var long, short strings.Builder
 	long.WriteString(head)
@@ -992,7 +991,7 @@ func (lv *liveView) summary(p *liveNode, spinner string, width int) string {
 // line for those left out; other summaries (see summaryKind) are
 // optional: drawn, while lines remain, before the done candidates are
 // placed and again after.
-func (lv *liveView) selectLocked(budget int) []liveRow {
+func (lv *View) selectLocked(budget int) []liveRow {
 	root := lv.root
 	for _, n := range lv.selected {
 		n.sel, n.extra = false, false
@@ -1045,7 +1044,7 @@ func (lv *liveView) selectLocked(budget int) []liveRow {
 }
 
 // collect appends the candidates below p to lv.cands, in tree order.
-func (lv *liveView) collect(p *liveNode) {
+func (lv *View) collect(p *liveNode) {
 	for _, c := range p.children {
 		if p != lv.root && p.state == liveFailed && c.state != liveFailed {
 			continue
@@ -1059,7 +1058,7 @@ func (lv *liveView) collect(p *liveNode) {
 
 // byDepthOrder returns list stably sorted by depth (a counting sort),
 // reversed within a depth when latestFirst.
-func (lv *liveView) byDepthOrder(list []*liveNode, latestFirst bool) []*liveNode {
+func (lv *View) byDepthOrder(list []*liveNode, latestFirst bool) []*liveNode {
 	if len(list) == 0 {
 		return nil
 	}
@@ -1111,7 +1110,7 @@ const (
 // for its subtree: it needs no summary, though an open one leaving out
 // open or failed children may have one. The root, showing none, needs
 // one for any child left out.
-func (lv *liveView) summaryKind(c *liveNode, shown [liveStates]int32) int {
+func (lv *View) summaryKind(c *liveNode, shown [liveStates]int32) int {
 	drawn := sumShown(shown)
 	if c.total()-drawn <= 0 {
 		return summaryNone
@@ -1134,7 +1133,7 @@ func (lv *liveView) summaryKind(c *liveNode, shown [liveStates]int32) int {
 // cost returns how many lines taking n adds: n and its ancestors not
 // taken yet, and the needed summary lines that appear or disappear. It
 // reports false when n is taken already.
-func (lv *liveView) cost(n *liveNode) (int, bool) {
+func (lv *View) cost(n *liveNode) (int, bool) {
 	if n.sel {
 		return 0, false
 	}
@@ -1169,20 +1168,20 @@ func (lv *liveView) cost(n *liveNode) (int, bool) {
 // grants reports whether taking the done node n gives top, the taken
 // node or the root it hangs from, its optional summary: done nodes are
 // drawn only beside the count of their siblings left out.
-func (lv *liveView) grants(n, top *liveNode, after [liveStates]int32) bool {
+func (lv *View) grants(n, top *liveNode, after [liveStates]int32) bool {
 	return n.state == liveDone && !top.extra && lv.summaryKind(top, after) == summaryOptional
 }
 
 // hasSummary reports whether c, with shown of its children drawn, draws
 // a summary line: a needed one, or an optional one it was given.
-func (lv *liveView) hasSummary(c *liveNode, shown [liveStates]int32) bool {
+func (lv *View) hasSummary(c *liveNode, shown [liveStates]int32) bool {
 	k := lv.summaryKind(c, shown)
 	return k == summaryNeeded || k == summaryOptional && c.extra
 }
 
 // take selects n and the ancestors cost found not taken yet, and gives
 // the node they hang from its optional summary when cost counted it.
-func (lv *liveView) take(n *liveNode) {
+func (lv *View) take(n *liveNode) {
 	c := n
 	for ; c != lv.root && !c.sel; c = c.parent {
 		c.sel = true
@@ -1196,7 +1195,7 @@ func (lv *liveView) take(n *liveNode) {
 
 // appendRows appends the rows of the taken children of p, depth first,
 // and the summary of the others.
-func (lv *liveView) appendRows(rows []liveRow, p *liveNode) []liveRow {
+func (lv *View) appendRows(rows []liveRow, p *liveNode) []liveRow {
 	left := p.shownTotal()
 	for _, c := range p.children {
 		if left == 0 {
@@ -1218,7 +1217,7 @@ func (lv *liveView) appendRows(rows []liveRow, p *liveNode) []liveRow {
 // setGuides sets the tree guides of rows ("├─ ", "│  ", "└─ "), walking
 // them backwards: a row is the last of its siblings when no later row of
 // its depth comes before one shallower.
-func (lv *liveView) setGuides(rows []liveRow) {
+func (lv *View) setGuides(rows []liveRow) {
 	more := lv.more[:0]
 	var b strings.Builder
 	for i := len(rows) - 1; i >= 0; i-- {

@@ -1,4 +1,4 @@
-package main
+package liveview
 
 import (
 	"io"
@@ -43,7 +43,7 @@ func under(e eval.Event, parent string) eval.Event {
 //	    parallel > security (running, calling a tool), style (failed),
 //	               tests, docs (queued), lint (done)
 //	    script (done)
-func reviewRun(t *testing.T, lv *liveView) {
+func reviewRun(t *testing.T, lv *View) {
 	t.Helper()
 	s := time.Second
 	ms := time.Millisecond
@@ -94,7 +94,7 @@ func reviewRun(t *testing.T, lv *liveView) {
 // finishReview feeds the end of reviewRun at 9.5 s to 9.9 s: security
 // finishes, the queued agents are cancelled, and the failure of style
 // fails every span above it.
-func finishReview(t *testing.T, lv *liveView) {
+func finishReview(t *testing.T, lv *View) {
 	t.Helper()
 	ms := time.Millisecond
 	for _, e := range []eval.Event{
@@ -333,7 +333,7 @@ func TestLiveTreeBounds(t *testing.T) {
 	}
 	now := liveT0.Add(61 * time.Minute)
 	sweep := func() {
-		for _, lv := range []*liveView{review, fan, deep} {
+		for _, lv := range []*View{review, fan, deep} {
 			for cols := 1; cols <= 130; cols += 3 {
 				for _, rows := range []int{1, 2, 3, 4, 5, 8, 13, 24, 50} {
 					got := frameOf(t, lv, now, cols, rows)
@@ -455,11 +455,11 @@ func TestLiveColor(t *testing.T) {
 	// Without Getenv the view reads the process environment.
 	t.Setenv("TERM", "xterm-256color")
 	t.Setenv("NO_COLOR", "1")
-	if newLiveView(io.Discard, liveOptions{}).color {
+	if New(io.Discard, Options{}).color {
 		t.Error("colours with NO_COLOR=1 in the environment")
 	}
 	t.Setenv("NO_COLOR", "")
-	if !newLiveView(io.Discard, liveOptions{}).color {
+	if !New(io.Discard, Options{}).color {
 		t.Error("no colours with NO_COLOR empty on an xterm")
 	}
 }
@@ -510,7 +510,7 @@ func BenchmarkLiveRedraw10k(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			clk := &fakeClock{t: liveT0}
-			lv := newLiveView(io.Discard, liveOptions{Now: clk.Now, Size: func() (int, int) { return 120, 50 }, Interval: time.Hour,
+			lv := New(io.Discard, Options{Now: clk.Now, Size: func() (int, int) { return 120, 50 }, Interval: time.Hour,
 				Getenv: testEnv("xterm-256color", "")})
 			var failed []int
 			for i := 0; i < bc.failed; i++ {
@@ -534,7 +534,7 @@ func BenchmarkLiveRedraw10k(b *testing.B) {
 // an error and the others ok, the next running ones hold a session and
 // the rest are queued. Agent i starts at i ms, its session at 10 s + i ms
 // and ends at 20 s + i ms.
-func fanOut(t testing.TB, lv *liveView, n, finished, running int, failed ...int) {
+func fanOut(t testing.TB, lv *View, n, finished, running int, failed ...int) {
 	t.Helper()
 	ms := time.Millisecond
 	bad := map[int]bool{}

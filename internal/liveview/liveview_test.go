@@ -1,4 +1,4 @@
-package main
+package liveview
 
 import (
 	"bytes"
@@ -60,7 +60,7 @@ func agentEnd(span, status string, at time.Duration) eval.Event {
 		Status: status, Timestamp: liveT0.Add(at).UnixMilli(), Attributes: map[string]any{}}
 }
 
-func feed(t *testing.T, lv *liveView, evs ...eval.Event) {
+func feed(t *testing.T, lv *View, evs ...eval.Event) {
 	t.Helper()
 	for _, e := range evs {
 		if err := lv.HandleTrace(e); err != nil {
@@ -112,14 +112,14 @@ func TestLiveWaitingAgents(t *testing.T) {
 // fixed terminal size, colours on (TERM=xterm-256color, no NO_COLOR) and
 // an interval so long that the ticker never fires: frames are drawn only
 // by draw, Suspend and Resume.
-func newTestView(cols, rows int) (*liveView, *bytes.Buffer, *fakeClock) {
+func newTestView(cols, rows int) (*View, *bytes.Buffer, *fakeClock) {
 	return newTestViewEnv(cols, rows, testEnv("xterm-256color", ""))
 }
 
-func newTestViewEnv(cols, rows int, getenv func(string) string) (*liveView, *bytes.Buffer, *fakeClock) {
+func newTestViewEnv(cols, rows int, getenv func(string) string) (*View, *bytes.Buffer, *fakeClock) {
 	var buf bytes.Buffer
 	clk := &fakeClock{t: liveT0}
-	lv := newLiveView(&buf, liveOptions{Now: clk.Now, Size: func() (int, int) { return cols, rows }, Interval: time.Hour, Getenv: getenv})
+	lv := New(&buf, Options{Now: clk.Now, Size: func() (int, int) { return cols, rows }, Interval: time.Hour, Getenv: getenv})
 	return lv, &buf, clk
 }
 
@@ -143,7 +143,7 @@ var sgrRE = regexp.MustCompile("\x1b\\[[0-9;]*m")
 // drawing it and returns its lines without SGR sequences. It fails t when
 // the frame breaks the bounds: more than rows-1 lines, a line cols
 // columns wide or wider, or an escape sequence other than SGR.
-func frameOf(t testing.TB, lv *liveView, now time.Time, cols, rows int) []string {
+func frameOf(t testing.TB, lv *View, now time.Time, cols, rows int) []string {
 	t.Helper()
 	lv.mu.Lock()
 	raw := lv.frameLocked(now, cols, rows)
@@ -165,7 +165,7 @@ func frameOf(t testing.TB, lv *liveView, now time.Time, cols, rows int) []string
 }
 
 // draw renders one frame as the ticker would.
-func draw(lv *liveView) {
+func draw(lv *View) {
 	lv.mu.Lock()
 	defer lv.mu.Unlock()
 	lv.redrawLocked()
@@ -528,7 +528,7 @@ func TestLiveTruncateWidth(t *testing.T) {
 func TestLiveDefaultSize(t *testing.T) {
 	var buf bytes.Buffer
 	clk := &fakeClock{t: liveT0}
-	lv := newLiveView(&buf, liveOptions{Now: clk.Now, Interval: time.Hour})
+	lv := New(&buf, Options{Now: clk.Now, Interval: time.Hour})
 	cols, rows := lv.size()
 	if cols != 80 || rows != 24 {
 		t.Fatalf("default size %dx%d, want 80x24", cols, rows)
@@ -538,7 +538,7 @@ func TestLiveDefaultSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if cols, rows := newLiveView(f, liveOptions{}).size(); cols != 80 || rows != 24 {
+	if cols, rows := New(f, Options{}).size(); cols != 80 || rows != 24 {
 		t.Fatalf("size of a regular file %dx%d, want 80x24", cols, rows)
 	}
 }
@@ -593,7 +593,7 @@ func TestLiveSuspendAndWriter(t *testing.T) {
 }
 
 func TestLiveNilView(t *testing.T) {
-	var lv *liveView
+	var lv *View
 	var buf bytes.Buffer
 	lv.Start()
 	if err := lv.HandleTrace(agentStart("2", "a", "p", "", "", 0)); err != nil {
@@ -618,7 +618,7 @@ func (f failWriter) Write([]byte) (int, error) { return 0, f.err }
 
 func TestLiveBrokenWriter(t *testing.T) {
 	clk := &fakeClock{t: liveT0}
-	lv := newLiveView(failWriter{errors.New("EIO")}, liveOptions{Now: clk.Now, Size: func() (int, int) { return 80, 24 }, Interval: time.Hour})
+	lv := New(failWriter{errors.New("EIO")}, Options{Now: clk.Now, Size: func() (int, int) { return 80, 24 }, Interval: time.Hour})
 	lv.Start()
 	draw(lv)
 	draw(lv)
@@ -671,7 +671,7 @@ func (b *syncBuffer) String() string {
 // logger goroutine and the real ticker at once; run it with -race.
 func TestLiveConcurrent(t *testing.T) {
 	var out syncBuffer
-	lv := newLiveView(&out, liveOptions{Size: func() (int, int) { return 80, 12 }})
+	lv := New(&out, Options{Size: func() (int, int) { return 80, 12 }})
 	lv.Start()
 	lv.Start()
 	var wg sync.WaitGroup
@@ -791,7 +791,7 @@ func TestLivePTY(t *testing.T) {
 	// The real ticker draws; the fake clock decides what: a frame at 1 s,
 	// then one at 2 s drawn over it (a frame at 0 s may come first).
 	clk := &fakeClock{t: liveT0}
-	lv := newLiveView(tty, liveOptions{Now: clk.Now, Getenv: testEnv("xterm-256color", "")})
+	lv := New(tty, Options{Now: clk.Now, Getenv: testEnv("xterm-256color", "")})
 	if cols, rows := lv.size(); cols != 80 || rows != 10 {
 		t.Errorf("size from the tty = %dx%d, want 80x10", cols, rows)
 	}
