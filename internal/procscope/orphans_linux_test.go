@@ -17,13 +17,22 @@ const helperEnv = "AML_PROCSCOPE_HELPER"
 // script's pid and waits to be killed.
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
-		cmd := exec.Command("sh", "-c", "setsid sleep 300 & sleep 300")
+		// The script says "started" once it forked both sleeps: from
+		// then on they carry the marker.
+		cmd := exec.Command("sh", "-c", "setsid sleep 300 >/dev/null & sleep 300 >/dev/null & echo started; wait")
 		cmd.Env = append(os.Environ(), Env("script")...)
-		if err := cmd.Start(); err != nil {
+		out, err := cmd.StdoutPipe()
+		if err == nil {
+			err = cmd.Start()
+		}
+		if err != nil {
 			println("error:", err.Error())
 			os.Exit(2)
 		}
-		time.Sleep(100 * time.Millisecond) // let the grandchildren start
+		if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "started\n" {
+			println("error: the script did not start its sleeps:", line, err)
+			os.Exit(2)
+		}
 		os.Stdout.WriteString(Marker() + "\n")
 		_ = cmd.Wait()
 		os.Exit(0)
@@ -118,7 +127,7 @@ func TestOrphansOfAKilledOwner(t *testing.T) {
 	for _, pid := range left {
 		kill(pid)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for _, pid := range left {
 		for Alive(pid) && !zombie(pid) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
