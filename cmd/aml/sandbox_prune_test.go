@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -206,7 +205,7 @@ func TestOrphanProcesses(t *testing.T) {
 	dir := t.TempDir()
 	wf := filepath.Join(dir, "orphan.star")
 	if err := os.WriteFile(wf, []byte(`def main():
-    return script("setsid sleep 300 & echo started > started; sleep 300", shell = "sh")
+    return script("setsid sleep 300 & sleep 300 & echo $$ > sh.pid; echo started > started; wait", shell = "sh")
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -215,10 +214,16 @@ func TestOrphanProcesses(t *testing.T) {
 	if err := run.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Both sleeps are forked once the script says it started.
 	waitUntil(t, "the script to start", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "started"))
 		return err == nil
 	})
+	b, _ := os.ReadFile(filepath.Join(dir, "sh.pid"))
+	shell, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("the script's shell pid %q: %v", b, err)
+	}
 	owner := run.Process.Pid
 	_ = run.Process.Signal(syscall.SIGKILL)
 	_ = run.Wait()
@@ -232,16 +237,10 @@ func TestOrphanProcesses(t *testing.T) {
 		return pids
 	}
 	// The script's shell dies with aml (the kernel's parent-death
-	// signal), asynchronously: the leftovers are what stays.
+	// signal), asynchronously: the leftovers are what stays once it is
+	// gone.
+	waitUntil(t, "the script's shell to die with aml", func() bool { return !processLive(shell) })
 	left := mine()
-	for range 100 {
-		time.Sleep(100 * time.Millisecond)
-		now := mine()
-		if slices.Equal(now, left) {
-			break
-		}
-		left = now
-	}
 	// The script's sleep and the setsid one.
 	if len(left) < 2 {
 		t.Fatalf("after SIGKILL %d processes of the run are left, want its script's and the setsid descendant", len(left))
