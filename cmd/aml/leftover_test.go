@@ -113,11 +113,7 @@ def main():
 		}
 	}
 	t.Logf("prune --kill-orphans killed %d leftover processes of the SIGKILLed run", len(named))
-	for _, p := range []int{escaped} {
-		for i := 0; processLive(p) && i < 6000; i++ {
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	waitUntil(t, "the escaped process to end after prune --kill-orphans", func() bool { return !processLive(escaped) })
 	if err := os.WriteFile(wf, []byte(`store = local_workspace(directory = `+strconv.Quote(ws)+`)
 
 def main():
