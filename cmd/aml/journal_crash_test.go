@@ -201,7 +201,7 @@ func TestJournalCrashResume(t *testing.T) {
 				if err := cmd.Start(); err != nil {
 					t.Fatal(err)
 				}
-				time.Sleep(wait)
+				time.Sleep(wait) // the stimulus: a random point of the run to kill it at
 				killedAt := time.Now()
 				_ = cmd.Process.Signal(syscall.SIGKILL)
 				werr := cmd.Wait()

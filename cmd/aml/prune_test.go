@@ -117,7 +117,7 @@ def main():
 			time.Sleep(time.Millisecond)
 		}
 		// At varied points of the upload; the last one right away.
-		time.Sleep(time.Duration(kills-1-i) * 50 * time.Millisecond)
+		time.Sleep(time.Duration(kills-1-i) * 50 * time.Millisecond) // the stimulus: the kill point
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		lastKilled = cmd.Wait() != nil
 		if lastKilled {

@@ -102,7 +102,7 @@ func TestSignals(t *testing.T) {
 		// abandoned.
 		r := startRun(t, bin, dir, wf, inSession)
 		r.signal(t, syscall.SIGINT)
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the stimulus: the second delivery, milliseconds later
 		// The cleanup may already have ended the process.
 		if err := r.cmd.Process.Signal(syscall.SIGINT); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			t.Fatal(err)
@@ -360,7 +360,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 			// time, so that a loaded machine changes nothing.
 			waitCPU(t, cmd.Process.Pid, 3*time.Second, exited)
 			_ = cmd.Process.Signal(syscall.SIGINT)
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond) // a person's second Ctrl-C
 			_ = cmd.Process.Signal(syscall.SIGINT)
 			var err error
 			select {

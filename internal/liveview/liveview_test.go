@@ -687,7 +687,7 @@ func TestLiveConcurrent(t *testing.T) {
 			if i%3 == 0 {
 				_ = lv.HandleTrace(eval.Event{Type: eval.SpanEnd, RunID: "r", SpanID: id, Kind: "agent", Name: "Agent", Status: eval.StatusOK})
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // the stimulus: spans arrive spread over the frames
 		}
 	}()
 	go func() {
@@ -699,7 +699,7 @@ func TestLiveConcurrent(t *testing.T) {
 				lv.Pause()
 				lv.Resume()
 			}
-			time.Sleep(4 * time.Millisecond)
+			time.Sleep(4 * time.Millisecond) // the stimulus: log lines interleave with the frames
 		}
 	}()
 	wg.Wait()
