@@ -234,7 +234,7 @@ func TestParallelOrderAndErrors(t *testing.T) {
 		case <-full:
 		case <-time.After(time.Minute):
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // the call takes a moment: the stimulus, not a wait
 		active.Add(-1)
 		return strings.ToUpper(req.Prompt)
 	})

@@ -102,7 +102,7 @@ func TestExecutorRunsTheConcurrency(t *testing.T) {
 			<-ctx.Done()
 			return nil, context.Cause(ctx)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // the call takes a moment, so that branches overlap
 		return &eval.AgentResponse{Text: req.Prompt + ","}, nil
 	}})
 	l := eval.Limits{MaxAgentCalls: eval.Unlimited, MaxConcurrentAgents: 3}

@@ -45,7 +45,7 @@ func TestFanOutGoroutinesBounded(t *testing.T) {
 	p, _ := deterministic.New(deterministic.Options{Respond: func(_ context.Context, req *eval.AgentRequest, _ int) (*eval.AgentResponse, error) {
 		inProvider.add(now.Add(1))
 		all.add(int64(runtime.NumGoroutine()))
-		time.Sleep(20 * time.Microsecond)
+		time.Sleep(20 * time.Microsecond) // the provider holds its goroutine a moment
 		now.Add(-1)
 		return &eval.AgentResponse{Text: req.Prompt}, nil
 	}})

@@ -82,7 +82,7 @@ func BenchmarkGatewayStreams(b *testing.B) {
 		for i := range events {
 			fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":\"%s %d\"}}]}\n\n", strings.Repeat("x", 200), i)
 			w.(http.Flusher).Flush()
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // the upstream streams its events over time
 		}
 		fmt.Fprint(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":200}}\n\ndata: [DONE]\n\n")
 	}))

@@ -56,7 +56,7 @@ func TestConcurrentLimit(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the upstream call takes time, so that calls overlap
 		now.Add(-1)
 		fmt.Fprint(w, `{"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
 	}))

@@ -107,7 +107,7 @@ func BenchmarkFleet1000(b *testing.B) {
 }
 
 func sleepActivity(ctx context.Context) error {
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the activity's work
 	return nil
 }
 

@@ -53,7 +53,7 @@ func (a *echoAgent) Run(_ context.Context, req *eval.AgentRequest, _ *eval.Agent
 	if strings.HasPrefix(req.Prompt, "fail") {
 		return nil, errors.New("the model refused: " + req.Prompt)
 	}
-	time.Sleep(2 * time.Millisecond)
+	time.Sleep(2 * time.Millisecond) // the model takes a moment, so that calls overlap
 	return &eval.AgentResponse{Text: "<" + req.Prompt + "|" + strings.Join(req.FollowUps, "+") + ">"}, nil
 }
 

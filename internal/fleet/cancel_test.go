@@ -91,7 +91,7 @@ func TestCancelEndsEveryRun(t *testing.T) {
 			t.Fatalf("aml cancel of a run spinning in its %s: %q", spin.name, out)
 		}
 		busy := cpuOf(t, workers)
-		time.Sleep(3 * time.Second)
+		time.Sleep(3 * time.Second) // the window in which the workers must stay idle
 		if used := cpuOf(t, workers) - busy; used > time.Second {
 			t.Fatalf("the workers used %s of CPU in the 3 s after the run spinning in its %s was cancelled", used, spin.name)
 		}

@@ -265,7 +265,7 @@ func TestCrashKill(t *testing.T) {
 						seen++
 					}
 				}
-				time.Sleep(d)
+				time.Sleep(d) // the stimulus: the kill point within the save
 				h.kill(t)
 				// The last save started is g; the one before it completed.
 				done := false

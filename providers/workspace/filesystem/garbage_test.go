@@ -47,7 +47,7 @@ func TestCrashGarbageSwept(t *testing.T) {
 				seen++
 			}
 		}
-		time.Sleep(time.Duration(i) * 10 * time.Millisecond)
+		time.Sleep(time.Duration(i) * 10 * time.Millisecond) // the stimulus: the kill point within the save
 		h.kill(t)
 	}
 	n, size := garbage(t, temp)

@@ -458,7 +458,7 @@ func TestStalledEndpoint(t *testing.T) {
 				}
 				w.(http.Flusher).Flush()
 				body = body[n:]
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // the stimulus: a slow network
 			}
 			return true
 		})
