@@ -56,7 +56,7 @@ func TestPlantedLinks(t *testing.T) {
 		}
 		stagings = append(stagings, fs)
 	}
-	time.Sleep(2 * time.Second)
+	waitAttacks(t, dir, "swapped", len(stagings))
 	for i, fs := range stagings {
 		if err := fs.WriteFile(ctx, "skills/x/SKILL.md", []byte("staged")); err != nil {
 			failed++
@@ -134,7 +134,7 @@ done`
 				t.Fatal(err)
 			}
 			defer attacker.Kill()
-			time.Sleep(500 * time.Millisecond)
+			waitAttacks(t, dir, "planted", 1)
 			const timeout = time.Second
 			var wg sync.WaitGroup
 			errs := make([]error, 10)
@@ -237,7 +237,7 @@ func TestPlantedStagingLinkToFile(t *testing.T) {
 			stagings = append(stagings, fs)
 		}
 	}
-	time.Sleep(2 * time.Second)
+	waitAttacks(t, dir, "swapped", len(stagings))
 	for _, fs := range stagings {
 		_ = fs.WriteFile(ctx, "SKILL.md", []byte("staged"))
 		_ = fs.Release(ctx)
@@ -298,6 +298,50 @@ func TestSocketDirectoryReadOnly(t *testing.T) {
 	res, err := rt.Exec(ctx, "sh", []string{"-c", `test -S /opt/aml/run/s.sock`}, eval.ExecOptions{})
 	if err != nil || res.ExitCode != 0 {
 		t.Errorf("the container does not see the socket: %v %v", res, err)
+	}
+}
+
+// waitAttacks waits until the attacker in the container has logged word
+// to /workspace/attacks n times: until it swapped every staging made, or
+// planted its first file. Should it never get there, it fails if the
+// attacker did nothing at all, and else lets the test go on with what it
+// did.
+func waitAttacks(t *testing.T, dir, word string, n int) {
+	t.Helper()
+	count := func() int {
+		b, _ := os.ReadFile(filepath.Join(dir, "attacks"))
+		return strings.Count(string(b), word)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for count() < n {
+		if time.Now().After(deadline) {
+			if count() == 0 {
+				t.Fatalf("the attacker logged no %q within 30 s", word)
+			}
+			t.Logf("the attacker logged %q %d times of %d within 30 s", word, count(), n)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitRunning waits until a process whose command line is args runs in
+// the container.
+func waitRunning(t *testing.T, rt eval.SandboxRuntime, args string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := rt.Exec(context.Background(), "sh", []string{"-c", "ps -o args | grep -cx \"$0\" || true", args}, eval.ExecOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := strconv.Atoi(strings.TrimSpace(string(res.Stdout))); n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q did not start in the container within 30 s", args)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -242,7 +242,7 @@ func TestKillGroup(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("the timeout took %v", d)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // a busy engine runs kills late
 	for {
 		res, err := rt.Exec(ctx, "ps", []string{"-o", "args"}, eval.ExecOptions{})
 		if err != nil {

@@ -85,7 +85,7 @@ func TestFrozenDaemon(t *testing.T) {
 			_, err := lease.Runtime().Exec(context.Background(), "sleep", []string{"600"}, eval.ExecOptions{Timeout: timeout})
 			done <- result{err, time.Since(start)}
 		}()
-		time.Sleep(time.Second) // the command runs
+		waitRunning(t, lease.Runtime(), "sleep 600")
 		d.Freeze()
 		defer d.Thaw()
 		var r result
@@ -130,7 +130,7 @@ func TestFrozenDaemon(t *testing.T) {
 			_, err := lease.Runtime().Exec(ctx, "sleep", []string{"600"}, eval.ExecOptions{})
 			done <- err
 		}()
-		time.Sleep(time.Second)
+		waitRunning(t, lease.Runtime(), "sleep 600")
 		d.Freeze()
 		defer d.Thaw()
 		start := time.Now()
