@@ -267,14 +267,23 @@ def main():
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := starlib.Run(ctx, filepath.Join(dir, "w.star"), "", starlib.LoadOptions{Source: src("hang-hard"), Extensions: exts, Env: lookup}, eval.Options{})
+		// The agent notes its turn in the workspace, then hangs in it.
+		_, err := starlib.Run(ctx, filepath.Join(dir, "w.star"), "", starlib.LoadOptions{Source: src(`ratelimit /workspace/turn 0\nhang-hard`), Extensions: exts, Env: lookup}, eval.Options{})
 		done <- err
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for left() == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "turn")); err == nil && left() != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			select {
+			case err := <-done:
+				t.Fatalf("the run ended before the agent was in its turn: %v", err)
+			default:
+			}
+			t.Fatal("the agent in its container was not in its turn within a minute")
+		}
 	}
-	time.Sleep(500 * time.Millisecond) // the agent is in its turn
 	cancel()
 	select {
 	case err := <-done:
