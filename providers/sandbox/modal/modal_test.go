@@ -1,6 +1,7 @@
 package modal_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -207,14 +208,18 @@ func TestProcesses(t *testing.T) {
 		}
 	})
 	t.Run("kill", func(t *testing.T) {
-		p, err := m.Start(testContext(t), remote.Command{Args: []string{"sh", "-c", "sleep 1001 & sleep 1002; echo never"}, Stdin: true})
+		p, err := m.Start(testContext(t), remote.Command{Args: []string{"sh", "-c", "sleep 1001 & sleep 1002 & echo started >&2; wait; echo never"}, Stdin: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		outc := make(chan string, 1)
 		go func() { b, _ := io.ReadAll(p.Stdout()); outc <- string(b) }()
-		go io.Copy(io.Discard, p.Stderr())
-		time.Sleep(300 * time.Millisecond)
+		// Kill once both sleeps run.
+		stderr := bufio.NewReader(p.Stderr())
+		if line, err := stderr.ReadString('\n'); line != "started\n" {
+			t.Fatalf("the command did not start its sleeps: %q, %v", line, err)
+		}
+		go io.Copy(io.Discard, stderr)
 		start := time.Now()
 		if err := p.Kill(); err != nil {
 			t.Fatal(err)
@@ -395,7 +400,7 @@ func TestTransfer20MB(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(pause)
+			time.Sleep(pause) // the stimulus: a slow reader
 		}
 		if n != size || string(got.Sum(nil)) != string(want.Sum(nil)) {
 			t.Fatalf("downloaded %d bytes, same content %v", n, string(got.Sum(nil)) == string(want.Sum(nil)))
@@ -530,13 +535,17 @@ func TestTerminatedFromOutside(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := m.Start(ctx, remote.Command{Args: []string{"sleep", "600"}})
+	p, err := m.Start(ctx, remote.Command{Args: []string{"sh", "-c", "echo started; exec sleep 600"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	go io.Copy(io.Discard, p.Stdout())
 	go io.Copy(io.Discard, p.Stderr())
-	time.Sleep(300 * time.Millisecond)
+	// Terminate once the command runs.
+	stdout := bufio.NewReader(p.Stdout())
+	if line, err := stdout.ReadString('\n'); line != "started\n" {
+		t.Fatalf("the command did not start: %q, %v", line, err)
+	}
+	go io.Copy(io.Discard, stdout)
 	if err := d.Terminate(m.ID()); err != nil {
 		t.Fatal(err)
 	}
@@ -617,7 +626,7 @@ func TestCreateCancelled(t *testing.T) {
 					for len(d.Sandboxes()) == n && pause == 0 {
 						time.Sleep(10 * time.Millisecond)
 					}
-					time.Sleep(pause)
+					time.Sleep(pause) // the stimulus: the cancel comes this late
 					cancel()
 				}()
 				return ctx
