@@ -588,7 +588,7 @@ func TestCreateCancelled(t *testing.T) {
 	if n := len(dbl.Sandboxes()); n != 0 {
 		t.Errorf("%d sandboxes left after a Create that timed out", n)
 	}
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // past the double's 3 s create delay: a sandbox it made late would show
 	if left := dbl.Docker().Left(t); len(left) != 0 {
 		t.Errorf("containers left: %v", left)
 	}
@@ -822,8 +822,23 @@ func TestNetworkFailures(t *testing.T) {
 		if _, err := io.ReadFull(p.Stdout(), line); err != nil || string(line) != "one\n" {
 			t.Fatalf("read %q, %v", line, err)
 		}
+		// Go on once the double has ended the open log stream: a
+		// WebSocket upgrade is recorded when its stream ends.
+		streamsEnded := func() (n int) {
+			for _, r := range dbl.Requests() {
+				if r.Status == http.StatusSwitchingProtocols && strings.HasSuffix(r.Path, "/logs") {
+					n++
+				}
+			}
+			return n
+		}
+		before := streamsEnded()
 		dbl.CutLogStreams()
-		time.Sleep(100 * time.Millisecond)
+		for deadline := time.Now().Add(30 * time.Second); streamsEnded() == before; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the double did not end the command's log stream within 30 s")
+			}
+		}
 		if _, err := p.Stdin().Write([]byte("go\n")); err != nil {
 			t.Fatal(err)
 		}
