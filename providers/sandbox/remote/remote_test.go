@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -454,7 +455,19 @@ func TestSandboxDiesMidRun(t *testing.T) {
 		}
 		done <- err
 	}()
-	time.Sleep(time.Second)
+	// Destroy the sandbox once the command runs in it.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		res, err := lease.Runtime().Exec(ctx, "sh", []string{"-c", "ps -o args | grep -cx 'sleep 60' || true"}, eval.ExecOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := strconv.Atoi(strings.TrimSpace(string(res.Stdout))); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command did not start within 30 s: %q", res.Stdout)
+		}
+	}
 	for _, id := range d.Left(t) {
 		if err := d.Destroy(ctx, id); err != nil {
 			t.Fatal(err)
