@@ -265,7 +265,7 @@ func TestHeartbeat(t *testing.T) {
 		return aws.ToString(out.ETag)
 	}
 	first := etag()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // many refreshes; a loaded machine delays them
 	for etag() == first && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -275,7 +275,7 @@ func TestHeartbeat(t *testing.T) {
 	if _, err := cli.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("work"), Key: aws.String("aml/workspaces/w/lock.json"), Body: strings.NewReader(`{"owner":"intruder"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(30 * time.Second)
 	for {
 		_, err := l.Write(ctx, "x", strings.NewReader("x"), persist.WriteOptions{ContentLength: 1})
 		if errors.Is(err, aws3.ErrLockLost) {
