@@ -52,7 +52,7 @@ func (r *recorder) all() []gateway.Call {
 // answer's end.
 func (r *recorder) wait(t *testing.T, n int) []gateway.Call {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		calls := r.all()
 		if len(calls) >= n || time.Now().After(deadline) {

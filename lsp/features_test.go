@@ -21,7 +21,7 @@ func TestWorkspaceSymbols(t *testing.T) {
 	c := startClient(t, Options{})
 	c.initialize(dir, false)
 	var names []string
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) { // the index is built in the background
 		var syms []protocol.SymbolInformation
 		c.mustCall(protocol.MethodWorkspaceSymbol, &protocol.WorkspaceSymbolParams{Query: "REVIEW"}, &syms)

@@ -50,7 +50,7 @@ func TestTunnel(t *testing.T) {
 	go func() { hostDone <- tunnel.Host(ctx, host, 10*time.Millisecond, toGuestW, fromGuestR) }()
 
 	sock := filepath.Join(guest, "bridge.sock")
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := os.Stat(sock); err == nil {
 			break

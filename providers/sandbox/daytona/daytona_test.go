@@ -856,7 +856,7 @@ func TestNetworkFailures(t *testing.T) {
 		// The double records a request when its handler returns, which
 		// for the second stream can come after the client saw its end.
 		reopened := 0
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			reopened = 0
 			for _, rq := range dbl.Requests() {
 				if rq.Operation == "GetSessionCommandLogs" && strings.Contains(rq.Path, "/command/") {
