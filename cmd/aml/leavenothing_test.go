@@ -116,10 +116,16 @@ func TestSignalsLeaveNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitUntil(t, "the script to start", func() bool { return started(dir) })
+		first := time.Now()
 		_ = cmd.Process.Signal(syscall.SIGINT)
 		time.Sleep(5 * time.Millisecond) // the stimulus: the second SIGINT 5 ms after the first
 		_ = cmd.Process.Signal(syscall.SIGINT)
+		apart := time.Since(first)
 		err := cmd.Wait()
+		if apart >= signalRepeatWindow {
+			leftBy(t, dir) // ends what a second request may have left
+			skipIfApart(t, "SIGINT", apart)
+		}
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != exitSIGINT {
 			t.Fatalf("aml run after two SIGINTs: %v, want exit %d\n%s", err, exitSIGINT, stderr.String())
