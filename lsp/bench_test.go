@@ -17,6 +17,8 @@ import (
 
 	"go.lsp.dev/jsonrpc2"
 	"go.lsp.dev/protocol"
+
+	"github.com/aml-go/aml/internal/testbin"
 )
 
 // genWorkspace writes a workflow of about lines lines that loads modules
@@ -265,10 +267,7 @@ func BenchmarkResidentMemory50Files(b *testing.B) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		b.Skip("needs /proc (Linux) to read the resident memory")
 	}
-	bin := filepath.Join(b.TempDir(), "aml")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/aml-go/aml/cmd/aml").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testbin.Build(b, "github.com/aml-go/aml/cmd/aml", testbin.Options{})
 	dir, text := genWorkspace(b, 20, 2000)
 	for i := 0; i < b.N; i++ {
 		cmd := exec.Command(bin, "lsp")

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aml-go/aml/internal/testbin"
 )
 
 // nvimLua drives one session from headless Neovim against the real
@@ -234,11 +236,7 @@ func TestNeovim(t *testing.T) {
 		t.Skip("neovim is not installed (nvim not on PATH): apt-get install neovim to run the editor end-to-end test")
 	}
 
-	bin := filepath.Join(t.TempDir(), "aml")
-	build := exec.Command(goTool(), "build", "-o", bin, "github.com/aml-go/aml/cmd/aml")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testbin.Build(t, "github.com/aml-go/aml/cmd/aml", testbin.Options{})
 
 	dir := t.TempDir()
 	main := "load(\"lib.star\", \"helper\")\n" +

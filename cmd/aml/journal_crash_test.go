@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/testbin"
 	"github.com/aml-go/aml/journal"
 	"github.com/aml-go/aml/providers/workspace/filesystem"
 )
@@ -106,10 +107,7 @@ func TestJournalCrashResume(t *testing.T) {
 	// The journal key, out of the user's config directory.
 	t.Setenv("AML_JOURNAL_KEY_FILE", filepath.Join(t.TempDir(), "journal.key"))
 	dir := t.TempDir()
-	fake := filepath.Join(dir, "fake-acp-agent")
-	if out, err := exec.Command("go", "build", "-o", fake, "github.com/aml-go/aml/internal/cmd/fake-acp-agent").CombinedOutput(); err != nil {
-		t.Fatalf("building the fake ACP agent: %v\n%s", err, out)
-	}
+	fake := testbin.Build(t, "github.com/aml-go/aml/internal/cmd/fake-acp-agent", testbin.Options{})
 	wrapper := filepath.Join(dir, "agent.sh")
 	if err := os.WriteFile(wrapper, []byte(strings.Replace(crashAgent, `"$FAKE"`, fake, 1)), 0o755); err != nil {
 		t.Fatal(err)

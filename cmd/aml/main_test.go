@@ -37,7 +37,6 @@ func TestMain(m *testing.M) {
 type cleanup struct{ m *testing.M }
 
 func (c cleanup) Run() int {
-	defer removeBuilt()
 	// A race-instrumented aml process sleeps 1 s when it exits with
 	// status 0 (the race runtime's default atexit_sleep_ms): keep a short
 	// sleep for every one the tests start, unless the caller chose

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aml-go/aml/internal/s3test"
+	"github.com/aml-go/aml/internal/testbin"
 )
 
 // BenchmarkS3SaveMemory reports the peak resident memory of aml run
@@ -52,9 +53,5 @@ def main():
 // buildAMLB builds the aml binary for a benchmark.
 func buildAMLB(b *testing.B) string {
 	b.Helper()
-	bin := filepath.Join(b.TempDir(), "aml")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Build(b, "github.com/aml-go/aml/cmd/aml", testbin.Options{})
 }

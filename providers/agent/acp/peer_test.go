@@ -2,11 +2,11 @@ package acp_test
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aml-go/aml/internal/testbin"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/agent/acp"
@@ -21,15 +21,7 @@ func TestSDKExampleAgent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping the acp-go-sdk example agent peer in -short mode (its turn takes about five seconds)")
 	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("the go command is not on PATH: it is needed to build the acp-go-sdk example agent")
-	}
-	bin := filepath.Join(t.TempDir(), "example-agent")
-	build := exec.Command(gobin, "build", "-o", bin, "github.com/coder/acp-go-sdk/example/agent")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the acp-go-sdk example agent: %v\n%s", err, out)
-	}
+	bin := testbin.Build(t, "github.com/coder/acp-go-sdk/example/agent", testbin.Options{})
 	p, err := acp.New(acp.Config{Name: "sdk-example", Command: bin})
 	if err != nil {
 		t.Fatal(err)

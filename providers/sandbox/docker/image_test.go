@@ -8,11 +8,12 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aml-go/aml/internal/testbin"
 
 	"github.com/docker/docker/api/types/build"
 
@@ -36,13 +37,7 @@ func TestSandboxImage(t *testing.T) {
 	if _, err := cli.ImageInspect(context.Background(), sandboxBase); err != nil {
 		t.Skipf("the base image %s is not on the engine (%v): docker pull %s, or import a debootstrap of bookworm under that tag (scripts/docker-for-tests.sh --debian does that)", sandboxBase, err, sandboxBase)
 	}
-	dir := t.TempDir()
-	amlBin := filepath.Join(dir, "aml")
-	cmd := exec.Command("go", "build", "-o", amlBin, "github.com/aml-go/aml/cmd/aml")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build aml: %v\n%s", err, b)
-	}
+	amlBin := testbin.Build(t, "github.com/aml-go/aml/cmd/aml", testbin.Options{Static: true})
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	files := map[string]string{"Dockerfile": "../../../images/sandbox/Dockerfile", "aml": amlBin}

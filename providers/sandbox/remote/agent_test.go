@@ -3,12 +3,13 @@ package remote_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aml-go/aml/internal/testbin"
 
 	"go.starlark.net/starlark"
 
@@ -24,11 +25,7 @@ import (
 // buildStatic builds a static Linux binary of a package of this module.
 func buildStatic(t *testing.T, pkg, out string) {
 	t.Helper()
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
+	testbin.BuildTo(t, pkg, testbin.Options{Static: true}, out)
 }
 
 // TestAgentInRemoteSandbox: a real ACP agent process (the fake agent, a
