@@ -36,6 +36,16 @@ type Options struct {
 	Static bool
 }
 
+// cacheBase is the user's cache directory as the test process started
+// with it, whatever HOME or XDG_CACHE_HOME a test sets for itself later
+// (a binary built under a test's temporary home would vanish with it).
+var cacheBase = func() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return d
+	}
+	return os.TempDir()
+}()
+
 var (
 	mu    sync.Mutex
 	built = map[string]string{} // key → path, within this process
@@ -71,11 +81,7 @@ func Build(t testing.TB, pkg string, opts Options) string {
 	if p, ok := built[key]; ok {
 		return p
 	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
-	}
-	dir := filepath.Join(base, "aml-testbin", key)
+	dir := filepath.Join(cacheBase, "aml-testbin", key)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatalf("building %s: %v", pkg, err)
 	}
