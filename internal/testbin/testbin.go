@@ -46,6 +46,19 @@ var cacheBase = func() string {
 	return os.TempDir()
 }()
 
+// startEnv is the environment that places the go command's caches, as
+// the test process started with it: a build under a test's temporary
+// home would otherwise start from empty caches.
+var startEnv = func() []string {
+	var env []string
+	for _, k := range []string{"HOME", "XDG_CACHE_HOME", "GOCACHE", "GOPATH", "GOMODCACHE"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}()
+
 var (
 	mu    sync.Mutex
 	built = map[string]string{} // key → path, within this process
@@ -67,7 +80,7 @@ func Build(t testing.TB, pkg string, opts Options) string {
 		t.Fatalf("building %s: %v", pkg, err)
 	}
 	args := []string{"build"}
-	env := os.Environ()
+	env := append(os.Environ(), startEnv...)
 	if opts.Race {
 		args = append(args, "-race")
 	}
