@@ -21,6 +21,7 @@ import (
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
 	"github.com/aml-go/aml/internal/tracetest"
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
 )
 
 // Agent describes one agent to the suite.
@@ -58,23 +59,6 @@ func turns(reqs []*fakemodel.Request) []*fakemodel.Request {
 	return out
 }
 
-// Evaluate evaluates node as a run does (with rec's trace when rec is not
-// nil), bounded by three minutes.
-func Evaluate(t testing.TB, node any, rec *tracetest.Recorder) (string, error) {
-	t.Helper()
-	opts := eval.Options{}
-	if rec != nil {
-		opts.Trace = []eval.TraceSink{rec}
-	}
-	rt, err := eval.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	return rt.Evaluate(ctx, node)
-}
-
 // Dump logs what the fake model received.
 func Dump(t testing.TB, model *fakemodel.Server) {
 	t.Helper()
@@ -104,7 +88,7 @@ func start(t testing.TB) *fakemodel.Server {
 // Agent.Reading offered under the default permissions.
 func Turns(t *testing.T, a Agent) {
 	model := start(t)
-	out, err := Evaluate(t, &eval.Agent{Provider: a.Provider(t, model, nil), System: "Answer like a pirate.", Children: []any{
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: a.Provider(t, model, nil), System: "Answer like a pirate.", Children: []any{
 		"first question", &eval.FollowUp{Children: []any{"second question"}},
 	}}, nil)
 	if err != nil {
@@ -208,7 +192,7 @@ func BridgeTool(t *testing.T, a Agent) {
 func StructuredResult(t *testing.T, a Agent) {
 	model := start(t)
 	s, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"verdict": map[string]any{"enum": []any{"pass", "fail"}}}, "required": []any{"verdict"}})
-	out, err := Evaluate(t, &eval.Agent{Provider: a.Provider(t, model, nil), Schema: s, Children: []any{
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: a.Provider(t, model, nil), Schema: s, Children: []any{
 		`CALL aml_submit_result {"result": {"verdict": "fail"}}`,
 	}}, nil)
 	if err != nil {
@@ -228,7 +212,7 @@ func MCPGrants(t *testing.T, a Agent) {
 		t.Run(tc.Name, func(t *testing.T) {
 			model := start(t)
 			srv := &eval.MCPServer{Name: "everything", Transport: tc.Transport}
-			out, err := Evaluate(t, &eval.Agent{Provider: a.Provider(t, model, nil), Children: []any{
+			out, err := acptest.Evaluate(t, &eval.Agent{Provider: a.Provider(t, model, nil), Children: []any{
 				&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-` + tc.Name + `"}`,
 			}}, nil)
 			if err != nil {
@@ -248,7 +232,7 @@ func MCPGrants(t *testing.T, a Agent) {
 // otherwise); Agent.Reading stay.
 func ReadOnly(t *testing.T, a Agent) {
 	model := start(t)
-	if _, err := Evaluate(t, &eval.Agent{Provider: a.Provider(t, model, nil), Permissions: &eval.Permissions{Filesystem: eval.ReadOnly},
+	if _, err := acptest.Evaluate(t, &eval.Agent{Provider: a.Provider(t, model, nil), Permissions: &eval.Permissions{Filesystem: eval.ReadOnly},
 		Children: []any{"which tools?"}}, nil); err != nil {
 		Dump(t, model)
 		t.Fatal(err)

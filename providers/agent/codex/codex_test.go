@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aml-go/aml/providers/agent/acp"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
 	"github.com/aml-go/aml/internal/tracetest"
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
 	"github.com/aml-go/aml/providers/agent/codex"
 )
 
@@ -59,25 +59,13 @@ func providerFor(t testing.TB, adapter, codexBin string, model *fakemodel.Server
 	return p
 }
 
-func evaluate(t *testing.T, node any, rec *tracetest.Recorder) (string, error) {
-	t.Helper()
-	opts := eval.Options{}
-	if rec != nil {
-		opts.Trace = []eval.TraceSink{rec}
-	}
-	rt, _ := eval.New(opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	return rt.Evaluate(ctx, node)
-}
-
 // TestTurnsAndSystem: two turns of one real Codex session over the
 // Responses API, with the system text delivered as developer
 // instructions rather than as prompt text.
 func TestTurnsAndSystem(t *testing.T) {
 	model, p := setup(t, nil)
 	rec := &tracetest.Recorder{}
-	out, err := evaluate(t, &eval.Agent{Provider: p, System: "Answer tersely.", Children: []any{
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: p, System: "Answer tersely.", Children: []any{
 		"first question", &eval.FollowUp{Children: []any{"second question"}},
 	}}, rec)
 	if err != nil {
@@ -113,7 +101,7 @@ func TestBridgeTool(t *testing.T) {
 			calls.Add(1)
 			return fmt.Sprintf("Record %v", input.(map[string]any)["id"]), nil
 		}})
-	out, err := evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.ToolGrant{Tool: tool}, `CALL lookup {"id": 9}`}}, nil)
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.ToolGrant{Tool: tool}, `CALL lookup {"id": 9}`}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +119,7 @@ func TestStructuredResult(t *testing.T) {
 	_, p := setup(t, nil)
 	s, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"verdict": map[string]any{"enum": []any{"pass", "fail"}}}, "required": []any{"verdict"}})
 	rec := &tracetest.Recorder{}
-	out, err := evaluate(t, &eval.Agent{Provider: p, Schema: s, Children: []any{`CALL aml_submit_result {"result": {"verdict": "fail"}}`}}, rec)
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: p, Schema: s, Children: []any{`CALL aml_submit_result {"result": {"verdict": "fail"}}`}}, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +138,7 @@ func TestMCPGrants(t *testing.T) {
 		t.Run(tc.Name, func(t *testing.T) {
 			model, p := setup(t, nil)
 			srv := &eval.MCPServer{Name: "everything", Transport: tc.Transport}
-			out, err := evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-` + tc.Name + `"}`}}, nil)
+			out, err := acptest.Evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-` + tc.Name + `"}`}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,7 +167,7 @@ func TestReadOnlyRefusesWrites(t *testing.T) {
 		{eval.ReadWrite, "wrote made.txt"},
 	} {
 		model, p := setup(t, nil)
-		out, err := evaluate(t, &eval.Agent{Provider: p, Permissions: &eval.Permissions{Filesystem: tc.fs, Shell: true},
+		out, err := acptest.Evaluate(t, &eval.Agent{Provider: p, Permissions: &eval.Permissions{Filesystem: tc.fs, Shell: true},
 			Children: []any{`CALL exec_command {"cmd": "echo hi > made.txt && echo wrote made.txt"}`}}, nil)
 		if err != nil {
 			t.Fatal(err)

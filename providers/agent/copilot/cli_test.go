@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/agentcancel"
@@ -24,6 +23,7 @@ import (
 	"github.com/aml-go/aml/internal/peers"
 	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
 	"github.com/aml-go/aml/providers/agent/copilot"
 )
 
@@ -83,23 +83,6 @@ func providerFor(t testing.TB, bin string, model *fakemodel.Server, wire string,
 	}
 }
 
-func evaluate(t *testing.T, node any, rec *tracetest.Recorder) (string, error) {
-	t.Helper()
-	opts := eval.Options{}
-	if rec != nil {
-		opts.Trace = []eval.TraceSink{rec}
-	}
-	rt, err := eval.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	start := time.Now()
-	defer func() { t.Logf("evaluated in %v", time.Since(start).Round(time.Millisecond)) }()
-	return rt.Evaluate(ctx, node)
-}
-
 // dump logs what the model received, for a failure's diagnosis.
 func dump(t *testing.T, model *fakemodel.Server) {
 	t.Helper()
@@ -122,7 +105,7 @@ func TestTurns(t *testing.T) {
 	for _, wire := range []string{"completions", "responses"} {
 		t.Run(wire, func(t *testing.T) {
 			model, provider := setup(t, nil, wire)
-			out, err := evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), System: "Answer tersely.", Children: []any{
+			out, err := acptest.Evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), System: "Answer tersely.", Children: []any{
 				"first question", &eval.FollowUp{Children: []any{"second question"}},
 			}}, nil)
 			if err != nil {
@@ -191,7 +174,7 @@ func TestBridgeTool(t *testing.T) {
 	model, provider := setup(t, nil, "")
 	var calls atomic.Int64
 	rec := &tracetest.Recorder{}
-	out, err := evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Permissions: &eval.Permissions{Filesystem: "read-only"},
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Permissions: &eval.Permissions{Filesystem: "read-only"},
 		Children: []any{&eval.ToolGrant{Tool: lookupTool(&calls)}, `CALL lookup {"id": 9}`}}, rec)
 	if err != nil {
 		dump(t, model)
@@ -218,7 +201,7 @@ func TestStructuredResult(t *testing.T) {
 	model, provider := setup(t, nil, "")
 	s, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"verdict": map[string]any{"enum": []any{"pass", "fail"}}}, "required": []any{"verdict"}})
 	rec := &tracetest.Recorder{}
-	out, err := evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Schema: s, Children: []any{
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Schema: s, Children: []any{
 		`CALL aml_submit_result {"result": {"verdict": "fail"}}`,
 	}}, rec)
 	if err != nil {
@@ -242,7 +225,7 @@ func TestMCPGrant(t *testing.T) {
 	model, provider := setup(t, nil, "")
 	srv := &eval.MCPServer{Name: "everything", Transport: eval.MCPTransport{Type: "streamable-http", URL: peers.EverythingHTTP(t)}}
 	rec := &tracetest.Recorder{}
-	out, err := evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{
 		&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-mcp"}`,
 		&eval.FollowUp{Children: []any{`CALL toggle-simulated-logging {}`}},
 	}}, rec)
@@ -280,7 +263,7 @@ func TestMCPGrantStdio(t *testing.T) {
 	model, provider := setup(t, nil, "")
 	everything := peers.Bin(t, "mcp-server-everything", everythingPkg)
 	srv := &eval.MCPServer{Name: "everything", Transport: eval.MCPTransport{Type: "stdio", Command: everything, Args: []string{"stdio"}}}
-	out, err := evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Children: []any{
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Children: []any{
 		&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-stdio"}`,
 	}}, nil)
 	if err != nil {
@@ -310,7 +293,7 @@ func TestReadOnly(t *testing.T) {
 			offered := func(perms *eval.Permissions) []string {
 				t.Helper()
 				before := len(model.Requests())
-				if _, err := evaluate(t, &eval.Agent{Provider: p, Permissions: perms, Children: []any{"hello"}}, nil); err != nil {
+				if _, err := acptest.Evaluate(t, &eval.Agent{Provider: p, Permissions: perms, Children: []any{"hello"}}, nil); err != nil {
 					dump(t, model)
 					t.Fatal(err)
 				}
@@ -366,7 +349,7 @@ func TestSubAgentReadOnly(t *testing.T) {
 		return fakemodel.Reply{ToolCalls: []fakemodel.ToolCall{{Name: "task",
 			Arguments: `{"name": "helper", "prompt": "SUBTASK look around", "agent_type": "general-purpose", "description": "look around", "mode": "sync"}`}}}
 	}, "")
-	out, err := evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{"hello"}}, nil)
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{"hello"}}, nil)
 	if err != nil {
 		dump(t, model)
 		t.Fatal(err)
@@ -401,7 +384,7 @@ func TestSubAgentReadOnly(t *testing.T) {
 func TestInfoNoticesLeftOut(t *testing.T) {
 	model, provider := setup(t, nil, "")
 	rec := &tracetest.Recorder{Content: true}
-	out, err := evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Permissions: &eval.Permissions{Filesystem: "read-only"},
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: provider(copilot.Options{}), Permissions: &eval.Permissions{Filesystem: "read-only"},
 		Children: []any{"hello there"}}, rec)
 	if err != nil {
 		dump(t, model)

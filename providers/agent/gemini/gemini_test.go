@@ -9,8 +9,8 @@ import (
 	"github.com/aml-go/aml/internal/agentsuite"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
-	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
 	"github.com/aml-go/aml/providers/agent/gemini"
 )
 
@@ -58,11 +58,6 @@ func setup(t *testing.T) (*fakemodel.Server, func(gemini.Options) eval.AgentProv
 	return model, func(o gemini.Options) eval.AgentProvider { return newProvider(t, model, nil, o) }
 }
 
-func evaluate(t *testing.T, node any, rec *tracetest.Recorder) (string, error) {
-	t.Helper()
-	return agentsuite.Evaluate(t, node, rec)
-}
-
 func dump(t *testing.T, model *fakemodel.Server) { agentsuite.Dump(t, model) }
 
 func TestTurns(t *testing.T)                    { agentsuite.Turns(t, agent) }
@@ -77,7 +72,7 @@ func TestCancelEndsTheProcessTree(t *testing.T) { agentsuite.Cancel(t, agent) }
 func TestThinkingBudget(t *testing.T) {
 	model, provider := setup(t)
 	for _, budget := range []int{512, 0} {
-		if _, err := evaluate(t, &eval.Agent{Provider: provider(gemini.Options{ThinkingBudget: budget}), Children: []any{"think"}}, nil); err != nil {
+		if _, err := acptest.Evaluate(t, &eval.Agent{Provider: provider(gemini.Options{ThinkingBudget: budget}), Children: []any{"think"}}, nil); err != nil {
 			dump(t, model)
 			t.Fatal(err)
 		}

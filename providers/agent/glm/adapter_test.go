@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/agentcancel"
@@ -21,6 +20,7 @@ import (
 	"github.com/aml-go/aml/internal/peers"
 	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
 	"github.com/aml-go/aml/providers/agent/glm"
 )
 
@@ -82,23 +82,6 @@ func setup(t *testing.T) (*fakemodel.Server, eval.AgentProvider, string) {
 	return model, p, dir
 }
 
-func evaluate(t *testing.T, node any, rec *tracetest.Recorder) (string, error) {
-	t.Helper()
-	opts := eval.Options{}
-	if rec != nil {
-		opts.Trace = []eval.TraceSink{rec}
-	}
-	rt, err := eval.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	start := time.Now()
-	defer func() { t.Logf("evaluated in %v", time.Since(start).Round(time.Millisecond)) }()
-	return rt.Evaluate(ctx, node)
-}
-
 // dump logs what the model received, for a failure's diagnosis.
 func dump(t *testing.T, model *fakemodel.Server) {
 	t.Helper()
@@ -117,7 +100,7 @@ func dump(t *testing.T, model *fakemodel.Server) {
 // remote tools are offered but never called.
 func TestTurns(t *testing.T) {
 	model, p, _ := setup(t)
-	out, err := evaluate(t, &eval.Agent{Provider: p, System: "Answer tersely.", Children: []any{
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: p, System: "Answer tersely.", Children: []any{
 		"first question", &eval.FollowUp{Children: []any{"second question"}},
 	}}, nil)
 	if err != nil {
@@ -158,7 +141,7 @@ func TestBridgeTool(t *testing.T) {
 			calls.Add(1)
 			return fmt.Sprintf("Record %v", input.(map[string]any)["id"]), nil
 		}})
-	out, err := evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.ToolGrant{Tool: tool}, `CALL lookup {"id": 9}`}}, nil)
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.ToolGrant{Tool: tool}, `CALL lookup {"id": 9}`}}, nil)
 	if err != nil {
 		dump(t, model)
 		t.Fatal(err)
@@ -175,7 +158,7 @@ func TestStructuredResult(t *testing.T) {
 	model, p, _ := setup(t)
 	s, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"verdict": map[string]any{"enum": []any{"pass", "fail"}}}, "required": []any{"verdict"}})
 	rec := &tracetest.Recorder{}
-	out, err := evaluate(t, &eval.Agent{Provider: p, Schema: s, Children: []any{
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: p, Schema: s, Children: []any{
 		`CALL aml_submit_result {"result": {"verdict": "pass"}}`,
 	}}, rec)
 	if err != nil {
@@ -195,7 +178,7 @@ func TestStructuredResult(t *testing.T) {
 // file is not written and the command does not run.
 func TestReadOnlyRefusesWrites(t *testing.T) {
 	model, p, dir := setup(t)
-	out, err := evaluate(t, &eval.Agent{Provider: p, Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: p, Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{
 		"CALL write_file {\"path\": \"written.txt\", \"content\": \"x\"}\nCALL run_command {\"command\": \"touch ran.txt\"}",
 	}}, nil)
 	if err != nil {
@@ -229,7 +212,7 @@ func TestMCPGrants(t *testing.T) {
 		t.Run(tc.Name, func(t *testing.T) {
 			model, p, _ := setup(t)
 			srv := &eval.MCPServer{Name: "everything", Transport: tc.Transport}
-			out, err := evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-` + tc.Name + `"}`}}, nil)
+			out, err := acptest.Evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.MCPGrant{Server: srv}, `CALL echo {"message": "via-` + tc.Name + `"}`}}, nil)
 			if err != nil {
 				dump(t, model)
 				t.Fatal(err)

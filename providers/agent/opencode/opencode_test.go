@@ -7,13 +7,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/agentcancel"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
 	"github.com/aml-go/aml/internal/tracetest"
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
 	"github.com/aml-go/aml/providers/agent/opencode"
 )
 
@@ -69,21 +69,6 @@ func providerFor(t testing.TB, bin string, model *fakemodel.Server, extra map[st
 	}
 }
 
-func evaluate(t *testing.T, node any, rec *tracetest.Recorder) (string, error) {
-	t.Helper()
-	opts := eval.Options{}
-	if rec != nil {
-		opts.Trace = []eval.TraceSink{rec}
-	}
-	rt, err := eval.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	return rt.Evaluate(ctx, node)
-}
-
 // TestToolAndFollowUp: a Starlark tool called by the real agent through
 // the AML bridge exactly once, its result reaching the model, then a
 // follow-up turn in the same session; the system text reaches the model
@@ -101,7 +86,7 @@ func TestToolAndFollowUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &tracetest.Recorder{}
-	out, err := evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), System: "Answer tersely.", Children: []any{
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), System: "Answer tersely.", Children: []any{
 		&eval.ToolGrant{Tool: tool},
 		`CALL lookup {"id": 7}`,
 		&eval.FollowUp{Children: []any{"Thanks, now say goodbye."}},
@@ -151,7 +136,7 @@ func TestMCPGrant(t *testing.T) {
 		t.Run(tc.Name, func(t *testing.T) {
 			_, provider := setup(t)
 			srv := &eval.MCPServer{Name: "everything", Transport: tc.Transport}
-			out, err := evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), Children: []any{
+			out, err := acptest.Evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), Children: []any{
 				&eval.MCPGrant{Server: srv},
 				`CALL echo {"message": "via-` + tc.Name + `"}`,
 			}}, nil)
@@ -170,7 +155,7 @@ func TestStructuredResult(t *testing.T) {
 	_, provider := setup(t)
 	s, _ := eval.NewSchema(map[string]any{"type": "object", "properties": map[string]any{"verdict": map[string]any{"enum": []any{"pass", "fail"}}}, "required": []any{"verdict"}})
 	rec := &tracetest.Recorder{}
-	out, err := evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), Schema: s, Children: []any{
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: provider(opencode.Options{}), Schema: s, Children: []any{
 		`CALL aml_submit_result {"result": {"verdict": "pass"}}`,
 	}}, rec)
 	if err != nil {
@@ -188,7 +173,7 @@ func TestStructuredResult(t *testing.T) {
 func TestReadOnlyConfig(t *testing.T) {
 	model, provider := setup(t)
 	p := provider(opencode.Options{})
-	_, err := evaluate(t, &eval.Agent{Provider: p, Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{"hello"}}, nil)
+	_, err := acptest.Evaluate(t, &eval.Agent{Provider: p, Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{"hello"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aml-go/aml/providers/agent/acp"
 
@@ -17,7 +16,7 @@ import (
 	"github.com/aml-go/aml/internal/agentcancel"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
-	"github.com/aml-go/aml/internal/tracetest"
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
 	"github.com/aml-go/aml/providers/agent/pi"
 )
 
@@ -55,18 +54,6 @@ func optionsFor(t testing.TB, adapter, piBin, node string, model *fakemodel.Serv
 	}
 }
 
-func evaluate(t *testing.T, node any, rec *tracetest.Recorder) (string, error) {
-	t.Helper()
-	opts := eval.Options{}
-	if rec != nil {
-		opts.Trace = []eval.TraceSink{rec}
-	}
-	rt, _ := eval.New(opts)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	return rt.Evaluate(ctx, node)
-}
-
 // TestTurns: two turns of one real pi-acp session with the model chosen
 // through the ACP configuration option, and the startup banner removed.
 func TestTurns(t *testing.T) {
@@ -75,7 +62,7 @@ func TestTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := evaluate(t, &eval.Agent{Provider: p, System: "Be terse.", Children: []any{
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: p, System: "Be terse.", Children: []any{
 		"first question", &eval.FollowUp{Children: []any{"second question"}},
 	}}, nil)
 	if err != nil {
@@ -107,7 +94,7 @@ func TestBannerAndPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := evaluate(t, &eval.Agent{Provider: p, Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{"hello there"}}, nil)
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: p, Permissions: &eval.Permissions{Filesystem: "read-only"}, Children: []any{"hello there"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +122,7 @@ func TestToolsNeedTheMCPAdapter(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // no pi-mcp-adapter on the host PATH
 	p, _ := pi.New(*o)
 	s, _ := eval.NewSchema(map[string]any{"type": "string"})
-	_, err := evaluate(t, &eval.Agent{Provider: p, Schema: s, Children: []any{"x"}}, nil)
+	_, err := acptest.Evaluate(t, &eval.Agent{Provider: p, Schema: s, Children: []any{"x"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "npm install -g pi-mcp-adapter") {
 		t.Fatalf("error = %v", err)
 	}
@@ -178,7 +165,7 @@ func TestToolThroughMCPAdapter(t *testing.T) {
 			return fmt.Sprintf("Record %v", input.(map[string]any)["id"]), nil
 		}})
 	s, _ := eval.NewSchema(map[string]any{"type": "string"})
-	out, err := evaluate(t, &eval.Agent{Provider: p, Schema: s, Children: []any{&eval.ToolGrant{Tool: tool}, "Look up record 4."}}, nil)
+	out, err := acptest.Evaluate(t, &eval.Agent{Provider: p, Schema: s, Children: []any{&eval.ToolGrant{Tool: tool}, "Look up record 4."}}, nil)
 	if err != nil {
 		for i, r := range model.Requests() {
 			for _, m := range r.Messages {
@@ -220,7 +207,7 @@ func TestMCPGrants(t *testing.T) {
 				t.Fatal(err)
 			}
 			srv := &eval.MCPServer{Name: "everything", Transport: tc.Transport}
-			out, err := evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.MCPGrant{Server: srv}, "Echo it."}}, nil)
+			out, err := acptest.Evaluate(t, &eval.Agent{Provider: p, Children: []any{&eval.MCPGrant{Server: srv}, "Echo it."}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,8 +10,8 @@ import (
 	"github.com/aml-go/aml/internal/agentsuite"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/peers"
-	"github.com/aml-go/aml/internal/tracetest"
 	"github.com/aml-go/aml/providers/agent/acp"
+	"github.com/aml-go/aml/providers/agent/acp/acptest"
 	"github.com/aml-go/aml/providers/agent/qwen"
 )
 
@@ -59,11 +59,6 @@ func setup(t *testing.T) (*fakemodel.Server, func(qwen.Options) eval.AgentProvid
 	return model, func(o qwen.Options) eval.AgentProvider { return newProvider(t, model, nil, o) }
 }
 
-func evaluate(t *testing.T, node any, rec *tracetest.Recorder) (string, error) {
-	t.Helper()
-	return agentsuite.Evaluate(t, node, rec)
-}
-
 func dump(t *testing.T, model *fakemodel.Server) { agentsuite.Dump(t, model) }
 
 func TestTurns(t *testing.T)                    { agentsuite.Turns(t, agent) }
@@ -78,7 +73,7 @@ func TestCancelEndsTheProcessTree(t *testing.T) { agentsuite.Cancel(t, agent) }
 func TestReasoningEffort(t *testing.T) {
 	model, provider := setup(t)
 	for _, effort := range []string{"high", ""} {
-		if _, err := evaluate(t, &eval.Agent{Provider: provider(qwen.Options{ReasoningEffort: effort}), Children: []any{"think"}}, nil); err != nil {
+		if _, err := acptest.Evaluate(t, &eval.Agent{Provider: provider(qwen.Options{ReasoningEffort: effort}), Children: []any{"think"}}, nil); err != nil {
 			dump(t, model)
 			t.Fatal(err)
 		}
