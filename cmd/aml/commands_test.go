@@ -107,3 +107,35 @@ func TestReadmeCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestPackageDocListsCommands fails when the command list of the
+// package doc (main.go) and the commands aml help lists disagree.
+func TestPackageDocListsCommands(t *testing.T) {
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := map[string]bool{}
+	for _, l := range strings.Split(string(src), "\n") {
+		if l == "package main" {
+			break
+		}
+		if f := strings.Fields(strings.TrimPrefix(l, "//")); strings.HasPrefix(l, "//\taml ") && len(f) > 1 {
+			doc[f[1]] = true
+		}
+	}
+	listed := map[string]bool{}
+	for _, c := range commands {
+		if len(c.lines) > 0 && !c.hidden {
+			listed[c.name] = true
+			if !doc[c.name] {
+				t.Errorf("aml help lists %q, which the package doc of main.go leaves out", c.name)
+			}
+		}
+	}
+	for name := range doc {
+		if !listed[name] {
+			t.Errorf("the package doc of main.go lists %q, which aml help does not", name)
+		}
+	}
+}
