@@ -12,8 +12,6 @@ import (
 	"github.com/aml-go/aml/starlib/analysis"
 )
 
-func init() { requests[protocol.MethodTextDocumentCodeAction] = codeActions }
-
 // codeActions answers textDocument/codeAction with the fixes the
 // diagnostics in the range know: remove an unused load, add the load()
 // of a @std symbol, replace a misspelled name, keyword or value with the

@@ -10,8 +10,6 @@ import (
 	"github.com/aml-go/aml/starlib/analysis"
 )
 
-func init() { requests[protocol.MethodTextDocumentCompletion] = completion }
-
 var completionKinds = map[string]protocol.CompletionItemKind{
 	analysis.KindFunction: protocol.CompletionItemKindFunction,
 	analysis.KindKeyword:  protocol.CompletionItemKindProperty,

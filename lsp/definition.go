@@ -7,8 +7,6 @@ import (
 	"go.lsp.dev/protocol"
 )
 
-func init() { requests[protocol.MethodTextDocumentDefinition] = definition }
-
 // definition answers textDocument/definition, across load().
 func definition(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
 	var p protocol.DefinitionParams

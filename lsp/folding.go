@@ -11,11 +11,6 @@ import (
 	"github.com/aml-go/aml/starlib/analysis"
 )
 
-func init() {
-	requests[protocol.MethodTextDocumentFoldingRange] = foldingRange
-	capabilities["foldingRangeProvider"] = true
-}
-
 // foldRange is a protocol FoldingRange whose characters are sent when
 // they are set, 0 included (protocol.FoldingRange leaves a 0 out, which
 // a client reads as the end of the line), and left out when nil.

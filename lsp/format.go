@@ -14,11 +14,6 @@ import (
 	"github.com/aml-go/aml/starlib/analysis"
 )
 
-func init() {
-	requests[protocol.MethodTextDocumentFormatting] = formatting
-	requests[protocol.MethodTextDocumentRangeFormatting] = rangeFormatting
-}
-
 // formatting answers textDocument/formatting through buildtools: the
 // changed lines as edits (none when the document is formatted).
 func formatting(_ context.Context, _ *server, r *request, params json.RawMessage) (any, error) {

@@ -13,11 +13,6 @@ import (
 	"github.com/aml-go/aml/starlib/analysis"
 )
 
-func init() {
-	requests[protocol.MethodTextDocumentDocumentHighlight] = documentHighlight
-	capabilities["documentHighlightProvider"] = true
-}
-
 // documentHighlight answers textDocument/documentHighlight: the
 // occurrences in the document of the name at the position, as references
 // finds them within the file alone, each marked Write where it binds the

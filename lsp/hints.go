@@ -12,11 +12,6 @@ import (
 	"github.com/aml-go/aml/starlib/analysis"
 )
 
-func init() {
-	requests["textDocument/inlayHint"] = inlayHints
-	capabilities["inlayHintProvider"] = true
-}
-
 // inlayHint is an LSP 3.17 inlay hint (the protocol package predates
 // them).
 type inlayHint struct {

@@ -7,8 +7,6 @@ import (
 	"go.lsp.dev/protocol"
 )
 
-func init() { requests[protocol.MethodTextDocumentHover] = hover }
-
 // hover answers textDocument/hover: the builtin reference, a function's
 // signature and docstring, a constant's value.
 func hover(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {

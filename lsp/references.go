@@ -7,8 +7,6 @@ import (
 	"go.lsp.dev/protocol"
 )
 
-func init() { requests[protocol.MethodTextDocumentReferences] = references }
-
 // references answers textDocument/references: the symbol's uses in its
 // file and in the files that load it.
 func references(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {

@@ -8,11 +8,6 @@ import (
 	"go.lsp.dev/protocol"
 )
 
-func init() {
-	requests[protocol.MethodTextDocumentRename] = rename
-	requests[protocol.MethodTextDocumentPrepareRename] = prepareRename
-}
-
 // prepareRename answers whether the name under the cursor can be renamed,
 // with its range.
 func prepareRename(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {

@@ -11,15 +11,6 @@ import (
 	"github.com/aml-go/aml/starlib/analysis"
 )
 
-// methodSelectionRange is textDocument/selectionRange, which the
-// protocol package names no constant for.
-const methodSelectionRange = "textDocument/selectionRange"
-
-func init() {
-	requests[methodSelectionRange] = selectionRange
-	capabilities["selectionRangeProvider"] = true
-}
-
 // selectionRange answers textDocument/selectionRange: for each position,
 // the syntax that encloses it from the innermost out (a name, an
 // argument, the arguments of a call, the call, the statement, the block,

@@ -6,11 +6,11 @@
 // file (hover.go, completion.go, signature.go, definition.go,
 // references.go, highlight.go, symbols.go, folding.go, selection.go,
 // tokens.go, hints.go, rename.go, format.go, diagnostics.go, actions.go),
-// which registers its handler and declares its capability, as a thin
-// handler over an immutable snapshot of the open
-// documents and the workspace index; the analysis it calls knows nothing
-// of the protocol and is what `aml check` runs too. Nothing here
-// evaluates a workflow, constructs a provider or starts a process.
+// as a thin handler over an immutable snapshot of the open documents and
+// the workspace index; the analysis it calls knows nothing of the
+// protocol and is what `aml check` runs too. dispatch.go lists the
+// handlers by method and the capabilities the server declares. Nothing
+// here evaluates a workflow, constructs a provider or starts a process.
 //
 // Documents are synchronized incrementally. Positions are converted
 // between the protocol's (0-based lines, UTF-16 code units, or UTF-8
@@ -312,16 +312,6 @@ var testHookRequest func(ctx context.Context, method, id string)
 
 type handler func(ctx context.Context, s *server, r *request, params json.RawMessage) (any, error)
 
-// requests are the request handlers by method; each feature file adds
-// its own.
-var requests = map[string]handler{}
-
-// capabilities are the server capabilities that feature files declare
-// beside their handlers, by their JSON name in ServerCapabilities (a
-// feature newer than the protocol package's types declares its own
-// value).
-var capabilities = map[string]any{}
-
 func idKey(id jsonrpc2.ID) string {
 	b, _ := json.Marshal(&id)
 	return string(b)
@@ -413,30 +403,7 @@ func (s *server) initialize(params json.RawMessage) (any, error) {
 	s.lineFolds = extra.Capabilities.TextDocument.FoldingRange.LineFoldingOnly
 	s.mu.Unlock()
 
-	caps := protocol.ServerCapabilities{
-		TextDocumentSync: &protocol.TextDocumentSyncOptions{
-			OpenClose: true,
-			Change:    protocol.TextDocumentSyncKindIncremental,
-			Save:      &protocol.SaveOptions{},
-		},
-		HoverProvider: true,
-		CompletionProvider: &protocol.CompletionOptions{
-			TriggerCharacters: []string{".", "\"", "/", "@", "="},
-		},
-		SignatureHelpProvider: &protocol.SignatureHelpOptions{
-			TriggerCharacters:   []string{"(", ","},
-			RetriggerCharacters: []string{"="},
-		},
-		DefinitionProvider:              true,
-		ReferencesProvider:              true,
-		DocumentSymbolProvider:          true,
-		WorkspaceSymbolProvider:         true,
-		RenameProvider:                  &protocol.RenameOptions{PrepareProvider: true},
-		DocumentFormattingProvider:      true,
-		DocumentRangeFormattingProvider: true,
-		CodeActionProvider:              &protocol.CodeActionOptions{CodeActionKinds: []protocol.CodeActionKind{protocol.QuickFix}},
-	}
-	raw, err := json.Marshal(caps)
+	raw, err := json.Marshal(serverCapabilities)
 	if err != nil {
 		return nil, err
 	}

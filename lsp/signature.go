@@ -7,8 +7,6 @@ import (
 	"go.lsp.dev/protocol"
 )
 
-func init() { requests[protocol.MethodTextDocumentSignatureHelp] = signatureHelp }
-
 // signatureHelp answers textDocument/signatureHelp with the active
 // parameter, positional or keyword.
 func signatureHelp(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {

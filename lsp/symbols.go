@@ -15,11 +15,6 @@ import (
 	"github.com/aml-go/aml/starlib/analysis"
 )
 
-func init() {
-	requests[protocol.MethodTextDocumentDocumentSymbol] = documentSymbols
-	requests[protocol.MethodWorkspaceSymbol] = workspaceSymbols
-}
-
 // symbolKind returns the protocol kind of an analysis symbol.
 func symbolKind(s analysis.Symbol) protocol.SymbolKind {
 	if s.Kind == "function" {

@@ -39,16 +39,6 @@ const (
 	modDefinition
 )
 
-func init() {
-	requests["textDocument/semanticTokens/full"] = semanticTokensFull
-	requests["textDocument/semanticTokens/range"] = semanticTokensRange
-	capabilities["semanticTokensProvider"] = map[string]any{
-		"legend": map[string]any{"tokenTypes": tokenTypes, "tokenModifiers": tokenModifiers},
-		"full":   true,
-		"range":  true,
-	}
-}
-
 // semanticTokensFull answers textDocument/semanticTokens/full: every
 // token of the document's last good parse, so that an editor without a
 // Starlark grammar colours keywords, strings, numbers, comments,
