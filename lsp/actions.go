@@ -2,7 +2,6 @@ package lsp
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -16,15 +15,7 @@ import (
 // diagnostics in the range know: remove an unused load, add the load()
 // of a @std symbol, replace a misspelled name, keyword or value with the
 // nearest valid one.
-func codeActions(ctx context.Context, s *server, r *request, params json.RawMessage) (any, error) {
-	var p protocol.CodeActionParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	d, err := r.snap.document(p.TextDocument.URI)
-	if err != nil {
-		return nil, err
-	}
+func codeActions(ctx context.Context, s *server, r *request, p *protocol.CodeActionParams, d *document) (any, error) {
 	good := r.snap.good(d)
 	first, err := offsetOf(d.lines, d.text, p.Range.Start, r.snap.utf8)
 	if err != nil {

@@ -2,7 +2,6 @@ package lsp
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"go.lsp.dev/protocol"
@@ -23,15 +22,7 @@ var completionKinds = map[string]protocol.CompletionItemKind{
 
 // completion answers textDocument/completion from the current text
 // (which need not parse) and the last good parse.
-func completion(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
-	var p protocol.CompletionParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	d, err := r.snap.document(p.TextDocument.URI)
-	if err != nil {
-		return nil, err
-	}
+func completion(_ context.Context, s *server, r *request, p *protocol.CompletionParams, d *document) (any, error) {
 	good := r.snap.good(d)
 	off, err := offsetOf(d.lines, d.text, p.Position, r.snap.utf8)
 	if err != nil {

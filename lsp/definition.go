@@ -2,17 +2,12 @@ package lsp
 
 import (
 	"context"
-	"encoding/json"
 
 	"go.lsp.dev/protocol"
 )
 
 // definition answers textDocument/definition, across load().
-func definition(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
-	var p protocol.DefinitionParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
+func definition(_ context.Context, s *server, r *request, p *protocol.DefinitionParams) (any, error) {
 	_, good, pos, err := r.at(p.TextDocument.URI, p.Position)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package lsp
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
 
 	"go.lsp.dev/protocol"
@@ -24,17 +23,7 @@ type foldRange struct {
 
 // foldingRange answers textDocument/foldingRange from the document's
 // last good parse.
-func foldingRange(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
-	var p struct {
-		TextDocument protocol.TextDocumentIdentifier `json:"textDocument"`
-	}
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	d, err := r.snap.document(p.TextDocument.URI)
-	if err != nil {
-		return nil, err
-	}
+func foldingRange(_ context.Context, s *server, r *request, _ *documentParams, d *document) (any, error) {
 	return foldingRanges(r.snap.good(d), s.foldsWholeLines(), r.snap.utf8), nil
 }
 

@@ -2,7 +2,6 @@ package lsp
 
 import (
 	"context"
-	"encoding/json"
 	"math/bits"
 	"slices"
 	"sort"
@@ -16,29 +15,13 @@ import (
 
 // formatting answers textDocument/formatting through buildtools: the
 // changed lines as edits (none when the document is formatted).
-func formatting(_ context.Context, _ *server, r *request, params json.RawMessage) (any, error) {
-	var p protocol.DocumentFormattingParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	d, err := r.snap.document(p.TextDocument.URI)
-	if err != nil {
-		return nil, err
-	}
+func formatting(_ context.Context, _ *server, r *request, _ *protocol.DocumentFormattingParams, d *document) (any, error) {
 	return formatEdits(d, -1, -1, r.snap.utf8)
 }
 
 // rangeFormatting answers textDocument/rangeFormatting: the edits of the
 // whole-document formatting that touch the range's lines.
-func rangeFormatting(_ context.Context, _ *server, r *request, params json.RawMessage) (any, error) {
-	var p protocol.DocumentRangeFormattingParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	d, err := r.snap.document(p.TextDocument.URI)
-	if err != nil {
-		return nil, err
-	}
+func rangeFormatting(_ context.Context, _ *server, r *request, p *protocol.DocumentRangeFormattingParams, d *document) (any, error) {
 	if int(p.Range.Start.Line) >= d.lines.Count() {
 		return nil, invalidParams("range %d:%d-%d:%d is outside the document, which has %d lines", p.Range.Start.Line, p.Range.Start.Character, p.Range.End.Line, p.Range.End.Character, d.lines.Count())
 	}

@@ -2,7 +2,6 @@ package lsp
 
 import (
 	"context"
-	"encoding/json"
 	"path/filepath"
 	"sort"
 
@@ -19,11 +18,7 @@ import (
 // name (an assignment, a def, a parameter, a load, a loop variable) and
 // Read where it uses it. Builtins get their uses in the file; keywords,
 // literals and blanks get nothing.
-func documentHighlight(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
-	var p protocol.DocumentHighlightParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
+func documentHighlight(_ context.Context, s *server, r *request, p *protocol.DocumentHighlightParams) (any, error) {
 	_, good, pos, err := r.at(p.TextDocument.URI, p.Position)
 	if err != nil {
 		return nil, err

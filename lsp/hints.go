@@ -2,7 +2,6 @@ package lsp
 
 import (
 	"context"
-	"encoding/json"
 
 	"go.lsp.dev/protocol"
 	"go.starlark.net/resolve"
@@ -27,18 +26,7 @@ type inlayHint struct {
 // prompt parts), nor for an argument that is a name equal to the
 // parameter's. While the text does not parse there are none: the last
 // good parse's positions would be off.
-func inlayHints(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
-	var p struct {
-		TextDocument protocol.TextDocumentIdentifier `json:"textDocument"`
-		Range        protocol.Range                  `json:"range"`
-	}
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	d, err := r.snap.document(p.TextDocument.URI)
-	if err != nil {
-		return nil, err
-	}
+func inlayHints(_ context.Context, s *server, r *request, p *documentRangeParams, d *document) (any, error) {
 	return parameterHints(r.snap.current(d), s.opts.Extensions, int32(p.Range.Start.Line)+1, int32(p.Range.End.Line)+1, r.snap.utf8), nil
 }
 

@@ -2,18 +2,13 @@ package lsp
 
 import (
 	"context"
-	"encoding/json"
 
 	"go.lsp.dev/protocol"
 )
 
 // hover answers textDocument/hover: the builtin reference, a function's
 // signature and docstring, a constant's value.
-func hover(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
-	var p protocol.HoverParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
+func hover(_ context.Context, s *server, r *request, p *protocol.HoverParams) (any, error) {
 	_, good, pos, err := r.at(p.TextDocument.URI, p.Position)
 	if err != nil {
 		return nil, err

@@ -2,18 +2,13 @@ package lsp
 
 import (
 	"context"
-	"encoding/json"
 
 	"go.lsp.dev/protocol"
 )
 
 // references answers textDocument/references: the symbol's uses in its
 // file and in the files that load it.
-func references(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
-	var p protocol.ReferenceParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
+func references(_ context.Context, s *server, r *request, p *protocol.ReferenceParams) (any, error) {
 	_, good, pos, err := r.at(p.TextDocument.URI, p.Position)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package lsp
 
 import (
 	"context"
-	"encoding/json"
 
 	"go.lsp.dev/jsonrpc2"
 	"go.lsp.dev/protocol"
@@ -10,11 +9,7 @@ import (
 
 // prepareRename answers whether the name under the cursor can be renamed,
 // with its range.
-func prepareRename(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
-	var p protocol.PrepareRenameParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
+func prepareRename(_ context.Context, s *server, r *request, p *protocol.PrepareRenameParams) (any, error) {
 	d, good, pos, err := r.at(p.TextDocument.URI, p.Position)
 	if err != nil {
 		return nil, err
@@ -35,11 +30,7 @@ func prepareRename(_ context.Context, s *server, r *request, params json.RawMess
 
 // rename answers textDocument/rename: the edits in the symbol's file and
 // in the files that load it.
-func rename(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
-	var p protocol.RenameParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
+func rename(_ context.Context, s *server, r *request, p *protocol.RenameParams) (any, error) {
 	_, good, pos, err := r.at(p.TextDocument.URI, p.Position)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,6 @@ package lsp
 
 import (
 	"context"
-	"encoding/json"
 	"unicode/utf8"
 
 	"go.lsp.dev/protocol"
@@ -15,15 +14,7 @@ import (
 // the syntax that encloses it from the innermost out (a name, an
 // argument, the arguments of a call, the call, the statement, the block,
 // the def, the file), each range strictly containing the one before.
-func selectionRange(_ context.Context, _ *server, r *request, params json.RawMessage) (any, error) {
-	var p protocol.SelectionRangeParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	d, err := r.snap.document(p.TextDocument.URI)
-	if err != nil {
-		return nil, err
-	}
+func selectionRange(_ context.Context, _ *server, r *request, p *protocol.SelectionRangeParams, d *document) (any, error) {
 	good := r.snap.good(d)
 	out := make([]*protocol.SelectionRange, 0, len(p.Positions))
 	for _, pp := range p.Positions {

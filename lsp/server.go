@@ -310,6 +310,7 @@ func (s *server) run(ctx context.Context, h handler, r *request, params json.Raw
 // testHookRequest, when set by a test, runs before each request handler.
 var testHookRequest func(ctx context.Context, method, id string)
 
+// handler answers a request, given its params as they came.
 type handler func(ctx context.Context, s *server, r *request, params json.RawMessage) (any, error)
 
 func idKey(id jsonrpc2.ID) string {

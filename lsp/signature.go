@@ -2,22 +2,13 @@ package lsp
 
 import (
 	"context"
-	"encoding/json"
 
 	"go.lsp.dev/protocol"
 )
 
 // signatureHelp answers textDocument/signatureHelp with the active
 // parameter, positional or keyword.
-func signatureHelp(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
-	var p protocol.SignatureHelpParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	d, err := r.snap.document(p.TextDocument.URI)
-	if err != nil {
-		return nil, err
-	}
+func signatureHelp(_ context.Context, s *server, r *request, p *protocol.SignatureHelpParams, d *document) (any, error) {
 	good := r.snap.good(d)
 	off, err := offsetOf(d.lines, d.text, p.Position, r.snap.utf8)
 	if err != nil {

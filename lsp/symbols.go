@@ -2,7 +2,6 @@ package lsp
 
 import (
 	"context"
-	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,15 +28,7 @@ func symbolKind(s analysis.Symbol) protocol.SymbolKind {
 // node and resource builtins (agent(), sandbox(), ...), of component()
 // and of the components the file makes with it or loads, nested as they are
 // written, and the functions defined in it.
-func documentSymbols(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
-	var p protocol.DocumentSymbolParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	d, err := r.snap.document(p.TextDocument.URI)
-	if err != nil {
-		return nil, err
-	}
+func documentSymbols(_ context.Context, s *server, r *request, p *protocol.DocumentSymbolParams, d *document) (any, error) {
 	good := r.snap.good(d)
 	lines := good.Lines()
 	out := []protocol.DocumentSymbol{}
@@ -274,11 +265,7 @@ func loadedComponents(sn *snapshot, f *analysis.File) map[*syntax.Ident]bool {
 
 // workspaceSymbols answers workspace/symbol over the open and indexed
 // files: the symbols whose name contains the query (ignoring case).
-func workspaceSymbols(ctx context.Context, _ *server, r *request, params json.RawMessage) (any, error) {
-	var p protocol.WorkspaceSymbolParams
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
+func workspaceSymbols(ctx context.Context, _ *server, r *request, p *protocol.WorkspaceSymbolParams) (any, error) {
 	query := strings.ToLower(p.Query)
 	paths := map[string]bool{}
 	for path := range r.snap.docs {

@@ -3,12 +3,10 @@ package lsp
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"sort"
 	"strings"
 	"unicode/utf8"
 
-	"go.lsp.dev/protocol"
 	"go.starlark.net/resolve"
 	"go.starlark.net/syntax"
 
@@ -44,35 +42,14 @@ const (
 // Starlark grammar colours keywords, strings, numbers, comments,
 // functions (builtins with the defaultLibrary modifier), parameters and
 // variables.
-func semanticTokensFull(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
-	var p struct {
-		TextDocument protocol.TextDocumentIdentifier `json:"textDocument"`
-	}
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	d, err := r.snap.document(p.TextDocument.URI)
-	if err != nil {
-		return nil, err
-	}
+func semanticTokensFull(_ context.Context, s *server, r *request, _ *documentParams, d *document) (any, error) {
 	good := r.snap.current(d)
 	return map[string]any{"data": encodeTokens(semanticTokens(good, s.opts.Extensions, 0, 1<<30), good, r.snap.utf8)}, nil
 }
 
 // semanticTokensRange answers textDocument/semanticTokens/range: the
 // tokens on the lines of the range.
-func semanticTokensRange(_ context.Context, s *server, r *request, params json.RawMessage) (any, error) {
-	var p struct {
-		TextDocument protocol.TextDocumentIdentifier `json:"textDocument"`
-		Range        protocol.Range                  `json:"range"`
-	}
-	if err := decode(params, &p); err != nil {
-		return nil, err
-	}
-	d, err := r.snap.document(p.TextDocument.URI)
-	if err != nil {
-		return nil, err
-	}
+func semanticTokensRange(_ context.Context, s *server, r *request, p *documentRangeParams, d *document) (any, error) {
 	good := r.snap.current(d)
 	first, last := int32(p.Range.Start.Line)+1, int32(p.Range.End.Line)+1
 	return map[string]any{"data": encodeTokens(semanticTokens(good, s.opts.Extensions, first, last), good, r.snap.utf8)}, nil
