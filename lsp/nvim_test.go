@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -413,14 +412,4 @@ func TestNeovim(t *testing.T) {
 	} else {
 		t.Logf("nvim %s: %s (%v)", res.Nvim, strings.Join(res.Steps, ", "), time.Since(start).Round(time.Millisecond))
 	}
-}
-
-// goTool returns the go command: the one on PATH (go test puts its own
-// GOROOT/bin first), else the one of the toolchain that built the test.
-func goTool() string {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p
-	}
-	//lint:ignore SA1019 the fallback when PATH has no go: the toolchain that built this test, on this machine
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
 }
