@@ -5,7 +5,9 @@
 // The session configuration (CODEX_CONFIG, a JSON object the adapter
 // merges into the Codex config) is Options.Config, then model,
 // model_reasoning_effort and developer_instructions (the AML system text,
-// omitted when empty) written by AML. The environment is Options.Env, then
+// omitted when empty) written by AML, and mcp_optional_startup_grace_ms
+// (30 s, so that the first turn has the granted MCP servers' tools)
+// unless Options.Config sets it. The environment is Options.Env, then
 // the AML-owned variables: CODEX_HOME (the session's state directory, or
 // the staged skills home so that Codex discovers skills natively),
 // CODEX_CONFIG, CODEX_SQLITE_HOME, APP_SERVER_LOGS, CODEX_PATH,
@@ -25,6 +27,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"time"
 
 	"github.com/aml-go/aml/eval"
 
@@ -94,6 +97,13 @@ func New(o Options) (*acp.Provider, error) {
 			if req.System != "" {
 				cfg["developer_instructions"] = req.System
 			}
+			// The first turn waits for the granted MCP servers to start:
+			// by default Codex gives them a short grace and goes on
+			// without the tools of one that is slower (a server started
+			// with npx on a busy machine), so the model never sees them.
+			if _, set := cfg["mcp_optional_startup_grace_ms"]; !set {
+				cfg["mcp_optional_startup_grace_ms"] = mcpStartupGrace.Milliseconds()
+			}
 			content, err := json.Marshal(cfg)
 			if err != nil {
 				return nil, err
@@ -125,6 +135,11 @@ func New(o Options) (*acp.Provider, error) {
 		},
 	})
 }
+
+// mcpStartupGrace is how long Codex's first turn waits for the MCP
+// servers the agent is granted (mcp_optional_startup_grace_ms), unless
+// Options.Config sets it.
+const mcpStartupGrace = 30 * time.Second
 
 // DefaultOpenAIBaseURL is the endpoint of Codex's built-in "openai"
 // provider when OPENAI_BASE_URL does not name another.
