@@ -30,7 +30,7 @@ grep '^  aml ' "$work/init.out" | sed 's/^  aml //' | while read -r -a args; do
 done
 
 echo "-- the docs: links, generated pages, runnable examples"
-go test -count=1 ./cmd/aml -run 'TestDocsLinks|TestGeneratedDocs|TestDocsExamples' > "$work/docs.out" || { cat "$work/docs.out"; fail "the docs"; }
+go test -count=1 ./internal/cli -run 'TestDocsLinks|TestGeneratedDocs|TestDocsExamples' > "$work/docs.out" || { cat "$work/docs.out"; fail "the docs"; }
 
 echo "-- mistakes, with their exit codes and words"
 cd "$work"
