@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the release artefacts that .goreleaser.yaml describes, with the
-# Go toolchain alone: static, stripped binaries of ./cmd/aml for linux and
+# Go toolchain alone: static, stripped binaries of ./cmd/aml and its
+# companion ./cmd/aml-full for linux and
 # darwin on amd64 and arm64 (-trimpath, CGO_ENABLED=0, the version linked
 # into main.version), one tar.gz per target with the LICENSE, README and
 # CHANGELOG, and checksums.txt (SHA-256). Prints each binary's size.
@@ -32,10 +33,13 @@ for t in "${targets[@]}"; do
   name="aml_${version}_${os}_${arch}"
   dir="$dist/$name"
   mkdir -p "$dir"
-  CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$dir/aml" ./cmd/aml
+  for cmd in aml aml-full; do
+    CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$dir/$cmd" "./cmd/$cmd"
+  done
   cp LICENSE README.md CHANGELOG.md "$dir/"
-  tar -C "$dir" -czf "$dist/$name.tar.gz" aml LICENSE README.md CHANGELOG.md
-  printf '%-16s %s MB\n' "$t" "$(awk -v b="$(stat -c %s "$dir/aml")" 'BEGIN { printf "%.1f", b / 1048576 }')"
+  tar -C "$dir" -czf "$dist/$name.tar.gz" aml aml-full LICENSE README.md CHANGELOG.md
+  mb() { awk -v b="$(stat -c %s "$1")" 'BEGIN { printf "%.1f", b / 1048576 }'; }
+  printf '%-16s aml %s MB, aml-full %s MB\n' "$t" "$(mb "$dir/aml")" "$(mb "$dir/aml-full")"
 done
 (cd "$dist" && sha256sum ./*.tar.gz | sed 's| \./| |' > checksums.txt)
 echo "wrote $dist/checksums.txt and $(ls "$dist"/*.tar.gz | wc -l) archives, version $version"

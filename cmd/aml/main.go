@@ -41,5 +41,5 @@ import (
 var version = ""
 
 func main() {
-	os.Exit(cli.Run(version, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(cli.Run(cli.Build{Version: version}, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

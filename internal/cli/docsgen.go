@@ -121,6 +121,7 @@ func cliMarkdown() []byte {
 		}
 		b.WriteString("```\n")
 	}
+	b.WriteString("\n## aml and aml-full\n\n" + companionDoc + "\n")
 	b.WriteString("\n## Exit codes\n\nEvery command exits with one of these.\n\n| code | meaning |\n| --- | --- |\n")
 	for _, e := range exitCodeTable {
 		fmt.Fprintf(&b, "| `%d` | %s |\n", e.code, cell(e.meaning))

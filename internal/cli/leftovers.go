@@ -8,7 +8,7 @@ import (
 	"github.com/charmbracelet/log"
 
 	"github.com/aml-go/aml/internal/procscope"
-	"github.com/aml-go/aml/providers/sandbox/docker"
+	"github.com/aml-go/aml/internal/services"
 )
 
 // leftovers tells a run what aml processes of this machine that were
@@ -49,13 +49,13 @@ func (l *leftovers) stop(logger *log.Logger) {
 
 // containers is the docker.Options.Leftovers of the aml command's
 // providers: each container is reported once per run.
-func (l *leftovers) containers(found []docker.Leftover) {
+func (l *leftovers) containers(found []services.Container) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.logger == nil {
 		return
 	}
-	var fresh []docker.Leftover
+	var fresh []services.Container
 	for _, c := range found {
 		if !l.seen[c.ID] {
 			l.seen[c.ID] = true
@@ -79,7 +79,7 @@ func orphanLine(o []procscope.Orphan) string {
 
 // containerLine names leftover containers and the command that removes
 // them.
-func containerLine(c []docker.Leftover) string {
+func containerLine(c []services.Container) string {
 	names := make([]string, 0, len(c))
 	for _, l := range c {
 		names = append(names, l.Name)

@@ -31,11 +31,11 @@ const (
 	exitSIGTERM = 143
 )
 
-// Run is the aml executable's entry: it records linkedVersion (the
-// version package main was linked with, "" when none) for aml version
-// and runs Main. Call it once, from main, before anything else.
-func Run(linkedVersion string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	version = linkedVersion
+// Run is the entry of the aml and aml-full executables: it records
+// what b links (the version for aml version, the services) and runs
+// Main. Call it once, from main, before anything else.
+func Run(b Build, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	version, linked = b.Version, b.Services
 	return Main(args, stdin, stdout, stderr)
 }
 
@@ -47,6 +47,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if c := lookupCommand(args[0]); c != nil {
+		if !linked.Linked() {
+			if why, required := needsCompanion(c.name, args[1:]); why != "" {
+				return runCompanion(c, why, required, args, stdin, stdout, stderr)
+			}
+		}
 		return c.run(args[1:], stdin, stdout, stderr)
 	}
 	if s := starlib.NearestName(args[0], commandNames()); s != "" {

@@ -12,12 +12,17 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/aml-go/aml/internal/services/full"
 	"github.com/aml-go/aml/providers/agent/acp/acptest"
 )
 
 var update = flag.Bool("update", false, "rewrite testscript files with the actual output of cmp commands")
 
 func TestMain(m *testing.M) {
+	// The tests run the command as aml-full: with the services linked.
+	// The built aml (amlBinary) runs aml-full in its place as users'
+	// aml does.
+	linked = full.Linked
 	testscript.Main(cleanup{m}, map[string]func(){
 		"aml": func() {
 			os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

@@ -17,7 +17,8 @@ import (
 )
 
 // relayCommand is how an ACP agent starts this executable as the stdio
-// relay to the tool bridge.
+// relay to the tool bridge: aml-full has the aml beside it do it, which
+// starts without the services' SDKs.
 func relayCommand() []string {
 	self := os.Args[0]
 	if !strings.ContainsRune(self, filepath.Separator) {
@@ -27,6 +28,12 @@ func relayCommand() []string {
 	}
 	if abs, err := filepath.Abs(self); err == nil {
 		self = abs
+	}
+	if filepath.Base(self) == companionName {
+		light := filepath.Join(filepath.Dir(self), "aml")
+		if info, err := os.Stat(light); err == nil && info.Mode().IsRegular() {
+			self = light
+		}
 	}
 	return []string{self, "mcp-relay"}
 }

@@ -12,8 +12,8 @@ import (
 
 // TestReleaseConfig holds .goreleaser.yaml and scripts/release.sh, which
 // CI runs in snapshot mode, to the same release: the same targets, a
-// static, stripped, -trimpath build of ./cmd/aml with the version linked
-// into main.version, tar.gz archives with the same files, SHA-256
+// static, stripped, -trimpath build of ./cmd/aml and ./cmd/aml-full with
+// the version linked into main.version, tar.gz archives with the same files, SHA-256
 // checksums.
 func TestReleaseConfig(t *testing.T) {
 	root := filepath.Join("..", "..")
@@ -33,6 +33,7 @@ func TestReleaseConfig(t *testing.T) {
 			Ldflags []string `yaml:"ldflags"`
 		} `yaml:"builds"`
 		Archives []struct {
+			IDs     []string `yaml:"ids"`
 			Formats []string `yaml:"formats"`
 			Files   []string `yaml:"files"`
 		} `yaml:"archives"`
@@ -49,13 +50,28 @@ func TestReleaseConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	sh := string(script)
-	if cfg.Version != 2 || len(cfg.Builds) != 1 || len(cfg.Archives) != 1 {
-		t.Fatalf(".goreleaser.yaml: want version 2, one build and one archive: %+v", cfg)
+	if cfg.Version != 2 || len(cfg.Builds) != 2 || len(cfg.Archives) != 1 {
+		t.Fatalf(".goreleaser.yaml: want version 2, two builds and one archive: %+v", cfg)
+	}
+	if !strings.Contains(sh, "for cmd in aml aml-full; do") || !strings.Contains(sh, `-o "$dir/$cmd" "./cmd/$cmd"`) || !strings.Contains(sh, "tar -C \"$dir\" -czf \"$dist/$name.tar.gz\" aml aml-full ") {
+		t.Error("scripts/release.sh does not build and archive ./cmd/aml and ./cmd/aml-full")
+	}
+	if a := cfg.Archives[0]; !slices.Equal(a.IDs, []string{"aml", "aml-full"}) {
+		t.Errorf(".goreleaser.yaml archives %v, want both builds", a.IDs)
+	}
+	for i, name := range []string{"aml", "aml-full"} {
+		b := cfg.Builds[i]
+		if b.Main != "./cmd/"+name || b.Binary != name {
+			t.Errorf("build %d is %s as %s, want ./cmd/%s as %s", i, b.Main, b.Binary, name, name)
+		}
+		if i > 0 {
+			b0 := cfg.Builds[0]
+			if !slices.Equal(b.Env, b0.Env) || !slices.Equal(b.Goos, b0.Goos) || !slices.Equal(b.Goarch, b0.Goarch) || !slices.Equal(b.Flags, b0.Flags) || !slices.Equal(b.Ldflags, b0.Ldflags) {
+				t.Errorf("the builds of aml and %s differ: %+v, %+v", name, b0, b)
+			}
+		}
 	}
 	b := cfg.Builds[0]
-	if b.Main != "./cmd/aml" || b.Binary != "aml" || !strings.Contains(sh, "-o \"$dir/aml\" ./cmd/aml") {
-		t.Errorf("the build is not ./cmd/aml as aml in both: %+v", b)
-	}
 	if !slices.Contains(b.Env, "CGO_ENABLED=0") || !strings.Contains(sh, "CGO_ENABLED=0 ") {
 		t.Error("the binaries are not static (CGO_ENABLED=0) in both")
 	}

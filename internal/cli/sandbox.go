@@ -9,16 +9,11 @@ import (
 	"maps"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"syscall"
 
-	"github.com/docker/docker/client"
-
 	"github.com/aml-go/aml/internal/procscope"
-	"github.com/aml-go/aml/providers/sandbox/daytona"
-	"github.com/aml-go/aml/providers/sandbox/docker"
-	"github.com/aml-go/aml/providers/sandbox/modal"
+	"github.com/aml-go/aml/internal/services"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 )
 
@@ -52,24 +47,6 @@ processes ({pid, owner}), and error when something failed.
 
 Flags:
 `
-
-// remoteServices are the remote sandbox services whose credentials the
-// environment holds.
-func remoteServices() []remote.Service {
-	var out []remote.Service
-	if os.Getenv("DAYTONA_API_KEY") != "" {
-		if svc, err := daytona.New(daytona.Options{}); err == nil {
-			out = append(out, svc)
-		}
-	}
-	home, _ := os.UserHomeDir()
-	if _, err := os.Stat(filepath.Join(home, ".modal.toml")); os.Getenv("MODAL_TOKEN_ID") != "" || err == nil {
-		if svc, err := modal.New(modal.Options{}); err == nil {
-			out = append(out, svc)
-		}
-	}
-	return out
-}
 
 func cmdSandbox(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -108,30 +85,27 @@ func cmdSandboxPrune(args []string, stdout, stderr io.Writer) int {
 	} else {
 		orphans = append(orphans, procscope.Orphans()...)
 	}
-	res, err := docker.Prune(ctx, nil)
-	if err != nil && client.IsErrConnectionFailed(err) {
+	if !linked.Linked() {
+		fmt.Fprintf(stderr, "aml sandbox prune: %v\n", errNotLinked("aml sandbox prune"))
+		return exitFailure
+	}
+	res, err := linked.PruneContainers(ctx)
+	if errors.Is(err, services.ErrNoEngine) {
 		// Without an engine there are no containers to remove; the
 		// processes and remote sandboxes are handled.
 		fmt.Fprintf(stderr, "aml sandbox prune: no containers checked: %v\n", err)
 		err = nil
 	}
-	remotes := map[string]remote.PruneResult{}
-	for _, svc := range remoteServices() {
-		r, rerr := remote.Prune(ctx, svc)
-		remotes[svc.Name()] = r
-		err = errors.Join(err, rerr)
-		if c, ok := svc.(interface{ Close() }); ok {
-			c.Close()
-		}
-	}
+	remotes, rerr := linked.PruneRemote(ctx)
+	err = errors.Join(err, rerr)
 	if *asJSON {
 		out := struct {
-			docker.PruneResult
+			services.ContainerPrune
 			Remote  map[string]remote.PruneResult `json:"remote"`
 			Orphans []procscope.Orphan            `json:"orphans"`
 			Killed  []procscope.Orphan            `json:"killed"`
 			Error   string                        `json:"error,omitempty"`
-		}{PruneResult: res, Remote: remotes, Orphans: orphans, Killed: killed}
+		}{ContainerPrune: res, Remote: remotes, Orphans: orphans, Killed: killed}
 		if err != nil {
 			out.Error = err.Error()
 		}

@@ -14,9 +14,9 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/aml-go/aml/internal/services"
 	wsfs "github.com/aml-go/aml/providers/workspace/filesystem"
 	"github.com/aml-go/aml/providers/workspace/persist"
-	s3ws "github.com/aml-go/aml/providers/workspace/s3"
 )
 
 // storeFlags are the flags that name how to reach an S3 store; every
@@ -35,8 +35,8 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 }
 
 // s3Options are the S3 options of bucket and prefix with these flags.
-func (f *storeFlags) s3Options(bucket, prefix string) s3ws.Options {
-	return s3ws.Options{Bucket: bucket, Prefix: prefix, Endpoint: f.endpoint, Region: f.region, Profile: f.profile, ForcePathStyle: f.pathStyle || f.endpoint != ""}
+func (f *storeFlags) s3Options(bucket, prefix string) services.S3 {
+	return services.S3{Bucket: bucket, Prefix: prefix, Endpoint: f.endpoint, Region: f.region, Profile: f.profile, ForcePathStyle: f.pathStyle || f.endpoint != ""}
 }
 
 // openStore opens STORE: s3://BUCKET[/PREFIX] (the prefix of
@@ -45,7 +45,10 @@ func (f *storeFlags) s3Options(bucket, prefix string) s3ws.Options {
 func (f *storeFlags) openStore(spec string) (persist.Storage, error) {
 	if rest, ok := strings.CutPrefix(spec, "s3://"); ok {
 		bucket, prefix, _ := strings.Cut(rest, "/")
-		return s3ws.NewStorage(f.s3Options(bucket, strings.Trim(prefix, "/")))
+		if !linked.Linked() {
+			return nil, errNotLinked("an s3:// store")
+		}
+		return linked.OpenS3(f.s3Options(bucket, strings.Trim(prefix, "/")))
 	}
 	info, err := os.Stat(spec)
 	if err != nil || !info.IsDir() {

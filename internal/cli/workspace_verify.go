@@ -10,8 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
-
-	s3ws "github.com/aml-go/aml/providers/workspace/s3"
 )
 
 const workspaceVerifyUsage = `usage: aml workspace verify s3://BUCKET[/PREFIX] [flags]
@@ -46,14 +44,13 @@ func cmdWorkspaceVerify(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	bucket, prefix, _ := strings.Cut(strings.TrimPrefix(rest[0], "s3://"), "/")
-	cli, err := s3ws.NewClient(sf.s3Options(bucket, prefix))
-	if err != nil {
-		fmt.Fprintf(stderr, "aml workspace verify: %v\n", err)
+	if !linked.Linked() {
+		fmt.Fprintf(stderr, "aml workspace verify: %v\n", errNotLinked("aml workspace verify"))
 		return exitFailure
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, err := s3ws.Verify(ctx, cli, bucket, prefix)
+	rep, err := linked.VerifyS3(ctx, sf.s3Options(bucket, prefix))
 	if err != nil {
 		fmt.Fprintf(stderr, "aml workspace verify: %v\n", err)
 		return exitFailure

@@ -8,6 +8,10 @@
 // build that rewrites the output in place never meets a running binary.
 // Test processes of different packages that build the same command take
 // turns through a lock file. Build is safe for concurrent use.
+//
+// A command with a companion (aml, whose companion aml-full it runs in
+// its place for the services) is built with it, and the copy of the
+// command has the companion's copy beside it, as go install places them.
 package testbin
 
 import (
@@ -59,6 +63,11 @@ var startEnv = func() []string {
 	return env
 }()
 
+// companions are the commands built and placed beside a command.
+var companions = map[string][]string{
+	"github.com/aml-go/aml/cmd/aml": {"github.com/aml-go/aml/cmd/aml-full"},
+}
+
 var (
 	mu    sync.Mutex
 	built = map[string]string{} // key → path, within this process
@@ -103,14 +112,22 @@ func Build(t testing.TB, pkg string, opts Options) string {
 		t.Fatalf("building %s: %v", pkg, err)
 	}
 	defer unlock()
-	out := filepath.Join(dir, path.Base(pkg))
-	args = append(args, "-o", out, pkg)
+	pkgs := append([]string{pkg}, companions[pkg]...)
+	outs := make([]string, len(pkgs))
+	for i, p := range pkgs {
+		outs[i] = filepath.Join(dir, path.Base(p))
+	}
+	if len(pkgs) == 1 {
+		args = append(args, "-o", outs[0], pkg)
+	} else {
+		args = append(append(args, "-o", dir+string(filepath.Separator)), pkgs...)
+	}
 	cmd := exec.Command(goTool, args...)
 	cmd.Dir, cmd.Env = root, env
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
-	final, err := pinned(out)
+	final, err := pinned(outs...)
 	if err != nil {
 		t.Fatalf("building %s: %v", pkg, err)
 	}
@@ -118,31 +135,39 @@ func Build(t testing.TB, pkg string, opts Options) string {
 	return final
 }
 
-// pinned returns the path of a copy of out named for its content (a
-// directory named for its hash, holding a file of out's name, so that
-// the command sees its own name), made when missing, and removes the
-// copies of other content not used for a day.
-func pinned(out string) (string, error) {
-	f, err := os.Open(out)
-	if err != nil {
-		return "", err
-	}
+// pinned returns the path of a copy of outs[0] named for the content
+// of outs (a directory named for their hash, holding a file of each
+// one's name, so that a command sees its own name and finds its
+// companions beside it), made when missing, and removes the copies of
+// other content not used for a day.
+func pinned(outs ...string) (string, error) {
 	h := sha256.New()
-	_, err = io.Copy(h, f)
-	f.Close()
-	if err != nil {
-		return "", err
+	for _, out := range outs {
+		f, err := os.Open(out)
+		if err != nil {
+			return "", err
+		}
+		_, err = io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			return "", err
+		}
 	}
-	copies := filepath.Join(filepath.Dir(out), "by-content")
+	copies := filepath.Join(filepath.Dir(outs[0]), "by-content")
 	dir := filepath.Join(copies, hex.EncodeToString(h.Sum(nil)[:6]))
-	final := filepath.Join(dir, filepath.Base(out))
-	if _, err := os.Stat(final); err != nil {
+	// The command is copied last: its presence says the directory is
+	// complete.
+	for i := len(outs) - 1; i >= 0; i-- {
+		final := filepath.Join(dir, filepath.Base(outs[i]))
+		if _, err := os.Stat(final); err == nil {
+			continue
+		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", err
 		}
 		tmp := fmt.Sprintf("%s.tmp-%d", final, os.Getpid())
 		os.Remove(tmp)
-		if err := copyFile(out, tmp); err != nil {
+		if err := copyFile(outs[i], tmp); err != nil {
 			os.Remove(tmp)
 			return "", err
 		}
@@ -151,6 +176,7 @@ func pinned(out string) (string, error) {
 			return "", err
 		}
 	}
+	final := filepath.Join(dir, filepath.Base(outs[0]))
 	now := time.Now()
 	_ = os.Chtimes(dir, now, now)
 	old, _ := os.ReadDir(copies)
