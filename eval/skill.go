@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -48,7 +49,7 @@ const (
 	maxSkillDescription = 1024
 )
 
-var skillNamePattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+var skillNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`) })
 
 // skillMeta is the frontmatter of SKILL.md.
 type skillMeta struct {
@@ -112,7 +113,7 @@ func (d *domain) stageSkill(ctx context.Context, n *Skill, plan *agentPlan) (Age
 	switch {
 	case meta.Name == "":
 		return fail("SKILL.md frontmatter must set name")
-	case len(meta.Name) > maxSkillName || !skillNamePattern.MatchString(meta.Name):
+	case len(meta.Name) > maxSkillName || !skillNamePattern().MatchString(meta.Name):
 		return fail("skill name %q must be lowercase letters, digits and single hyphens, at most %d characters", meta.Name, maxSkillName)
 	case meta.Name != dirName:
 		return fail("skill name %q must equal the package directory name %q", meta.Name, dirName)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Tool is an application-owned capability that runs in the host process.
@@ -40,14 +41,16 @@ type ToolOptions struct {
 	Position Position
 }
 
-// anyObject is the input schema of a tool defined without one.
-var anyObject = func() *Schema {
+// anyObject is the input schema of a tool defined without one, made on
+// first use: compiling a schema is work every start of a program that
+// links eval would otherwise pay.
+var anyObject = sync.OnceValue(func() *Schema {
 	s, err := NewSchema(map[string]any{"type": "object"})
 	if err != nil {
 		panic(err)
 	}
 	return s
-}()
+})
 
 // NewTool validates a tool definition.
 func NewTool(o ToolOptions) (*Tool, error) {
@@ -61,7 +64,7 @@ func NewTool(o ToolOptions) (*Tool, error) {
 	}
 	in := o.Input
 	if in == nil {
-		in = anyObject
+		in = anyObject()
 	}
 	return &Tool{name: o.Name, description: o.Description, input: in, output: o.Output, execute: o.Execute, pos: o.Position}, nil
 }

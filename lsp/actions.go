@@ -25,7 +25,7 @@ func codeActions(ctx context.Context, s *server, r *request, p *protocol.CodeAct
 	if err != nil {
 		return nil, err
 	}
-	f := analysis.Analyze(d.path, d.text, &analysis.Options{Extensions: s.opts.Extensions, ReadFile: r.snap.readFile, Parsed: r.snap.current(d)})
+	f := analysis.Analyze(d.path, d.text, &analysis.Options{Extensions: s.opts.Extensions, ReadFile: r.snap.readFile, Lint: s.opts.Lint, Parsed: r.snap.current(d)})
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

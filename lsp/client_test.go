@@ -12,6 +12,8 @@ import (
 
 	"go.lsp.dev/jsonrpc2"
 	"go.lsp.dev/protocol"
+
+	"github.com/aml-go/aml/starlib/analysis/buildlint"
 )
 
 // client is an in-process LSP client connected to a server over
@@ -35,6 +37,9 @@ type client struct {
 // cleanup checks that the server ends.
 func startClient(t testing.TB, opts Options) *client {
 	t.Helper()
+	if opts.Lint == nil {
+		opts.Lint = buildlint.Findings // as aml serves it
+	}
 	a, b := net.Pipe()
 	c := &client{t: t, done: make(chan error, 1), diags: map[protocol.DocumentURI]*protocol.PublishDiagnosticsParams{}, wake: make(chan struct{})}
 	go func() { c.done <- Serve(context.Background(), a, opts) }()

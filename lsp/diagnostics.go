@@ -113,7 +113,7 @@ func (s *server) diagnose(d *document, snap *snapshot) {
 		<-analyses
 		return
 	}
-	f := analysis.Analyze(d.path, d.text, &analysis.Options{Extensions: s.opts.Extensions, ReadFile: snap.readFile, NoLint: len(d.text) > lintLimit, Parsed: snap.current(d)})
+	f := analysis.Analyze(d.path, d.text, &analysis.Options{Extensions: s.opts.Extensions, ReadFile: snap.readFile, NoLint: len(d.text) > lintLimit, Lint: s.opts.Lint, Parsed: snap.current(d)})
 	<-analyses
 	diags := toDiagnostics(d.lines, f.Diagnostics, snap.utf8)
 

@@ -75,6 +75,9 @@ type Options struct {
 	Extensions []*starlib.Extension
 	// Version is reported as the server's version.
 	Version string
+	// Lint is the analysis's linter (analysis.Options.Lint): the
+	// aml command passes buildlint.Findings where it links it.
+	Lint func(path string, src []byte) []analysis.Finding
 	// Log receives one line per internal failure (a handler that
 	// panicked, a reply that could not be sent); nil discards them.
 	Log io.Writer

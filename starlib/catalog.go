@@ -198,6 +198,19 @@ func Catalog(exts ...*Extension) []*Builtin {
 	return all
 }
 
+// StandIn returns a builtin that takes the place of one a program does
+// not link: it has the name, group and doc given, accepts any
+// arguments, and fails every call with "NAME: err". Its signature
+// takes none, so a check of its calls is left to the program that
+// links the real one.
+func StandIn(name, group, doc string, err error) *Builtin {
+	b := &Builtin{Name: name, Group: group, Doc: doc, Returns: "what " + name + " returns where it is linked"}
+	b.raw = func(*starlark.Thread, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return b
+}
+
 // Lookup returns the builtin named name among the core builtins and those
 // of exts.
 func Lookup(name string, exts ...*Extension) (*Builtin, bool) {

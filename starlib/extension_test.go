@@ -2,6 +2,7 @@ package starlib_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -100,5 +101,20 @@ func TestLoadFromFS(t *testing.T) {
 func TestSurfaceLimit(t *testing.T) {
 	if starlib.SurfaceLimit(0) != eval.Unlimited || starlib.SurfaceLimit(5) != 5 {
 		t.Fatal("SurfaceLimit")
+	}
+}
+
+// TestStandIn: a stand-in accepts any arguments and fails the call with
+// its error, at the call's position.
+func TestStandIn(t *testing.T) {
+	missing := errors.New("not linked here")
+	ext := &starlib.Extension{Name: "absent", Builtins: []*starlib.Builtin{starlib.StandIn("far_sandbox", "providers", "Linked elsewhere.", missing)}}
+	src := []byte("p = far_sandbox(\"x\", image = \"y\", labels = {\"a\": \"b\"})\n\ndef main():\n    return \"x\"\n")
+	_, err := starlib.LoadFile("inline.star", starlib.LoadOptions{Source: src, Extensions: []*starlib.Extension{ext}})
+	if err == nil || !strings.Contains(err.Error(), "inline.star:1:") || !strings.Contains(err.Error(), "far_sandbox: not linked here") {
+		t.Fatalf("a call of the stand-in: %v", err)
+	}
+	if b, ok := starlib.Lookup("far_sandbox", ext); !ok || b.Doc != "Linked elsewhere." || b.Signature() != "far_sandbox()" {
+		t.Fatalf("Lookup: %+v %v", b, ok)
 	}
 }

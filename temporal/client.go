@@ -13,6 +13,7 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/temporal/wire"
 )
 
 // Client starts, follows, answers and cancels AML runs on Temporal, for a
@@ -21,32 +22,17 @@ import (
 type Client struct {
 	c         client.Client
 	taskQueue string
+	// namespace, blobs and owned are Dial's: the namespace and blob
+	// store it was given, and that Close closes c.
+	namespace string
+	blobs     wire.DialOptions
+	owned     bool
 }
 
 // NewClient returns a Client over c that starts runs on taskQueue (the
 // task queue of the workers that Register served).
 func NewClient(c client.Client, taskQueue string) *Client {
 	return &Client{c: c, taskQueue: taskQueue}
-}
-
-// StartOptions configure Client.Start.
-type StartOptions struct {
-	// ID is the run's id (its workflow id); "" makes one, "aml-<run id>".
-	ID string
-	// Entry is the component to evaluate ("" for the file's entry).
-	Entry string
-	// Limits, when set, replace the workflow's configure() limits.
-	Limits *eval.Limits
-	// Memo is Temporal's memo of the run (aml runs shows "workflow").
-	Memo map[string]any
-	// ContinueAfter is RunInput.ContinueAfter.
-	ContinueAfter int
-	// Cwd is RunInput.Cwd, the directory the run's relative paths
-	// resolve from; "" is this process's working directory.
-	Cwd string
-	// Budget and Prices are RunInput's.
-	Budget *eval.Budget
-	Prices map[string]eval.Price
 }
 
 // Start starts a run of b and returns its id.
@@ -72,30 +58,6 @@ func (c *Client) Start(ctx context.Context, b *Bundle, opts StartOptions) (strin
 	}
 	return id, nil
 }
-
-// RunError is how a run failed: the evaluation's message (with the
-// authored position, as aml run reports it), or that it was cancelled.
-type RunError struct {
-	RunID     string
-	Msg       string
-	Cancelled bool
-	// Backtrace is the Starlark backtrace of a failure that arose in
-	// Starlark code, and Code its machine-readable code (see
-	// Options.ErrorCode), as aml run reports them.
-	Backtrace, Code string
-	// Prints and Usage are as RunResult's.
-	Prints *PrintPage
-	Usage  *eval.Usage
-	Err    error
-}
-
-// ErrorCode returns the failure's code ("" for none).
-func (e *RunError) ErrorCode() string { return e.Code }
-
-func (e *RunError) Error() string { return e.Msg }
-
-// Unwrap returns the Temporal error.
-func (e *RunError) Unwrap() error { return e.Err }
 
 // Result waits for run id to end (across continue-as-new) and returns
 // its text, or a *RunError.
@@ -198,19 +160,6 @@ func (c *Client) Answer(ctx context.Context, id string, answers ...Answer) error
 	}
 	return nil
 }
-
-// Cancelled is how Client.Cancel ended a run.
-type Cancelled struct {
-	// Terminated reports that the run did not end within the grace
-	// period and was terminated.
-	Terminated bool
-	// Took is how long it took the run to end.
-	Took time.Duration
-}
-
-// ErrAlreadyEnded is the error of Cancel for a run that had ended before
-// it could be cancelled.
-var ErrAlreadyEnded = errors.New("the run ended before it could be cancelled")
 
 // Cancel cancels run id and waits, at most grace, until it has ended:
 // its workflow code stopped (at its next pause, see PaceSteps), its

@@ -29,19 +29,6 @@ const maxPrintLines = 20000
 // maxPrintPage bounds the lines one query returns.
 const maxPrintPage = 2000
 
-// PrintPage is a page of a run's print() lines.
-type PrintPage struct {
-	Lines []string `json:"lines"`
-	// Next is the position to ask for next.
-	Next int `json:"next"`
-	// Dropped counts the lines before the page that the run no longer
-	// keeps.
-	Dropped int `json:"dropped,omitempty"`
-	// Execution is the run id of the execution the lines are of: a run
-	// that continued as new starts its lines again.
-	Execution string `json:"execution"`
-}
-
 // printBuffer keeps a run's print() lines in workflow code. Starlark
 // prints from the coroutine that runs it and queries read from the
 // workflow's goroutine, hence the lock.

@@ -27,40 +27,6 @@ const maxTraceEvents = 20000
 // maxTracePage bounds the events one query returns.
 const maxTracePage = 2000
 
-// TracePage is a page of a run's trace events.
-type TracePage struct {
-	Events []TraceEvent `json:"events"`
-	// Next is the sequence to ask for next.
-	Next int `json:"next"`
-	// Dropped counts the events before the page that the run no longer
-	// keeps.
-	Dropped int `json:"dropped,omitempty"`
-	// Execution is the run id of the execution the events are of: a run
-	// that continued as new starts its sequence again.
-	Execution string `json:"execution"`
-}
-
-// TraceEvent is an eval.Event as a query carries it.
-type TraceEvent struct {
-	Type         eval.EventType `json:"type"`
-	RunID        string         `json:"runId"`
-	SpanID       string         `json:"spanId,omitempty"`
-	ParentSpanID string         `json:"parentSpanId,omitempty"`
-	Sequence     uint64         `json:"sequence"`
-	Timestamp    int64          `json:"timestamp"`
-	Kind         string         `json:"kind,omitempty"`
-	Name         string         `json:"name,omitempty"`
-	Status       string         `json:"status,omitempty"`
-	DurationMS   float64        `json:"durationMs,omitempty"`
-	Attributes   map[string]any `json:"attributes,omitempty"`
-}
-
-// Event returns the eval.Event.
-func (e TraceEvent) Event() eval.Event {
-	return eval.Event{Type: e.Type, RunID: e.RunID, SpanID: e.SpanID, ParentSpanID: e.ParentSpanID, Sequence: e.Sequence,
-		Timestamp: e.Timestamp, Kind: e.Kind, Name: e.Name, Status: e.Status, DurationMS: e.DurationMS, Attributes: e.Attributes}
-}
-
 // traceBuffer is the run's trace sink in workflow code. The evaluator
 // delivers events from its dispatch goroutine; queries read them from
 // the workflow's, hence the lock.

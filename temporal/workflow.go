@@ -31,18 +31,6 @@ const (
 	StateQuery = "aml.state"
 )
 
-// Answer is the payload of AnswerSignal.
-type Answer struct {
-	ID    string `json:"id"`
-	Value any    `json:"value"`
-}
-
-// RunState is what StateQuery returns: the questions the run waits for,
-// in the order they were asked.
-type RunState struct {
-	Questions []eval.Question `json:"questions"`
-}
-
 // questions are the ask() state of a run in workflow code: questions
 // waiting for an answer and answers received. Coroutines run one at a
 // time, so it needs no lock.
@@ -157,19 +145,6 @@ type RunInput struct {
 	// flags applied).
 	Budget *eval.Budget          `json:"budget,omitempty"`
 	Prices map[string]eval.Price `json:"prices,omitempty"`
-}
-
-// RunResult is a finished run's result: the entry's text.
-type RunResult struct {
-	Text string `json:"text"`
-	// Usage is what the run's agent sessions spent, in all its
-	// executions.
-	Usage *eval.Usage `json:"usage,omitempty"`
-	// Prints are the print() lines of the run's last execution (see
-	// PrintQuery), redacted as its errors are, so that a follower
-	// shows the last of them without querying a closed run (which a
-	// worker answers by replaying it whole).
-	Prints *PrintPage `json:"prints,omitempty"`
 }
 
 // workflows holds what the workflow function needs besides its input: the

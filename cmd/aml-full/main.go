@@ -1,7 +1,8 @@
 // Command aml-full is aml with the clients of outside services linked:
 // the Docker Engine (docker_sandbox(), aml sandbox prune), Modal and
-// Daytona (modal_sandbox(), daytona_sandbox()) and S3 (s3_workspace(),
-// s3:// stores).
+// Daytona (modal_sandbox(), daytona_sandbox()), S3 (s3_workspace(),
+// s3:// stores) and Temporal (aml run --temporal, aml runs --temporal,
+// aml worker, aml cancel, aml answer).
 //
 // Their SDKs cost tens of milliseconds at every start, so aml leaves
 // them out and runs aml-full in its place, with the same arguments,

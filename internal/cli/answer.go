@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/aml-go/aml/eval"
-	"github.com/aml-go/aml/temporal"
+	"github.com/aml-go/aml/temporal/wire"
 )
 
 const answerUsage = `usage: aml answer RUN ID=VALUE... --temporal HOST:PORT [--namespace NS]
@@ -50,7 +50,7 @@ func cmdAnswer(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	runID := pos[0]
-	st, err := temporalRunState(ctx, c, runID)
+	st, err := c.State(ctx, runID)
 	if err != nil {
 		fmt.Fprintf(stderr, "aml answer: run %s: %v\n", runID, err)
 		return exitFailure
@@ -61,7 +61,7 @@ func cmdAnswer(args []string, stdout, stderr io.Writer) int {
 		byID[q.ID] = q
 		ids = append(ids, q.ID)
 	}
-	answers := make([]temporal.Answer, 0, len(pos)-1)
+	answers := make([]wire.Answer, 0, len(pos)-1)
 	given := map[string]bool{}
 	for _, a := range pos[1:] {
 		id, raw, ok := strings.Cut(a, "=")
@@ -88,9 +88,9 @@ func cmdAnswer(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "aml answer: %v\n", err)
 			return exitUsage
 		}
-		answers = append(answers, temporal.Answer{ID: id, Value: v})
+		answers = append(answers, wire.Answer{ID: id, Value: v})
 	}
-	if err := temporal.NewClient(c, "").Answer(ctx, runID, answers...); err != nil {
+	if err := c.Answer(ctx, runID, answers...); err != nil {
 		fmt.Fprintf(stderr, "aml answer: run %s: %v\n", runID, err)
 		return exitFailure
 	}

@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/aml-go/aml/temporal"
+	"github.com/aml-go/aml/temporal/wire"
 )
 
 const cancelUsage = `usage: aml cancel RUN --temporal HOST:PORT [--namespace NS] [--grace D]
@@ -61,9 +61,9 @@ func cmdCancel(args []string, stdout, stderr io.Writer) int {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), grace+time.Minute)
 	defer cancel()
-	res, err := temporal.NewClient(c, "").Cancel(ctx, pos[0], grace)
+	res, err := c.Cancel(ctx, pos[0], grace)
 	switch {
-	case errors.Is(err, temporal.ErrAlreadyEnded):
+	case errors.Is(err, wire.ErrAlreadyEnded):
 		fmt.Fprintf(stderr, "aml cancel: run %s had ended before it could be cancelled\n", pos[0])
 		return exitFailure
 	case err != nil:

@@ -69,7 +69,7 @@ func cmdCheck(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "aml check: %v\n", err)
 		return exitUsage
 	}
-	opts := &analysis.Options{Extensions: extensions(), Entry: *entry, NoLint: *noLint}
+	opts := &analysis.Options{Extensions: extensions(), Entry: *entry, NoLint: *noLint, Lint: linked.Lint}
 	var out []checkDiagnostic
 	failed := false
 	for _, file := range files {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 
-	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
 
 	"github.com/aml-go/aml/internal/services"
@@ -22,7 +21,7 @@ import (
 // The aml executable and its companion.
 //
 // The clients of outside services (the Docker Engine, Modal, Daytona,
-// S3) cost tens of milliseconds of package initialisation at every
+// S3, Temporal) cost tens of milliseconds of package initialisation at every
 // start of a program that links them, so aml (cmd/aml) links none of
 // them and starts in a few milliseconds; aml-full (cmd/aml-full) is the
 // same command with all of them (services/full). One go install of
@@ -33,10 +32,16 @@ import (
 // git runs git-foo, so that users never see the difference. It needs a
 // service when:
 //   - the command is one of the services' own (aml sandbox prune, aml
-//     workspace verify, aml worker, whose workflows may call any
-//     provider);
+//     workspace verify, aml cancel, aml answer, aml worker, whose
+//     workflows may call any provider), or aml run or aml runs with
+//     --temporal;
 //   - an argument names an s3:// store, or AML_TEMPORAL_BLOB_STORE does
 //     for a command that talks to Temporal;
+//   - aml check lints (without --no-lint: buildtools' lint brings
+//     protocol buffers along);
+//   - aml run or aml resume exports its trace over OTLP
+//     (--otlp-endpoint, OTEL_EXPORTER_OTLP_ENDPOINT or
+//     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
 //   - a workflow it runs, tests, checks, draws or resumes, or a module
 //     such a workflow loads, names one of the services' builtins
 //     (services.Builtins).
@@ -53,8 +58,8 @@ import (
 
 // companionDoc is the section of docs/reference/cli.md on the
 // companion.
-const companionDoc = "`aml` does not link the clients of outside services, whose SDKs take tens of milliseconds to start: its companion `aml-full`, installed beside it (`go install github.com/aml-go/aml/cmd/...@latest`, or a release archive), is the same command with the Docker Engine, Modal, Daytona and S3 clients linked. " +
-	"`aml` runs `aml-full` in its place, with the same arguments, environment and process id, when the command needs one of them: `aml sandbox prune`, `aml worker` and `aml workspace verify`; an `s3://` argument, or `AML_TEMPORAL_BLOB_STORE` naming one for a command that talks to Temporal; " +
+const companionDoc = "`aml` does not link the clients of outside services, whose SDKs take tens of milliseconds to start: its companion `aml-full`, installed beside it (`go install github.com/aml-go/aml/cmd/...@latest`, or a release archive), is the same command with the Docker Engine, Modal, Daytona, S3 and Temporal clients linked. " +
+	"`aml` runs `aml-full` in its place, with the same arguments, environment and process id, when the command needs one of them: `aml sandbox prune`, `aml worker`, `aml cancel`, `aml answer` and `aml workspace verify`; `aml run --temporal` and `aml runs --temporal`; `aml check` unless `--no-lint` (its lint comes from buildtools); `aml run` or `aml resume` exporting its trace over OTLP (`--otlp-endpoint`, `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`); an `s3://` argument, or `AML_TEMPORAL_BLOB_STORE` naming one for a command that talks to Temporal; " +
 	"a workflow that `aml run`, `aml test`, `aml check`, `aml graph` or `aml resume` is given, or a module it loads, that names `docker_sandbox`, `s3_workspace`, `daytona_sandbox` or `modal_sandbox`. `aml doc` and `aml lsp` run it when it is there, to describe those builtins too.\n\n" +
 	"`aml-full` is looked for in the directory `AML_EXEC_PATH` names, then beside `aml` (symbolic links resolved), then on `PATH`. Without it, a command that needs it fails before anything runs, with exit status 2 and the command that installs it; every other command works."
 
@@ -86,7 +91,7 @@ const installAdvice = "install it beside aml with go install github.com/aml-go/a
 // errNotLinked is the error of a use of the services in a build without
 // them.
 func errNotLinked(what string) error {
-	return fmt.Errorf("%s needs %s, the companion of aml that links the Docker, Modal, Daytona and S3 clients: run it with %s, or %s", what, companionName, companionName, installAdvice)
+	return fmt.Errorf("%s needs %s, the companion of aml that links the Docker, Modal, Daytona, S3 and Temporal clients: run it with %s, or %s", what, companionName, companionName, installAdvice)
 }
 
 // alwaysCompanion are the commands that run in aml-full whenever aml
@@ -95,6 +100,8 @@ func errNotLinked(what string) error {
 var alwaysCompanion = map[string]bool{
 	"sandbox": true,
 	"worker":  true,
+	"cancel":  true,
+	"answer":  true,
 	"doc":     false,
 	"lsp":     false,
 }
@@ -121,8 +128,33 @@ func needsCompanion(cmd string, args []string) (why string, required bool) {
 			return "the s3:// store in " + a, true
 		}
 	}
+	if cmd == "run" || cmd == "runs" {
+		for _, a := range args {
+			if a == "--temporal" || a == "-temporal" || strings.HasPrefix(a, "--temporal=") || strings.HasPrefix(a, "-temporal=") {
+				return "aml " + cmd + " --temporal", true
+			}
+		}
+	}
+	if cmd == "run" || cmd == "resume" {
+		for _, a := range args {
+			if a == "--otlp-endpoint" || a == "-otlp-endpoint" || strings.HasPrefix(a, "--otlp-endpoint=") || strings.HasPrefix(a, "-otlp-endpoint=") {
+				return "--otlp-endpoint", true
+			}
+		}
+		for _, v := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+			if os.Getenv(v) != "" {
+				return "the OTLP exporter that " + v + " asks for", true
+			}
+		}
+	}
 	if slices.Contains(temporalCommands, cmd) && strings.HasPrefix(os.Getenv("AML_TEMPORAL_BLOB_STORE"), "s3://") {
 		return "the blob store AML_TEMPORAL_BLOB_STORE names", true
+	}
+	if cmd == "check" && !slices.ContainsFunc(args, func(a string) bool { return a == "--no-lint" || a == "-no-lint" || strings.HasPrefix(a, "--no-lint=") }) {
+		if why := scanForServices(workflowArgs(args)); why != "" {
+			return why, true
+		}
+		return "the lint of aml check (buildtools)", true
 	}
 	switch cmd {
 	case "run", "test", "check", "graph":
@@ -317,19 +349,9 @@ func runCompanion(c *command, why string, required bool, args []string, stdin io
 func standIns() *starlib.Extension {
 	ext := &starlib.Extension{Name: "services"}
 	for _, name := range services.Builtins {
-		ext.Builtins = append(ext.Builtins, &starlib.Builtin{
-			Name:  name,
-			Group: "providers",
-			Doc:   "Linked in " + companionName + ", the companion of aml that links the Docker, Modal, Daytona and S3 clients.",
-			Params: []starlib.Param{
-				{Name: "args", Type: "any", Variadic: true, Doc: "Whatever " + companionName + "'s " + name + "() takes."},
-				{Name: "kwargs", Type: "any", Kwargs: true, Doc: "Whatever " + companionName + "'s " + name + "() takes."},
-			},
-			Returns: "a provider",
-			Impl: func(c *starlib.Call) (starlark.Value, error) {
-				return nil, c.Errorf("%v", errNotLinked(name+"()"))
-			},
-		})
+		ext.Builtins = append(ext.Builtins, starlib.StandIn(name, "providers",
+			"Linked in "+companionName+", the companion of aml that links the Docker, Modal, Daytona, S3 and Temporal clients.",
+			errNotLinked(name+"()")))
 	}
 	return ext
 }

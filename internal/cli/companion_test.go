@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,9 @@ import (
 	"testing"
 
 	"github.com/aml-go/aml/internal/services"
+	"github.com/aml-go/aml/starlib"
+	"github.com/aml-go/aml/starlib/acpstar"
+	"github.com/aml-go/aml/starlib/fsstar"
 )
 
 // companionEnv is the environment of an aml started by a companion
@@ -160,6 +164,8 @@ func TestNeedsCompanion(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("AML_TEMPORAL_BLOB_STORE", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
 	for _, c := range []struct {
 		cmd      string
 		args     []string
@@ -171,6 +177,9 @@ func TestNeedsCompanion(t *testing.T) {
 		{"run", []string{"broken.star"}, "", true},
 		{"test", []string{"."}, "calls docker_sandbox()", true},
 		{"check", []string{"plain.star", "main.star"}, "lib.star:2:12", true},
+		{"check", []string{"plain.star"}, "the lint of aml check", true},
+		{"check", []string{"--no-lint", "plain.star"}, "", true},
+		{"check", []string{"--no-lint", "main.star"}, "lib.star:2:12", true},
 		{"graph", []string{"main.star", "-o", "x.svg"}, "lib.star", true},
 		{"fmt", []string{"main.star"}, "", false},
 		{"sandbox", []string{"prune"}, "aml sandbox", true},
@@ -182,15 +191,28 @@ func TestNeedsCompanion(t *testing.T) {
 		{"workspace", []string{"check", "store"}, "", false},
 		{"run", []string{"--temporal", "h:1", "--blob-store=s3://b", "plain.star"}, "s3://b", true},
 		{"version", nil, "", false},
+		{"run", []string{"--temporal", "h:1", "plain.star"}, "aml run --temporal", true},
+		{"run", []string{"--temporal=h:1", "plain.star"}, "aml run --temporal", true},
+		{"runs", []string{"show", "r1", "-temporal", "h:1"}, "aml runs --temporal", true},
+		{"runs", []string{"--journal", "runs"}, "", false},
+		{"cancel", []string{"r1"}, "aml cancel r1", true},
+		{"run", []string{"--otlp-endpoint", "http://c:4318", "plain.star"}, "--otlp-endpoint", true},
+		{"resume", []string{"r1", "--journal", "runs", "--otlp-endpoint=http://c:4318"}, "--otlp-endpoint", true},
+		{"answer", []string{"r1", "q=1"}, "aml answer r1", true},
 	} {
 		why, required := needsCompanion(c.cmd, c.args)
 		if c.why == "" && why != "" || c.why != "" && (!strings.Contains(why, c.why) || required != c.required) {
 			t.Errorf("needsCompanion(%s %q) = %q, %v; want %q, %v", c.cmd, c.args, why, required, c.why, c.required)
 		}
 	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318")
+	if why, _ := needsCompanion("run", []string{"plain.star"}); !strings.Contains(why, "OTEL_EXPORTER_OTLP_ENDPOINT") {
+		t.Errorf("aml run with OTEL_EXPORTER_OTLP_ENDPOINT: %q", why)
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("AML_TEMPORAL_BLOB_STORE", "s3://blobs")
-	if why, _ := needsCompanion("cancel", []string{"run-1"}); !strings.Contains(why, "AML_TEMPORAL_BLOB_STORE") {
-		t.Errorf("aml cancel with an s3 blob store: %q", why)
+	if why, _ := needsCompanion("runs", []string{"--journal", "runs"}); !strings.Contains(why, "AML_TEMPORAL_BLOB_STORE") {
+		t.Errorf("aml runs with an s3 blob store: %q", why)
 	}
 	if why, _ := needsCompanion("fmt", []string{"main.star"}); why != "" {
 		t.Errorf("aml fmt with an s3 blob store: %q", why)
@@ -222,4 +244,63 @@ func TestCompanionDoc(t *testing.T) {
 			t.Errorf("the companion's section does not name aml %s", c)
 		}
 	}
+}
+
+// TestScanAgreesWithLoad holds the scan that sends a workflow to
+// aml-full to what the workflows of the repository do: every .star file
+// whose load (the top level, with its modules) reaches a builtin of the
+// services in a build without them is one the scan sends, and every
+// file the scan sends names one.
+func TestScanAgreesWithLoad(t *testing.T) {
+	root := filepath.Join("..", "..")
+	var files []string
+	for _, dir := range []string{"examples", "testdata", "lsp/testdata", "starlib/testdata", "internal/cli/testdata"} {
+		_ = filepath.WalkDir(filepath.Join(root, dir), func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(p, ".star") {
+				files = append(files, p)
+			}
+			return nil
+		})
+	}
+	if len(files) < 300 {
+		t.Fatalf("found %d workflow files; the corpus has more than 300", len(files))
+	}
+	light := []*starlib.Extension{acpstar.New(acpstar.Options{}), fsstar.Extension, standIns()}
+	var sent, reached int
+	for _, f := range files {
+		why := scanForServices([]string{f})
+		_, err := starlib.LoadFile(f, starlib.LoadOptions{Print: func(string) {}, Extensions: light})
+		needs := err != nil && strings.Contains(err.Error(), "needs "+companionName)
+		if needs {
+			reached++
+		}
+		if why != "" {
+			sent++
+		}
+		switch {
+		case needs && why == "":
+			t.Errorf("%s reaches a builtin of the services when loaded, and the scan does not send it to %s: %v", f, companionName, err)
+		case why != "" && !strings.Contains(why, "calls "):
+			t.Errorf("%s: the scan's reason %q does not name the call", f, why)
+		}
+	}
+	if reached == 0 || sent < reached {
+		t.Errorf("of %d files, %d reach a builtin of the services and the scan sends %d", len(files), reached, sent)
+	}
+	t.Logf("%d workflow files: %d reach a builtin of the services when loaded, the scan sends %d", len(files), reached, sent)
+}
+
+// BenchmarkScanForServices is the cost aml pays before every run, test
+// or check: the scan of the examples.
+func BenchmarkScanForServices(b *testing.B) {
+	paths, err := filepath.Glob(filepath.Join("..", "..", "examples", "*.star"))
+	if err != nil || len(paths) == 0 {
+		b.Fatalf("no examples: %v", err)
+	}
+	for b.Loop() {
+		for _, p := range paths {
+			scanForServices([]string{p})
+		}
+	}
+	b.ReportMetric(float64(len(paths)), "files/op")
 }

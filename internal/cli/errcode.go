@@ -98,7 +98,7 @@ var exitCodeTable = []struct {
 }{
 	{exitOK, "success"},
 	{exitFailure, "the run failed (a provider, a tool, a Starlark error at run time), a test failed, `aml check` found an error, `aml fmt` met a file that does not parse"},
-	{exitUsage, "usage error (an unknown command or flag, a missing argument) or a workflow that does not load: a syntax error, an undefined name, an unknown keyword or any other error `aml check` reports (`aml run` checks the file first, so these fail before anything runs), a failing top level, or a command that needs `aml-full` (the companion that links the Docker, Modal, Daytona and S3 clients) when it is not installed"},
+	{exitUsage, "usage error (an unknown command or flag, a missing argument) or a workflow that does not load: a syntax error, an undefined name, an unknown keyword or any other error `aml check` reports (`aml run` checks the file first, so these fail before anything runs), a failing top level, or a command that needs `aml-full` (the companion that links the Docker, Modal, Daytona, S3 and Temporal clients) when it is not installed"},
 	{exitSuspended, "a journaled run waits for answers to its `ask()` questions: answer them with `aml resume RUN --answer ID=VALUE`"},
 	{exitLimit, "the run exceeded one of its limits (`max_agent_calls`, `max_steps`, `max_depth`, `max_turns_per_agent`, `max_prompt_bytes`; `--json` code `AML_LIMIT_EXCEEDED`) or a budget stopped it (`configure(budget=)`, `budget()`, `agent(budget=)`, the `--max-*` spend flags; `--json` code `AML_BUDGET_EXCEEDED`)"},
 	{exitSIGINT, "cancelled by SIGINT (Ctrl-C)"},

@@ -55,7 +55,7 @@ func cmdLSP(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	err := lsp.Serve(ctx, stdio{stdin, stdout}, lsp.Options{Extensions: extensions(), Version: amlVersion(), Log: stderr})
+	err := lsp.Serve(ctx, stdio{stdin, stdout}, lsp.Options{Extensions: extensions(), Version: amlVersion(), Lint: linked.Lint, Log: stderr})
 	if err != nil {
 		fmt.Fprintf(stderr, "aml lsp: %v\n", err)
 		return exitFailure

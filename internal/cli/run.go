@@ -26,12 +26,12 @@ import (
 	"github.com/aml-go/aml/gateway"
 	"github.com/aml-go/aml/internal/liveview"
 	"github.com/aml-go/aml/internal/redact"
+	"github.com/aml-go/aml/internal/services"
 	"github.com/aml-go/aml/observe"
-	"github.com/aml-go/aml/observe/otlp"
 	"github.com/aml-go/aml/report"
 	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/starlib/analysis"
-	"github.com/aml-go/aml/temporal"
+	"github.com/aml-go/aml/temporal/wire"
 )
 
 // cleanupDeadline bounds graceful cleanup after the first signal.
@@ -660,7 +660,10 @@ func (r *runner) options(wf *starlib.Workflow) (eval.Options, error) {
 		})
 	}
 	if f.otlpEndpoint != "" || os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
-		exp, err := otlp.New(context.Background(), otlp.Options{Endpoint: f.otlpEndpoint, CaptureContent: f.captureContent,
+		if !linked.Linked() {
+			return opts, errNotLinked("the OTLP exporter")
+		}
+		exp, err := linked.OTLP(context.Background(), services.OTLP{Endpoint: f.otlpEndpoint, CaptureContent: f.captureContent,
 			OnError: func(err error) { r.logger.Warn("OTLP export failed", "err", err) }})
 		if err != nil {
 			return opts, fmt.Errorf("cannot set up the OTLP exporter: %w", err)
@@ -897,7 +900,7 @@ func backtrace(err error) string {
 		return ee.Backtrace
 	}
 	switch u := err.(type) {
-	case *temporal.RunError:
+	case *wire.RunError:
 		return u.Backtrace
 	case *redact.Error:
 		return u.Redact(backtrace(u.Unwrap()))

@@ -14,16 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
-
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/journal"
-	"github.com/aml-go/aml/temporal"
 )
 
 const runsUsage = `usage: aml runs --journal DIR                   list the journaled runs
@@ -449,35 +441,22 @@ func listTemporalRuns(t *temporalFlags, stdout, stderr io.Writer) int {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	runs, err := c.Runs(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "aml runs: %v\n", err)
+		return exitFailure
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTATE\tWORKFLOW\tSTARTED\tCLOSED")
-	var token []byte
-	for {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			// A run that continued as new is listed once, by its latest
-			// execution.
-			Namespace: t.namespace, Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus != 'ContinuedAsNew'", temporal.WorkflowName), NextPageToken: token,
-		})
-		if err != nil {
-			fmt.Fprintf(stderr, "aml runs: listing the runs of namespace %s: %v\n", t.namespace, err)
-			return exitFailure
+	for _, r := range runs {
+		closed, wf := "-", r.Workflow
+		if !r.Closed.IsZero() {
+			closed = r.Closed.Local().Format("2006-01-02 15:04:05")
 		}
-		for _, e := range resp.Executions {
-			closed := "-"
-			if ct := e.GetCloseTime(); ct != nil && e.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-				closed = ct.AsTime().Local().Format("2006-01-02 15:04:05")
-			}
-			wf := memoString(e.Memo, memoWorkflow)
-			if wf == "" {
-				wf = "-"
-			}
-			state := runStateLabel(ctx, c, e.Execution.GetWorkflowId(), e.Status)
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Execution.GetWorkflowId(), state, wf,
-				e.GetStartTime().AsTime().Local().Format("2006-01-02 15:04:05"), closed)
+		if wf == "" {
+			wf = "-"
 		}
-		if token = resp.NextPageToken; len(token) == 0 {
-			break
-		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.State, wf, r.Started.Local().Format("2006-01-02 15:04:05"), closed)
 	}
 	tw.Flush()
 	return exitOK
@@ -494,248 +473,50 @@ func showTemporalRun(t *temporalFlags, runID string, stdout, stderr io.Writer) i
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	desc, err := c.DescribeWorkflow(ctx, runID, "")
+	d, err := c.Show(ctx, runID)
 	if err != nil {
-		fmt.Fprintf(stderr, "aml runs show: run %s in namespace %s: %v\n", runID, t.namespace, err)
+		fmt.Fprintf(stderr, "aml runs show: %v\n", err)
 		return exitFailure
 	}
-	info := desc.RawResponse.WorkflowExecutionInfo
-	fmt.Fprintf(stdout, "run:      %s\nstate:    %s\n", runID, runStateLabel(ctx, c, runID, info.Status))
-	if wf := memoString(info.Memo, memoWorkflow); wf != "" {
-		fmt.Fprintf(stdout, "workflow: %s\n", wf)
+	fmt.Fprintf(stdout, "run:      %s\nstate:    %s\n", runID, d.State)
+	if d.Workflow != "" {
+		fmt.Fprintf(stdout, "workflow: %s\n", d.Workflow)
 	}
-	fmt.Fprintf(stdout, "started:  %s\n", info.GetStartTime().AsTime().Local().Format(time.RFC3339))
-	type effect struct {
-		label, state, worker string
-		attempt              int32
+	fmt.Fprintf(stdout, "started:  %s\n", d.Started.Local().Format(time.RFC3339))
+	if d.Executions > 1 {
+		fmt.Fprintf(stdout, "executions: %d (the run continued as new %d time(s), each resuming the journal of the ones before)\n", d.Executions, d.Executions-1)
 	}
-	var effects []*effect
-	var result, failure string
-	dc := converter.GetDefaultDataConverter()
-	// A run that continued as new is a chain of executions: their
-	// histories, oldest first, hold its effects.
-	chain, err := executionChain(ctx, c, runID, info.GetExecution().GetRunId())
-	if err != nil {
-		fmt.Fprintf(stderr, "aml runs show: reading the history of run %s: %v\n", runID, err)
-		return exitFailure
-	}
-	if len(chain) > 1 {
-		fmt.Fprintf(stdout, "executions: %d (the run continued as new %d time(s), each resuming the journal of the ones before)\n", len(chain), len(chain)-1)
-	}
-	for _, execution := range chain {
-		byScheduled := map[int64]*effect{}
-		iter := c.GetWorkflowHistory(ctx, runID, execution, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for iter.HasNext() {
-			ev, err := iter.Next()
-			if err != nil {
-				fmt.Fprintf(stderr, "aml runs show: reading the history of run %s: %v\n", runID, err)
-				return exitFailure
+	if len(d.Questions) > 0 {
+		fmt.Fprintf(stdout, "questions (answer with aml answer %s ID=VALUE --temporal %s):\n", runID, t.address)
+		for _, q := range d.Questions {
+			line := fmt.Sprintf("  %s: %s", q.ID, q.Text)
+			if q.Schema != nil {
+				doc, _ := json.Marshal(q.Schema)
+				line += " " + string(doc)
 			}
-			switch a := ev.Attributes.(type) {
-			case *historypb.HistoryEvent_ActivityTaskScheduledEventAttributes:
-				if internalActivity(a.ActivityTaskScheduledEventAttributes.GetActivityType().GetName()) {
-					continue
-				}
-				e := &effect{label: activityLabel(dc, a.ActivityTaskScheduledEventAttributes), state: "scheduled"}
-				if id := a.ActivityTaskScheduledEventAttributes.GetActivityId(); strings.Contains(id, "#") {
-					// The effect's identity, as aml run --journal names it.
-					e.label += " [" + id + "]"
-				}
-				effects = append(effects, e)
-				byScheduled[ev.EventId] = e
-			case *historypb.HistoryEvent_ActivityTaskStartedEventAttributes:
-				if e := byScheduled[a.ActivityTaskStartedEventAttributes.ScheduledEventId]; e != nil {
-					e.state, e.worker, e.attempt = "running", a.ActivityTaskStartedEventAttributes.Identity, a.ActivityTaskStartedEventAttributes.Attempt
-				}
-			case *historypb.HistoryEvent_ActivityTaskCompletedEventAttributes:
-				if e := byScheduled[a.ActivityTaskCompletedEventAttributes.ScheduledEventId]; e != nil {
-					e.state = "finished"
-				}
-			case *historypb.HistoryEvent_ActivityTaskFailedEventAttributes:
-				if e := byScheduled[a.ActivityTaskFailedEventAttributes.ScheduledEventId]; e != nil {
-					e.state = "failed: " + a.ActivityTaskFailedEventAttributes.GetFailure().GetMessage()
-				}
-			case *historypb.HistoryEvent_ActivityTaskTimedOutEventAttributes:
-				if e := byScheduled[a.ActivityTaskTimedOutEventAttributes.ScheduledEventId]; e != nil {
-					e.state = "timed out"
-				}
-			case *historypb.HistoryEvent_ActivityTaskCanceledEventAttributes:
-				if e := byScheduled[a.ActivityTaskCanceledEventAttributes.ScheduledEventId]; e != nil {
-					e.state = "cancelled"
-				}
-			case *historypb.HistoryEvent_WorkflowExecutionCompletedEventAttributes:
-				var res temporal.RunResult
-				if p := a.WorkflowExecutionCompletedEventAttributes.GetResult().GetPayloads(); len(p) == 1 && dc.FromPayload(p[0], &res) == nil {
-					result = res.Text
-				}
-			case *historypb.HistoryEvent_WorkflowExecutionFailedEventAttributes:
-				failure = a.WorkflowExecutionFailedEventAttributes.GetFailure().GetMessage()
-			}
+			fmt.Fprintf(stdout, "%s (asked at %s)\n", line, q.Source)
 		}
 	}
-	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		if st, err := temporalRunState(ctx, c, runID); err == nil && len(st.Questions) > 0 {
-			fmt.Fprintf(stdout, "questions (answer with aml answer %s ID=VALUE --temporal %s):\n", runID, t.address)
-			for _, q := range st.Questions {
-				line := fmt.Sprintf("  %s: %s", q.ID, q.Text)
-				if q.Schema != nil {
-					doc, _ := json.Marshal(q.Schema)
-					line += " " + string(doc)
-				}
-				fmt.Fprintf(stdout, "%s (asked at %s)\n", line, q.Source)
-			}
-		}
-	}
-	fmt.Fprintf(stdout, "effects:  %d\n", len(effects))
-	for _, e := range effects {
-		line := "  " + e.label + ": " + e.state
-		if e.worker != "" {
-			line += " (" + e.worker
-			if e.attempt > 1 {
-				line += fmt.Sprintf(", attempt %d", e.attempt)
+	fmt.Fprintf(stdout, "effects:  %d\n", len(d.Effects))
+	for _, e := range d.Effects {
+		line := "  " + e.Label + ": " + e.State
+		if e.Worker != "" {
+			line += " (" + e.Worker
+			if e.Attempt > 1 {
+				line += fmt.Sprintf(", attempt %d", e.Attempt)
 			}
 			line += ")"
 		}
 		fmt.Fprintln(stdout, line)
 	}
-	if failure != "" {
-		fmt.Fprintf(stdout, "error:\n  %s\n", strings.ReplaceAll(failure, "\n", "\n  "))
+	if d.Failure != "" {
+		fmt.Fprintf(stdout, "error:\n  %s\n", strings.ReplaceAll(d.Failure, "\n", "\n  "))
 	}
-	if info.Status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-		fmt.Fprintf(stdout, "result:\n%s", result)
-		if !strings.HasSuffix(result, "\n") {
+	if d.Completed {
+		fmt.Fprintf(stdout, "result:\n%s", d.Result)
+		if !strings.HasSuffix(d.Result, "\n") {
 			fmt.Fprintln(stdout)
 		}
 	}
 	return exitOK
-}
-
-// runStateLabel is a run's state as aml runs and aml runs show print it:
-// its Temporal status, or, for a running run that waits for answers,
-// how many.
-func runStateLabel(ctx context.Context, c client.Client, id string, status enumspb.WorkflowExecutionStatus) string {
-	if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		if st, err := temporalRunState(ctx, c, id); err == nil && len(st.Questions) > 0 {
-			return fmt.Sprintf("waiting for an answer (%d question(s))", len(st.Questions))
-		}
-	}
-	return temporalState(status)
-}
-
-// temporalState names a run's Temporal status as aml runs does.
-func temporalState(s enumspb.WorkflowExecutionStatus) string {
-	switch s {
-	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return "running"
-	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
-		return "succeeded"
-	case enumspb.WORKFLOW_EXECUTION_STATUS_FAILED:
-		return "failed"
-	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
-		return "cancelled"
-	case enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED:
-		return "terminated"
-	case enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
-		return "timed out"
-	case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
-		return "continued"
-	}
-	return "unknown"
-}
-
-// internalActivity reports whether an activity is Temporal's own
-// machinery (a session's creation or completion) rather than an effect
-// of the run.
-func internalActivity(name string) bool {
-	return strings.HasPrefix(name, "internalSession")
-}
-
-func memoString(m *commonpb.Memo, key string) string {
-	if m == nil || m.Fields[key] == nil {
-		return ""
-	}
-	var s string
-	if err := converter.GetDefaultDataConverter().FromPayload(m.Fields[key], &s); err != nil {
-		return ""
-	}
-	return s
-}
-
-// executionChain returns the executions of run id, oldest first, from
-// the latest (last): each execution's first event names the one it
-// continued.
-func executionChain(ctx context.Context, c client.Client, id, last string) ([]string, error) {
-	chain := []string{last}
-	for len(chain) < 10000 {
-		iter := c.GetWorkflowHistory(ctx, id, chain[0], false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		if !iter.HasNext() {
-			break
-		}
-		ev, err := iter.Next()
-		if err != nil {
-			return nil, err
-		}
-		prev := ev.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId()
-		if prev == "" {
-			break
-		}
-		chain = append([]string{prev}, chain...)
-	}
-	return chain, nil
-}
-
-// activityLabel names an effect of a run's history by its activity: the
-// agent and where it was authored, the script's command, the scope.
-func activityLabel(dc converter.DataConverter, a *historypb.ActivityTaskScheduledEventAttributes) string {
-	name := a.GetActivityType().GetName()
-	p := a.GetInput().GetPayloads()
-	if len(p) != 1 {
-		return name
-	}
-	// An env() value travels as a token naming its variable.
-	shown := func(s string) string {
-		s = strings.ReplaceAll(s, "\x00aml-env:", "$")
-		return strings.ReplaceAll(s, "\x00", "")
-	}
-	switch name {
-	case temporal.AgentActivity:
-		var call temporal.AgentCall
-		if dc.FromPayload(p[0], &call) == nil {
-			provider := call.Provider
-			if provider == "" {
-				provider = "default"
-			}
-			return fmt.Sprintf("agent %s at %s", provider, call.Source)
-		}
-	case temporal.ExecActivity:
-		var call temporal.ExecCall
-		if dc.FromPayload(p[0], &call) == nil {
-			return "script " + shown(strings.Join(append([]string{call.Command}, call.Args...), " "))
-		}
-	case temporal.AcquireActivity:
-		var call temporal.AcquireCall
-		if dc.FromPayload(p[0], &call) == nil {
-			label := "acquire " + call.Kind
-			if call.Workspace != nil {
-				label += fmt.Sprintf(" %q", call.Workspace.ID)
-			}
-			if call.Provider != "" && call.Kind != "host" {
-				label += " (" + call.Provider + ")"
-			}
-			if call.Restore != "" {
-				label += ", restored from its checkpoint"
-			}
-			return label
-		}
-	case temporal.FileActivity:
-		var call temporal.FileCall
-		if dc.FromPayload(p[0], &call) == nil {
-			return strings.TrimSpace("file " + call.Op + " " + call.Path)
-		}
-	case temporal.SaveActivity:
-		return "save the workspace"
-	case temporal.ReleaseActivity:
-		return "release"
-	}
-	return name
 }

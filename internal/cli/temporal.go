@@ -12,12 +12,11 @@ import (
 	"syscall"
 	"time"
 
-	"go.temporal.io/sdk/client"
-
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/services"
 	"github.com/aml-go/aml/providers/workspace/persist"
 	"github.com/aml-go/aml/starlib"
-	"github.com/aml-go/aml/temporal"
+	"github.com/aml-go/aml/temporal/wire"
 )
 
 // defaultTaskQueue is the task queue of aml worker and aml run --temporal
@@ -60,14 +59,16 @@ func (t *temporalFlags) addressFromEnv(cmd string, stderr io.Writer) bool {
 
 // dial connects to the service, filling the namespace from
 // TEMPORAL_NAMESPACE.
-func (t *temporalFlags) dial() (client.Client, error) {
+func (t *temporalFlags) dial() (services.Temporal, error) {
 	if t.namespace == "" {
 		t.namespace = os.Getenv("TEMPORAL_NAMESPACE")
 	}
 	if t.namespace == "" {
 		t.namespace = "default"
 	}
-	opts := client.Options{HostPort: t.address, Namespace: t.namespace, Logger: sdkLogger{}}
+	if !linked.Linked() {
+		return nil, errNotLinked("Temporal")
+	}
 	if t.blobStore == "" {
 		t.blobStore = os.Getenv("AML_TEMPORAL_BLOB_STORE")
 	}
@@ -77,26 +78,9 @@ func (t *temporalFlags) dial() (client.Client, error) {
 			return nil, fmt.Errorf("--blob-store: %w", err)
 		}
 		t.store = st
-		d, err := temporal.NewBlobDriver(st, "")
-		if err != nil {
-			return nil, fmt.Errorf("--blob-store: %w", err)
-		}
-		opts.ExternalStorage = d.ExternalStorage(0)
 	}
-	c, err := client.Dial(opts)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach Temporal at %s (namespace %s): %w", t.address, t.namespace, err)
-	}
-	return c, nil
+	return linked.DialTemporal(wire.DialOptions{Address: t.address, Namespace: t.namespace, TaskQueue: t.taskQueue, Blobs: t.store})
 }
-
-// sdkLogger drops the Temporal SDK's own logs: aml reports what matters.
-type sdkLogger struct{}
-
-func (sdkLogger) Debug(string, ...any) {}
-func (sdkLogger) Info(string, ...any)  {}
-func (sdkLogger) Warn(string, ...any)  {}
-func (sdkLogger) Error(string, ...any) {}
 
 // runTemporal is aml run --temporal: the workflow file and its modules are
 // packed and submitted as a run, whose result is printed as aml run
@@ -137,7 +121,7 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	if err := checkPrices(file, opts); err != nil {
 		return reportLoadError(stderr, stdout, f.json, err)
 	}
-	b, err := temporal.Pack(file)
+	b, err := wire.Pack(file)
 	if err != nil {
 		return reportLoadError(stderr, stdout, f.json, err)
 	}
@@ -149,9 +133,9 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 	defer c.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ac := temporal.NewClient(c, t.taskQueue)
+	ac := c
 	// The spend flags and --prices travel with the run, as the limits do.
-	runID, err := ac.Start(ctx, b, temporal.StartOptions{Entry: f.entry, Limits: &limits, Budget: opts.Budget, Prices: opts.Prices, Memo: map[string]any{memoWorkflow: filepath.Base(file)}})
+	runID, err := ac.Start(ctx, b, wire.StartOptions{Entry: f.entry, Limits: &limits, Budget: opts.Budget, Prices: opts.Prices, Memo: map[string]any{wire.MemoWorkflow: filepath.Base(file)}})
 	if err != nil {
 		r.logger.Error(fmt.Sprintf("cannot start the run on Temporal at %s: %v", t.address, err))
 		return exitFailure
@@ -180,7 +164,7 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 		// The last lines come with the outcome: a query of a closed run
 		// would make a worker replay it whole.
 		tail, spent := res.Prints, res.Usage
-		var re *temporal.RunError
+		var re *wire.RunError
 		if errors.As(err, &re) {
 			tail, spent = re.Prints, re.Usage
 		}
@@ -211,7 +195,7 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 			}
 			prints.poll(pollCtx)
 			follow.poll(pollCtx)
-			st, err := temporalRunState(pollCtx, c, runID)
+			st, err := c.State(pollCtx, runID)
 			if err != nil {
 				continue
 			}
@@ -244,7 +228,7 @@ func runTemporal(f *runFlags, t *temporalFlags, detach bool, file string, stdout
 // hands them to sinks, in order, once each. poll is called from one
 // goroutine at a time.
 type traceFollower struct {
-	c     *temporal.Client
+	c     services.Temporal
 	runID string
 	sinks []eval.TraceSink
 
@@ -289,7 +273,7 @@ func (f *traceFollower) poll(ctx context.Context) {
 // printFollower reads a run's print() lines (temporal.PrintQuery) and
 // prints them, in order, once each. poll is safe for concurrent use.
 type printFollower struct {
-	c     *temporal.Client
+	c     services.Temporal
 	runID string
 	print func(string)
 
@@ -330,7 +314,7 @@ func (f *printFollower) poll(ctx context.Context) {
 
 // finish prints the lines of tail (the run's last lines, which its
 // outcome carries) that poll has not printed.
-func (f *printFollower) finish(tail *temporal.PrintPage) {
+func (f *printFollower) finish(tail *wire.PrintPage) {
 	if tail == nil {
 		return
 	}
@@ -352,12 +336,4 @@ func (f *printFollower) finish(tail *temporal.PrintPage) {
 		f.print(l)
 	}
 	f.execution, f.next = tail.Execution, tail.Next
-}
-
-// memoWorkflow is the memo field that names a run's workflow file.
-const memoWorkflow = "workflow"
-
-// temporalRunState queries a running run's questions.
-func temporalRunState(ctx context.Context, c client.Client, runID string) (temporal.RunState, error) {
-	return temporal.NewClient(c, "").State(ctx, runID)
 }

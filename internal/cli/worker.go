@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
-	"go.temporal.io/sdk/worker"
 
-	"github.com/aml-go/aml/temporal"
+	"github.com/aml-go/aml/temporal/wire"
 )
 
 const workerUsage = `usage: aml worker [--temporal HOST:PORT] [flags]
@@ -63,14 +62,6 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 	}
 	defer c.Close()
 	host, _ := os.Hostname()
-	w := worker.New(c, t.taskQueue, worker.Options{
-		MaxConcurrentActivityExecutionSize: maxAgents.v,
-		DeadlockDetectionTimeout:           deadlock,
-		Identity:                           fmt.Sprintf("aml-worker@%s:%d", host, os.Getpid()),
-		// sandbox() and workspace() scopes are held in sessions.
-		EnableSessionWorker:               true,
-		MaxConcurrentSessionExecutionSize: maxLeases,
-	})
 	// env() values in history are sealed with the journal key, which
 	// every worker of a task queue must share (AML_JOURNAL_KEY_FILE).
 	key, _, _, err := journalKey()
@@ -78,7 +69,15 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 		logger.Error(fmt.Sprintf("the key that seals env() values: %v", err))
 		return exitFailure
 	}
-	leases := temporal.Register(w, temporal.Options{Extensions: extensions(), EnvKey: key, Checkpoints: t.store, Client: c, ErrorCode: errorCode})
+	w := c.NewWorker(wire.WorkerOptions{
+		MaxAgents:       maxAgents.v,
+		DeadlockTimeout: deadlock,
+		Identity:        fmt.Sprintf("aml-worker@%s:%d", host, os.Getpid()),
+		MaxSessions:     maxLeases,
+		Extensions:      extensions(),
+		EnvKey:          key,
+		ErrorCode:       errorCode,
+	})
 	if err := w.Start(); err != nil {
 		logger.Error(fmt.Sprintf("cannot start the worker: %v", err))
 		return exitFailure
@@ -97,7 +96,7 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 		case sig = <-sigs:
 		case <-sweep.C:
 			sctx, cancel := context.WithTimeout(context.Background(), max(sweepEvery, 10*time.Second))
-			released, err := leases.Sweep(sctx, c)
+			released, err := w.Sweep(sctx)
 			cancel()
 			for run, n := range released {
 				logger.Infof("released %d lease(s) of run %s, which ended without releasing them", n, run)
@@ -113,10 +112,10 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 	// on another worker.
 	rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if n := leases.Len(); n > 0 {
+	if n := w.Held(); n > 0 {
 		logger.Infof("releasing %d sandbox and workspace lease(s) held here", n)
 	}
-	if err := leases.Release(rctx); err != nil {
+	if err := w.Release(rctx); err != nil {
 		logger.Error(fmt.Sprintf("releasing the leases held here: %v", err))
 		return exitFailure
 	}

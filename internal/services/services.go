@@ -1,6 +1,8 @@
 // Package services is the contract between the aml command
 // (internal/cli) and the clients of outside services it can be built
-// with: the Docker Engine, Modal, Daytona and S3.
+// with: the Docker Engine, Modal, Daytona, S3, Temporal and an
+// OpenTelemetry collector; and buildtools' lint, which brings protocol
+// buffers along.
 //
 // Those clients bring large SDKs whose package initialisation costs
 // tens of milliseconds at every start of a program that links them. So
@@ -19,10 +21,14 @@ package services
 import (
 	"context"
 	"errors"
+	"time"
 
+	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 	"github.com/aml-go/aml/providers/workspace/persist"
 	"github.com/aml-go/aml/starlib"
+	"github.com/aml-go/aml/starlib/analysis"
+	"github.com/aml-go/aml/temporal/wire"
 )
 
 // Builtins are the names of the builtins the service extensions add to
@@ -56,6 +62,62 @@ type Set struct {
 	PruneRemote func(ctx context.Context) (map[string]remote.PruneResult, error)
 	// Classify tells which of the services' failures err is.
 	Classify func(err error) Failure
+	// Lint is the buildtools lint of workflow files (aml check, the
+	// language server): package buildlint's Findings.
+	Lint func(path string, src []byte) []analysis.Finding
+	// OTLP starts exporting trace events to an OpenTelemetry collector
+	// over OTLP/HTTP (aml run --otlp-endpoint).
+	OTLP func(ctx context.Context, opts OTLP) (TraceExporter, error)
+	// DialTemporal connects to a Temporal service (aml run --temporal,
+	// aml runs --temporal, aml cancel, aml answer, aml worker).
+	DialTemporal func(wire.DialOptions) (Temporal, error)
+}
+
+// OTLP configures the OTLP exporter (package observe/otlp's Options).
+type OTLP struct {
+	// Endpoint is the collector's URL; "" takes the standard
+	// OTEL_EXPORTER_OTLP_* variables.
+	Endpoint string
+	// CaptureContent exports prompts and output too.
+	CaptureContent bool
+	// OnError receives the failures of exports.
+	OnError func(error)
+}
+
+// TraceExporter is a trace sink that exports; Shutdown flushes it.
+type TraceExporter interface {
+	eval.TraceSink
+	Shutdown(ctx context.Context) error
+}
+
+// Temporal is a connection to a Temporal service, as package temporal's
+// Client makes it (see there); its methods are safe for concurrent use.
+type Temporal interface {
+	Start(ctx context.Context, b *wire.Bundle, opts wire.StartOptions) (string, error)
+	// Wait returns the run's result, or a *wire.RunError for how it
+	// ended otherwise.
+	Wait(ctx context.Context, id string) (wire.RunResult, error)
+	Trace(ctx context.Context, id string, from int) (wire.TracePage, error)
+	Prints(ctx context.Context, id string, from int) (wire.PrintPage, error)
+	State(ctx context.Context, id string) (wire.RunState, error)
+	Answer(ctx context.Context, id string, answers ...wire.Answer) error
+	// Cancel's error wraps wire.ErrAlreadyEnded for a run that had
+	// ended.
+	Cancel(ctx context.Context, id string, grace time.Duration) (wire.Cancelled, error)
+	Runs(ctx context.Context) ([]wire.RunSummary, error)
+	Show(ctx context.Context, id string) (*wire.RunDetail, error)
+	NewWorker(opts wire.WorkerOptions) TemporalWorker
+	Close()
+}
+
+// TemporalWorker is a worker of a Temporal task queue (package
+// temporal's Worker); its methods are safe for concurrent use.
+type TemporalWorker interface {
+	Start() error
+	Stop()
+	Sweep(ctx context.Context) (map[string]int, error)
+	Held() int
+	Release(ctx context.Context) error
 }
 
 // Linked reports whether s links the services.

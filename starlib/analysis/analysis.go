@@ -36,7 +36,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/bazelbuild/buildtools/warn"
 	"io/fs"
 	"math/big"
 	"os"
@@ -155,8 +154,14 @@ type Options struct {
 	// Entry is the entry function whose returned trees get the placement
 	// check; default "main".
 	Entry string
-	// NoLint leaves out the buildtools warnings.
+	// NoLint leaves out the lint warnings: the analysis's own (unused
+	// variables, loads after statements) and Lint's.
 	NoLint bool
+	// Lint, when set, adds the findings of a linter to the lint
+	// warnings: package buildlint's Findings are the buildtools
+	// warnings that aml check reports. It must be safe to call
+	// concurrently; it runs beside the other checks.
+	Lint func(path string, src []byte) []Finding
 	// Parsed, when it is ParseFile's result for the same path, source and
 	// extensions, is used instead of parsing and resolving the source
 	// again (the language server keeps one tree per text). Analyze only
@@ -245,12 +250,16 @@ func resolveFile(f *syntax.File, exts []*starlib.Extension) error {
 // resolveErr.
 func (a *analyzer) check(f *syntax.File, resolveErr error, path string, src []byte) {
 	a.file.Syntax = f
-	// The buildtools lint parses and walks the text on its own: it runs
-	// beside the checks, and its findings join theirs at the end.
-	var lint chan []*warn.Finding
+	// The linter parses and walks the text on its own: it runs beside
+	// the checks, and its findings join theirs at the end.
+	var lint chan []Finding
 	if !a.opts.NoLint {
-		lint = make(chan []*warn.Finding, 1)
-		go func() { lint <- lintFindings(path, src) }()
+		lint = make(chan []Finding, 1)
+		if a.opts.Lint != nil {
+			go func() { lint <- a.opts.Lint(path, src) }()
+		} else {
+			lint <- nil
+		}
 	}
 	a.resolve(f, resolveErr)
 	a.checkCalls(f)

@@ -11,6 +11,7 @@ import (
 	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/starlib/acpstar"
 	"github.com/aml-go/aml/starlib/analysis"
+	"github.com/aml-go/aml/starlib/analysis/buildlint"
 	"github.com/aml-go/aml/starlib/dockerstar"
 	"github.com/aml-go/aml/starlib/fsstar"
 	"github.com/aml-go/aml/starlib/remotestar"
@@ -18,7 +19,7 @@ import (
 )
 
 // opts has the extensions the aml command links.
-var opts = &analysis.Options{Extensions: []*starlib.Extension{acpstar.New(acpstar.Options{}), fsstar.Extension, dockerstar.Extension, s3star.Extension, remotestar.Extension}}
+var opts = &analysis.Options{Extensions: []*starlib.Extension{acpstar.New(acpstar.Options{}), fsstar.Extension, dockerstar.Extension, s3star.Extension, remotestar.Extension}, Lint: buildlint.Findings}
 
 func errorsOf(f *analysis.File) []analysis.Diagnostic {
 	var out []analysis.Diagnostic
@@ -274,7 +275,7 @@ func TestLoadCycleThroughTheFile(t *testing.T) {
 // code and the first line of their message.
 func TestLint(t *testing.T) {
 	src := "load(\"@std/text\", \"dedent\")\n\ndef main():\n    unused = 1\n    return \"x\"\n"
-	f := analysis.Analyze("w.star", []byte(src), nil)
+	f := analysis.Analyze("w.star", []byte(src), &analysis.Options{Lint: buildlint.Findings})
 	var codes []string
 	for _, d := range f.Diagnostics {
 		if d.Severity != analysis.Warning || strings.Contains(d.Message, "\n") {
@@ -284,6 +285,14 @@ func TestLint(t *testing.T) {
 	}
 	if strings.Join(codes, ",") != "load,unused-variable" {
 		t.Fatalf("codes %v: %v", codes, f.Diagnostics)
+	}
+	// Without a linter, the analysis's own warnings remain.
+	codes = nil
+	for _, d := range analysis.Analyze("w.star", []byte(src), nil).Diagnostics {
+		codes = append(codes, d.Code)
+	}
+	if strings.Join(codes, ",") != "unused-variable" {
+		t.Fatalf("without Lint: codes %v", codes)
 	}
 }
 

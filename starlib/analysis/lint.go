@@ -6,17 +6,9 @@ import (
 	"strings"
 
 	"github.com/bazelbuild/buildtools/build"
-	"github.com/bazelbuild/buildtools/warn"
 	"go.starlark.net/resolve"
 	"go.starlark.net/syntax"
 )
-
-// LintWarnings are the buildtools warnings reported for workflow files:
-// the generic Starlark ones (the others concern Bazel). unused-variable
-// is reported too, by a check of this package over the resolver's
-// bindings: buildtools' own takes time quadratic in the number of
-// functions (a second for a 200 KB file).
-var LintWarnings = lintWarnings()
 
 // CodeUnusedVariable is the code of an unused variable or private
 // function, as buildtools names it.
@@ -26,44 +18,23 @@ const CodeUnusedVariable = "unused-variable"
 // buildtools names the warning.
 const CodeLoadOnTop = "load-on-top"
 
-func lintWarnings() []string {
-	var out []string
-	for _, w := range []string{
-		"load", "uninitialized", "unreachable", "no-effect",
-		"redefined-variable", "return-value", "integer-division", "list-append",
-		"dict-concatenation", "string-iteration", "confusing-name",
-	} {
-		// An unknown name would make buildtools exit the process.
-		if _, ok := warn.FileWarningMap[w]; ok {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
-// lintFindings returns the buildtools warnings of src. A file buildtools
-// cannot parse (it parses a little differently) gets none: the syntax
-// error, if any, is reported by the analysis. It is safe to call
-// concurrently.
-func lintFindings(path string, src []byte) []*warn.Finding {
-	var findings []*warn.Finding
-	if err := guard(func() error {
-		f, err := parseBuild(path, src)
-		if err != nil {
-			return err
-		}
-		findings = warn.FileWarnings(f, LintWarnings, nil, warn.ModeWarn, nil)
-		return nil
-	}); err != nil {
-		return nil
-	}
-	return findings
+// Finding is one warning of a linter (Options.Lint), positioned by
+// line and rune column (1-based).
+type Finding struct {
+	// Category is the warning's code.
+	Category string
+	// Message is its text; only its first line is reported.
+	Message string
+	// StartLine, StartRune, EndLine and EndRune are its span.
+	StartLine, StartRune, EndLine, EndRune int
+	// Replacement, when set, is the edit that fixes it.
+	Replacement *Edit
 }
 
 // lint reports the lint warnings: the analysis's own (unused variables,
-// loads after statements) and the buildtools findings, except those
+// loads after statements) and the linter's findings, except those
 // inside an error's range.
-func (a *analyzer) lint(findings []*warn.Finding) {
+func (a *analyzer) lint(findings []Finding) {
 	a.unusedVariables(a.file.Syntax)
 	a.loadsOnTop(a.file.Syntax)
 	var errs []Diagnostic // a warning inside an error's range is left out
@@ -73,7 +44,7 @@ func (a *analyzer) lint(findings []*warn.Finding) {
 		}
 	}
 	for _, fd := range findings {
-		p := syntax.MakePosition(&a.file.Path, int32(fd.Start.Line), int32(fd.Start.LineRune))
+		p := syntax.MakePosition(&a.file.Path, int32(fd.StartLine), int32(fd.StartRune))
 		if slices.ContainsFunc(errs, func(d Diagnostic) bool {
 			return !before(p, d.Start) && (p.Line == d.Start.Line && p.Col == d.Start.Col || before(p, d.End))
 		}) {
@@ -84,11 +55,9 @@ func (a *analyzer) lint(findings []*warn.Finding) {
 			Severity: Warning,
 			Code:     fd.Category,
 			Message:  strings.TrimSpace(msg),
-			Start:    syntax.MakePosition(&a.file.Path, int32(fd.Start.Line), int32(fd.Start.LineRune)),
-			End:      syntax.MakePosition(&a.file.Path, int32(fd.End.Line), int32(fd.End.LineRune)),
-		}
-		if fd.Replacement != nil {
-			d.Edit = &Edit{Description: fd.Replacement.Description, Start: fd.Replacement.Start, End: fd.Replacement.End, Text: fd.Replacement.Content}
+			Start:    syntax.MakePosition(&a.file.Path, int32(fd.StartLine), int32(fd.StartRune)),
+			End:      syntax.MakePosition(&a.file.Path, int32(fd.EndLine), int32(fd.EndRune)),
+			Edit:     fd.Replacement,
 		}
 		if fd.Category == "load" && d.Edit == nil {
 			d.Edit = a.removeLoad(d.Start)

@@ -1,5 +1,6 @@
 // Package full links the clients of outside services into a build of
-// aml: the Docker Engine, Modal, Daytona and S3 (Linked, a
+// aml: the Docker Engine, Modal, Daytona, S3, Temporal and the OTLP
+// trace exporter, and buildtools' lint (Linked, a
 // services.Set with every function set). aml-full (cmd/aml-full)
 // imports it; aml does not, so that it starts without their SDKs.
 package full
@@ -13,6 +14,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/aml-go/aml/internal/services"
+	"github.com/aml-go/aml/observe/otlp"
 	"github.com/aml-go/aml/providers/sandbox/daytona"
 	"github.com/aml-go/aml/providers/sandbox/docker"
 	"github.com/aml-go/aml/providers/sandbox/modal"
@@ -20,9 +22,12 @@ import (
 	"github.com/aml-go/aml/providers/workspace/persist"
 	s3ws "github.com/aml-go/aml/providers/workspace/s3"
 	"github.com/aml-go/aml/starlib"
+	"github.com/aml-go/aml/starlib/analysis/buildlint"
 	"github.com/aml-go/aml/starlib/dockerstar"
 	"github.com/aml-go/aml/starlib/remotestar"
 	"github.com/aml-go/aml/starlib/s3star"
+	"github.com/aml-go/aml/temporal"
+	"github.com/aml-go/aml/temporal/wire"
 )
 
 // Linked is the Set of every service this package links. Its functions
@@ -34,6 +39,29 @@ var Linked = services.Set{
 	PruneContainers: pruneContainers,
 	PruneRemote:     pruneRemote,
 	Classify:        classify,
+	DialTemporal:    dialTemporal,
+	OTLP:            newOTLP,
+	Lint:            buildlint.Findings,
+}
+
+func newOTLP(ctx context.Context, o services.OTLP) (services.TraceExporter, error) {
+	return otlp.New(ctx, otlp.Options{Endpoint: o.Endpoint, CaptureContent: o.CaptureContent, OnError: o.OnError})
+}
+
+func dialTemporal(o wire.DialOptions) (services.Temporal, error) {
+	c, err := temporal.Dial(o)
+	if err != nil {
+		return nil, err
+	}
+	return temporalClient{c}, nil
+}
+
+// temporalClient is a temporal.Client whose NewWorker returns the
+// contract's interface.
+type temporalClient struct{ *temporal.Client }
+
+func (c temporalClient) NewWorker(opts wire.WorkerOptions) services.TemporalWorker {
+	return c.Client.NewWorker(opts)
 }
 
 func extensions(opts services.ExtensionOptions) []*starlib.Extension {

@@ -1,4 +1,4 @@
-package temporal_test
+package wire_test
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/aml-go/aml/starlib"
-	"github.com/aml-go/aml/temporal"
+	"github.com/aml-go/aml/temporal/wire"
 )
 
 func writeFiles(t *testing.T, root string, files map[string]string) {
@@ -42,7 +42,7 @@ func TestPackLoadsTheSameProgram(t *testing.T) {
 	// The files are named as loading them from the path given names
 	// them (a relative path here), so that positions read as aml run's.
 	t.Chdir(root)
-	b, err := temporal.Pack(filepath.Join("flows", "review.star"))
+	b, err := wire.Pack(filepath.Join("flows", "review.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +75,10 @@ func TestPackLoadsTheSameProgram(t *testing.T) {
 	// same digest.
 	root = t.TempDir()
 	writeFiles(t, root, map[string]string{"e.star": "load(\"m.star\", \"m\")\nX = m\n", "m.star": "m = 1\n"})
-	one, _ := temporal.Pack(filepath.Join(root, "e.star"))
-	two, _ := temporal.Pack(filepath.Join(root, "e.star"))
+	one, _ := wire.Pack(filepath.Join(root, "e.star"))
+	two, _ := wire.Pack(filepath.Join(root, "e.star"))
 	writeFiles(t, root, map[string]string{"m.star": "m = 2\n"})
-	three, _ := temporal.Pack(filepath.Join(root, "e.star"))
+	three, _ := wire.Pack(filepath.Join(root, "e.star"))
 	if one.Digest() != two.Digest() || one.Digest() == three.Digest() || one.Digest() == digest {
 		t.Fatalf("digests: same files %s and %s, a changed module %s", one.Digest(), two.Digest(), three.Digest())
 	}
@@ -89,17 +89,17 @@ func TestPackLoadsTheSameProgram(t *testing.T) {
 func TestPackRefusals(t *testing.T) {
 	root := t.TempDir()
 	writeFiles(t, root, map[string]string{"e.star": "X = 1\n\nload(\"lib/m.star\", \"m\")\n", "lib/m.star": "load(\"gone.star\", \"g\")\nm = 1\n"})
-	_, err := temporal.Pack(filepath.Join(root, "e.star"))
-	var pe *temporal.PackError
+	_, err := wire.Pack(filepath.Join(root, "e.star"))
+	var pe *wire.PackError
 	if !errors.As(err, &pe) || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), filepath.Join(root, "lib", "m.star")+":1:6: load(\"gone.star\")") {
 		t.Fatalf("missing module: %v", err)
 	}
-	if _, err := temporal.Pack(filepath.Join(root, "nothere.star")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := wire.Pack(filepath.Join(root, "nothere.star")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("missing entry: %v", err)
 	}
 
 	writeFiles(t, root, map[string]string{"lib/m.star": "m = 1\n"})
-	b, err := temporal.Pack(filepath.Join(root, "e.star"))
+	b, err := wire.Pack(filepath.Join(root, "e.star"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,14 +128,14 @@ func TestPackRefusesStayingProviders(t *testing.T) {
 		"agent.star":  "def main():\n    echo = deterministic_agent(respond = lambda req: req.prompt)\n    return agent(\"x\", provider = echo)\n",
 	})
 	for name, at := range map[string]string{"stay.star": ":5:32: deterministic_sandbox(exec=)", "lambda.star": ":1:84: deterministic_sandbox(exec=)"} {
-		_, err := temporal.Pack(filepath.Join(root, name))
-		var pe *temporal.ProviderError
+		_, err := wire.Pack(filepath.Join(root, name))
+		var pe *wire.ProviderError
 		if !errors.As(err, &pe) || !strings.Contains(err.Error(), filepath.Join(root, name)+at) || !strings.Contains(err.Error(), "make the provider at the top level") {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
 	for _, name := range []string{"top.star", "data.star", "agent.star"} {
-		if _, err := temporal.Pack(filepath.Join(root, name)); err != nil {
+		if _, err := wire.Pack(filepath.Join(root, name)); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
