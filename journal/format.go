@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aml-go/aml/eval"
@@ -27,7 +28,7 @@ const (
 	typeState  = "state"
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // frameLen is the length of a line's framing: 8 hex digits, a space and
 // the closing newline.
@@ -36,7 +37,7 @@ const frameLen = 10
 // appendFrame appends payload framed as one line to dst.
 func appendFrame(dst, payload []byte) []byte {
 	const hexDigits = "0123456789abcdef"
-	sum := crc32.Checksum(payload, castagnoli)
+	sum := crc32.Checksum(payload, castagnoli())
 	for shift := 28; shift >= 0; shift -= 4 {
 		dst = append(dst, hexDigits[sum>>uint(shift)&0xf])
 	}
@@ -66,7 +67,7 @@ func unframe(line []byte) (payload []byte, bad string) {
 		}
 	}
 	payload = line[9 : len(line)-1]
-	if crc32.Checksum(payload, castagnoli) != want {
+	if crc32.Checksum(payload, castagnoli()) != want {
 		return nil, "checksum mismatch"
 	}
 	return payload, ""
@@ -331,7 +332,7 @@ func appendEffect(dst []byte, e *eval.Effect, atMs int64) ([]byte, error) {
 		return dst[:start], fmt.Errorf("cannot encode the effect %s: its JSON contains a newline", e.ID)
 	}
 	const hexDigits = "0123456789abcdef"
-	sum := crc32.Checksum(payload, castagnoli)
+	sum := crc32.Checksum(payload, castagnoli())
 	for i, shift := 0, 28; shift >= 0; i, shift = i+1, shift-4 {
 		dst[start+i] = hexDigits[sum>>uint(shift)&0xf]
 	}

@@ -2,6 +2,7 @@ package stdlib
 
 import (
 	"slices"
+	"sync"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
@@ -42,8 +43,10 @@ type moduleDef struct {
 	members []memberDef
 }
 
-// registry holds the modules, keyed by load name, with their frozen globals.
-var registry = buildRegistry(textModule, pathModule, reModule)
+// registry holds the modules, keyed by load name, with their frozen
+// globals; they are built on first use, not at every start of a program
+// that links this package.
+var registry = sync.OnceValue(func() map[string]*builtModule { return buildRegistry(textModule, pathModule, reModule) })
 
 type builtModule struct {
 	def     *moduleDef
@@ -83,7 +86,7 @@ func shortName(def *moduleDef, name string) string {
 // modify it; its values are frozen and shared between calls and threads.
 // Module is safe for concurrent use.
 func Module(name string) (starlark.StringDict, bool) {
-	m, ok := registry[name]
+	m, ok := registry()[name]
 	if !ok {
 		return nil, false
 	}
@@ -98,8 +101,8 @@ func Module(name string) (starlark.StringDict, bool) {
 // "@std/path", "@std/re" and "@std/text". The result is a new slice on
 // every call. Names is safe for concurrent use.
 func Names() []string {
-	names := make([]string, 0, len(registry))
-	for name := range registry {
+	names := make([]string, 0, len(registry()))
+	for name := range registry() {
 		names = append(names, name)
 	}
 	slices.Sort(names)
@@ -110,7 +113,7 @@ func Names() []string {
 // given load name, or "" if there is no such module. Doc is safe for
 // concurrent use.
 func Doc(name string) string {
-	m, ok := registry[name]
+	m, ok := registry()[name]
 	if !ok {
 		return ""
 	}
@@ -121,7 +124,7 @@ func Doc(name string) string {
 // name, in documentation order, or nil if there is no such module. The
 // result is a new slice on every call. Members is safe for concurrent use.
 func Members(name string) []Member {
-	m, ok := registry[name]
+	m, ok := registry()[name]
 	if !ok {
 		return nil
 	}

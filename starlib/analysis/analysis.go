@@ -418,14 +418,16 @@ func (a *analyzer) checkCalls(f *syntax.File) {
 
 // didYouMean finds the misspelled string and the suggestion of a
 // builtin's message: `"wrong" (did you mean "right"?)`.
-var didYouMean = regexp.MustCompile(`("(?:[^"\\]|\\.)*") \(did you mean ("(?:[^"\\]|\\.)*")\?\)`)
+var didYouMean = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`("(?:[^"\\]|\\.)*") \(did you mean ("(?:[^"\\]|\\.)*")\?\)`)
+})
 
 // narrowToSuggestion points a finding about a dict argument whose
 // message suggests a replacement for a misspelled key or value at that
 // string in the dict, and records the suggestion, so that an editor
 // underlines the string and offers the fix.
 func narrowToSuggestion(d *Diagnostic, in syntax.Expr) {
-	m := didYouMean.FindStringSubmatch(d.Message)
+	m := didYouMean().FindStringSubmatch(d.Message)
 	if m == nil {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	acpsdk "github.com/coder/acp-go-sdk"
@@ -19,15 +20,19 @@ import (
 // {...rate_limit_error...}", Codex's "exceeded retry limit, last status:
 // 429 Too Many Requests", Gemini's RESOURCE_EXHAUSTED, Anthropic's
 // overloaded_error).
-var rateLimitText = regexp.MustCompile(`(?i)\b429\b|\b529\b|too many requests|rate[ _-]?limit|resource_exhausted|overloaded`)
+var rateLimitText = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)\b429\b|\b529\b|too many requests|rate[ _-]?limit|resource_exhausted|overloaded`)
+})
 
 // notTransient is a limit that waiting does not lift: the account's
 // quota or billing.
-var notTransient = regexp.MustCompile(`(?i)insufficient_quota|billing|credit balance`)
+var notTransient = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)insufficient_quota|billing|credit balance`) })
 
 // retryAfterText reads when the limit said to come back: "retry after
 // 20", "Retry-After: 2", "try again in 1.5s", "retryDelay": "30s".
-var retryAfterText = regexp.MustCompile(`(?i)(?:retry[- _]?after|try again in|retry in|retrydelay)\W{0,4}(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?)?\b`)
+var retryAfterText = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(?:retry[- _]?after|try again in|retry in|retrydelay)\W{0,4}(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?)?\b`)
+})
 
 // rateLimited returns err as an *eval.RateLimitError when its text (or
 // the data of the agent's JSON-RPC error) says a model's rate limit ended
@@ -41,7 +46,7 @@ func rateLimited(ctx context.Context, err error) error {
 	if errors.As(err, &re) {
 		text = re.Error() // message and data
 	}
-	if !rateLimitText.MatchString(text) || notTransient.MatchString(text) {
+	if !rateLimitText().MatchString(text) || notTransient().MatchString(text) {
 		return err
 	}
 	return &eval.RateLimitError{RetryAfter: retryAfterIn(text), Err: err}
@@ -49,7 +54,7 @@ func rateLimited(ctx context.Context, err error) error {
 
 // retryAfterIn reads the first "retry after" of text, or 0.
 func retryAfterIn(text string) time.Duration {
-	m := retryAfterText.FindStringSubmatch(text)
+	m := retryAfterText().FindStringSubmatch(text)
 	if m == nil {
 		return 0
 	}
