@@ -48,7 +48,7 @@ if [[ ! -x /usr/bin/time ]]; then
 fi
 
 bin=$tmp/aml
-go build -o "$bin" ./cmd/aml
+go build -o "$tmp/" ./cmd/aml ./cmd/aml-full
 
 workflow=examples/hello.star
 if [[ ! -f $workflow ]]; then

@@ -12,7 +12,7 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "newcomer: $*" >&2; exit 1; }
 
 echo "-- build"
-go build -o "$work/aml" ./cmd/aml
+go build -o "$work/" ./cmd/aml ./cmd/aml-full   # aml runs aml-full, beside it, for aml check
 aml="$work/aml"
 "$aml" version
 
