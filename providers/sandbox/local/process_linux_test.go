@@ -4,7 +4,6 @@ package local_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -16,149 +15,19 @@ import (
 	"time"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/hostexec/hostexectest"
 	"github.com/aml-go/aml/providers/sandbox/local"
 )
 
-// treeScript starts a process tree in one process group: the shell
-// (whose pid is the group id) and two background sleepers.
-const treeScript = `sleep 300 & sleep 300 & wait`
-
-// hangBound bounds the waits of these tests: only a real hang exceeds it.
-const hangBound = time.Minute
-
-// subreaper reports whether TestMain made the test binary the child
-// subreaper of its descendants: orphans of killed process groups are then
-// reparented to it, so assertGroupGone can reap them and demand ESRCH
-// instead of trusting the container's init to reap zombies.
-var subreaper bool
-
 func TestMain(m *testing.M) {
-	const prSetChildSubreaper = 36
-	_, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
-	subreaper = errno == 0
+	hostexectest.BecomeSubreaper()
 	os.Exit(m.Run())
-}
-
-// member is one process of a process group.
-type member struct {
-	pid, ppid int
-	zombie    bool
-}
-
-// groupMembers returns the processes of process group pgid, read from
-// /proc.
-func groupMembers(t testing.TB, pgid int) []member {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ms []member
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue // exited meanwhile
-		}
-		// pid (comm) state ppid pgrp ...; comm may contain spaces.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(stat[i+1:]))
-		if len(fields) < 3 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		if g, _ := strconv.Atoi(fields[2]); g == pgid {
-			ms = append(ms, member{pid: pid, ppid: ppid, zombie: fields[0] == "Z"})
-		}
-	}
-	return ms
-}
-
-// live counts the members that are not zombies.
-func live(ms []member) int {
-	n := 0
-	for _, m := range ms {
-		if !m.zombie {
-			n++
-		}
-	}
-	return n
-}
-
-// waitGroupSize waits until the group has at least n live processes.
-func waitGroupSize(t testing.TB, pgid, n int) {
-	t.Helper()
-	deadline := time.Now().Add(hangBound)
-	for live(groupMembers(t, pgid)) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("process group %d never reached %d processes: %v", pgid, n, groupMembers(t, pgid))
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// assertGroupGone fails unless every process of the group is dead: no
-// live member remains in /proc and, once the orphaned zombies reparented
-// to this subreaper are reaped, kill(-pgid, 0) answers ESRCH.
-func assertGroupGone(t testing.TB, pgid int) {
-	t.Helper()
-	deadline := time.Now().Add(hangBound)
-	for {
-		ms := groupMembers(t, pgid)
-		for _, m := range ms {
-			if m.zombie && m.ppid == os.Getpid() && m.pid != pgid {
-				var ws syscall.WaitStatus
-				_, _ = syscall.Wait4(m.pid, &ws, syscall.WNOHANG, nil)
-			}
-		}
-		err := syscall.Kill(-pgid, 0)
-		if err == syscall.ESRCH {
-			return
-		}
-		if err != nil {
-			t.Fatalf("kill(-%d, 0): %v", pgid, err)
-		}
-		if live(ms) == 0 && !subreaper {
-			t.Logf("process group %d: only zombies remain (no subreaper to reap them)", pgid)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process group %d still has processes %+v", pgid, ms)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// readPID reads a pid the script wrote to a file of the workspace.
-func readPID(t testing.TB, name string) int {
-	t.Helper()
-	deadline := time.Now().Add(hangBound)
-	for {
-		b, err := os.ReadFile(name)
-		if err == nil && strings.HasSuffix(string(b), "\n") {
-			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", name)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // spawnTree spawns the process tree and returns it with its group id.
 func spawnTree(t *testing.T, ctx context.Context, rt eval.SandboxRuntime) (eval.SandboxProcess, int) {
 	t.Helper()
-	proc, err := rt.Spawn(ctx, "sh", []string{"-c", "echo $$; " + treeScript}, eval.ExecOptions{})
+	proc, err := rt.Spawn(ctx, "sh", []string{"-c", "echo $$; " + hostexectest.TreeScript}, eval.ExecOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +39,7 @@ func spawnTree(t *testing.T, ctx context.Context, rt eval.SandboxRuntime) (eval.
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitGroupSize(t, pgid, 3)
+	hostexectest.WaitGroupSize(t, pgid, 3)
 	return proc, pgid
 }
 
@@ -180,7 +49,7 @@ func TestSpawnKillKillsProcessGroup(t *testing.T) {
 	if err := proc.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	assertGroupGone(t, pgid)
+	hostexectest.AssertGroupGone(t, pgid)
 	if err := proc.Kill(); err != nil {
 		t.Fatalf("second Kill: %v", err)
 	}
@@ -203,8 +72,8 @@ func TestReleaseKillsSpawnedProcessGroups(t *testing.T) {
 	if err := l.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	assertGroupGone(t, g1)
-	assertGroupGone(t, g2)
+	hostexectest.AssertGroupGone(t, g1)
+	hostexectest.AssertGroupGone(t, g2)
 	for _, p := range []eval.SandboxProcess{p1, p2} {
 		code, err := p.Wait()
 		if code != 128+int(syscall.SIGKILL) || !errors.Is(err, local.ErrReleased) {
@@ -222,7 +91,7 @@ func TestSpawnContextCancelKillsProcessGroup(t *testing.T) {
 	if code != 128+int(syscall.SIGKILL) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("Wait = %d, %v", code, err)
 	}
-	assertGroupGone(t, pgid)
+	hostexectest.AssertGroupGone(t, pgid)
 }
 
 // execTree runs the tree through Exec in the background and returns its
@@ -236,8 +105,8 @@ func execTree(t *testing.T, ctx context.Context, ws string, rt eval.SandboxRunti
 		_, err := rt.Exec(ctx, "sh", []string{"-c", "echo $$ > pid; " + tail}, opts)
 		done <- err
 	}()
-	pgid := readPID(t, pidFile)
-	waitGroupSize(t, pgid, 3)
+	pgid := hostexectest.ReadPID(t, pidFile)
+	hostexectest.WaitGroupSize(t, pgid, 3)
 	return pgid, done
 }
 
@@ -246,7 +115,7 @@ func awaitErr(t *testing.T, done <-chan error) error {
 	select {
 	case err := <-done:
 		return err
-	case <-time.After(hangBound):
+	case <-time.After(hostexectest.HangBound):
 		t.Fatal("Exec did not return")
 		return nil
 	}
@@ -255,14 +124,14 @@ func awaitErr(t *testing.T, done <-chan error) error {
 func TestExecContextCancelKillsProcessGroup(t *testing.T) {
 	ws, rt := rwRuntime(t)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	pgid, done := execTree(t, ctx, ws, rt, eval.ExecOptions{}, treeScript)
+	pgid, done := execTree(t, ctx, ws, rt, eval.ExecOptions{}, hostexectest.TreeScript)
 	cause := errors.New("evaluation cancelled")
 	cancel(cause)
 	err := awaitErr(t, done)
 	if !errors.Is(err, cause) {
 		t.Fatalf("Exec err = %v, want the cancellation cause", err)
 	}
-	assertGroupGone(t, pgid)
+	hostexectest.AssertGroupGone(t, pgid)
 }
 
 // TestExecTimeoutKillsProcessGroup: the timeout kills the whole tree. The
@@ -273,7 +142,7 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 	ws, rt := rwRuntime(t)
 	pidFile, ready := filepath.Join(ws, "pid"), filepath.Join(ws, "ready")
 	for timeout := 500 * time.Millisecond; ; timeout *= 2 {
-		if timeout > hangBound {
+		if timeout > hostexectest.HangBound {
 			t.Fatalf("the process tree never formed within a timeout of %s", timeout/2)
 		}
 		for _, f := range []string{pidFile, ready} {
@@ -289,7 +158,7 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 		var err error
 		select {
 		case err = <-done:
-		case <-time.After(timeout + hangBound):
+		case <-time.After(timeout + hostexectest.HangBound):
 			t.Fatalf("Exec with timeout %s did not return", timeout)
 		}
 		if !errors.Is(err, context.DeadlineExceeded) {
@@ -300,7 +169,7 @@ func TestExecTimeoutKillsProcessGroup(t *testing.T) {
 			continue
 		}
 		// The shell, and its two sleepers, existed when the timeout fired.
-		assertGroupGone(t, readPID(t, pidFile))
+		hostexectest.AssertGroupGone(t, hostexectest.ReadPID(t, pidFile))
 		return
 	}
 }
@@ -314,7 +183,7 @@ func TestExecOutputOverflowKillsProcessGroup(t *testing.T) {
 	writeHost(t, filepath.Join(ws, "go"), "")
 	err := awaitErr(t, done)
 	wantErr(t, err, "output exceeded 65536 bytes")
-	assertGroupGone(t, pgid)
+	hostexectest.AssertGroupGone(t, pgid)
 }
 
 func TestReleaseKillsRunningExec(t *testing.T) {
@@ -323,14 +192,14 @@ func TestReleaseKillsRunningExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pgid, done := execTree(t, context.Background(), ws, l.Runtime(), eval.ExecOptions{}, treeScript)
+	pgid, done := execTree(t, context.Background(), ws, l.Runtime(), eval.ExecOptions{}, hostexectest.TreeScript)
 	if err := l.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := awaitErr(t, done); !errors.Is(err, local.ErrReleased) {
 		t.Fatalf("Exec err = %v", err)
 	}
-	assertGroupGone(t, pgid)
+	hostexectest.AssertGroupGone(t, pgid)
 }
 
 // TestExecLeaderExitKillsLeftovers: a background process that outlives
@@ -345,14 +214,14 @@ func TestExecLeaderExitKillsLeftovers(t *testing.T) {
 	}
 	// Without the group kill Exec would wait for the leftover sleep 300
 	// (or its own output grace); only a hang exceeds this bound.
-	if d := time.Since(start); d > hangBound {
+	if d := time.Since(start); d > hostexectest.HangBound {
 		t.Fatalf("Exec waited %s for a leftover process", d)
 	}
 	pgid, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	assertGroupGone(t, pgid)
+	hostexectest.AssertGroupGone(t, pgid)
 }
 
 func TestSetupFailureLeavesNoProcess(t *testing.T) {
@@ -360,12 +229,12 @@ func TestSetupFailureLeavesNoProcess(t *testing.T) {
 	p := newProvider(t, local.Options{Setup: "echo $$ > setup-pid; sleep 300 & echo failing >&2; exit 1"})
 	_, err := p.Acquire(context.Background(), request(ws, eval.ReadWrite, ".", "."))
 	wantErr(t, err, "setup failed with exit code 1: failing")
-	assertGroupGone(t, readPID(t, filepath.Join(ws, "setup-pid")))
+	hostexectest.AssertGroupGone(t, hostexectest.ReadPID(t, filepath.Join(ws, "setup-pid")))
 }
 
 func TestAcquireCancelledDuringSetup(t *testing.T) {
 	ws := t.TempDir()
-	p := newProvider(t, local.Options{Setup: "echo $$ > setup-pid; " + treeScript})
+	p := newProvider(t, local.Options{Setup: "echo $$ > setup-pid; " + hostexectest.TreeScript})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -375,12 +244,12 @@ func TestAcquireCancelledDuringSetup(t *testing.T) {
 		}
 		done <- err
 	}()
-	pgid := readPID(t, filepath.Join(ws, "setup-pid"))
-	waitGroupSize(t, pgid, 3)
+	pgid := hostexectest.ReadPID(t, filepath.Join(ws, "setup-pid"))
+	hostexectest.WaitGroupSize(t, pgid, 3)
 	cause := errors.New("shutdown")
 	cancel(cause)
 	if err := awaitErr(t, done); !errors.Is(err, cause) {
 		t.Fatalf("Acquire err = %v, want the cause", err)
 	}
-	assertGroupGone(t, pgid)
+	hostexectest.AssertGroupGone(t, pgid)
 }
