@@ -28,23 +28,3 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkExecRoundTrip measures one Exec of "echo hi": process group
-// start, output collection, reaping.
-func BenchmarkExecRoundTrip(b *testing.B) {
-	ws := b.TempDir()
-	l := acquire(b, newProvider(b, local.Options{}), request(ws, eval.ReadWrite, ".", "."))
-	rt := l.Runtime()
-	ctx := context.Background()
-	args := []string{"hi"}
-	b.ReportAllocs()
-	for b.Loop() {
-		res, err := rt.Exec(ctx, "echo", args, eval.ExecOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if string(res.Stdout) != "hi\n" {
-			b.Fatalf("stdout %q", res.Stdout)
-		}
-	}
-}

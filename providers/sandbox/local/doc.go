@@ -2,11 +2,12 @@
 // leases whose commands run as ordinary host processes in a materialized
 // workspace directory.
 //
-// It is also AML's one host runner: the evaluator's Options.Host (for
-// script() outside any sandbox) and the ACP engine's host launch acquire
-// a read-write lease of this provider rooted at their working directory,
-// so every host process AML starts gets the same process groups, output
-// bounds, reaping and path rules.
+// Each lease is a Host of internal/hostexec, AML's one host runner, over
+// the workspace directory: the evaluator's Options.Host (for script()
+// outside any sandbox) is usually this provider, and the ACP engine's
+// host launch and the Docker and remote sandboxes' host side use the same
+// runner directly, so every host process AML starts gets the same process
+// groups, output bounds, reaping and path rules.
 //
 // # Trust
 //
@@ -40,33 +41,17 @@
 // and file staging stay available under read-only access; WriteFile
 // requires eval.ReadWrite.
 //
-// # Processes
+// # Processes and files
 //
 // Exec and Spawn run one executable with literal arguments (never through
 // a shell) in its own process group, with the host environment plus the
-// requested variables. Context cancellation, a timeout, captured output
-// above the configured bound, and lease release kill the whole process
-// group with SIGKILL; when the group leader exits, any process it left
-// behind in its group is killed as well. A process that moves itself to
-// another group or session (setsid) escapes this tracking.
-//
-// Exec's stdin is ExecOptions.Stdin, or empty; its combined stdout and
-// stderr are bounded by Options.MaxOutputBytes, and a non-zero exit is a
-// result, not an error (a signal gives 128+signal). Spawn streams stdin,
-// stdout and stderr through pipes the caller must drain; its output is not
-// bounded. The context passed to Exec or Spawn bounds the process's
-// lifetime, so a long-lived Spawn must be started under the context of
-// the session that owns it, not under a short setup context.
-//
-// Release copies no files: writes already happened in the workspace
-// directory.
-//
-// # Files
-//
-// ReadFile, Stat and WriteFile operate on complete files below the
-// runtime's root through os.Root, so no path or symbolic link reaches
-// outside it. WriteFile never writes through a symbolic link: it replaces
-// the destination by renaming a temporary file written in the same
-// directory. File stagings are private temporary directories outside the
-// workspace, removed when released.
+// requested variables; Exec's combined output is bounded by
+// Options.MaxOutputBytes. Context cancellation, a timeout, output above
+// the bound and lease release kill the whole process group. ReadFile,
+// Stat and WriteFile operate on complete files below the root, and no
+// path or symbolic link reaches outside it; file stagings are private
+// temporary directories outside the workspace, removed when released.
+// The package documentation of internal/hostexec states these rules in
+// full. Release copies no files: writes already happened in the
+// workspace directory.
 package local

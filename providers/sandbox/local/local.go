@@ -4,48 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/hostexec"
 	"github.com/aml-go/aml/internal/scratch"
 	"github.com/aml-go/aml/providers/option"
 )
 
 // DefaultMaxOutputBytes is the combined stdout and stderr bound of one
 // command when Options.MaxOutputBytes is zero: 4 MiB.
-const DefaultMaxOutputBytes int64 = 4 << 20
+const DefaultMaxOutputBytes = hostexec.DefaultMaxOutputBytes
 
 // ErrReleased is wrapped by every operation on a lease, its runtime or
 // its file stagings after the lease (or the staging) was released, and
-// by the error of a command the release killed.
-var ErrReleased = errors.New("local sandbox lease released")
-
-// readOnlyExecMessage is the text of the error rejecting host processes
-// under read-only access.
-const readOnlyExecMessage = `local sandbox cannot enforce read-only access for host processes; use access = "read-write" or a provider that can`
-
-// readOnlyError is an error that wraps eval.ErrReadOnly with its own text.
-type readOnlyError struct{ msg string }
-
-func (e *readOnlyError) Error() string { return e.msg }
-func (e *readOnlyError) Unwrap() error { return eval.ErrReadOnly }
-
-// errReadOnlyExec rejects Exec, Spawn and Setup under read-only access.
-var errReadOnlyExec error = &readOnlyError{msg: readOnlyExecMessage}
+// by the error of a command the release killed. It is
+// hostexec.ErrReleased.
+var ErrReleased = hostexec.ErrReleased
 
 // DefaultSetupTimeout bounds Options.Setup when Options.SetupTimeout is
 // 0: room for a package install, not for a hang.
 const DefaultSetupTimeout = 10 * time.Minute
-
-// releaseWait bounds how long Release waits for the kernel to reap the
-// leaders of the process groups it killed.
-const releaseWait = 5 * time.Second
 
 // Options configure a Provider. The zero value is valid: no setup, no
 // fallback workspace and DefaultMaxOutputBytes.
@@ -92,8 +75,8 @@ var _ eval.SandboxProvider = (*Provider)(nil)
 // yet. It fails on hosts that are not Unix, where process groups are
 // unavailable.
 func New(opts Options) (*Provider, error) {
-	if !supported {
-		return nil, errors.New("local sandbox requires a Unix host")
+	if err := hostexec.Supported(); err != nil {
+		return nil, err
 	}
 	if err := checkOption(opts.Setup, "setup"); err != nil {
 		return nil, err
@@ -159,49 +142,13 @@ func (p *Provider) Acquire(ctx context.Context, req *eval.SandboxAcquireRequest)
 	if dir == "" {
 		return nil, errors.New("local sandbox requires an active workspace() or a configured workspace directory")
 	}
-	rootRel, err := cleanLogical(req.Root, "root")
+	h, err := hostexec.Open(ctx, hostexec.Options{Dir: dir, Root: req.Root, Cwd: req.Cwd, Access: req.Access, MaxOutputBytes: p.maxOutput})
 	if err != nil {
 		return nil, err
 	}
-	cwdRel, err := cleanLogical(req.Cwd, "cwd")
-	if err != nil {
-		return nil, err
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, fmt.Errorf("local sandbox workspace %q: %w", dir, err)
-	}
-	boundary, err := realPath(abs)
-	if err != nil {
-		return nil, fmt.Errorf("local sandbox workspace %q: %w", dir, err)
-	}
-	if fi, err := os.Stat(boundary); err != nil || !fi.IsDir() {
-		return nil, fmt.Errorf("local sandbox workspace %q must be a directory", dir)
-	}
-	rootReal, err := resolveDir(boundary, rootRel, boundary, "root")
-	if err != nil {
-		return nil, err
-	}
-	cwdReal, err := resolveDir(rootReal, cwdRel, rootReal, "cwd")
-	if err != nil {
-		return nil, err
-	}
-	root, err := os.OpenRoot(rootReal)
-	if err != nil {
-		return nil, fmt.Errorf("local sandbox root %q: %w", req.Root, err)
-	}
-	l := &lease{
-		id:        "local:" + uuid.NewString(),
-		boundary:  boundary,
-		rootReal:  rootReal,
-		root:      root,
-		maxOutput: p.maxOutput,
-		procs:     make(map[*process]struct{}),
-		stagings:  make(map[*staging]struct{}),
-	}
-	l.rt = &hostRuntime{lease: l, access: req.Access, rootPath: req.Root, cwdPath: req.Cwd, cwdRel: cwdRel}
+	l := &lease{id: "local:" + uuid.NewString(), host: h}
 	if p.setup != "" {
-		if err := l.runSetup(ctx, p.setup, p.setupTimeout, cwdReal, req.Access); err != nil {
+		if err := runSetup(ctx, h, p.setup, p.setupTimeout, req.Access); err != nil {
 			_ = l.Release(context.WithoutCancel(ctx))
 			return nil, err
 		}
@@ -213,12 +160,12 @@ func (p *Provider) Acquire(ctx context.Context, req *eval.SandboxAcquireRequest)
 	return l, nil
 }
 
-// runSetup runs the setup source in dir.
-func (l *lease) runSetup(ctx context.Context, setup string, timeout time.Duration, dir string, access eval.Access) error {
+// runSetup runs the setup source in the cwd of h.
+func runSetup(ctx context.Context, h *hostexec.Host, setup string, timeout time.Duration, access eval.Access) error {
 	if access != eval.ReadWrite {
-		return &readOnlyError{msg: "local sandbox setup: " + readOnlyExecMessage}
+		return fmt.Errorf("local sandbox setup: %w", hostexec.ErrReadOnlyExec)
 	}
-	res, err := l.run(ctx, "sh", []string{"-lc", setup}, dir, eval.ExecOptions{Timeout: timeout})
+	res, err := h.Run(ctx, "sh", []string{"-lc", setup}, eval.ExecOptions{Timeout: timeout})
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("local sandbox setup did not finish within %v (setup_timeout_ms raises the bound): %w", timeout, err)
@@ -235,23 +182,11 @@ func (l *lease) runSetup(ctx context.Context, setup string, timeout time.Duratio
 	return nil
 }
 
-// lease is one acquired local sandbox. It is safe for concurrent use.
+// lease is one acquired local sandbox: a hostexec.Host and its id. It is
+// safe for concurrent use.
 type lease struct {
-	id        string
-	boundary  string // real workspace directory
-	rootReal  string // real root directory
-	root      *os.Root
-	maxOutput int64
-	rt        *hostRuntime
-
-	mu       sync.Mutex
-	released bool
-	procs    map[*process]struct{} // running processes
-	spawned  []*process            // every spawned process, for its pipes
-	stagings map[*staging]struct{}
-
-	releaseOnce sync.Once
-	releaseErr  error
+	id   string
+	host *hostexec.Host
 }
 
 var _ eval.SandboxLease = (*lease)(nil)
@@ -259,148 +194,14 @@ var _ eval.SandboxLease = (*lease)(nil)
 // ID returns "local:<uuid>".
 func (l *lease) ID() string { return l.id }
 
-// Runtime returns the lease's runtime.
-func (l *lease) Runtime() eval.SandboxRuntime { return l.rt }
+// Runtime returns the lease's runtime, the host's.
+func (l *lease) Runtime() eval.SandboxRuntime { return l.host.Runtime() }
 
 // Release kills every still-running process group of the lease, closes
-// the pipes of spawned processes and removes its file stagings. It copies
-// nothing. The first call does the work; every call returns its result.
-// ctx is not consulted: SIGKILL cannot be ignored, so the wait for the
-// kernel to reap the killed leaders is bounded instead.
-func (l *lease) Release(ctx context.Context) error {
-	l.releaseOnce.Do(func() { l.releaseErr = l.release() })
-	return l.releaseErr
-}
-
-func (l *lease) release() error {
-	l.mu.Lock()
-	l.released = true
-	procs := make([]*process, 0, len(l.procs))
-	for p := range l.procs {
-		procs = append(procs, p)
-	}
-	stagings := make([]*staging, 0, len(l.stagings))
-	for s := range l.stagings {
-		stagings = append(stagings, s)
-	}
-	spawned := l.spawned
-	l.spawned = nil
-	l.mu.Unlock()
-
-	var errs []error
-	for _, p := range procs {
-		p.kill(ErrReleased)
-	}
-	if len(procs) > 0 {
-		timer := time.NewTimer(releaseWait)
-	wait:
-		for _, p := range procs {
-			select {
-			case <-p.done:
-			case <-timer.C:
-				errs = append(errs, fmt.Errorf("local sandbox release: killed processes were not reaped within %s", releaseWait))
-				break wait
-			}
-		}
-		timer.Stop()
-	}
-	for _, p := range spawned {
-		p.closePipes()
-	}
-	for _, s := range stagings {
-		if err := s.Release(context.Background()); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := l.root.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("local sandbox release: %w", err))
-	}
-	return errors.Join(errs...)
-}
-
-// isReleased reports whether Release has started.
-func (l *lease) isReleased() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.released
-}
-
-// forget untracks a process whose leader was reaped.
-func (l *lease) forget(p *process) {
-	l.mu.Lock()
-	delete(l.procs, p)
-	l.mu.Unlock()
-}
-
-// forgetStaging untracks a released staging.
-func (l *lease) forgetStaging(s *staging) {
-	l.mu.Lock()
-	delete(l.stagings, s)
-	l.mu.Unlock()
-}
-
-// hostRuntime is the eval.SandboxRuntime of a lease. It is safe for
-// concurrent use.
-type hostRuntime struct {
-	lease    *lease
-	access   eval.Access
-	rootPath string // as requested
-	cwdPath  string // as requested
-	cwdRel   string // cleaned, relative to the root
-}
-
-var _ eval.SandboxRuntime = (*hostRuntime)(nil)
-
-// Access returns the acquired access.
-func (r *hostRuntime) Access() eval.Access { return r.access }
-
-// Root returns the acquired logical root, exactly as requested.
-func (r *hostRuntime) Root() string { return r.rootPath }
-
-// Cwd returns the acquired logical cwd, exactly as requested.
-func (r *hostRuntime) Cwd() string { return r.cwdPath }
-
-// Exec runs command with literal args and returns its bounded output and
-// exit code; a non-zero exit is not an error. It is rejected under
-// read-only access.
-func (r *hostRuntime) Exec(ctx context.Context, command string, args []string, opts eval.ExecOptions) (*eval.ExecResult, error) {
-	if r.access != eval.ReadWrite {
-		return nil, errReadOnlyExec
-	}
-	dir, err := r.commandDir(opts.Cwd)
-	if err != nil {
-		return nil, err
-	}
-	return r.lease.run(ctx, command, args, dir, opts)
-}
-
-// Spawn starts command with literal args and streaming I/O. ctx bounds
-// the process's lifetime: cancelling it kills the process group.
-// opts.Stdin must be nil (write to the process's Stdin instead); the
-// output is not bounded. It is rejected under read-only access.
-func (r *hostRuntime) Spawn(ctx context.Context, command string, args []string, opts eval.ExecOptions) (eval.SandboxProcess, error) {
-	if r.access != eval.ReadWrite {
-		return nil, errReadOnlyExec
-	}
-	dir, err := r.commandDir(opts.Cwd)
-	if err != nil {
-		return nil, err
-	}
-	return r.lease.spawn(ctx, command, args, dir, opts)
-}
-
-// commandDir resolves the working directory of a command: the runtime's
-// cwd for "", otherwise the logical directory below the root.
-func (r *hostRuntime) commandDir(cwd string) (string, error) {
-	rel := r.cwdRel
-	if cwd != "" {
-		var err error
-		if rel, err = cleanLogical(cwd, "command cwd"); err != nil {
-			return "", err
-		}
-	}
-	return resolveDir(r.lease.rootReal, rel, r.lease.rootReal, "command cwd")
-}
+// the pipes of spawned processes and removes its file stagings
+// (hostexec.Host.Release). It copies nothing. The first call does the
+// work; every call returns its result.
+func (l *lease) Release(ctx context.Context) error { return l.host.Release(ctx) }
 
 // MkdirTemp makes a private directory in the temporary directory that
 // records this process as its owner, so that a later aml process can

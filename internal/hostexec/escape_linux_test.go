@@ -1,6 +1,6 @@
 //go:build linux
 
-package local_test
+package hostexec_test
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aml-go/aml/eval"
-	"github.com/aml-go/aml/providers/sandbox/local"
 )
 
 // TestSetsidDescendantIsKilled: a grandchild that leaves the command's
@@ -22,14 +21,10 @@ func TestSetsidDescendantIsKilled(t *testing.T) {
 	if _, err := osexec.LookPath("setsid"); err != nil {
 		t.Skip("needs setsid (util-linux)")
 	}
-	p, err := local.New(local.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ws := t.TempDir()
-	l := acquire(t, p, request(ws, eval.ReadWrite, ".", "."))
-	defer l.Release(context.Background())
-	res, err := l.Runtime().Exec(context.Background(), "sh", []string{"-c", "setsid sleep 300 >/dev/null 2>&1 & echo $!"}, eval.ExecOptions{})
+	h := open(t, options(ws, eval.ReadWrite, ".", "."))
+	defer h.Release(context.Background())
+	res, err := h.Runtime().Exec(context.Background(), "sh", []string{"-c", "setsid sleep 300 >/dev/null 2>&1 & echo $!"}, eval.ExecOptions{})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec: %v %+v", err, res)
 	}

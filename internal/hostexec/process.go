@@ -1,4 +1,4 @@
-package local
+package hostexec
 
 import (
 	"context"
@@ -31,11 +31,11 @@ type process struct {
 	id string
 	// mark is the value of procscope.ProcessVar in the command and all
 	// its descendants.
-	mark  string
-	name  string // the command, for errors
-	lease *lease
-	cmd   *exec.Cmd
-	pgid  int
+	mark string
+	name string // the command, for errors
+	host *Host
+	cmd  *exec.Cmd
+	pgid int
 
 	stdin  *os.File // parent's write end of the stdin pipe, or nil
 	stdout *os.File // parent's read end of the stdout pipe
@@ -60,9 +60,9 @@ type process struct {
 var _ eval.SandboxProcess = (*process)(nil)
 
 // start starts command in dir as the leader of a new process group and
-// tracks it in the lease. With spawn, stdin is a pipe kept for the
+// tracks it in the host. With spawn, stdin is a pipe kept for the
 // caller; otherwise stdin is opts.Stdin (or empty).
-func (l *lease) start(ctx context.Context, command string, args []string, dir string, opts eval.ExecOptions, spawn bool) (_ *process, err error) {
+func (h *Host) start(ctx context.Context, command string, args []string, dir string, opts eval.ExecOptions, spawn bool) (_ *process, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("local sandbox command %q cancelled: %w", command, context.Cause(ctx))
 	}
@@ -77,7 +77,7 @@ func (l *lease) start(ctx context.Context, command string, args []string, dir st
 	if opts.Timeout < 0 {
 		return nil, fmt.Errorf("local sandbox command %q: negative timeout %s", command, opts.Timeout)
 	}
-	p := &process{lease: l, name: command, done: make(chan struct{}), mark: uuid.NewString()}
+	p := &process{host: h, name: command, done: make(chan struct{}), mark: uuid.NewString()}
 	env, err := commandEnv(opts.Env, procscope.Env(p.mark))
 	if err != nil {
 		return nil, err
@@ -140,22 +140,22 @@ func (l *lease) start(ctx context.Context, command string, args []string, dir st
 		p.id = "local-process:" + p.mark
 	}
 
-	l.mu.Lock()
-	if l.released {
-		l.mu.Unlock()
+	h.mu.Lock()
+	if h.released {
+		h.mu.Unlock()
 		return nil, fmt.Errorf("local sandbox command %q: %w", command, ErrReleased)
 	}
 	if err = cmd.Start(); err != nil {
-		l.mu.Unlock()
+		h.mu.Unlock()
 		return nil, fmt.Errorf("local sandbox command %q: %w", command, err)
 	}
 	p.cmd = cmd
 	p.pgid = cmd.Process.Pid
-	l.procs[p] = struct{}{}
+	h.procs[p] = struct{}{}
 	if spawn {
-		l.spawned = append(l.spawned, p)
+		h.spawned = append(h.spawned, p)
 	}
-	l.mu.Unlock()
+	h.mu.Unlock()
 
 	if opts.Timeout > 0 {
 		timeout := opts.Timeout
@@ -222,7 +222,7 @@ func (p *process) supervise() {
 		p.timer.Stop()
 	}
 	p.stopCtx()
-	p.lease.forget(p)
+	p.host.forget(p)
 	close(p.done)
 }
 
@@ -286,7 +286,7 @@ func (p *process) Kill() error {
 
 // Wait waits for the leader's exit and returns its exit code (128+signal
 // when a signal ended it). The error is non-nil when the provider killed
-// the group because of context cancellation, a timeout or lease release;
+// the group because of context cancellation, a timeout or the host's release;
 // a Kill leaves it nil. Every call returns the same result.
 func (p *process) Wait() (int, error) {
 	<-p.done
@@ -297,12 +297,12 @@ func (p *process) Wait() (int, error) {
 }
 
 // run executes one command to completion and returns its bounded output.
-func (l *lease) run(ctx context.Context, command string, args []string, dir string, opts eval.ExecOptions) (*eval.ExecResult, error) {
-	p, err := l.start(ctx, command, args, dir, opts, false)
+func (h *Host) run(ctx context.Context, command string, args []string, dir string, opts eval.ExecOptions) (*eval.ExecResult, error) {
+	p, err := h.start(ctx, command, args, dir, opts, false)
 	if err != nil {
 		return nil, err
 	}
-	c := &collector{p: p, max: l.maxOutput}
+	c := &collector{p: p, max: h.maxOutput}
 	var stdout, stderr []byte
 	read := make(chan struct{}, 2)
 	go func() { stdout = c.read(p.stdout); read <- struct{}{} }()
@@ -367,8 +367,8 @@ func (c *collector) overflowError(command string) error {
 }
 
 // spawn starts a streaming process.
-func (l *lease) spawn(ctx context.Context, command string, args []string, dir string, opts eval.ExecOptions) (eval.SandboxProcess, error) {
-	p, err := l.start(ctx, command, args, dir, opts, true)
+func (h *Host) spawn(ctx context.Context, command string, args []string, dir string, opts eval.ExecOptions) (eval.SandboxProcess, error) {
+	p, err := h.start(ctx, command, args, dir, opts, true)
 	if err != nil {
 		return nil, err
 	}

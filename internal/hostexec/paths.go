@@ -1,4 +1,4 @@
-package local
+package hostexec
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package local
+package hostexec
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/aml-go/aml/internal/filekind"
 	"io"
 	"io/fs"
 	"os"
@@ -16,16 +15,17 @@ import (
 	"sync/atomic"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/filekind"
 	"github.com/aml-go/aml/internal/scratch"
 )
 
-// usable reports why the lease cannot serve an operation now, if it
+// usable reports why the host cannot serve an operation now, if it
 // cannot.
-func (l *lease) usable(ctx context.Context) error {
+func (h *Host) usable(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("local sandbox: %w", context.Cause(ctx))
 	}
-	if l.isReleased() {
+	if h.isReleased() {
 		return ErrReleased
 	}
 	return nil
@@ -33,32 +33,33 @@ func (l *lease) usable(ctx context.Context) error {
 
 // ReadFile returns the complete regular file at the logical path below
 // the root. Symbolic links are followed only while they stay inside the
-// root.
-func (r *hostRuntime) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	if err := r.lease.usable(ctx); err != nil {
+// root. Safe for concurrent use.
+func (r *Runtime) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	if err := r.host.usable(ctx); err != nil {
 		return nil, err
 	}
 	rel, err := cleanLogical(p, "path")
 	if err != nil {
 		return nil, err
 	}
-	return readConfined(r.lease.root, r.lease.rootReal, rel, p)
+	return readConfined(r.host.root, r.host.rootReal, rel, p)
 }
 
 // OpenFile implements eval.FileOpener: the regular file at the logical
-// path below the root, opened for a streamed read through os.Root.
-func (r *hostRuntime) OpenFile(ctx context.Context, p string) (io.ReadCloser, error) {
-	if err := r.lease.usable(ctx); err != nil {
+// path below the root, opened for a streamed read through os.Root. Safe
+// for concurrent use; the returned file is the caller's.
+func (r *Runtime) OpenFile(ctx context.Context, p string) (io.ReadCloser, error) {
+	if err := r.host.usable(ctx); err != nil {
 		return nil, err
 	}
 	rel, err := cleanLogical(p, "path")
 	if err != nil {
 		return nil, err
 	}
-	if err := checkInside(r.lease.rootReal, rel, "path"); err != nil {
+	if err := checkInside(r.host.rootReal, rel, "path"); err != nil {
 		return nil, err
 	}
-	f, err := r.lease.root.OpenFile(rel, readFlags, 0)
+	f, err := r.host.root.OpenFile(rel, readFlags, 0)
 	if err != nil {
 		return nil, fmt.Errorf("local sandbox read %q: %w", p, err)
 	}
@@ -73,22 +74,22 @@ func (r *hostRuntime) OpenFile(ctx context.Context, p string) (io.ReadCloser, er
 	return f, nil
 }
 
-var _ eval.FileOpener = (*hostRuntime)(nil)
+var _ eval.FileOpener = (*Runtime)(nil)
 
 // Stat describes the entry at the logical path below the root, following
-// symbolic links that stay inside the root.
-func (r *hostRuntime) Stat(ctx context.Context, p string) (eval.FileInfo, error) {
-	if err := r.lease.usable(ctx); err != nil {
+// symbolic links that stay inside the root. Safe for concurrent use.
+func (r *Runtime) Stat(ctx context.Context, p string) (eval.FileInfo, error) {
+	if err := r.host.usable(ctx); err != nil {
 		return eval.FileInfo{}, err
 	}
 	rel, err := cleanLogical(p, "path")
 	if err != nil {
 		return eval.FileInfo{}, err
 	}
-	if err := checkInside(r.lease.rootReal, rel, "path"); err != nil {
+	if err := checkInside(r.host.rootReal, rel, "path"); err != nil {
 		return eval.FileInfo{}, err
 	}
-	fi, err := r.lease.root.Stat(rel)
+	fi, err := r.host.root.Stat(rel)
 	if err != nil {
 		return eval.FileInfo{}, fmt.Errorf("local sandbox stat %q: %w", p, err)
 	}
@@ -100,9 +101,10 @@ func (r *hostRuntime) Stat(ctx context.Context, p string) (eval.FileInfo, error)
 // rejects read-only access (wrapping eval.ErrReadOnly), a destination that
 // is a symbolic link (dangling or not) or anything but a regular file, and
 // a path whose directories resolve outside the root. An existing file
-// keeps its permission bits.
-func (r *hostRuntime) WriteFile(ctx context.Context, p string, data []byte) error {
-	if err := r.lease.usable(ctx); err != nil {
+// keeps its permission bits. Safe for concurrent use: concurrent writers
+// of one path leave one of their contents, never a mix.
+func (r *Runtime) WriteFile(ctx context.Context, p string, data []byte) error {
+	if err := r.host.usable(ctx); err != nil {
 		return err
 	}
 	if r.access != eval.ReadWrite {
@@ -112,7 +114,7 @@ func (r *hostRuntime) WriteFile(ctx context.Context, p string, data []byte) erro
 	if err != nil {
 		return err
 	}
-	return writeConfined(r.lease.root, r.lease.rootReal, rel, p, data)
+	return writeConfined(r.host.root, r.host.rootReal, rel, p, data)
 }
 
 // readConfined reads the regular file rel below the directory root (whose
@@ -212,11 +214,12 @@ func tempName() string {
 }
 
 // CreateFileStaging creates a private (0700) temporary directory outside
-// the workspace. It works under read-only access. Release of the lease
-// removes every staging the lease still owns.
-func (r *hostRuntime) CreateFileStaging(ctx context.Context) (eval.FileStaging, error) {
-	l := r.lease
-	if err := l.usable(ctx); err != nil {
+// the host's directory. It works under read-only access. Release of the
+// host removes every staging it still owns. Safe for concurrent use, as
+// is the returned staging.
+func (r *Runtime) CreateFileStaging(ctx context.Context) (eval.FileStaging, error) {
+	h := r.host
+	if err := h.usable(ctx); err != nil {
 		return nil, err
 	}
 	dir, err := scratch.MkdirTemp("aml-agent-")
@@ -235,28 +238,28 @@ func (r *hostRuntime) CreateFileStaging(ctx context.Context) (eval.FileStaging, 
 	if err != nil {
 		return fail(fmt.Errorf("local sandbox staging: %w", err))
 	}
-	if within(l.boundary, real) {
+	if within(h.boundary, real) {
 		return fail(fmt.Errorf("local sandbox staging directory %q lies inside the workspace; point TMPDIR outside it", real))
 	}
 	root, err := os.OpenRoot(real)
 	if err != nil {
 		return fail(fmt.Errorf("local sandbox staging: %w", err))
 	}
-	s := &staging{lease: l, dir: real, root: root}
-	l.mu.Lock()
-	if l.released {
-		l.mu.Unlock()
+	s := &staging{host: h, dir: real, root: root}
+	h.mu.Lock()
+	if h.released {
+		h.mu.Unlock()
 		_ = root.Close()
 		return fail(ErrReleased)
 	}
-	l.stagings[s] = struct{}{}
-	l.mu.Unlock()
+	h.stagings[s] = struct{}{}
+	h.mu.Unlock()
 	return s, nil
 }
 
 // staging is one file staging directory. It is safe for concurrent use.
 type staging struct {
-	lease    *lease
+	host     *Host
 	dir      string
 	root     *os.Root
 	released atomic.Bool
@@ -294,7 +297,7 @@ func (s *staging) Release(context.Context) error {
 		if err := scratch.RemoveAll(s.dir); err != nil {
 			s.err = fmt.Errorf("local sandbox staging release: %w", err)
 		}
-		s.lease.forgetStaging(s)
+		s.host.forgetStaging(s)
 	})
 	return s.err
 }
