@@ -3,9 +3,10 @@
 // (github.com/coder/acp-go-sdk on the client side). The built-in agent
 // profiles (opencode, codex, copilot, glm, pi) are Profiles over it.
 //
-// One session is one agent process: launched by the trusted local
-// launcher in its own process group, or inside a sandbox through the
-// sandbox runtime's Spawn (never falling back to the host). The engine
+// One session is one agent process: launched on the host by AML's host
+// runner (internal/hostexec) in its own process group, or inside a
+// sandbox through the sandbox runtime's Spawn (never falling back to the
+// host). The engine
 // sends initialize, authenticate when configured, session/new at the
 // effective cwd with the granted MCP servers and the AML tool bridge, the
 // profile's session configuration options, then the initial prompt and

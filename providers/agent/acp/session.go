@@ -16,6 +16,7 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/hostexec"
 )
 
 // stderrTail is how much of the agent's stderr is kept for errors.
@@ -60,9 +61,9 @@ type session struct {
 	life     context.Context // the process's lifetime, cancelled by Close
 	stopLife context.CancelFunc
 
-	// hostLease is the local lease a host launch runs in, released after
-	// the process at cleanup; nil in a sandbox.
-	hostLease eval.SandboxLease
+	// host is the Host a host launch runs in, released after the
+	// process at cleanup; nil in a sandbox.
+	host *hostexec.Host
 	// redact removes what AML passed to the process from what it prints.
 	redact     redactor
 	proc       eval.SandboxProcess
@@ -618,9 +619,9 @@ func (s *session) close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("waiting for the agent process to exit: %w", context.Cause(ctx)))
 	}
-	if s.hostLease != nil {
+	if s.host != nil {
 		// The tree is dead; a descendant that escaped the group may still
-		// hold the pipes: releasing the host lease closes their ends.
+		// hold the pipes: releasing the Host closes their ends.
 		select {
 		case <-s.stderrDone:
 		case <-time.After(exitGrace):
