@@ -46,9 +46,9 @@
 // # Files
 //
 // ReadFile, Stat and WriteFile work on the bind-mounted directory from the
-// host, through the local sandbox's confinement (os.Root): no path and no
-// symbolic link planted by a command in the container reaches outside the
-// root, and WriteFile replaces a file by an atomic rename. File stagings
-// are host directories below the /tmp/aml mount, writable whatever the
-// lease's access.
+// host, through the confinement of AML's host runner (internal/hostexec,
+// as in the local sandbox; os.Root): no path and no symbolic link planted
+// by a command in the container reaches outside the root, and WriteFile
+// replaces a file by an atomic rename. File stagings are host directories
+// below the /tmp/aml mount, writable whatever the lease's access.
 package docker

@@ -23,10 +23,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/hostexec"
 	"github.com/aml-go/aml/internal/procscope"
 	"github.com/aml-go/aml/internal/scratch"
 	"github.com/aml-go/aml/providers/option"
-	"github.com/aml-go/aml/providers/sandbox/local"
 	"github.com/aml-go/aml/providers/sandbox/staged"
 )
 
@@ -310,9 +310,9 @@ func (p *Provider) Acquire(ctx context.Context, req *eval.SandboxAcquireRequest)
 type box struct {
 	id      string // the container id ("" until created)
 	leaseID string
-	// host is a local sandbox lease over the same workspace directory:
-	// the files of the runtime, with its confinement.
-	host    eval.SandboxLease
+	// host is a Host of the host runner over the same workspace
+	// directory: the files of the runtime, with its confinement.
+	host    *hostexec.Host
 	staging string // host directory mounted at StagingMount
 	// stagingRoot is a handle on staging opened before the container
 	// existed: the container can write in the directory, so the host
@@ -349,13 +349,14 @@ func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireReques
 	if err != nil {
 		return prov, err
 	}
-	// The local sandbox validates root and cwd against the directory and
-	// serves the files from the host.
-	hp, err := local.New(local.Options{Workspace: real})
-	if err != nil {
-		return prov, err
+	// The host runner validates root and cwd against the directory and
+	// serves the files from the host. It is given the request's directory
+	// as written (the fallback resolved), so that its errors quote it.
+	hostDir := real
+	if req.Workspace != nil && req.Workspace.Directory != "" {
+		hostDir = req.Workspace.Directory
 	}
-	host, err := hp.Acquire(ctx, req)
+	host, err := hostexec.Open(ctx, hostexec.Options{Dir: hostDir, Root: req.Root, Cwd: req.Cwd, Access: req.Access})
 	if err != nil {
 		return prov, err
 	}
