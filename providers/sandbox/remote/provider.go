@@ -13,9 +13,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/hostexec"
 	"github.com/aml-go/aml/internal/procscope"
 	"github.com/aml-go/aml/providers/option"
-	"github.com/aml-go/aml/providers/sandbox/local"
 	"github.com/aml-go/aml/providers/sandbox/staged"
 )
 
@@ -141,9 +141,10 @@ func (p *Provider) Acquire(ctx context.Context, req *eval.SandboxAcquireRequest)
 // box is one remote sandbox and what the lease keeps beside it.
 type box struct {
 	m Machine
-	// host is a local sandbox lease over the workspace directory: the
-	// root and cwd validated against it, and the mirror's destination.
-	host    eval.SandboxLease
+	// host is a Host of the host runner over the workspace directory:
+	// the root and cwd validated against it, and the mirror's
+	// destination.
+	host    *hostexec.Host
 	dir     string // the real host directory of the root subtree
 	access  eval.Access
 	root    string // guest path of the logical root (Options.GuestRoot)
@@ -171,11 +172,14 @@ func (p *Provider) provision(ctx context.Context, req *eval.SandboxAcquireReques
 	if real, err = filepath.Abs(real); err != nil {
 		return prov, err
 	}
-	hp, err := local.New(local.Options{Workspace: real})
-	if err != nil {
-		return prov, err
+	// The host runner validates root and cwd against the directory. It
+	// is given the request's directory as written (the fallback
+	// resolved), so that its errors quote it.
+	hostDir := real
+	if req.Workspace != nil && req.Workspace.Directory != "" {
+		hostDir = req.Workspace.Directory
 	}
-	host, err := hp.Acquire(ctx, req)
+	host, err := hostexec.Open(ctx, hostexec.Options{Dir: hostDir, Root: req.Root, Cwd: req.Cwd, Access: req.Access})
 	if err != nil {
 		return prov, err
 	}
