@@ -7,7 +7,7 @@ import (
 	"github.com/aml-go/aml/starlib"
 )
 
-// Activity names of places.
+// Activity names of scope sessions.
 const (
 	// AcquireActivity acquires a workspace, a sandbox or the host on a
 	// session's worker.
@@ -144,6 +144,6 @@ type ReleaseCall struct {
 	Key string `json:"key"`
 }
 
-// placeFailure is the error type of a place's own failure (a provider's
+// scopeSessionFailure is the error type of a scope session's own failure (a provider's
 // error): it is not retried.
-const placeFailure = "aml.place.failure"
+const scopeSessionFailure = "aml.place.failure"

@@ -49,7 +49,7 @@ type Continuation struct {
 // runJournal is the journal of a run's evaluation in workflow code: it
 // records in memory (history holds what each effect returned; the journal
 // matters when the run continues as new) and keeps the scopes to the
-// places (the evaluation runs with eval.Options.ExecutorKeepsScopes).
+// scope sessions (the evaluation runs with eval.Options.ExecutorKeepsScopes).
 type runJournal struct{ m *eval.MemoryJournal }
 
 func newRunJournal(effects []*eval.Effect) *runJournal {

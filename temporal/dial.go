@@ -298,7 +298,7 @@ func activityLabel(dc converter.DataConverter, a *historypb.ActivityTaskSchedule
 type Worker struct {
 	c      *Client
 	w      worker.Worker
-	leases *Leases
+	leases *WorkerLeases
 }
 
 // NewWorker makes a worker serving the Client's task queue with opts;

@@ -177,15 +177,19 @@
 //
 // # Where things are
 //
-//	bundle.go      Pack and Bundle: the workflow, its modules and the
-//	               application files and skill packages it names
+//	wire/          Pack and Bundle (the workflow, its modules and the
+//	               application files and skill packages it names) and
+//	               the other values clients exchange with the workflow
+//	               (wire_names.go gives them their names here)
+//	dial.go        Dial, and what aml runs and aml worker ask of a Client
 //	workflow.go    the workflow function, agent sessions as activities
 //	executor.go    eval.Executor in workflow code
-//	places.go      scopes held in sessions, workflow side; stubs.go, the
-//	               providers, leases and runtimes that stand for them
-//	               there; calls.go, the inputs and results of their
-//	               activities; holds.go, the worker side; checkpoint.go,
-//	               workspace checkpoints
+//	scope_sessions.go
+//	               scopes held in Temporal sessions, workflow side;
+//	               stubs.go, the providers, leases and runtimes that
+//	               stand for them there; calls.go, the inputs and results
+//	               of their activities; worker_leases.go, the worker
+//	               side; checkpoint.go, workspace checkpoints
 //	continue.go    the journal, drain and continue-as-new
 //	tools.go       calls of tools defined in component bodies
 //	prints.go      print() lines for the submitter

@@ -14,9 +14,9 @@ import (
 
 // Workspace providers in workflow code.
 
-// remoteWorkspaceProvider acquires a workspace in a place of its own.
+// remoteWorkspaceProvider acquires a workspace in a scope session of its own.
 type remoteWorkspaceProvider struct {
-	ps    *places
+	ps    *scopeSessions
 	name  string
 	index int
 	// factory makes a provider a component body made (see travelling).
@@ -26,7 +26,7 @@ type remoteWorkspaceProvider struct {
 func (p remoteWorkspaceProvider) Name() string { return p.name }
 
 func (p remoteWorkspaceProvider) Acquire(ctx context.Context, req *eval.WorkspaceAcquireRequest) (eval.WorkspaceLease, error) {
-	pl, err := p.ps.openPlace(ctx, fmt.Sprintf("workspace %q", req.ID))
+	pl, err := p.ps.openScopeSession(ctx, fmt.Sprintf("workspace %q", req.ID))
 	if err != nil {
 		return nil, err
 	}
@@ -53,14 +53,14 @@ func (p remoteWorkspaceProvider) Acquire(ctx context.Context, req *eval.Workspac
 
 // bundleFor returns the bundle when a worker needs it to make the
 // provider (index ≥ 0).
-func (ps *places) bundleFor(index int) *Bundle {
+func (ps *scopeSessions) bundleFor(index int) *Bundle {
 	if index >= 0 {
 		return ps.bundle
 	}
 	return nil
 }
 
-// remoteWorkspace is a workspace lease held on a place's worker. Its files
+// remoteWorkspace is a workspace lease held on a scope session's worker. Its files
 // are reached through activities (eval.WorkspaceFiles).
 type remoteWorkspace struct{ l *remoteLease }
 
@@ -70,7 +70,7 @@ func (w remoteWorkspace) ID() string { return w.l.res.LeaseID }
 func (w remoteWorkspace) Directory() string { return w.l.res.Directory }
 
 func (w remoteWorkspace) Save(ctx context.Context, req eval.WorkspaceSaveRequest) error {
-	return w.l.pl.do(ctx, SaveActivity, placeOptions(0), func() any { return SaveCall{Key: w.l.res.Key, Request: req} }, nil)
+	return w.l.pl.do(ctx, SaveActivity, scopeSessionOptions(0), func() any { return SaveCall{Key: w.l.res.Key, Request: req} }, nil)
 }
 
 func (w remoteWorkspace) Release(ctx context.Context) error {
@@ -80,7 +80,7 @@ func (w remoteWorkspace) Release(ctx context.Context) error {
 
 func (w remoteWorkspace) WriteFile(ctx context.Context, path string, data []byte) error {
 	var r FileReply
-	err := w.l.pl.do(ctx, FileActivity, placeOptions(0), func() any {
+	err := w.l.pl.do(ctx, FileActivity, scopeSessionOptions(0), func() any {
 		return FileCall{Key: w.l.res.Key, Op: fileWrite, Path: path, Data: data, Checkpoint: true}
 	}, &r)
 	w.l.pl.noteCheckpoint(r.Checkpoint)
@@ -89,13 +89,13 @@ func (w remoteWorkspace) WriteFile(ctx context.Context, path string, data []byte
 
 func (w remoteWorkspace) Stat(ctx context.Context, path string) (eval.FileInfo, error) {
 	var r FileReply
-	err := w.l.pl.do(ctx, FileActivity, placeOptions(0), func() any { return FileCall{Key: w.l.res.Key, Op: fileStat, Path: path} }, &r)
+	err := w.l.pl.do(ctx, FileActivity, scopeSessionOptions(0), func() any { return FileCall{Key: w.l.res.Key, Op: fileStat, Path: path} }, &r)
 	return r.Info, err
 }
 
 func (w remoteWorkspace) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	var r FileReply
-	err := w.l.pl.do(ctx, FileActivity, placeOptions(0), func() any { return FileCall{Key: w.l.res.Key, Op: fileRead, Path: path} }, &r)
+	err := w.l.pl.do(ctx, FileActivity, scopeSessionOptions(0), func() any { return FileCall{Key: w.l.res.Key, Op: fileRead, Path: path} }, &r)
 	return r.Data, err
 }
 
@@ -105,7 +105,7 @@ func (w remoteWorkspace) ReadFile(ctx context.Context, path string) ([]byte, err
 func (w remoteWorkspace) OpenFile(ctx context.Context, path string) (io.ReadCloser, error) {
 	return &remoteFile{ctx: ctx, fetch: func(ctx context.Context, off, n int64) ([]byte, error) {
 		var r FileReply
-		err := w.l.pl.do(ctx, FileActivity, placeOptions(0), func() any {
+		err := w.l.pl.do(ctx, FileActivity, scopeSessionOptions(0), func() any {
 			return FileCall{Key: w.l.res.Key, Op: fileRead, Path: path, Offset: off, Limit: n}
 		}, &r)
 		return r.Data, err
@@ -122,7 +122,7 @@ var (
 // code: well under the service's payload limit (2 MB by default).
 const readChunk = 1 << 20
 
-// remoteFile reads a file of a place in chunks, one activity each, as
+// remoteFile reads a file of a scope session in chunks, one activity each, as
 // its reader asks for them.
 type remoteFile struct {
 	ctx   context.Context
@@ -156,12 +156,12 @@ func (f *remoteFile) Close() error { return nil }
 
 // Sandbox providers in workflow code.
 
-// remoteSandboxProvider acquires a sandbox on a worker: in the place of
-// the workspace it materializes, else in a place of its own. With host
+// remoteSandboxProvider acquires a sandbox on a worker: in the scope session of
+// the workspace it materializes, else in a scope session of its own. With host
 // set it is the run's host (script() outside any sandbox), which runs in
 // the submitter's directory (RunInput.Cwd) on its worker.
 type remoteSandboxProvider struct {
-	ps    *places
+	ps    *scopeSessions
 	name  string
 	index int
 	host  bool
@@ -174,7 +174,7 @@ func (p remoteSandboxProvider) Name() string { return p.name }
 func (p remoteSandboxProvider) Acquire(ctx context.Context, req *eval.SandboxAcquireRequest) (eval.SandboxLease, error) {
 	r := *req
 	call := AcquireCall{Kind: kindSandbox, Provider: p.name, ProviderIndex: p.index, Bundle: p.ps.bundleFor(p.index), RunID: p.ps.runID, Sandbox: &r, Cwd: p.ps.cwd, Factory: p.factory}
-	var pl *place
+	var pl *scopeSession
 	if p.host {
 		// The host's directory is the submitter's (Cwd), which the
 		// worker checks it sees.
@@ -194,7 +194,7 @@ func (p remoteSandboxProvider) Acquire(ctx context.Context, req *eval.SandboxAcq
 			what = "the host of script()"
 		}
 		var err error
-		if pl, err = p.ps.openPlace(ctx, what); err != nil {
+		if pl, err = p.ps.openScopeSession(ctx, what); err != nil {
 			return nil, err
 		}
 	}
@@ -208,7 +208,7 @@ func (p remoteSandboxProvider) Acquire(ctx context.Context, req *eval.SandboxAcq
 	return &remoteSandbox{l: l}, nil
 }
 
-// remoteSandbox is a sandbox lease held on a place's worker.
+// remoteSandbox is a sandbox lease held on a scope session's worker.
 type remoteSandbox struct{ l *remoteLease }
 
 func (s *remoteSandbox) ID() string                        { return s.l.res.LeaseID }
@@ -243,7 +243,7 @@ func (r remoteRuntime) Exec(ctx context.Context, command string, args []string, 
 		call.Stdin = data
 	}
 	var reply ExecReply
-	err := pl.do(ctx, ExecActivity, placeOptions(opts.Timeout), func() any {
+	err := pl.do(ctx, ExecActivity, scopeSessionOptions(opts.Timeout), func() any {
 		c := call
 		c.Key = r.l.res.Key
 		return c
@@ -269,7 +269,7 @@ func (r remoteRuntime) Spawn(context.Context, string, []string, eval.ExecOptions
 
 func (r remoteRuntime) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	var reply FileReply
-	err := r.l.pl.do(ctx, FileActivity, placeOptions(0), func() any { return FileCall{Key: r.l.res.Key, Op: fileRead, Path: path} }, &reply)
+	err := r.l.pl.do(ctx, FileActivity, scopeSessionOptions(0), func() any { return FileCall{Key: r.l.res.Key, Op: fileRead, Path: path} }, &reply)
 	return reply.Data, err
 }
 
@@ -277,7 +277,7 @@ func (r remoteRuntime) ReadFile(ctx context.Context, path string) ([]byte, error
 func (r remoteRuntime) OpenFile(ctx context.Context, path string) (io.ReadCloser, error) {
 	return &remoteFile{ctx: ctx, fetch: func(ctx context.Context, off, n int64) ([]byte, error) {
 		var reply FileReply
-		err := r.l.pl.do(ctx, FileActivity, placeOptions(0), func() any {
+		err := r.l.pl.do(ctx, FileActivity, scopeSessionOptions(0), func() any {
 			return FileCall{Key: r.l.res.Key, Op: fileRead, Path: path, Offset: off, Limit: n}
 		}, &reply)
 		return reply.Data, err
@@ -286,14 +286,14 @@ func (r remoteRuntime) OpenFile(ctx context.Context, path string) (io.ReadCloser
 
 func (r remoteRuntime) Stat(ctx context.Context, path string) (eval.FileInfo, error) {
 	var reply FileReply
-	err := r.l.pl.do(ctx, FileActivity, placeOptions(0), func() any { return FileCall{Key: r.l.res.Key, Op: fileStat, Path: path} }, &reply)
+	err := r.l.pl.do(ctx, FileActivity, scopeSessionOptions(0), func() any { return FileCall{Key: r.l.res.Key, Op: fileStat, Path: path} }, &reply)
 	return reply.Info, err
 }
 
 func (r remoteRuntime) WriteFile(ctx context.Context, path string, data []byte) error {
 	pl := r.l.pl
 	var reply FileReply
-	err := pl.do(ctx, FileActivity, placeOptions(0), func() any {
+	err := pl.do(ctx, FileActivity, scopeSessionOptions(0), func() any {
 		return FileCall{Key: r.l.res.Key, Op: fileWrite, Path: path, Data: data, Checkpoint: pl.checkpoints()}
 	}, &reply)
 	pl.noteCheckpoint(reply.Checkpoint)
@@ -303,7 +303,7 @@ func (r remoteRuntime) WriteFile(ctx context.Context, path string, data []byte) 
 func (r remoteRuntime) CreateFileStaging(ctx context.Context) (eval.FileStaging, error) {
 	var reply FileReply
 	gen := r.l.pl.gen
-	err := r.l.pl.do(ctx, FileActivity, placeOptions(0), func() any { return FileCall{Key: r.l.res.Key, Op: fileStagingCreate} }, &reply)
+	err := r.l.pl.do(ctx, FileActivity, scopeSessionOptions(0), func() any { return FileCall{Key: r.l.res.Key, Op: fileStagingCreate} }, &reply)
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +326,7 @@ func (s *remoteStaging) WriteFile(ctx context.Context, rel string, data []byte) 
 	if s.l.pl.gen != s.gen {
 		return fmt.Errorf("the staging directory was on a worker that died")
 	}
-	return s.l.pl.do(ctx, FileActivity, placeOptions(0), func() any {
+	return s.l.pl.do(ctx, FileActivity, scopeSessionOptions(0), func() any {
 		return FileCall{Key: s.l.res.Key, Op: fileStagingWrite, Staging: s.key, Path: rel, Data: data}
 	}, nil)
 }
@@ -339,7 +339,7 @@ func (s *remoteStaging) Release(ctx context.Context) error {
 	s.released = true
 	wctx, cancel := workflow.NewDisconnectedContext(workflowOf(ctx))
 	defer cancel()
-	return s.l.pl.do(withWorkflow(ctx, wctx), FileActivity, placeOptions(0), func() any {
+	return s.l.pl.do(withWorkflow(ctx, wctx), FileActivity, scopeSessionOptions(0), func() any {
 		return FileCall{Key: s.l.res.Key, Op: fileStagingFree, Staging: s.key}
 	}, nil)
 }

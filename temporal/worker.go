@@ -82,9 +82,9 @@ type Options struct {
 // for runs with sandbox(), workspace() or script(): their leases are held
 // in Temporal sessions. The returned Leases are the leases runs hold on
 // this worker; release them when the worker stops.
-func Register(r worker.Registry, opts Options) *Leases {
+func Register(r worker.Registry, opts Options) *WorkerLeases {
 	RegisterWorkflow(r, opts)
-	a := &activities{opts: opts, loaded: map[string]*loadedBundle{}, leases: &Leases{}}
+	a := &activities{opts: opts, loaded: map[string]*loadedBundle{}, leases: &WorkerLeases{}}
 	r.RegisterActivityWithOptions(a.agent, activity.RegisterOptions{Name: AgentActivity})
 	r.RegisterActivityWithOptions(a.acquire, activity.RegisterOptions{Name: AcquireActivity})
 	r.RegisterActivityWithOptions(a.exec, activity.RegisterOptions{Name: ExecActivity})
@@ -109,7 +109,7 @@ type activities struct {
 	mu     sync.Mutex
 	loaded map[string]*loadedBundle // by bundle digest
 
-	leases *Leases
+	leases *WorkerLeases
 }
 
 // loadedBundle is a bundle loaded once on this worker: its providers.

@@ -202,7 +202,7 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 	if err := qs.listen(wctx, cont); err != nil {
 		return nil, err
 	}
-	ps := &places{bundle: in.Bundle, seal: seal, runID: runID, rs: rs, cwd: in.Cwd,
+	ps := &scopeSessions{bundle: in.Bundle, seal: seal, runID: runID, rs: rs, cwd: in.Cwd,
 		sandboxes: w.SandboxProviders(), workspaces: w.WorkspaceProviders(),
 		carriedWorkspace: cont.WorkspaceID, carriedCheckpoint: cont.WorkspaceCheckpoint}
 	// Whether workers run sessions without a provider is recorded once,
@@ -228,7 +228,7 @@ func (wf *workflows) run(wctx workflow.Context, in RunInput) (*RunResult, error)
 		Prices:   in.Prices,
 		Ask:      qs.ask,
 		Executor: executor{workspaceID: cont.WorkspaceID, deadlines: new(int)},
-		// Places checkpoint and restore workspaces themselves; a question
+		// Scope sessions checkpoint and restore workspaces themselves; a question
 		// waits for its signal.
 		ExecutorKeepsScopes: true,
 		AskLive:             true,
@@ -674,7 +674,7 @@ func (s agentStub) Run(ctx context.Context, req *eval.AgentRequest, exec *eval.A
 		}, &resp)
 		if err == nil && pl.checkpoints() && view.Access == eval.ReadWrite {
 			var r FileReply
-			if cerr := pl.do(ctx, FileActivity, placeOptions(0), func() any { return FileCall{Key: pl.workspaceKey(), Op: fileCheckpoint} }, &r); cerr != nil {
+			if cerr := pl.do(ctx, FileActivity, scopeSessionOptions(0), func() any { return FileCall{Key: pl.workspaceKey(), Op: fileCheckpoint} }, &r); cerr != nil {
 				return nil, fmt.Errorf("checkpointing the workspace after the session: %w", cerr)
 			}
 			pl.noteCheckpoint(r.Checkpoint)

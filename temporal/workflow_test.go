@@ -191,7 +191,7 @@ func testEnv(opts temporal.Options) *testsuite.TestWorkflowEnvironment {
 }
 
 // testEnvLeases is testEnv, a session worker, with the leases it holds.
-func testEnvLeases(opts temporal.Options) (*testsuite.TestWorkflowEnvironment, *temporal.Leases) {
+func testEnvLeases(opts temporal.Options) (*testsuite.TestWorkflowEnvironment, *temporal.WorkerLeases) {
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(quiet{})
 	env := s.NewTestWorkflowEnvironment()

@@ -123,7 +123,7 @@ func cmdWorker(args []string, stdout, stderr io.Writer) int {
 }
 
 // leaseSweepInterval is how often aml worker releases the leases of
-// runs that ended without releasing them (temporal.Leases.Sweep).
+// runs that ended without releasing them (temporal.WorkerLeases.Sweep).
 const leaseSweepInterval = 20 * time.Second
 
 // maxLeases bounds the sandbox and workspace scopes one worker holds at

@@ -13,7 +13,7 @@ import (
 	"github.com/aml-go/aml/eval"
 )
 
-// Places: where a run's sandboxes and workspaces live.
+// Scope sessions: where a run's sandboxes and workspaces live.
 //
 // A workspace() or an outer sandbox() (and the run's host, for script()
 // outside any sandbox) is acquired on one worker, which holds it until the
@@ -32,35 +32,35 @@ import (
 // every effect that can write, into the blob store), its sandboxes with
 // the same requests, and it runs the effect that was in flight again.
 
-// PlaceTimeout bounds how long one sandbox() or workspace() scope of a
+// ScopeSessionTimeout bounds how long one sandbox() or workspace() scope of a
 // run on Temporal may hold its worker (its session's execution timeout).
-const PlaceTimeout = 7 * 24 * time.Hour
+const ScopeSessionTimeout = 7 * 24 * time.Hour
 
-// places makes the remote leases of one run in workflow code.
-type places struct {
+// scopeSessions makes the remote leases of one run in workflow code.
+type scopeSessions struct {
 	bundle     *Bundle
 	seal       *sealer
 	runID      string
 	cwd        string
 	sandboxes  []eval.SandboxProvider
 	workspaces []eval.WorkspaceProvider
-	// byLease finds the place of a workspace lease by its id, for the
+	// byLease finds the scope session of a workspace lease by its id, for the
 	// sandboxes acquired inside it.
 	byLease map[string]*remoteLease
 	// rs gates new effects while the run drains to continue as new.
 	rs *runState
-	// workspaceID and workspace are the run's workspace and its place;
+	// workspaceID and workspace are the run's workspace and its scope session;
 	// carriedWorkspace and carriedCheckpoint, in a continued run, the
 	// workspace of the previous execution and its newest checkpoint,
 	// restored when it is acquired.
 	workspaceID                         string
-	workspace                           *place
+	workspace                           *scopeSession
 	carriedWorkspace, carriedCheckpoint string
 }
 
 // workspaceCheckpoint returns the newest checkpoint of the run's
 // workspace.
-func (ps *places) workspaceCheckpoint() string {
+func (ps *scopeSessions) workspaceCheckpoint() string {
 	if ps.workspace == nil {
 		return ""
 	}
@@ -70,18 +70,18 @@ func (ps *places) workspaceCheckpoint() string {
 	return ps.workspace.checkpoint
 }
 
-// place is one session: a worker holding a chain of leases (a workspace
+// scopeSession is one session: a worker holding a chain of leases (a workspace
 // and the sandboxes inside it, or one sandbox, or the host).
-type place struct {
-	ps   *places
+type scopeSession struct {
+	ps   *scopeSessions
 	sctx workflow.Context
-	// gen counts the sessions the place had; an operation that failed in
-	// generation g recovers the place unless another did already.
+	// gen counts the Temporal sessions the scope had; an operation that failed in
+	// generation g recovers the scope unless another did already.
 	gen        int
 	recovering bool
 	// err, once set, fails every later operation.
 	err error
-	// chain are the place's leases in the order they were acquired.
+	// chain are the scope session's leases in the order they were acquired.
 	chain []*remoteLease
 	// checkpoint is the workspace's newest checkpoint.
 	checkpoint string
@@ -89,13 +89,13 @@ type place struct {
 	what string
 	// free frees the run's activity slot the session holds.
 	free func()
-	// sessions are the place's sessions, the current one (sctx) last.
+	// sessions are the scope's Temporal sessions, the current one (sctx) last.
 	sessions []*session
 }
 
-// complete ends the place's session and frees its slot; wctx is the
+// complete ends the scope's current Temporal session and frees its slot; wctx is the
 // calling coroutine's context.
-func (pl *place) complete(wctx workflow.Context) {
+func (pl *scopeSession) complete(wctx workflow.Context) {
 	for _, s := range pl.sessions {
 		s.close(wctx)
 	}
@@ -105,9 +105,9 @@ func (pl *place) complete(wctx workflow.Context) {
 	}
 }
 
-// remoteLease is a lease held on a place's worker.
+// remoteLease is a lease held on a scope session's worker.
 type remoteLease struct {
-	pl       *place
+	pl       *scopeSession
 	call     AcquireCall
 	res      AcquireResult
 	released bool
@@ -116,14 +116,14 @@ type remoteLease struct {
 	stateful bool
 }
 
-// openPlace opens a session for a new place.
-func (ps *places) openPlace(ctx context.Context, what string) (*place, error) {
+// openScopeSession opens the Temporal session of a new scope.
+func (ps *scopeSessions) openScopeSession(ctx context.Context, what string) (*scopeSession, error) {
 	ctx, leave, err := ps.rs.enterScope(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer leave()
-	pl := &place{ps: ps, what: what}
+	pl := &scopeSession{ps: ps, what: what}
 	// The session's own activity runs as long as the session.
 	free, err := ps.rs.slot(workflowOf(ctx))
 	if err != nil {
@@ -146,7 +146,7 @@ func (ps *places) openPlace(ctx context.Context, what string) (*place, error) {
 // wait on the first one's state, and block the workflow for good. The
 // owner creates the session and completes it when asked.
 type session struct {
-	// ctx is the session's context, for the activities of the place.
+	// ctx is the session's context, for the activities of the scope session.
 	ctx workflow.Context
 	// complete asks the owner to complete the session; done is closed
 	// once it has.
@@ -162,10 +162,10 @@ func openSession(wctx workflow.Context) (*session, error) {
 	ready, abandoned := false, false
 	workflow.Go(wctx, func(c workflow.Context) {
 		defer s.done.Close()
-		c = workflow.WithActivityOptions(c, workflow.ActivityOptions{StartToCloseTimeout: PlaceTimeout})
+		c = workflow.WithActivityOptions(c, workflow.ActivityOptions{StartToCloseTimeout: ScopeSessionTimeout})
 		sctx, cerr := workflow.CreateSession(c, &workflow.SessionOptions{
-			CreationTimeout:  PlaceTimeout,
-			ExecutionTimeout: PlaceTimeout,
+			CreationTimeout:  ScopeSessionTimeout,
+			ExecutionTimeout: ScopeSessionTimeout,
 			HeartbeatTimeout: HeartbeatTimeout,
 		})
 		s.ctx, err, ready = sctx, cerr, true
@@ -200,20 +200,20 @@ func (s *session) close(wctx workflow.Context) {
 }
 
 // failed reports whether the session of pl has failed (its worker died).
-func (pl *place) failed() bool {
+func (pl *scopeSession) failed() bool {
 	info := workflow.GetSessionInfo(pl.sctx)
 	return info != nil && info.SessionState == workflow.SessionStateFailed
 }
 
-// activityOptions are those of an operation on a place: it heartbeats
+// activityOptions are those of an operation on a scope session: it heartbeats
 // while it works, a provider's failure is not retried, and a timeout
 // bounds it when the operation has one.
-func placeOptions(timeout time.Duration) workflow.ActivityOptions {
+func scopeSessionOptions(timeout time.Duration) workflow.ActivityOptions {
 	ao := workflow.ActivityOptions{
 		StartToCloseTimeout: SessionTimeout,
 		HeartbeatTimeout:    HeartbeatTimeout,
 		WaitForCancellation: true,
-		RetryPolicy:         &sdktemporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 1, NonRetryableErrorTypes: []string{placeFailure, agentFailure}},
+		RetryPolicy:         &sdktemporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 1, NonRetryableErrorTypes: []string{scopeSessionFailure, agentFailure}},
 	}
 	if timeout > 0 {
 		// The provider enforces the bound; the margin lets it report
@@ -225,9 +225,9 @@ func placeOptions(timeout time.Duration) workflow.ActivityOptions {
 
 // do runs an activity on pl's worker: input builds the activity's input
 // for the current session (leases have new keys after a recovery), and
-// out receives its result. When the worker dies, do acquires the place
+// out receives its result. When the worker dies, do acquires the scope session
 // again elsewhere and runs the activity again.
-func (pl *place) do(ctx context.Context, name string, ao workflow.ActivityOptions, input func() any, out any) error {
+func (pl *scopeSession) do(ctx context.Context, name string, ao workflow.ActivityOptions, input func() any, out any) error {
 	ctx, leave, err := pl.ps.rs.enter(ctx)
 	if err != nil {
 		return err
@@ -293,7 +293,7 @@ func lostWorker(err error) bool {
 
 // recover acquires pl again in a new session, once per failed generation:
 // other operations that saw the same failure wait for it.
-func (pl *place) recover(wctx workflow.Context, gen int) error {
+func (pl *scopeSession) recover(wctx workflow.Context, gen int) error {
 	if pl.gen != gen || pl.err != nil {
 		return pl.err
 	}
@@ -305,7 +305,7 @@ func (pl *place) recover(wctx workflow.Context, gen int) error {
 	}
 	pl.recovering = true
 	defer func() { pl.recovering = false }()
-	workflow.GetLogger(wctx).Warn("the worker holding a place died; acquiring it again", "place", pl.what)
+	workflow.GetLogger(wctx).Warn("the worker holding a scope died; acquiring it again", "scope", pl.what)
 	for _, l := range pl.chain {
 		if !l.released && l.stateful {
 			pl.err = fmt.Errorf("the worker holding %s died, and its provider keeps files of its own that no other worker has: on Temporal, run it inside a workspace() (its files are checkpointed) or with a provider that keeps no state (local_sandbox())", pl.what)
@@ -315,7 +315,7 @@ func (pl *place) recover(wctx workflow.Context, gen int) error {
 	if pl.ps.hasWorkspace(pl) && pl.checkpoint == "" {
 		// Nothing was checkpointed yet: acquiring it again loads what
 		// the first acquisition loaded.
-		workflow.GetLogger(wctx).Info("no checkpoint yet; the workspace is acquired again from its provider", "place", pl.what)
+		workflow.GetLogger(wctx).Info("no checkpoint yet; the workspace is acquired again from its provider", "scope", pl.what)
 	}
 	sess, err := openSession(wctx)
 	if err != nil {
@@ -337,7 +337,7 @@ func (pl *place) recover(wctx workflow.Context, gen int) error {
 			call.WorkspaceKey = wsKey
 		}
 		var res AcquireResult
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(pl.sctx, placeOptions(0)), AcquireActivity, call).Get(wctx, &res)
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(pl.sctx, scopeSessionOptions(0)), AcquireActivity, call).Get(wctx, &res)
 		if err != nil {
 			pl.err = fmt.Errorf("the worker holding %s died, and acquiring it again failed: %w", pl.what, activityError(err))
 			return pl.err
@@ -351,7 +351,7 @@ func (pl *place) recover(wctx workflow.Context, gen int) error {
 	return nil
 }
 
-func (ps *places) hasWorkspace(pl *place) bool {
+func (ps *scopeSessions) hasWorkspace(pl *scopeSession) bool {
 	for _, l := range pl.chain {
 		if l.call.Kind == kindWorkspace && !l.released {
 			return true
@@ -361,14 +361,14 @@ func (ps *places) hasWorkspace(pl *place) bool {
 }
 
 // acquire acquires call as a new lease of pl.
-func (pl *place) acquire(ctx context.Context, call AcquireCall) (*remoteLease, error) {
+func (pl *scopeSession) acquire(ctx context.Context, call AcquireCall) (*remoteLease, error) {
 	ctx, leave, err := pl.ps.rs.enterScope(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer leave()
 	l := &remoteLease{pl: pl, call: call}
-	err = pl.do(ctx, AcquireActivity, placeOptions(0), func() any {
+	err = pl.do(ctx, AcquireActivity, scopeSessionOptions(0), func() any {
 		c := l.call
 		if c.Kind == kindSandbox && c.WorkspaceKey != "" {
 			c.WorkspaceKey = pl.workspaceKey()
@@ -383,9 +383,9 @@ func (pl *place) acquire(ctx context.Context, call AcquireCall) (*remoteLease, e
 	return l, nil
 }
 
-// workspaceKey is the key of the place's workspace in its current
+// workspaceKey is the key of the scope session's workspace in its current
 // session.
-func (pl *place) workspaceKey() string {
+func (pl *scopeSession) workspaceKey() string {
 	for _, l := range pl.chain {
 		if l.call.Kind == kindWorkspace {
 			return l.res.Key
@@ -395,7 +395,7 @@ func (pl *place) workspaceKey() string {
 }
 
 // noteCheckpoint keeps the newest checkpoint an operation reported.
-func (pl *place) noteCheckpoint(id string) {
+func (pl *scopeSession) noteCheckpoint(id string) {
 	if id != "" {
 		pl.checkpoint = id
 	}
@@ -403,10 +403,10 @@ func (pl *place) noteCheckpoint(id string) {
 
 // checkpoints reports whether operations on pl should checkpoint its
 // workspace.
-func (pl *place) checkpoints() bool { return pl.ps.hasWorkspace(pl) }
+func (pl *scopeSession) checkpoints() bool { return pl.ps.hasWorkspace(pl) }
 
 // release releases l on its worker, also when the run was cancelled, and
-// closes the session when it was the place's last lease.
+// closes the session when it was the scope session's last lease.
 func (l *remoteLease) release(ctx context.Context) error {
 	if l.released {
 		return nil
@@ -419,7 +419,7 @@ func (l *remoteLease) release(ctx context.Context) error {
 		// The release is waited for until it is done or the session
 		// fails: a lease on a dead worker died with it.
 		sctx, scancel := workflow.NewDisconnectedContext(pl.sctx)
-		fut := workflow.ExecuteActivity(workflow.WithActivityOptions(sctx, placeOptions(0)), ReleaseActivity, ReleaseCall{Key: l.res.Key})
+		fut := workflow.ExecuteActivity(workflow.WithActivityOptions(sctx, scopeSessionOptions(0)), ReleaseActivity, ReleaseCall{Key: l.res.Key})
 		sel := workflow.NewSelector(wctx)
 		sel.AddFuture(fut, func(f workflow.Future) {
 			if err = f.Get(wctx, nil); err != nil {
@@ -450,7 +450,7 @@ func (l *remoteLease) release(ctx context.Context) error {
 
 // lookup finds the variable whose value env() returned as name, for
 // unseal.
-func (ps *places) lookup(name string) (string, bool) {
+func (ps *scopeSessions) lookup(name string) (string, bool) {
 	for v, n := range ps.seal.names {
 		if n == name {
 			return v, true

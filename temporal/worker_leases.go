@@ -20,11 +20,11 @@ import (
 	"github.com/aml-go/aml/starlib"
 )
 
-// Leases are the sandboxes, workspaces and host directories that runs
-// acquired on this worker (see places.go). They are released by the runs
-// that hold them, and by Release when the worker stops. A Leases is safe
+// WorkerLeases are the sandboxes, workspaces and host directories that runs
+// acquired on this worker (see scope_sessions.go). They are released by the runs
+// that hold them, and by Release when the worker stops. A WorkerLeases is safe
 // for concurrent use.
-type Leases struct {
+type WorkerLeases struct {
 	mu   sync.Mutex
 	held map[string]*heldLease
 	// closed refuses acquisitions once the worker stops.
@@ -50,7 +50,7 @@ type heldLease struct {
 }
 
 // Len returns how many leases this worker holds.
-func (ls *Leases) Len() int {
+func (ls *WorkerLeases) Len() int {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	return len(ls.held)
@@ -59,7 +59,7 @@ func (ls *Leases) Len() int {
 // Release releases every lease this worker holds (sandboxes before the
 // workspaces they materialize) and refuses new ones: a worker that stops
 // calls it, so that no container, process or lock outlives it.
-func (ls *Leases) Release(ctx context.Context) error {
+func (ls *WorkerLeases) Release(ctx context.Context) error {
 	ls.mu.Lock()
 	ls.closed = true
 	held := ls.held
@@ -76,7 +76,7 @@ func (ls *Leases) Release(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (ls *Leases) put(h *heldLease) (string, error) {
+func (ls *WorkerLeases) put(h *heldLease) (string, error) {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	key := hex.EncodeToString(b[:])
@@ -92,7 +92,7 @@ func (ls *Leases) put(h *heldLease) (string, error) {
 	return key, nil
 }
 
-func (ls *Leases) get(key string) (*heldLease, error) {
+func (ls *WorkerLeases) get(key string) (*heldLease, error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	h := ls.held[key]
@@ -102,7 +102,7 @@ func (ls *Leases) get(key string) (*heldLease, error) {
 	return h, nil
 }
 
-func (ls *Leases) take(key string) *heldLease {
+func (ls *WorkerLeases) take(key string) *heldLease {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	h := ls.held[key]
@@ -147,7 +147,7 @@ func (h *heldLease) runtime() (eval.SandboxRuntime, error) {
 // failure wraps a provider's error as an activity failure that is not
 // retried, redacted of the worker's env() values (see fail).
 func (a *activities) failure(err error, seal *sealer) error {
-	return a.fail(err, seal, placeFailure)
+	return a.fail(err, seal, scopeSessionFailure)
 }
 
 // workflowRun names a workflow execution.
@@ -159,7 +159,7 @@ type workflowRun struct{ id, runID string }
 // that is no longer running. It returns, by workflow id, how many leases
 // of each such run it released. It is safe to call at any time, and
 // concurrently with the activities; aml worker calls it every minute.
-func (ls *Leases) Sweep(ctx context.Context, c client.Client) (map[string]int, error) {
+func (ls *WorkerLeases) Sweep(ctx context.Context, c client.Client) (map[string]int, error) {
 	ls.mu.Lock()
 	runs := map[workflowRun]bool{}
 	for _, h := range ls.held {
