@@ -19,7 +19,7 @@ import (
 	"github.com/aml-go/aml/journal"
 	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/starlib/acpstar"
-	"github.com/aml-go/aml/starlib/amltest"
+	"github.com/aml-go/aml/starlib/golden"
 )
 
 // The npm peers these tests run (the versions .ci/run installs).
@@ -100,7 +100,7 @@ func TestOpenCodeCassette(t *testing.T) {
 	if err := os.WriteFile(test, []byte("# cassette: cassette\n# env: OPENCODE_MODEL=fake/fake-model\nload(\"opencode.star\", recorded = \"main\")\n\nmain = recorded\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	record, err := amltest.Record(ctx, test, acpstar.Extension)
+	record, err := golden.Record(ctx, test, acpstar.Extension)
 	if err != nil {
 		t.Fatal(err)
 	}

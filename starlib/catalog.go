@@ -589,7 +589,7 @@ func (b *Builtin) match(c *Call, args starlark.Tuple, kwargs []starlark.Tuple, r
 		}
 		if s, ok := v.(starlark.String); ok && b.Group == "providers" {
 			// Provider factories share one rule for their option strings.
-			if err := option.Set(b.Name, p.Name, string(s), p.Secret); err != nil {
+			if err := option.CheckGiven(b.Name, p.Name, string(s), p.Secret); err != nil {
 				if s == "" && p.Default != "" {
 					err = fmt.Errorf("%w; omit %s to use its default", err, p.Name)
 				}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aml-go/aml/starlib/amltest"
+	"github.com/aml-go/aml/starlib/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of TestGolden")
@@ -15,7 +15,7 @@ var update = flag.Bool("update", false, "rewrite the golden files of TestGolden"
 const goldenDir = "../testdata/eval"
 
 // TestGolden runs the golden cases of testdata/eval with the harness of
-// `aml test` (package amltest documents test mode and the golden format):
+// `aml test` (package golden documents test mode and the golden format):
 // every testdata/eval/NAME.star with a NAME.golden beside it runs with
 // entry main and its record must equal NAME.golden. With -update the
 // records are written to the golden files instead:
@@ -26,7 +26,7 @@ const goldenDir = "../testdata/eval"
 // itself; leading "# env: KEY=VALUE" comments set what env() sees, and
 // "# test: no-default-agent" keeps agents without a provider failing.
 func TestGolden(t *testing.T) {
-	tests, err := amltest.Find([]string{goldenDir})
+	tests, err := golden.Find([]string{goldenDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,12 +38,12 @@ func TestGolden(t *testing.T) {
 
 // checkGoldens runs each test as aml test does, in parallel subtests;
 // hint says how to rewrite a golden file that differs.
-func checkGoldens(t *testing.T, tests []amltest.Test, hint string) {
+func checkGoldens(t *testing.T, tests []golden.Test, hint string) {
 	for _, test := range tests {
 		test.Extensions = allExtensions
 		t.Run(test.Name, func(t *testing.T) {
 			t.Parallel()
-			res := amltest.Check(t.Context(), test, *update, 30*time.Second)
+			res := golden.Check(t.Context(), test, *update, 30*time.Second)
 			if !res.OK {
 				t.Errorf("%s\n(%s)", res.Detail, hint)
 			}
@@ -57,7 +57,7 @@ func checkGoldens(t *testing.T, tests []amltest.Test, hint string) {
 // fails before anything runs, saying what to set.
 func TestExampleGoldens(t *testing.T) {
 	dir := filepath.Join("..", "examples")
-	tests, err := amltest.Find([]string{dir})
+	tests, err := golden.Find([]string{dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/aml-go/aml/internal/durable"
-	"github.com/aml-go/aml/starlib/amltest"
+	"github.com/aml-go/aml/starlib/golden"
 )
 
 const initUsage = `usage: aml init [DIR]
@@ -126,9 +126,9 @@ func cmdInit(args []string, stdout, stderr io.Writer) int {
 	}
 	// The golden file is what aml test -update records: the workflow's
 	// own run, not a copy kept here.
-	test := amltest.Test{Name: "main", Path: filepath.ToSlash(filepath.Join(dir, "main")),
+	test := golden.Test{Name: "main", Path: filepath.ToSlash(filepath.Join(dir, "main")),
 		File: filepath.Join(dir, "main.star"), Golden: filepath.Join(dir, "main.golden"), Extensions: extensions()}
-	if res := amltest.Check(context.Background(), test, true, time.Minute); !res.OK || res.RecordsError {
+	if res := golden.Check(context.Background(), test, true, time.Minute); !res.OK || res.RecordsError {
 		fmt.Fprintf(stderr, "aml init: recording main.golden: %s\n", res.Detail)
 		return exitFailure
 	}

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aml-go/aml/starlib/amltest"
+	"github.com/aml-go/aml/starlib/golden"
 )
 
 const testUsage = `usage: aml test [PATH...] [-update] [-run REGEXP]
@@ -67,12 +67,12 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 	sigs := make(chan arrival, 2)
 	defer listen(sigs)()
 
-	var sum amltest.Summary
+	var sum golden.Summary
 	var err error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sum, err = amltest.Run(amltest.Options{
+		sum, err = golden.Run(golden.Options{
 			Extensions: extensions(),
 			Context:    ctx,
 			Paths:      paths,
@@ -111,7 +111,7 @@ func cmdTest(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	switch {
-	case errors.Is(err, amltest.ErrNoTests):
+	case errors.Is(err, golden.ErrNoTests):
 		fmt.Fprintf(stderr, "aml test: %v\n", err)
 		return exitFailure
 	case err != nil:

@@ -1,4 +1,4 @@
-// Package amltest runs golden-file tests of AML workflows. It implements
+// Package golden runs golden-file tests of AML workflows. It implements
 // `aml test` and the evaluator's own golden tests over testdata/eval.
 //
 //	aml test [PATH...] [-update] [-run REGEXP]
@@ -116,4 +116,4 @@
 //
 // Paths are written relative to the test file's directory (the directory
 // itself is "."), and agents' private staging directories read $STAGING.
-package amltest
+package golden

@@ -1,6 +1,6 @@
 //go:build unix
 
-package amltest
+package golden
 
 import (
 	"bytes"

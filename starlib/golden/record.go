@@ -1,4 +1,4 @@
-package amltest
+package golden
 
 import (
 	"bufio"
