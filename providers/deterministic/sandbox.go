@@ -123,7 +123,7 @@ func NewSandbox(opts SandboxOptions) (*Sandbox, error) {
 
 // checkName validates a provider name.
 func checkName(kind, name string) error {
-	return option.Set("deterministic "+kind, "name", name, false)
+	return option.CheckGiven("deterministic "+kind, "name", name, false)
 }
 
 // EchoCommand returns the default ExecFunc: exit code 0, the command and

@@ -16,31 +16,31 @@ import (
 	"strings"
 )
 
-// String validates one option of factory (the constructor or Starlark
+// Check validates one option of factory (the constructor or Starlark
 // factory name used in the error): "" is accepted as unset; any other
 // value must equal its trimmed form and contain no NUL byte. The error
 // quotes the value unless secret is set.
-func String(factory, name, value string, secret bool) error {
+func Check(factory, name, value string, secret bool) error {
 	if value == "" || valid(value) {
 		return nil
 	}
 	return bad(factory, name, value, secret)
 }
 
-// Set validates an option the author passed explicitly: it must be
+// CheckGiven validates an option the author passed explicitly: it must be
 // non-empty as well as trimmed and free of NUL bytes.
-func Set(factory, name, value string, secret bool) error {
+func CheckGiven(factory, name, value string, secret bool) error {
 	if valid(value) && value != "" {
 		return nil
 	}
 	return bad(factory, name, value, secret)
 }
 
-// Strings validates several options with String and reports the first bad
+// CheckAll validates several options with Check and reports the first bad
 // one in name order; values of the options named in secret are not quoted.
-func Strings(factory string, values map[string]string, secret ...string) error {
+func CheckAll(factory string, values map[string]string, secret ...string) error {
 	for _, name := range slices.Sorted(maps.Keys(values)) {
-		if err := String(factory, name, values[name], slices.Contains(secret, name)); err != nil {
+		if err := Check(factory, name, values[name], slices.Contains(secret, name)); err != nil {
 			return err
 		}
 	}

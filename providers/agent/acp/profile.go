@@ -112,7 +112,7 @@ func NewProfile(b Base, spec ProfileSpec) (*Provider, error) {
 	}
 	values := map[string]string{"name": b.Name, "command": b.Command, "model": b.Model, dir: b.WorkingDirectory}
 	maps.Copy(values, spec.Strings)
-	if err := option.Strings(spec.Factory, values, spec.Secret...); err != nil {
+	if err := option.CheckAll(spec.Factory, values, spec.Secret...); err != nil {
 		return nil, err
 	}
 	b.Args = slices.Clone(b.Args)

@@ -228,7 +228,7 @@ func CheckOptions(opts Options) error {
 	for _, o := range []struct{ label, v string }{
 		{"image", opts.Image}, {"setup", opts.Setup}, {"user", opts.User}, {"workspace", opts.Workspace}, {"network", opts.Network}, {"relay", opts.Relay},
 	} {
-		if err := option.String("docker sandbox", o.label, o.v, false); err != nil {
+		if err := option.Check("docker sandbox", o.label, o.v, false); err != nil {
 			return err
 		}
 	}
@@ -249,7 +249,7 @@ func CheckOptions(opts Options) error {
 		return fmt.Errorf("docker sandbox engine timeout must be positive, got %v", opts.EngineTimeout)
 	}
 	for _, c := range opts.CapDrop {
-		if err := option.String("docker sandbox", "cap_drop entry", c, true); err != nil {
+		if err := option.Check("docker sandbox", "cap_drop entry", c, true); err != nil {
 			return err
 		}
 	}

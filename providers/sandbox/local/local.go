@@ -109,7 +109,7 @@ func New(opts Options) (*Provider, error) {
 
 // checkOption validates an optional string option.
 func checkOption(v, label string) error {
-	return option.String("local sandbox", label, v, false)
+	return option.Check("local sandbox", label, v, false)
 }
 
 // Name returns "local".

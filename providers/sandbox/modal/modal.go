@@ -505,7 +505,7 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // calls it on a call's literal arguments.
 func CheckOptions(opts Options) error {
 	const factory = "modal sandbox"
-	if err := option.Strings(factory, map[string]string{"app_name": opts.AppName, "image": opts.Image, "environment": opts.Environment, "token_id": opts.TokenID, "token_secret": opts.TokenSecret}, "token_id", "token_secret"); err != nil {
+	if err := option.CheckAll(factory, map[string]string{"app_name": opts.AppName, "image": opts.Image, "environment": opts.Environment, "token_id": opts.TokenID, "token_secret": opts.TokenSecret}, "token_id", "token_secret"); err != nil {
 		return err
 	}
 	if opts.Client != nil && (opts.TokenID != "" || opts.TokenSecret != "" || opts.Environment != "" || opts.MaxThrottleWait != 0) {

@@ -309,7 +309,7 @@ func (p *Provider) release(ctx context.Context, prov staged.Provisioned[string, 
 func CheckOptions(service string, opts Options) error {
 	name := service + " sandbox"
 	for _, o := range []struct{ label, v string }{{"setup", opts.Setup}, {"workspace", opts.Workspace}, {"relay", opts.Relay}} {
-		if err := option.String(name, o.label, o.v, false); err != nil {
+		if err := option.Check(name, o.label, o.v, false); err != nil {
 			return err
 		}
 	}

@@ -138,10 +138,10 @@ func persistOptions(opts Options) persist.Options {
 // file system: a missing or malformed directory, an unknown format, a
 // negative bound. aml check calls it on a call's literal arguments.
 func CheckOptions(opts Options) error {
-	if err := option.Set("filesystem workspace", "directory", opts.Directory, false); err != nil {
+	if err := option.CheckGiven("filesystem workspace", "directory", opts.Directory, false); err != nil {
 		return err
 	}
-	if err := option.String("filesystem workspace", "temporary directory", opts.TemporaryDirectory, false); err != nil {
+	if err := option.Check("filesystem workspace", "temporary directory", opts.TemporaryDirectory, false); err != nil {
 		return err
 	}
 	if err := persistOptions(opts).Validate(); err != nil {
@@ -159,7 +159,7 @@ type Storage struct {
 // NewStorage returns the Storage rooted at directory (resolved to an
 // absolute path, not created).
 func NewStorage(directory string) (*Storage, error) {
-	if err := option.Set("filesystem workspace", "directory", directory, false); err != nil {
+	if err := option.CheckGiven("filesystem workspace", "directory", directory, false); err != nil {
 		return nil, err
 	}
 	abs, err := filepath.Abs(directory)

@@ -50,7 +50,7 @@ type Options struct {
 // options without touching the filesystem. The provider is safe for
 // concurrent use.
 func New(opts Options) (eval.WorkspaceProvider, error) {
-	if err := option.Set("local workspace", "directory", opts.Directory, false); err != nil {
+	if err := option.CheckGiven("local workspace", "directory", opts.Directory, false); err != nil {
 		return nil, err
 	}
 	abs, err := filepath.Abs(opts.Directory)

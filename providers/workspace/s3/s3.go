@@ -175,7 +175,7 @@ func checkStorageOptions(opts Options) error {
 		{"bucket", opts.Bucket}, {"prefix", opts.Prefix}, {"region", opts.Region}, {"profile", opts.Profile},
 		{"endpoint", opts.Endpoint}, {"temporary directory", opts.TemporaryDirectory},
 	} {
-		if err := option.String("s3 workspace", o.label, o.v, false); err != nil {
+		if err := option.Check("s3 workspace", o.label, o.v, false); err != nil {
 			return err
 		}
 	}
