@@ -210,7 +210,7 @@ func jsonTypeName(v any) string {
 // value) in a journaled evaluation, or checks it against the recorded
 // digest on resume: a changed value is a *DivergenceError. Without a
 // journal it does nothing.
-func (cc *ComponentContext) Read(r Read) error {
+func (cc *ComponentContext) Read(r RecordedRead) error {
 	if cc.d == nil || cc.d.journal == nil {
 		return nil
 	}

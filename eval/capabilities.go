@@ -153,12 +153,12 @@ type SpanEmitter interface {
 	Span(kind, name string, start time.Time, d time.Duration, attrs map[string]any, failed bool)
 }
 
-// Sized is the optional Journal capability that reports how many effects
+// SizedJournal is the optional Journal capability that reports how many effects
 // the journal holds. An evaluation whose journal holds none when it
 // starts calls no Lookup: effect identities are unique within an
 // evaluation, so none of its effects can have a record. A new run pays
 // for its records, not for looking them up.
-type Sized interface {
+type SizedJournal interface {
 	// Len returns the number of effect records (under distinct ids or
 	// not) the journal holds. It is safe for concurrent use.
 	Len() int
@@ -187,23 +187,13 @@ type Checkpointer interface {
 	LastCheckpoint() string
 }
 
-// Cassette is an optional Journal capability: a journal whose Cassette
-// returns true is a recording replayed offline (aml test's "# cassette:"
-// directive). Only agent sessions and answers are served from it; every
-// other effect runs as it would without a journal, nothing is recorded or
-// checkpointed, and an agent or a question with no recording fails
-// instead of running live.
-type Cassette interface {
-	Cassette() bool
-}
-
-// Lister is the optional Journal capability that lists the records a
+// ListingJournal is the optional Journal capability that lists the records a
 // journal holds, in the order they were appended. A resumed evaluation
 // reads them once when it starts: with them it tells an effect the
 // program inserted between recorded ones from the first effect the
 // recorded run never reached, and finds recorded effects the program no
 // longer reaches. Without it only a changed request is a divergence.
-type Lister interface {
+type ListingJournal interface {
 	// Effects returns every record, superseded ones included, in the
 	// order they were appended. It is safe for concurrent use.
 	Effects() []*Effect

@@ -43,7 +43,8 @@ type DivergenceError struct {
 	// removed one's place, when there is one; its ID is set when the run
 	// recorded it later.
 	Now *Effect
-	// Cassette is set when the journal is a cassette (see Cassette).
+	// Cassette is set when the journal is a cassette (see
+	// EvaluateOptions.Cassette).
 	Cassette bool
 }
 

@@ -89,9 +89,8 @@
 //	ContentCapturer    TraceSink: receives content attributes (prompts, results, errors)
 //	SpanEmitter        TraceEmitter (the evaluator's): records an operation a provider saw as a span
 //	Checkpointer       Journal: keeps copies of a workspace's files (needed for workspace() in journaled runs)
-//	Cassette           Journal: a recording replayed offline (agents and answers only)
-//	Sized              Journal: how many records it holds (a new run then looks nothing up)
-//	Lister             Journal: lists its records (a resume then names inserted and removed effects)
+//	SizedJournal       Journal: how many records it holds (a new run then looks nothing up)
+//	ListingJournal     Journal: lists its records (a resume then names inserted and removed effects)
 //
 // The executor contract (executor.go), for evaluations that run
 // elsewhere than in this process's goroutines (package temporal's):

@@ -156,10 +156,10 @@ func appendDigest(dst []byte, value string) []byte {
 	return append(dst, alphabet[v&15<<2])
 }
 
-// Read is an application-owned value the program read before or outside
+// RecordedRead is an application-owned value the program read before or outside
 // the tree, such as an env() value: its digest is recorded, never the
 // value, and a changed value is a divergence on resume.
-type Read struct {
+type RecordedRead struct {
 	// Kind names the source, for example "env".
 	Kind string
 	// Name names the value, for example the variable's name.

@@ -20,7 +20,7 @@ func TestExpand(t *testing.T) {
 		if cc.RunID() != "" {
 			t.Errorf("RunID in Expand = %q, want none", cc.RunID())
 		}
-		if err := cc.Read(eval.Read{Kind: "env", Name: "X", Digest: eval.Fingerprint("v")}); err != nil {
+		if err := cc.Read(eval.RecordedRead{Kind: "env", Name: "X", Digest: eval.Fingerprint("v")}); err != nil {
 			t.Errorf("Read in Expand: %v", err)
 		}
 		return tree, nil

@@ -293,7 +293,7 @@ func parseOrder(s string) []int32 {
 }
 
 // index is what a resumed evaluation knows of its journal's records (see
-// Lister): the last record of each identity, and, built the first time
+// ListingJournal): the last record of each identity, and, built the first time
 // they are needed (a resume that serves every effect in order never
 // needs them), each context's greatest ordinal at its level of a record
 // inside it and the effect recorded at each ordinal. It is safe for

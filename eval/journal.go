@@ -57,7 +57,7 @@ import (
 
 // Journal is the durable record of one run's effects. The evaluator
 // looks records up before it runs an effect (through Lookup, or once
-// through Lister), calls Record after the effect succeeded and before
+// through ListingJournal), calls Record after the effect succeeded and before
 // its result is used, and Sync before it starts an effect outside the
 // process (a provider session, a script, a tool call), within the
 // commit window after recording one (EvaluateOptions.CommitWindow, from
@@ -91,17 +91,18 @@ type journaling struct {
 	j            Journal
 	rerunChanged bool
 	answers      map[string]any
-	// cassette is set for a Cassette journal.
+	// cassette is set for a journal replayed as a cassette
+	// (EvaluateOptions.Cassette).
 	cassette bool
 	// scopesKept is Options.ExecutorKeepsScopes, asksLive
 	// Options.AskLive.
 	scopesKept, asksLive bool
 	// fresh is set when the journal held no record at the start (see
-	// Sized): nothing is looked up.
+	// SizedJournal): nothing is looked up.
 	fresh bool
 	// verify is set in Resume's dry replay: nothing runs live.
 	verify bool
-	// ix indexes the journal's records when it lists them (Lister); nil
+	// ix indexes the journal's records when it lists them (ListingJournal); nil
 	// otherwise, and then nothing is known of insertions and removals.
 	ix *index
 	// commit makes records durable shortly after external effects.
@@ -181,7 +182,7 @@ func (d *domain) syncJournal(pos Position) error {
 
 // checkReads records the application reads made before evaluation, or
 // checks them against the recorded ones.
-func (d *domain) checkReads(path *effectPath, reads []Read) error {
+func (d *domain) checkReads(path *effectPath, reads []RecordedRead) error {
 	for _, r := range reads {
 		if err := d.read(path, r); err != nil {
 			return err
@@ -191,7 +192,7 @@ func (d *domain) checkReads(path *effectPath, reads []Read) error {
 }
 
 // read records or checks one application read in context path.
-func (d *domain) read(path *effectPath, r Read) error {
+func (d *domain) read(path *effectPath, r RecordedRead) error {
 	label := r.Kind + "(" + strconv.Quote(r.Name) + ")"
 	var f fingerprint
 	f.add("name", r.Kind+"\x00"+r.Name)

@@ -258,8 +258,8 @@ func TestJournalReadsDivergeBeforeAnythingRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	tree := &eval.Agent{Position: pos(5), Children: []any{"go"}}
-	read := func(v string) []eval.Read {
-		return []eval.Read{{Kind: "env", Name: "TOKEN", Pos: pos(1), Digest: eval.Fingerprint(v)}}
+	read := func(v string) []eval.RecordedRead {
+		return []eval.RecordedRead{{Kind: "env", Name: "TOKEN", Pos: pos(1), Digest: eval.Fingerprint(v)}}
 	}
 	j := eval.NewMemoryJournal()
 	if _, err := rt.Evaluate(context.Background(), tree, eval.EvaluateOptions{Journal: j, Reads: read("secret-1")}); err != nil {
@@ -545,11 +545,6 @@ func TestJournalRefusesWhatItCannotRestore(t *testing.T) {
 	}
 }
 
-// cassette replays a MemoryJournal as a cassette.
-type cassette struct{ *eval.MemoryJournal }
-
-func (cassette) Cassette() bool { return true }
-
 func TestCassetteServesAgentsOnly(t *testing.T) {
 	var tools, scripts atomic.Int64
 	tool := upperTool(t, &tools)
@@ -563,8 +558,8 @@ func TestCassetteServesAgentsOnly(t *testing.T) {
 	agent.calls.Store(0)
 	tools.Store(0)
 	scripts.Store(0)
-	c := cassette{j.Truncated(len(j.Effects()))}
-	got, err := rt.Evaluate(context.Background(), durableTree(t, tool), eval.EvaluateOptions{Journal: c})
+	c := j.Truncated(len(j.Effects()))
+	got, err := rt.Evaluate(context.Background(), durableTree(t, tool), eval.EvaluateOptions{Journal: c, Cassette: true})
 	if err != nil || got != want {
 		t.Fatalf("cassette replay = %q, %v; want %q", got, err, want)
 	}
@@ -574,13 +569,13 @@ func TestCassetteServesAgentsOnly(t *testing.T) {
 	if n := len(c.Effects()); n != len(j.Effects()) {
 		t.Fatalf("a cassette replay recorded %d effects", n-len(j.Effects()))
 	}
-	_, err = rt.Evaluate(context.Background(), []any{durableTree(t, tool), &eval.Agent{Position: pos(99), Children: []any{"new"}}}, eval.EvaluateOptions{Journal: c})
+	_, err = rt.Evaluate(context.Background(), []any{durableTree(t, tool), &eval.Agent{Position: pos(99), Children: []any{"new"}}}, eval.EvaluateOptions{Journal: c, Cassette: true})
 	if err == nil || !strings.Contains(err.Error(), "t.star:99:1: agent() has no recording in the cassette") || agent.calls.Load() != 0 {
 		t.Fatalf("an agent the cassette never saw: %v (live %d)", err, agent.calls.Load())
 	}
 	// The final agent of durableTree, at the same identity, with another
 	// prompt.
-	_, err = rt.Evaluate(context.Background(), &eval.Agent{Position: pos(50), Children: []any{"changed"}}, eval.EvaluateOptions{Journal: c})
+	_, err = rt.Evaluate(context.Background(), &eval.Agent{Position: pos(50), Children: []any{"changed"}}, eval.EvaluateOptions{Journal: c, Cassette: true})
 	var de *eval.DivergenceError
 	if !errors.As(err, &de) || !strings.Contains(err.Error(), "its prompt changed since the cassette was recorded") {
 		t.Fatalf("a changed prompt against a cassette: %v", err)

@@ -48,7 +48,7 @@ func (m *MemoryJournal) Record(e *Effect) error {
 	return nil
 }
 
-// Len implements Sized.
+// Len implements SizedJournal.
 func (m *MemoryJournal) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

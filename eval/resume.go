@@ -71,7 +71,7 @@ type ResumeOptions struct {
 	Answers map[string]any
 	// Reads are the application reads made before evaluation (see
 	// EvaluateOptions.Reads).
-	Reads []Read
+	Reads []RecordedRead
 	// SourceRoot is EvaluateOptions.SourceRoot: it must be the directory
 	// the recorded run named.
 	SourceRoot string
@@ -110,7 +110,7 @@ func (r *Runtime) Resume(ctx context.Context, value any, opts ResumeOptions) (st
 	eo := EvaluateOptions{RunID: opts.RunID, Journal: opts.Journal, RerunChanged: opts.RerunChanged, Answers: opts.Answers, Reads: opts.Reads, SourceRoot: opts.SourceRoot, CommitWindow: opts.CommitWindow}
 	eo.uncheckedReads = opts.UncheckedReads
 	var changes []*DivergenceError
-	if sz, ok := opts.Journal.(Sized); !ok || sz.Len() > 0 {
+	if sz, ok := opts.Journal.(SizedJournal); !ok || sz.Len() > 0 {
 		// A journal with no record has nothing to compare.
 		var err error
 		if changes, err = r.verify(ctx, value, eo); err != nil {

@@ -292,6 +292,12 @@ type EvaluateOptions struct {
 	// in it before its result is used, and effects it already holds are
 	// served from it (see Journal and Runtime.Resume).
 	Journal Journal
+	// Cassette makes the Journal a recording replayed offline (aml
+	// test's "# cassette:" directive): only agent sessions and answers
+	// are served from it; every other effect runs as it would without a
+	// journal, nothing is recorded or checkpointed, and an agent or a
+	// question with no recording fails instead of running live.
+	Cassette bool
 	// RerunChanged, with a Journal, runs a divergent effect and every
 	// effect after it live instead of failing with a *DivergenceError.
 	RerunChanged bool
@@ -301,7 +307,7 @@ type EvaluateOptions struct {
 	// (env() values read while the workflow loaded): with a Journal their
 	// digests are recorded, and checked against the recorded ones before
 	// anything runs.
-	Reads []Read
+	Reads []RecordedRead
 	// CommitWindow bounds how long the record of a completed effect that
 	// reached outside the process (an agent session that is not
 	// InProcess, a script, a tool call from component code, an answer, a
@@ -383,14 +389,12 @@ func (r *Runtime) Evaluate(ctx context.Context, value any, opts ...EvaluateOptio
 	if o.Journal != nil {
 		jr := &journaling{j: o.Journal, rerunChanged: o.RerunChanged, answers: o.Answers, verify: o.verify, onChange: o.onChange, uncheckedReads: o.uncheckedReads}
 		d.journal = jr
-		if c, ok := o.Journal.(Cassette); ok && c.Cassette() {
-			jr.cassette = true
-		}
+		jr.cassette = o.Cassette
 		jr.scopesKept, jr.asksLive = r.opts.ExecutorKeepsScopes, r.opts.AskLive
-		if sz, ok := o.Journal.(Sized); ok && sz.Len() == 0 {
+		if sz, ok := o.Journal.(SizedJournal); ok && sz.Len() == 0 {
 			jr.fresh = true
 		}
-		if l, ok := o.Journal.(Lister); ok && !jr.fresh && !jr.cassette {
+		if l, ok := o.Journal.(ListingJournal); ok && !jr.fresh && !jr.cassette {
 			jr.ix = buildIndex(l.Effects())
 		}
 		if len(o.reported) > 0 {

@@ -114,13 +114,27 @@ type SandboxProcess interface {
 
 // FileInfo describes one entry of a sandbox or workspace filesystem.
 type FileInfo struct {
-	// Kind is "file", "directory" or "other".
-	Kind string
+	// Kind is FileKindFile, FileKindDirectory or FileKindOther.
+	Kind FileKind
 	Size int64
 	// ModTime is the modification time, or the zero time when the
 	// provider does not know it.
 	ModTime time.Time
 }
+
+// FileKind is what a FileInfo describes.
+type FileKind string
+
+// The kinds of FileInfo.
+const (
+	// FileKindFile is a regular file.
+	FileKindFile FileKind = "file"
+	// FileKindDirectory is a directory.
+	FileKindDirectory FileKind = "directory"
+	// FileKindOther is anything else: a device, a pipe, a socket, a link
+	// where links are not followed.
+	FileKindOther FileKind = "other"
+)
 
 // FileStaging is a writable, invocation-private directory visible to an
 // agent in the sandbox, even when the sandbox is read-only.

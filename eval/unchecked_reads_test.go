@@ -21,18 +21,18 @@ func TestResumeUncheckedReads(t *testing.T) {
 	// read the recorded run did not make.
 	var digest, second string
 	tree := &eval.Component{Name: "main", Position: pos(2), Fn: func(cc *eval.ComponentContext) (any, error) {
-		if err := cc.Read(eval.Read{Kind: "env", Name: "INNER", Pos: pos(3), Digest: digest}); err != nil {
+		if err := cc.Read(eval.RecordedRead{Kind: "env", Name: "INNER", Pos: pos(3), Digest: digest}); err != nil {
 			return nil, err
 		}
 		if second != "" {
-			if err := cc.Read(eval.Read{Kind: "env", Name: "NEW", Pos: pos(4), Digest: second}); err != nil {
+			if err := cc.Read(eval.RecordedRead{Kind: "env", Name: "NEW", Pos: pos(4), Digest: second}); err != nil {
 				return nil, err
 			}
 		}
 		return &eval.Agent{Position: pos(5), Children: []any{"go"}}, nil
 	}}
-	reads := func(d string) []eval.Read {
-		return []eval.Read{{Kind: "env", Name: "TOKEN", Pos: pos(1), Digest: d}}
+	reads := func(d string) []eval.RecordedRead {
+		return []eval.RecordedRead{{Kind: "env", Name: "TOKEN", Pos: pos(1), Digest: d}}
 	}
 	j := eval.NewMemoryJournal()
 	digest = "recorded-inner"

@@ -147,7 +147,7 @@ type Run struct {
 	truncate bool   // the torn tail is still in the file
 	state    StateRecord
 	// effects indexes order[:indexed] by id; Lookup indexes the rest,
-	// so a new run that looks nothing up (see eval.Sized) keeps no index.
+	// so a new run that looks nothing up (see eval.SizedJournal) keeps no index.
 	effects map[string]*eval.Effect
 	order   []*eval.Effect
 	indexed int
@@ -186,8 +186,8 @@ type Run struct {
 const drainBatch = 64
 
 var (
-	_ eval.Journal = (*Run)(nil)
-	_ eval.Sized   = (*Run)(nil)
+	_ eval.Journal      = (*Run)(nil)
+	_ eval.SizedJournal = (*Run)(nil)
 )
 
 // Create starts a new run in dir: it makes dir (0700) if it is missing,
@@ -471,7 +471,7 @@ func (r *Run) Lookup(id string) *eval.Effect {
 	return r.effects[id]
 }
 
-// Len implements eval.Sized: the number of effect records the run holds.
+// Len implements eval.SizedJournal: the number of effect records the run holds.
 // It is safe for concurrent use.
 func (r *Run) Len() int {
 	r.mu.RLock()

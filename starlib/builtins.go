@@ -634,7 +634,7 @@ The CLI reads .env, .env.local, .env.<mode> and .env.<mode>.local beside the wor
 			if set {
 				e.addSecret(v)
 			}
-			r := eval.Read{Kind: "env", Name: name, Pos: c.pos, Digest: envDigest(e.opts.EnvDigestKey, v, set)}
+			r := eval.RecordedRead{Kind: "env", Name: name, Pos: c.pos, Digest: envDigest(e.opts.EnvDigestKey, v, set)}
 			if cc := componentOf(c.thread); cc != nil {
 				if err := cc.Read(r); err != nil {
 					return nil, err

@@ -153,7 +153,7 @@ type env struct {
 	configured bool
 	// reads are the env() values read while the workflow loaded, as
 	// digests (see Workflow.Reads).
-	reads []eval.Read
+	reads []eval.RecordedRead
 	// secrets are the values env() returned and the credential
 	// arguments given (see Workflow.Secrets).
 	secrets map[string]bool
@@ -645,10 +645,10 @@ func (w *Workflow) Evaluate(ctx context.Context, entry string, opts eval.Options
 // with a divergence before anything runs when one changed.
 // (Workflow.Evaluate with a Journal and Workflow.Resume pass them
 // themselves; env() in component code is recorded as it runs.)
-func (w *Workflow) Reads() []eval.Read {
+func (w *Workflow) Reads() []eval.RecordedRead {
 	w.env.mu.Lock()
 	defer w.env.mu.Unlock()
-	return append([]eval.Read(nil), w.env.reads...)
+	return append([]eval.RecordedRead(nil), w.env.reads...)
 }
 
 // Secrets returns the values that must not be written where the

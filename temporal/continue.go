@@ -67,9 +67,9 @@ func (j *runJournal) Len() int                      { return j.m.Len() }
 func (j *runJournal) Effects() []*eval.Effect       { return j.m.Effects() }
 
 var (
-	_ eval.Journal = (*runJournal)(nil)
-	_ eval.Lister  = (*runJournal)(nil)
-	_ eval.Sized   = (*runJournal)(nil)
+	_ eval.Journal        = (*runJournal)(nil)
+	_ eval.ListingJournal = (*runJournal)(nil)
+	_ eval.SizedJournal   = (*runJournal)(nil)
 )
 
 // errContinuing fails the effects that would start while the run drains

@@ -93,7 +93,7 @@ func (r *Runtime) Stat(ctx context.Context, p string) (eval.FileInfo, error) {
 	if err != nil {
 		return eval.FileInfo{}, fmt.Errorf("local sandbox stat %q: %w", p, err)
 	}
-	return eval.FileInfo{Kind: filekind.Info(fi.Mode()), Size: fi.Size(), ModTime: fi.ModTime()}, nil
+	return eval.FileInfo{Kind: eval.FileKind(filekind.Info(fi.Mode())), Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
 
 // WriteFile atomically replaces the regular file at the logical path

@@ -11,8 +11,8 @@ import (
 	"github.com/aml-go/aml/journal"
 )
 
-// cassette is a journaled run replayed offline: an eval.Journal with the
-// eval.Cassette capability, read-only.
+// cassette is a journaled run replayed offline: a read-only eval.Journal
+// evaluated with EvaluateOptions.Cassette.
 type cassette struct {
 	effects map[string]*eval.Effect
 }
@@ -53,6 +53,3 @@ func (c *cassette) Record(*eval.Effect) error { return nil }
 
 // Sync implements eval.Journal.
 func (c *cassette) Sync() error { return nil }
-
-// Cassette implements eval.Cassette.
-func (c *cassette) Cassette() bool { return true }

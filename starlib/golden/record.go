@@ -132,7 +132,7 @@ func Record(ctx context.Context, file string, exts ...*starlib.Extension) ([]byt
 		if err == nil && d.Cassette != "" {
 			var c *cassette
 			if c, err = loadCassette(filepath.Join(dir, d.Cassette)); err == nil {
-				result, err = w.Evaluate(ctx, "main", opts, eval.EvaluateOptions{Journal: c})
+				result, err = w.Evaluate(ctx, "main", opts, eval.EvaluateOptions{Journal: c, Cassette: true})
 			} else {
 				return nil, fmt.Errorf("%s: %w", filepath.Base(abs), err)
 			}

@@ -420,7 +420,7 @@ func (r *runtime) Stat(ctx context.Context, p string) (eval.FileInfo, error) {
 		}
 		return eval.FileInfo{Kind: "file", Size: size}, nil
 	case "directory", "other":
-		return eval.FileInfo{Kind: fields[0]}, nil
+		return eval.FileInfo{Kind: eval.FileKind(fields[0])}, nil
 	}
 	return eval.FileInfo{}, fmt.Errorf("%s sandbox stat %q: unexpected %q", r.p.Name(), p, res.Stdout)
 }
