@@ -144,7 +144,7 @@ func cmdWorkspacePrune(args []string, stdout, stderr io.Writer) int {
 			fail(err)
 			continue
 		}
-		p := persist.New(s, persist.Options{TemporaryDirectory: *temp, TemporaryAge: *olderThan})
+		p := persist.New(s, persist.Options{StoreOptions: persist.StoreOptions{TemporaryDirectory: *temp}, TemporaryAge: *olderThan})
 		sw, err := p.(persist.Sweeper).Sweep(ctx, "")
 		for _, r := range sw.Removed {
 			rep.Removed = append(rep.Removed, strings.TrimSuffix(spec, "/")+": "+r)

@@ -50,7 +50,7 @@ func newBenchEnv(b *testing.B, format string) *benchEnv {
 		b.Fatal(err)
 	}
 	store := persisttest.NewCountingStorage(s)
-	return &benchEnv{store: store, provider: persist.New(store, persist.Options{Format: format, TemporaryDirectory: b.TempDir()})}
+	return &benchEnv{store: store, provider: persist.New(store, persist.Options{StoreOptions: persist.StoreOptions{Format: format, TemporaryDirectory: b.TempDir()}})}
 }
 
 func (e *benchEnv) acquire(b *testing.B, id string, load *eval.WorkspaceLoad) eval.WorkspaceLease {

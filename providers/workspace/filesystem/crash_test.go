@@ -75,7 +75,7 @@ func runHelper(mode string) int {
 		fmt.Println("error:", err)
 		return 2
 	}
-	opts := persist.Options{Format: os.Getenv(helperFormat), TemporaryDirectory: os.Getenv(helperTemp)}
+	opts := persist.Options{StoreOptions: persist.StoreOptions{Format: os.Getenv(helperFormat), TemporaryDirectory: os.Getenv(helperTemp)}}
 	if step := os.Getenv(helperStep); step != "" {
 		opts.Hooks.Step = func(s persist.Step) error {
 			if string(s) == step {
@@ -244,7 +244,7 @@ func TestCrashKill(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")
 			temp := t.TempDir()
 			s, _ := NewStorage(dir)
-			e := persisttest.NewEnv(t, s, persist.Options{Format: format})
+			e := persisttest.NewEnv(t, s, persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 			e.SaveTree("ws", generation(0, crashFiles, crashFileSize), 2)
 			last := 0
 			// Kills timed after a save started. Where a kill lands depends

@@ -62,7 +62,7 @@ func TestLayout(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "store")
 	s, _ := NewStorage(root)
 	for _, format := range persisttest.Formats {
-		e := persisttest.NewEnv(t, s, persist.Options{Format: format})
+		e := persisttest.NewEnv(t, s, persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 		id := "team/review 42." + format
 		tree := persisttest.Tree{"a.txt": {Data: "a", Mode: 0o644}, "d": {Dir: true, Mode: 0o755}, "d/b.txt": {Data: "b", Mode: 0o600}}
 		rev := e.SaveTree(id, tree, 2)
@@ -110,7 +110,7 @@ func TestLayout(t *testing.T) {
 func TestLeftoversAreNotObjects(t *testing.T) {
 	ctx := context.Background()
 	s := newStorage(t)
-	e := persisttest.NewEnv(t, s, persist.Options{Format: persist.FormatFolder})
+	e := persisttest.NewEnv(t, s, persist.Options{StoreOptions: persist.StoreOptions{Format: persist.FormatFolder}})
 	tree := persisttest.Tree{"a": {Data: "a", Mode: 0o644}}
 	rev := e.SaveTree("ws", tree, 1)
 	seg, _ := s.(*Storage).WorkspaceDirectory("ws")

@@ -86,7 +86,7 @@ func TestCrashGarbageSwept(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := persist.New(s, persist.Options{TemporaryDirectory: temp})
+	p := persist.New(s, persist.Options{StoreOptions: persist.StoreOptions{TemporaryDirectory: temp}})
 	l, err := p.Acquire(context.Background(), &eval.WorkspaceAcquireRequest{ID: "ws", EvaluationID: "sweep", Lock: true})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestUnpublishedRevisionSwept(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "store")
 			temp := t.TempDir()
 			s, _ := NewStorage(dir)
-			e := persisttest.NewEnv(t, s, persist.Options{Format: format})
+			e := persisttest.NewEnv(t, s, persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 			e.SaveTree("ws", generation(0, crashFiles, crashFileSize), 2)
 			h := startHelper(t, "save-loop", dir, temp, format, string(persist.StepAfterArtifactUpload))
 			for {
@@ -134,7 +134,7 @@ func TestUnpublishedRevisionSwept(t *testing.T) {
 			if len(orphans) == 0 {
 				t.Fatal("the killed save left no unpublished revision")
 			}
-			p := persist.New(s, persist.Options{Format: format, TemporaryDirectory: temp})
+			p := persist.New(s, persist.Options{StoreOptions: persist.StoreOptions{Format: format, TemporaryDirectory: temp}})
 			l, err := p.Acquire(context.Background(), &eval.WorkspaceAcquireRequest{ID: "ws", EvaluationID: "sweep", Lock: true, Load: &eval.WorkspaceLoad{Revision: "current"}})
 			if err != nil {
 				t.Fatal(err)

@@ -15,7 +15,7 @@ func TestLongestNamesSave(t *testing.T) {
 	for _, format := range persisttest.Formats {
 		t.Run(format, func(t *testing.T) {
 			s := newStorage(t)
-			e := persisttest.NewEnv(t, s, persist.Options{Format: format})
+			e := persisttest.NewEnv(t, s, persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 			name := strings.Repeat("n", 255)
 			tree := persisttest.Tree{name: {Data: "long", Mode: 0o644}, "d": {Dir: true, Mode: 0o755}, "d/" + name: {Data: "deep", Mode: 0o644}}
 			e.SaveTree("ws", tree, 1)

@@ -32,9 +32,13 @@ const (
 	MaxManifestBytes = 1 << 30
 )
 
-// Options configure New. Zero fields take their defaults. New copies them;
-// only Hooks.Step is called later (see Hooks).
-type Options struct {
+// StoreOptions are the options of a revision store that its providers
+// share with their users: the format of new revisions, the bounds of a
+// revision and where revisions are materialized. Options embeds them, as
+// do the options of the providers built on New (filesystem.Options,
+// s3.Options), so that each of them is declared, documented, validated
+// and defaulted here only. Zero fields take their defaults.
+type StoreOptions struct {
 	// Format of new revisions: FormatArchive (default) or FormatFolder.
 	// Existing revisions are restored in their recorded format.
 	Format string
@@ -51,6 +55,14 @@ type Options struct {
 	// an absolute path by New); default os.TempDir(). Keep the durable
 	// store outside it.
 	TemporaryDirectory string
+}
+
+// Options configure New. Zero fields take their defaults. New copies them;
+// only Hooks.Step is called later (see Hooks).
+type Options struct {
+	// StoreOptions are the format, bounds and temporary directory;
+	// Validate reports what is invalid in them.
+	StoreOptions
 	// TemporaryAge is how old a temporary upload that a killed writer left
 	// in the store must be before an acquisition with the writer lock
 	// removes it; default DefaultTemporaryAge. (A temporary upload carries
@@ -99,8 +111,9 @@ type Hooks struct {
 	Step func(step Step) error
 }
 
-// Validate reports invalid options.
-func (o Options) Validate() error {
+// Validate reports invalid options: an unknown format or a negative
+// bound. It is pure and safe for concurrent use.
+func (o StoreOptions) Validate() error {
 	switch o.Format {
 	case "", FormatArchive, FormatFolder:
 	default:
@@ -112,8 +125,9 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// normalized returns the options with defaults applied.
-func (o Options) normalized() (Options, error) {
+// normalized returns the options with defaults applied and the temporary
+// directory made absolute.
+func (o StoreOptions) normalized() (StoreOptions, error) {
 	if err := o.Validate(); err != nil {
 		return o, err
 	}
@@ -132,13 +146,23 @@ func (o Options) normalized() (Options, error) {
 	if o.TemporaryDirectory == "" {
 		o.TemporaryDirectory = os.TempDir()
 	}
-	if o.TemporaryAge == 0 {
-		o.TemporaryAge = DefaultTemporaryAge
-	}
 	abs, err := filepath.Abs(o.TemporaryDirectory)
 	if err != nil {
 		return o, fmt.Errorf("workspace persistence: temporary directory: %w", err)
 	}
 	o.TemporaryDirectory = abs
+	return o, nil
+}
+
+// normalized returns the options with defaults applied.
+func (o Options) normalized() (Options, error) {
+	store, err := o.StoreOptions.normalized()
+	if err != nil {
+		return o, err
+	}
+	o.StoreOptions = store
+	if o.TemporaryAge == 0 {
+		o.TemporaryAge = DefaultTemporaryAge
+	}
 	return o, nil
 }

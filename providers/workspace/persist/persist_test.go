@@ -48,7 +48,7 @@ func TestLostLock(t *testing.T) {
 func TestLostLockBeforePublication(t *testing.T) {
 	ctx := context.Background()
 	st := persist.NewMemoryStorage()
-	e := persisttest.NewEnv(t, st, persist.Options{Format: persist.FormatFolder})
+	e := persisttest.NewEnv(t, st, persist.Options{StoreOptions: persist.StoreOptions{Format: persist.FormatFolder}})
 	l := e.Acquire("ws", true, nil)
 	persisttest.WriteTree(t, l.Directory(), persisttest.Tree{"f": {Data: "x", Mode: 0o644}})
 	e.SetHook(func(s persist.Step) error {
@@ -69,7 +69,7 @@ func TestLostLockBeforePublication(t *testing.T) {
 func TestStorageFaults(t *testing.T) {
 	ctx := context.Background()
 	st := persist.NewMemoryStorage()
-	e := persisttest.NewEnv(t, st, persist.Options{Format: persist.FormatFolder})
+	e := persisttest.NewEnv(t, st, persist.Options{StoreOptions: persist.StoreOptions{Format: persist.FormatFolder}})
 	first := e.SaveTree("ws", persisttest.Tree{"a": {Data: "1", Mode: 0o644}}, 1)
 	// The index write fails: the upload is removed, the old revision stays.
 	st.SetFault(func(op, id, p string) error {
@@ -165,12 +165,12 @@ func TestParseIndex(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	for _, o := range []persist.Options{{Format: "tar"}, {MaxEntries: -1}, {MaxArchiveBytes: -1}, {MaxExtractedBytes: -5}} {
+	for _, o := range []persist.StoreOptions{{Format: "tar"}, {MaxEntries: -1}, {MaxArchiveBytes: -1}, {MaxExtractedBytes: -5}} {
 		if o.Validate() == nil {
 			t.Errorf("Validate accepted %+v", o)
 		}
 	}
-	if err := (persist.Options{Format: persist.FormatFolder, MaxEntries: 10}).Validate(); err != nil {
+	if err := (persist.Options{StoreOptions: persist.StoreOptions{Format: persist.FormatFolder, MaxEntries: 10}}).Validate(); err != nil {
 		t.Error(err)
 	}
 	if _, err := persist.New(nil, persist.Options{}).Acquire(context.Background(), &eval.WorkspaceAcquireRequest{ID: "x"}); err == nil {

@@ -146,13 +146,13 @@ func New(opts Options) (eval.WorkspaceProvider, error) {
 
 // persistOptions are the persist.Options of opts.
 func persistOptions(opts Options) persist.Options {
-	return persist.Options{
+	return persist.Options{StoreOptions: persist.StoreOptions{
 		Format:             opts.Format,
 		MaxArchiveBytes:    opts.MaxArchiveBytes,
 		MaxEntries:         opts.MaxEntries,
 		MaxExtractedBytes:  opts.MaxExtractedBytes,
 		TemporaryDirectory: opts.TemporaryDirectory,
-	}
+	}}
 }
 
 // CheckOptions reports what New refuses in opts before it does anything

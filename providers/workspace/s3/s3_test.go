@@ -465,7 +465,7 @@ func TestMultipart(t *testing.T) {
 	}
 
 	// An archive revision over the part size, through the provider.
-	p := persist.New(st, persist.Options{Format: "archive"})
+	p := persist.New(st, persist.Options{StoreOptions: persist.StoreOptions{Format: "archive"}})
 	ws, err := p.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "big", Lock: true, Load: &eval.WorkspaceLoad{}})
 	if err != nil {
 		t.Fatal(err)

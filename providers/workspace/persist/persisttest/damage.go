@@ -30,7 +30,7 @@ import (
 // (not crashed) save leaves no orphans.
 func testInjection(t *testing.T, newStorage NewStorageFunc, format string, step persist.Step, crash bool) {
 	ctx := context.Background()
-	e := NewEnv(t, newStorage(t), persist.Options{Format: format})
+	e := NewEnv(t, newStorage(t), persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 	v1 := Tree{"keep.txt": {Data: "v1", Mode: 0o644}, "dir": {Dir: true, Mode: 0o755}, "dir/a": {Data: "a1", Mode: 0o600}, "dir/b": {Data: "b1", Mode: 0o644}}
 	v2 := Tree{"keep.txt": {Data: "v2", Mode: 0o644}, "dir": {Dir: true, Mode: 0o755}, "dir/a": {Data: "a2", Mode: 0o600}, "dir/c": {Data: "c2", Mode: 0o644}}
 	first := e.SaveTree("ws", v1, 1)
@@ -109,7 +109,7 @@ func testCorruption(t *testing.T, newStorage NewStorageFunc, format string) {
 	}
 	tree := Tree{"a.txt": {Data: strings.Repeat("content ", 500), Mode: 0o644}, "d": {Dir: true, Mode: 0o755}, "d/b.txt": {Data: "b", Mode: 0o644}}
 	setup := func(t *testing.T) (*Env, *persist.Revision) {
-		e := NewEnv(t, newStorage(t), persist.Options{Format: format})
+		e := NewEnv(t, newStorage(t), persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 		e.SaveTree("ws", tree, 1)
 		x := e.StoredIndex("ws")
 		return e, &x.Revisions[0]
@@ -311,7 +311,7 @@ func testDamage(t *testing.T, newStorage NewStorageFunc, format string) {
 		{"a.txt": {Data: "third", Mode: 0o644}, "d": {Dir: true, Mode: 0o755}, "d/b.txt": {Data: strings.Repeat("b", 3000), Mode: 0o600}},
 	}
 	setup := func(t *testing.T) (*Env, []string) {
-		e := NewEnv(t, newStorage(t), persist.Options{Format: format})
+		e := NewEnv(t, newStorage(t), persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 		var ids []string
 		for _, tr := range trees {
 			ids = append(ids, e.SaveTree("ws", tr, 3))

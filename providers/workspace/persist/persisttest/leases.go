@@ -70,7 +70,7 @@ func testConflict(t *testing.T, newStorage NewStorageFunc) {
 // revision fails with ErrPreconditionFailed and leaves nothing behind.
 func testStalePublication(t *testing.T, newStorage NewStorageFunc, format string) {
 	ctx := context.Background()
-	e := NewEnv(t, newStorage(t), persist.Options{Format: format})
+	e := NewEnv(t, newStorage(t), persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 	base := e.SaveTree("ws", Tree{"f": {Data: "base", Mode: 0o644}}, 3)
 	a := e.Acquire("ws", false, Current)
 	b := e.Acquire("ws", false, Current)
@@ -114,7 +114,7 @@ func testStalePublication(t *testing.T, newStorage NewStorageFunc, format string
 // publishes nothing.
 func testChangedDuringSave(t *testing.T, newStorage NewStorageFunc, format string) {
 	ctx := context.Background()
-	e := NewEnv(t, newStorage(t), persist.Options{Format: format})
+	e := NewEnv(t, newStorage(t), persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 	base := e.SaveTree("ws", Tree{"f": {Data: "base", Mode: 0o644}}, 1)
 	for _, change := range []string{"grow", "shrink", "rewrite"} {
 		l := e.Acquire("ws", true, Current)
@@ -203,7 +203,7 @@ func testInvalidRequests(t *testing.T, newStorage NewStorageFunc) {
 			t.Errorf("id %q accepted", id)
 		}
 	}
-	bad := persist.New(e.Storage, persist.Options{Format: "zip"})
+	bad := persist.New(e.Storage, persist.Options{StoreOptions: persist.StoreOptions{Format: "zip"}})
 	if _, err := bad.Acquire(ctx, &eval.WorkspaceAcquireRequest{ID: "ws"}); err == nil {
 		t.Error("format zip accepted")
 	}

@@ -24,7 +24,7 @@ import (
 // modification times included; the index then names the one revision.
 func testRoundTrip(t *testing.T, newStorage NewStorageFunc, format string) {
 	ctx := context.Background()
-	e := NewEnv(t, newStorage(t), persist.Options{Format: format})
+	e := NewEnv(t, newStorage(t), persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 	want := SampleTree()
 	stamp := time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)
 	l := e.Acquire("ws", true, nil)
@@ -57,8 +57,8 @@ func testRoundTrip(t *testing.T, newStorage NewStorageFunc, format string) {
 func testMixedFormats(t *testing.T, newStorage NewStorageFunc) {
 	ctx := context.Background()
 	st := newStorage(t)
-	archive := NewEnv(t, st, persist.Options{Format: persist.FormatArchive})
-	folder := NewEnv(t, st, persist.Options{Format: persist.FormatFolder})
+	archive := NewEnv(t, st, persist.Options{StoreOptions: persist.StoreOptions{Format: persist.FormatArchive}})
+	folder := NewEnv(t, st, persist.Options{StoreOptions: persist.StoreOptions{Format: persist.FormatFolder}})
 	v1 := Tree{"a.txt": {Data: "one", Mode: 0o644}}
 	archive.SaveTree("ws", v1, 5)
 	l := folder.Acquire("ws", true, Current)
@@ -87,7 +87,7 @@ func testMixedFormats(t *testing.T, newStorage NewStorageFunc) {
 // that "" loads the current one, and how a missing revision fails.
 func testRevisions(t *testing.T, newStorage NewStorageFunc, format string) {
 	ctx := context.Background()
-	e := NewEnv(t, newStorage(t), persist.Options{Format: format})
+	e := NewEnv(t, newStorage(t), persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 	var ids []string
 	var trees []Tree
 	for i := range 3 {
@@ -130,7 +130,7 @@ func testRevisions(t *testing.T, newStorage NewStorageFunc, format string) {
 // retention allows and leave no objects of the pruned ones.
 func testRetention(t *testing.T, newStorage NewStorageFunc, format string) {
 	ctx := context.Background()
-	e := NewEnv(t, newStorage(t), persist.Options{Format: format})
+	e := NewEnv(t, newStorage(t), persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 	l := e.Acquire("ws", true, nil)
 	var ids []string
 	for i := range 4 {
@@ -165,7 +165,7 @@ func testRetention(t *testing.T, newStorage NewStorageFunc, format string) {
 // a load, and that malformed patterns are refused.
 func testSelection(t *testing.T, newStorage NewStorageFunc, format string) {
 	ctx := context.Background()
-	e := NewEnv(t, newStorage(t), persist.Options{Format: format})
+	e := NewEnv(t, newStorage(t), persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 	full := Tree{
 		"README.md":          {Data: "r", Mode: 0o644},
 		"src":                {Dir: true, Mode: 0o755},
@@ -262,7 +262,7 @@ func testSelection(t *testing.T, newStorage NewStorageFunc, format string) {
 // .gitignore files, unless it has an include list.
 func testGitignore(t *testing.T, newStorage NewStorageFunc, format string) {
 	ctx := context.Background()
-	e := NewEnv(t, newStorage(t), persist.Options{Format: format})
+	e := NewEnv(t, newStorage(t), persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 	full := Tree{
 		".gitignore":       {Data: "# comment\n*.log\n!keep.log\nbuild/\n/rooted.txt\n", Mode: 0o644},
 		"a.log":            {Data: "a", Mode: 0o644},
@@ -311,7 +311,7 @@ func testGitignore(t *testing.T, newStorage NewStorageFunc, format string) {
 // files unless they are excluded, and that a refused save leaves nothing.
 func testRejected(t *testing.T, newStorage NewStorageFunc, format string) {
 	ctx := context.Background()
-	e := NewEnv(t, newStorage(t), persist.Options{Format: format})
+	e := NewEnv(t, newStorage(t), persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 	prev := e.SaveTree("ws", Tree{"ok": {Data: "ok", Mode: 0o644}}, 3)
 	cases := []struct {
 		name, want string
@@ -350,8 +350,8 @@ func testRejected(t *testing.T, newStorage NewStorageFunc, format string) {
 func testLimits(t *testing.T, newStorage NewStorageFunc, format string) {
 	ctx := context.Background()
 	st := newStorage(t)
-	small := NewEnv(t, st, persist.Options{Format: format, MaxEntries: 4, MaxExtractedBytes: 100})
-	big := NewEnv(t, st, persist.Options{Format: format})
+	small := NewEnv(t, st, persist.Options{StoreOptions: persist.StoreOptions{Format: format, MaxEntries: 4, MaxExtractedBytes: 100}})
+	big := NewEnv(t, st, persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 	l := small.Acquire("ws", true, nil)
 	WriteTree(t, l.Directory(), Tree{"a": {Data: "1", Mode: 0o644}, "b": {Data: "2", Mode: 0o644}, "c": {Data: "3", Mode: 0o644}, "d": {Data: "4", Mode: 0o644}, "e": {Data: "5", Mode: 0o644}})
 	if err := l.Save(ctx, saveReq(1)); !errors.Is(err, persist.ErrLimitExceeded) {
@@ -383,7 +383,7 @@ func testLimits(t *testing.T, newStorage NewStorageFunc, format string) {
 func testArchiveBytesLimit(t *testing.T, newStorage NewStorageFunc) {
 	ctx := context.Background()
 	st := newStorage(t)
-	small := NewEnv(t, st, persist.Options{MaxArchiveBytes: 200})
+	small := NewEnv(t, st, persist.Options{StoreOptions: persist.StoreOptions{MaxArchiveBytes: 200}})
 	big := NewEnv(t, st, persist.Options{})
 	noise := make([]byte, 4096)
 	for i := range noise {
@@ -406,7 +406,7 @@ func testArchiveBytesLimit(t *testing.T, newStorage NewStorageFunc) {
 func testFolderReuse(t *testing.T, newStorage NewStorageFunc) {
 	ctx := context.Background()
 	counting := NewCountingStorage(newStorage(t))
-	e := NewEnv(t, counting, persist.Options{Format: persist.FormatFolder})
+	e := NewEnv(t, counting, persist.Options{StoreOptions: persist.StoreOptions{Format: persist.FormatFolder}})
 	tr := Tree{}
 	var size int64
 	for i := range 20 {
@@ -479,7 +479,7 @@ func RunNames(t *testing.T, newStorage NewStorageFunc) {
 	}
 	for _, format := range Formats {
 		t.Run("Names/"+format, func(t *testing.T) {
-			e := NewEnv(t, newStorage(t), persist.Options{Format: format})
+			e := NewEnv(t, newStorage(t), persist.Options{StoreOptions: persist.StoreOptions{Format: format}})
 			tree := Tree{
 				"a:b.txt":               {Data: "colon", Mode: 0o644},
 				"back\\slash.txt":       {Data: "backslash", Mode: 0o644},
