@@ -6,6 +6,7 @@ import (
 	"github.com/aml-go/aml/providers/providertest"
 	"github.com/aml-go/aml/providers/workspace/filesystem"
 	"github.com/aml-go/aml/providers/workspace/local"
+	"github.com/aml-go/aml/providers/workspace/persist"
 )
 
 // TestConformance runs the exported workspace conformance suite, with the
@@ -13,7 +14,7 @@ import (
 func TestConformance(t *testing.T) {
 	for _, format := range []string{"archive", "folder"} {
 		t.Run("filesystem/"+format, func(t *testing.T) {
-			p, err := filesystem.New(filesystem.Options{Directory: t.TempDir(), Format: format})
+			p, err := filesystem.New(filesystem.Options{Directory: t.TempDir(), StoreOptions: persist.StoreOptions{Format: format}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,7 @@ import (
 	"go.starlark.net/starlark"
 
 	wsfs "github.com/aml-go/aml/providers/workspace/filesystem"
+	"github.com/aml-go/aml/providers/workspace/persist"
 	"github.com/aml-go/aml/starlib"
 )
 
@@ -57,7 +58,7 @@ Each save publishes a new revision (a tar.gz archive, or a folder that reuses un
 
 // optionsOf reads the options of a call of filesystem_workspace().
 func optionsOf(c *starlib.Call) (wsfs.Options, error) {
-	opts := wsfs.Options{Format: c.Str("format")}
+	opts := wsfs.Options{StoreOptions: persist.StoreOptions{Format: c.Str("format")}}
 	var err error
 	if opts.Directory, err = c.Abs(c.Str("directory")); err != nil {
 		return opts, c.Errorf("directory %q: %v", c.Str("directory"), err)

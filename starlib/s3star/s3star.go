@@ -11,6 +11,7 @@ import (
 
 	"go.starlark.net/starlark"
 
+	"github.com/aml-go/aml/providers/workspace/persist"
 	"github.com/aml-go/aml/providers/workspace/s3"
 	"github.com/aml-go/aml/starlib"
 )
@@ -72,7 +73,7 @@ On first use of a service and bucket in a process, it checks with three small re
 
 // optionsOf reads the options of a call of s3_workspace().
 func optionsOf(c *starlib.Call) (s3.Options, error) {
-	opts := s3.Options{Bucket: c.Str("bucket"), Prefix: c.Str("prefix"), Format: c.Str("format"), Region: c.Str("region"),
+	opts := s3.Options{Bucket: c.Str("bucket"), Prefix: c.Str("prefix"), StoreOptions: persist.StoreOptions{Format: c.Str("format")}, Region: c.Str("region"),
 		Endpoint: c.Str("endpoint"), ForcePathStyle: c.Bool("force_path_style", false), Profile: c.Str("profile"),
 		AcceptLostUpdates: c.Bool("accept_lost_updates", false)}
 	tmp, err := c.Abs(c.Str("temporary_directory"))

@@ -94,19 +94,9 @@ type Options struct {
 	// Directory is the durable root (required); it is resolved to an
 	// absolute path by New and created lazily.
 	Directory string
-	// Format of new revisions: "archive" (default) or "folder".
-	Format string
-	// MaxArchiveBytes bounds a compressed archive; default 256 MiB.
-	MaxArchiveBytes int64
-	// MaxEntries bounds the entries of a revision, counting an archive's
-	// root entry; default 1000000.
-	MaxEntries int
-	// MaxExtractedBytes bounds the file bytes of a revision; default
-	// 1 GiB.
-	MaxExtractedBytes int64
-	// TemporaryDirectory is the parent of materializations; default
-	// os.TempDir().
-	TemporaryDirectory string
+	// StoreOptions are the format of new revisions, the bounds of a
+	// revision and the parent of materializations.
+	persist.StoreOptions
 }
 
 // New returns the filesystem workspace provider. It validates and resolves
@@ -120,18 +110,7 @@ func New(opts Options) (eval.WorkspaceProvider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return persist.New(s, persistOptions(opts)), nil
-}
-
-// persistOptions are the persist.Options of opts.
-func persistOptions(opts Options) persist.Options {
-	return persist.Options{StoreOptions: persist.StoreOptions{
-		Format:             opts.Format,
-		MaxArchiveBytes:    opts.MaxArchiveBytes,
-		MaxEntries:         opts.MaxEntries,
-		MaxExtractedBytes:  opts.MaxExtractedBytes,
-		TemporaryDirectory: opts.TemporaryDirectory,
-	}}
+	return persist.New(s, persist.Options{StoreOptions: opts.StoreOptions}), nil
 }
 
 // CheckOptions reports what New refuses in opts, without touching the
@@ -144,7 +123,7 @@ func CheckOptions(opts Options) error {
 	if err := option.Check("filesystem workspace", "temporary directory", opts.TemporaryDirectory, false); err != nil {
 		return err
 	}
-	if err := persistOptions(opts).Validate(); err != nil {
+	if err := opts.StoreOptions.Validate(); err != nil {
 		return fmt.Errorf("filesystem workspace: %w", err)
 	}
 	return nil

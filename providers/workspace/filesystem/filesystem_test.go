@@ -36,7 +36,7 @@ func TestProvider(t *testing.T) { persisttest.RunProvider(t, newStorage) }
 
 func TestNew(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "not-yet")
-	p, err := New(Options{Directory: dir, Format: "folder", TemporaryDirectory: t.TempDir()})
+	p, err := New(Options{Directory: dir, StoreOptions: persist.StoreOptions{Format: "folder", TemporaryDirectory: t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestNew(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("New touched the directory: %v", err)
 	}
-	for _, o := range []Options{{}, {Directory: " padded"}, {Directory: dir, Format: "zip"}, {Directory: dir, MaxEntries: -1}, {Directory: dir, TemporaryDirectory: "x "}} {
+	for _, o := range []Options{{}, {Directory: " padded"}, {Directory: dir, StoreOptions: persist.StoreOptions{Format: "zip"}}, {Directory: dir, StoreOptions: persist.StoreOptions{MaxEntries: -1}}, {Directory: dir, StoreOptions: persist.StoreOptions{TemporaryDirectory: "x "}}} {
 		if _, err := New(o); err == nil {
 			t.Errorf("New(%+v) accepted", o)
 		}

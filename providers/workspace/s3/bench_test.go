@@ -58,14 +58,14 @@ func benchSaveLoad(b *testing.B, p eval.WorkspaceProvider) {
 func BenchmarkSaveLoad(b *testing.B) {
 	for _, format := range []string{"archive", "folder"} {
 		b.Run("s3-"+format, func(b *testing.B) {
-			p, err := aws3.New(aws3.Options{Client: fake(b, "work"), Bucket: "work", Format: format})
+			p, err := aws3.New(aws3.Options{Client: fake(b, "work"), Bucket: "work", StoreOptions: persist.StoreOptions{Format: format}})
 			if err != nil {
 				b.Fatal(err)
 			}
 			benchSaveLoad(b, p)
 		})
 		b.Run("filesystem-"+format, func(b *testing.B) {
-			p, err := wsfs.New(wsfs.Options{Directory: b.TempDir(), Format: format})
+			p, err := wsfs.New(wsfs.Options{Directory: b.TempDir(), StoreOptions: persist.StoreOptions{Format: format}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -95,11 +95,11 @@ func BenchmarkConditionsCheck(b *testing.B) {
 func BenchmarkCheck(b *testing.B) {
 	for _, format := range []string{"archive", "folder"} {
 		cli := fake(b, "work")
-		st, err := aws3.NewStorage(aws3.Options{Client: cli, Bucket: "work", Format: format})
+		st, err := aws3.NewStorage(aws3.Options{Client: cli, Bucket: "work", StoreOptions: persist.StoreOptions{Format: format}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work", Format: format})
+		p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work", StoreOptions: persist.StoreOptions{Format: format}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -103,13 +103,9 @@ type Options struct {
 	// need it).
 	Region, Profile, Endpoint string
 	ForcePathStyle            bool
-	// Format, MaxArchiveBytes, MaxEntries, MaxExtractedBytes and
-	// TemporaryDirectory are as in persist.Options.
-	Format             string
-	MaxArchiveBytes    int64
-	MaxEntries         int
-	MaxExtractedBytes  int64
-	TemporaryDirectory string
+	// StoreOptions are the format of new revisions, the bounds of a
+	// revision and the parent of materializations.
+	persist.StoreOptions
 	// RequestTimeout bounds how long an operation may go without
 	// progress (no answer, no byte sent or received) across its
 	// attempts before it fails with a *StallError; 0 is
@@ -141,18 +137,7 @@ func New(opts Options) (eval.WorkspaceProvider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return persist.New(st, persistOptions(opts)), nil
-}
-
-// persistOptions are the persist.Options of opts.
-func persistOptions(opts Options) persist.Options {
-	return persist.Options{StoreOptions: persist.StoreOptions{
-		Format:             opts.Format,
-		MaxArchiveBytes:    opts.MaxArchiveBytes,
-		MaxEntries:         opts.MaxEntries,
-		MaxExtractedBytes:  opts.MaxExtractedBytes,
-		TemporaryDirectory: opts.TemporaryDirectory,
-	}}
+	return persist.New(st, persist.Options{StoreOptions: opts.StoreOptions}), nil
 }
 
 // CheckOptions reports what New refuses in opts before it does anything
@@ -163,7 +148,7 @@ func CheckOptions(opts Options) error {
 	if err := checkStorageOptions(opts); err != nil {
 		return err
 	}
-	if err := persistOptions(opts).Validate(); err != nil {
+	if err := opts.StoreOptions.Validate(); err != nil {
 		return fmt.Errorf("s3 workspace: %w", err)
 	}
 	return nil

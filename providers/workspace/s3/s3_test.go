@@ -44,7 +44,7 @@ func fake(t testing.TB, bucket string) *s3.Client {
 func TestConformance(t *testing.T) {
 	for _, format := range []string{"archive", "folder"} {
 		t.Run(format, func(t *testing.T) {
-			p, err := aws3.New(aws3.Options{Client: fake(t, "work"), Bucket: "work", Format: format})
+			p, err := aws3.New(aws3.Options{Client: fake(t, "work"), Bucket: "work", StoreOptions: persist.StoreOptions{Format: format}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,7 +212,7 @@ func TestStaleWriter(t *testing.T) {
 // TestFolderPagination: a folder revision of more than 1,000 files (one
 // ListObjectsV2 page) is saved and restored whole.
 func TestFolderPagination(t *testing.T) {
-	p, err := aws3.New(aws3.Options{Client: fake(t, "work"), Bucket: "work", Format: "folder"})
+	p, err := aws3.New(aws3.Options{Client: fake(t, "work"), Bucket: "work", StoreOptions: persist.StoreOptions{Format: "folder"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func TestUnchangedFolderResave(t *testing.T) {
 	if _, err := cli.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String("work")}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work", Format: "folder"})
+	p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work", StoreOptions: persist.StoreOptions{Format: "folder"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ func TestSeaweedFS(t *testing.T) {
 		t.Errorf("SeaweedFS is not trusted")
 	}
 	for _, format := range []string{"archive", "folder"} {
-		p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work", Prefix: "conformance-" + format, Format: format})
+		p, err := aws3.New(aws3.Options{Client: cli, Bucket: "work", Prefix: "conformance-" + format, StoreOptions: persist.StoreOptions{Format: format}})
 		if err != nil {
 			t.Fatal(err)
 		}
