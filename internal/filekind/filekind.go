@@ -1,6 +1,6 @@
 // Package filekind names the type of a file system entry from its mode:
-// in messages (Name) and as eval.FileInfo.Kind (Info). It imports no
-// other package of this module.
+// in messages (Name, and Coarse in the evaluator's) and as
+// eval.FileInfo.Kind (Info). It imports no other package of this module.
 package filekind
 
 import "io/fs"
@@ -40,4 +40,26 @@ func Name(m fs.FileMode) string {
 		return "regular file"
 	}
 	return "irregular file"
+}
+
+// Coarse names the type of an entry of mode m for the evaluator's
+// messages, in fewer words than Name: "regular file", "directory",
+// "symbolic link", "named pipe", "socket", "device" (of either kind) or
+// "special file". It is pure and safe for concurrent use.
+func Coarse(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "regular file"
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }
