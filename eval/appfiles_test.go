@@ -3,6 +3,7 @@ package eval_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,5 +78,28 @@ func TestAppFiles(t *testing.T) {
 	_, err = rt.Evaluate(context.Background(), &eval.Agent{Children: []any{"x", &eval.Skill{Src: "brief.md"}}})
 	if err == nil || !strings.Contains(err.Error(), "must name a package directory") {
 		t.Fatalf("skill() of a file: %v", err)
+	}
+}
+
+// TestAppFileKinds: include(src=) of an entry that is not a regular file
+// names its type in the evaluator's words (filekind.Coarse): any device
+// is a "device", an entry of no named type a "special file".
+func TestAppFileKinds(t *testing.T) {
+	files := fstest.MapFS{
+		"tty":  {Mode: fs.ModeDevice | fs.ModeCharDevice},
+		"disk": {Mode: fs.ModeDevice},
+		"fifo": {Mode: fs.ModeNamedPipe},
+		"odd":  {Mode: fs.ModeIrregular},
+		"dir":  {Mode: fs.ModeDir | 0o755},
+	}
+	rt, err := eval.New(eval.Options{Cwd: t.TempDir(), AppFiles: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for src, kind := range map[string]string{"tty": "device", "disk": "device", "fifo": "named pipe", "odd": "special file", "dir": "directory"} {
+		_, err := rt.Evaluate(context.Background(), &eval.Include{Src: src})
+		if want := "must name a regular file, not a " + kind; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("include(src=%q): %v, want %q", src, err, want)
+		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/aml-go/aml/internal/filekind"
 )
 
 // writeFileNode runs a file() node: it replaces one complete file in the
@@ -74,7 +76,7 @@ func (d *domain) readAppFile(src string) ([]byte, error) {
 			return nil, err
 		}
 		if !info.Mode().IsRegular() {
-			return nil, fmt.Errorf("%s is a %s, not a regular file", src, fileKind(info))
+			return nil, fmt.Errorf("%s is a %s, not a regular file", src, filekind.Coarse(info.Mode()))
 		}
 		return fs.ReadFile(fsys, name)
 	}
@@ -91,7 +93,7 @@ func (d *domain) readAppFile(src string) ([]byte, error) {
 		return nil, err
 	}
 	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is a %s, not a regular file", src, fileKind(info))
+		return nil, fmt.Errorf("%s is a %s, not a regular file", src, filekind.Coarse(info.Mode()))
 	}
 	return os.ReadFile(full)
 }
@@ -127,7 +129,7 @@ func writeConfined(root, p string, data []byte) error {
 		case info.Mode()&os.ModeSymlink != 0:
 			return fmt.Errorf("%s is a symbolic link: file() does not write through links", p)
 		case !info.Mode().IsRegular():
-			return fmt.Errorf("%s is a %s, not a file", p, fileKind(info))
+			return fmt.Errorf("%s is a %s, not a file", p, filekind.Coarse(info.Mode()))
 		}
 	}
 	dir := path.Dir(p)
@@ -178,7 +180,7 @@ func openConfined(root, p string) (*os.Root, *os.File, os.FileInfo, error) {
 	if !info.Mode().IsRegular() {
 		f.Close()
 		r.Close()
-		return nil, nil, info, fmt.Errorf("%s is a %s, not a regular file", p, fileKind(info))
+		return nil, nil, info, fmt.Errorf("%s is a %s, not a regular file", p, filekind.Coarse(info.Mode()))
 	}
 	return r, f, info, nil
 }

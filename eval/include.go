@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/aml-go/aml/internal/filekind"
 )
 
 // Include reads one application-owned file (Src, resolved from the
@@ -160,7 +162,7 @@ func (d *domain) includeSourceOf(ctx context.Context, n *Include, res resScope) 
 					return 0, 0, err
 				}
 				if !info.Mode().IsRegular() {
-					return 0, 0, fmt.Errorf("must name a regular file, not a %s", fileKind(info))
+					return 0, 0, fmt.Errorf("must name a regular file, not a %s", filekind.Coarse(info.Mode()))
 				}
 				return info.Size(), info.ModTime().UnixNano(), nil
 			},
@@ -182,7 +184,7 @@ func (d *domain) includeSourceOf(ctx context.Context, n *Include, res resScope) 
 					return 0, 0, err
 				}
 				if !info.Mode().IsRegular() {
-					return 0, 0, fmt.Errorf("must name a regular file, not a %s", fileKind(info))
+					return 0, 0, fmt.Errorf("must name a regular file, not a %s", filekind.Coarse(info.Mode()))
 				}
 				return info.Size(), info.ModTime().UnixNano(), nil
 			},
@@ -540,24 +542,6 @@ func countLines(data []byte) int {
 		n++
 	}
 	return n
-}
-
-func fileKind(info os.FileInfo) string {
-	switch m := info.Mode(); {
-	case m.IsRegular():
-		return "regular file"
-	case m.IsDir():
-		return "directory"
-	case m&os.ModeSymlink != 0:
-		return "symbolic link"
-	case m&os.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&os.ModeSocket != 0:
-		return "socket"
-	case m&os.ModeDevice != 0:
-		return "device"
-	}
-	return "special file"
 }
 
 // plural formats a count of unit, with thousands separators.

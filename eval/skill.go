@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/aml-go/aml/internal/filekind"
 )
 
 // Skill attaches one local Agent Skills package (a directory with a root
@@ -78,7 +80,7 @@ func (d *domain) stageSkill(ctx context.Context, n *Skill, plan *agentPlan) (Age
 			return AgentSkill{}, &EvaluationError{Msg: fmt.Sprintf("skill(%q): cannot read the package", n.Src), Pos: n.Position, Err: err}
 		}
 		if !info.IsDir() {
-			return fail("must name a package directory containing SKILL.md, not a %s", fileKind(info))
+			return fail("must name a package directory containing SKILL.md, not a %s", filekind.Coarse(info.Mode()))
 		}
 		if pkg, err = fs.Sub(files, name); err != nil {
 			return fail("%v", err)
@@ -98,7 +100,7 @@ func (d *domain) stageSkill(ctx context.Context, n *Skill, plan *agentPlan) (Age
 			return AgentSkill{}, &EvaluationError{Msg: fmt.Sprintf("skill(%q): cannot read the package", n.Src), Pos: n.Position, Err: err}
 		}
 		if !info.IsDir() {
-			return fail("must name a package directory containing SKILL.md, not a %s", fileKind(info))
+			return fail("must name a package directory containing SKILL.md, not a %s", filekind.Coarse(info.Mode()))
 		}
 		pkg, dirName = os.DirFS(src), filepath.Base(src)
 	}
@@ -191,7 +193,7 @@ func copyPackage(pkg fs.FS, write func(rel string, data []byte, perm os.FileMode
 			// Owner-executable files (package scripts) stay executable.
 			return write(p, data, 0o600|mode.Perm()&0o100)
 		default:
-			return fmt.Errorf("the package contains %s %q: only regular files and directories are allowed", fileKind(info), p)
+			return fmt.Errorf("the package contains %s %q: only regular files and directories are allowed", filekind.Coarse(info.Mode()), p)
 		}
 	})
 }
