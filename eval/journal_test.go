@@ -720,7 +720,7 @@ func TestJournalIncludeChangedIsADivergence(t *testing.T) {
 }
 
 // lookupCounter counts the Lookups made of the journal it wraps; it
-// implements neither eval.Sized nor eval.Lister.
+// implements neither eval.SizedJournal nor eval.ListingJournal.
 type lookupCounter struct {
 	m       *eval.MemoryJournal
 	lookups atomic.Int64
@@ -734,7 +734,7 @@ func (c *lookupCounter) Lookup(id string) *eval.Effect {
 func (c *lookupCounter) Record(e *eval.Effect) error { return c.m.Record(e) }
 func (c *lookupCounter) Sync() error                 { return c.m.Sync() }
 
-// listCounter is a lookupCounter that implements eval.Lister and counts
+// listCounter is a lookupCounter that implements eval.ListingJournal and counts
 // the listings.
 type listCounter struct {
 	*lookupCounter
@@ -746,13 +746,13 @@ func (c *listCounter) Effects() []*eval.Effect {
 	return c.m.Effects()
 }
 
-// sizedCounter is a listCounter that implements eval.Sized.
+// sizedCounter is a listCounter that implements eval.SizedJournal.
 type sizedCounter struct{ *listCounter }
 
 func (c sizedCounter) Len() int { return c.m.Len() }
 
-// TestJournalFreshRunLooksNothingUp checks the eval.Sized and
-// eval.Lister contracts: an evaluation whose journal holds no record
+// TestJournalFreshRunLooksNothingUp checks the eval.SizedJournal and
+// eval.ListingJournal contracts: an evaluation whose journal holds no record
 // reads nothing of it, one whose journal lists its records reads them
 // once, one whose journal can do neither looks up each effect, and all
 // record the same.
@@ -769,7 +769,7 @@ func TestJournalFreshRunLooksNothingUp(t *testing.T) {
 	}
 	n := int64(len(plain.m.Effects()))
 	if got := plain.lookups.Load(); got != n {
-		t.Errorf("a journal that is neither Sized nor a Lister had %d lookups for %d effects, want one each", got, n)
+		t.Errorf("a journal that is neither a SizedJournal nor a ListingJournal had %d lookups for %d effects, want one each", got, n)
 	}
 
 	listed := &listCounter{lookupCounter: &lookupCounter{m: eval.NewMemoryJournal()}}
@@ -777,19 +777,19 @@ func TestJournalFreshRunLooksNothingUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	if l, e := listed.lookups.Load(), listed.lists.Load(); l != 0 || e != 1 {
-		t.Errorf("a Lister journal had %d lookups and %d listings, want none and one", l, e)
+		t.Errorf("a ListingJournal had %d lookups and %d listings, want none and one", l, e)
 	}
 
 	sized := sizedCounter{&listCounter{lookupCounter: &lookupCounter{m: eval.NewMemoryJournal()}}}
 	got, err := rt.Evaluate(context.Background(), durableTree(t, tool), eval.EvaluateOptions{Journal: sized})
 	if err != nil || got != want {
-		t.Fatalf("evaluation with a Sized journal = %q, %v; want %q", got, err, want)
+		t.Fatalf("evaluation with a SizedJournal = %q, %v; want %q", got, err, want)
 	}
 	if l, e := sized.lookups.Load(), sized.lists.Load(); l != 0 || e != 0 {
-		t.Errorf("a fresh Sized journal had %d lookups and %d listings, want none", l, e)
+		t.Errorf("a fresh SizedJournal had %d lookups and %d listings, want none", l, e)
 	}
 	if m := int64(len(sized.m.Effects())); m != n {
-		t.Errorf("a fresh Sized journal recorded %d effects, want %d", m, n)
+		t.Errorf("a fresh SizedJournal recorded %d effects, want %d", m, n)
 	}
 
 	// Once it holds records, a resume lists them (once for the dry
