@@ -74,7 +74,7 @@ func TestBrowserMermaid(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.mmd"))
-	more, _ := filepath.Glob(filepath.Join("..", "cmd", "aml", "testdata", "graph", "*.mmd"))
+	more, _ := filepath.Glob(filepath.Join("..", "internal", "cli", "testdata", "graph", "*.mmd"))
 	files = append(files, more...)
 	if len(files) < 2 {
 		t.Fatalf("golden Mermaid pictures: %v", files)

@@ -213,12 +213,14 @@ def main():
 
 // TestLongComputationPauses: workflow code that computes for longer than
 // a worker lets one task of workflow code run (aml worker
-// --deadlock-timeout, here 2 s) gives its result, because it pauses (a
+// --deadlock-timeout, here 5 s) gives its result, because it pauses (a
 // signal it sends itself, which ends the task) every so many Starlark steps;
-// no workflow task fails or times out.
+// no workflow task fails or times out. (With 2 s, a CI machine whose
+// other tests starved the worker thirtyfold took that long between two
+// pauses.)
 func TestLongComputationPauses(t *testing.T) {
 	srv, bin, dir, _ := setUp(t)
-	startWorkers(t, bin, srv.Address, []string{"--deadlock-timeout", "2s"}, func(string) []string { return nil })
+	startWorkers(t, bin, srv.Address, []string{"--deadlock-timeout", "5s"}, func(string) []string { return nil })
 	const n = 40_000_000 // some 5 s of computation, twice, on a current machine
 	want := 0
 	for i := range n {

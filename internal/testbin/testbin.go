@@ -11,7 +11,8 @@
 //
 // A command with a companion (aml, whose companion aml-full it runs in
 // its place for the services) is built with it, and the copy of the
-// command has the companion's copy beside it, as go install places them.
+// command has the companion's copy beside it, as go install places them;
+// a static build (for containers) is built alone.
 package testbin
 
 import (
@@ -112,7 +113,12 @@ func Build(t testing.TB, pkg string, opts Options) string {
 		t.Fatalf("building %s: %v", pkg, err)
 	}
 	defer unlock()
-	pkgs := append([]string{pkg}, companions[pkg]...)
+	pkgs := []string{pkg}
+	if !opts.Static {
+		// A static build goes into containers, as the agents' tool
+		// relay, which the command serves without its companion.
+		pkgs = append(pkgs, companions[pkg]...)
+	}
 	outs := make([]string, len(pkgs))
 	for i, p := range pkgs {
 		outs[i] = filepath.Join(dir, path.Base(p))
