@@ -47,19 +47,15 @@ func Name(m fs.FileMode) string {
 // "symbolic link", "named pipe", "socket", "device" (of either kind) or
 // "special file". It is pure and safe for concurrent use.
 func Coarse(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return "regular file"
-	case m.IsDir():
-		return "directory"
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
+	switch n := Name(m); n {
+	case "character device":
+		if m&fs.ModeDevice != 0 {
+			return "device"
+		}
+		return "special file"
+	case "irregular file":
+		return "special file"
+	default:
+		return n
 	}
-	return "special file"
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/hostexec"
+	"github.com/aml-go/aml/internal/hostexec/hostexectest"
 )
 
 // options returns the Options of a Host over the directory dir.
@@ -43,59 +44,9 @@ func rwRuntime(t *testing.T, dirs ...string) (string, *hostexec.Runtime) {
 	t.Helper()
 	ws := t.TempDir()
 	for _, d := range dirs {
-		mkdir(t, filepath.Join(ws, d))
+		hostexectest.Mkdir(t, filepath.Join(ws, d))
 	}
 	return ws, open(t, options(ws, eval.ReadWrite, ".", ".")).Runtime()
-}
-
-func mkdir(t testing.TB, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func writeHost(t testing.TB, name, content string) {
-	t.Helper()
-	mkdir(t, filepath.Dir(name))
-	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func symlink(t testing.TB, target, name string) {
-	t.Helper()
-	if err := os.Symlink(target, name); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func readHost(t testing.TB, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-func wantErr(t testing.TB, err error, substr string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want one containing %q", substr)
-	}
-	if !strings.Contains(err.Error(), substr) {
-		t.Fatalf("error %q does not contain %q", err, substr)
-	}
-}
-
-func exec(t testing.TB, rt eval.SandboxRuntime, opts eval.ExecOptions, command string, args ...string) *eval.ExecResult {
-	t.Helper()
-	res, err := rt.Exec(context.Background(), command, args, opts)
-	if err != nil {
-		t.Fatalf("Exec %s %q: %v", command, args, err)
-	}
-	return res
 }
 
 func TestOpen(t *testing.T) {
@@ -103,8 +54,8 @@ func TestOpen(t *testing.T) {
 		t.Fatalf("Supported on a Unix host: %v", err)
 	}
 	base := t.TempDir()
-	mkdir(t, filepath.Join(base, "ws", "repo", "src"))
-	symlink(t, "repo", filepath.Join(base, "ws", "link"))
+	hostexectest.Mkdir(t, filepath.Join(base, "ws", "repo", "src"))
+	hostexectest.Symlink(t, "repo", filepath.Join(base, "ws", "link"))
 	t.Chdir(base) // a relative Dir is resolved against the working directory
 	h := open(t, options("ws", eval.ReadOnly, "link", "src"))
 	rt := h.Runtime()
@@ -129,10 +80,10 @@ func TestOpen(t *testing.T) {
 func TestOpenErrors(t *testing.T) {
 	ws := t.TempDir()
 	outside := t.TempDir()
-	mkdir(t, filepath.Join(ws, "a", "b"))
-	writeHost(t, filepath.Join(ws, "file"), "x")
-	symlink(t, outside, filepath.Join(ws, "escape"))
-	symlink(t, "..", filepath.Join(ws, "a", "up"))
+	hostexectest.Mkdir(t, filepath.Join(ws, "a", "b"))
+	hostexectest.WriteHost(t, filepath.Join(ws, "file"), "x")
+	hostexectest.Symlink(t, outside, filepath.Join(ws, "escape"))
+	hostexectest.Symlink(t, "..", filepath.Join(ws, "a", "up"))
 	cancelled, cancel := context.WithCancelCause(context.Background())
 	cause := errors.New("caller gave up")
 	cancel(cause)
@@ -166,7 +117,7 @@ func TestOpenErrors(t *testing.T) {
 			if h != nil {
 				_ = h.Release(context.Background())
 			}
-			wantErr(t, err, tc.want)
+			hostexectest.WantErr(t, err, tc.want)
 			if tc.ctx != nil && !errors.Is(err, cause) {
 				t.Fatalf("error %v does not wrap the cancellation cause", err)
 			}
@@ -179,8 +130,8 @@ func TestOpenErrors(t *testing.T) {
 // below the root, with Exec's bounds, and not after Release.
 func TestRun(t *testing.T) {
 	ws := t.TempDir()
-	mkdir(t, filepath.Join(ws, "repo", "src"))
-	mkdir(t, filepath.Join(ws, "repo", "docs"))
+	hostexectest.Mkdir(t, filepath.Join(ws, "repo", "src"))
+	hostexectest.Mkdir(t, filepath.Join(ws, "repo", "docs"))
 	h, err := hostexec.Open(context.Background(), hostexec.Options{Dir: ws, Root: "repo", Cwd: "src", Access: eval.ReadOnly, MaxOutputBytes: 1024})
 	if err != nil {
 		t.Fatal(err)
@@ -199,9 +150,9 @@ func TestRun(t *testing.T) {
 		}
 	}
 	_, err = h.Run(ctx, "pwd", nil, eval.ExecOptions{Cwd: "../x"})
-	wantErr(t, err, `".." segment`)
+	hostexectest.WantErr(t, err, `".." segment`)
 	_, err = h.Run(ctx, "head", []string{"-c", "1025", "/dev/zero"}, eval.ExecOptions{})
-	wantErr(t, err, "output exceeded 1024 bytes")
+	hostexectest.WantErr(t, err, "output exceeded 1024 bytes")
 	res, err := h.Run(ctx, "sh", []string{"-c", "exit 3"}, eval.ExecOptions{})
 	if err != nil || res.ExitCode != 3 {
 		t.Fatalf("Run = %+v, %v", res, err)
@@ -218,7 +169,7 @@ func TestExecLiteralArgv(t *testing.T) {
 	t.Setenv("HOME", "/should/not/expand")
 	_, rt := rwRuntime(t)
 	args := []string{"%s|\n", "two words", "$HOME", "*", "; echo injected", "`id`", "", "'quoted'"}
-	res := exec(t, rt, eval.ExecOptions{}, "printf", args...)
+	res := hostexectest.Exec(t, rt, eval.ExecOptions{}, "printf", args...)
 	want := "two words|\n$HOME|\n*|\n; echo injected|\n`id`|\n|\n'quoted'|\n"
 	if string(res.Stdout) != want || res.ExitCode != 0 || len(res.Stderr) != 0 {
 		t.Fatalf("got stdout %q stderr %q exit %d, want %q", res.Stdout, res.Stderr, res.ExitCode, want)
@@ -228,12 +179,12 @@ func TestExecLiteralArgv(t *testing.T) {
 func TestExecCwd(t *testing.T) {
 	ws := t.TempDir()
 	outside := t.TempDir()
-	mkdir(t, filepath.Join(ws, "repo", "src"))
-	mkdir(t, filepath.Join(ws, "repo", "docs"))
-	writeHost(t, filepath.Join(ws, "repo", "file"), "x")
-	symlink(t, outside, filepath.Join(ws, "repo", "escape"))
-	symlink(t, "..", filepath.Join(ws, "repo", "up"))
-	symlink(t, "docs", filepath.Join(ws, "repo", "docslink"))
+	hostexectest.Mkdir(t, filepath.Join(ws, "repo", "src"))
+	hostexectest.Mkdir(t, filepath.Join(ws, "repo", "docs"))
+	hostexectest.WriteHost(t, filepath.Join(ws, "repo", "file"), "x")
+	hostexectest.Symlink(t, outside, filepath.Join(ws, "repo", "escape"))
+	hostexectest.Symlink(t, "..", filepath.Join(ws, "repo", "up"))
+	hostexectest.Symlink(t, "docs", filepath.Join(ws, "repo", "docslink"))
 	h := open(t, options(ws, eval.ReadWrite, "repo", "src"))
 	rt := h.Runtime()
 
@@ -244,7 +195,7 @@ func TestExecCwd(t *testing.T) {
 		"docslink": filepath.Join(ws, "repo", "docs"),
 		"./src/":   filepath.Join(ws, "repo", "src"),
 	} {
-		res := exec(t, rt, eval.ExecOptions{Cwd: cwd}, "pwd", "-P")
+		res := hostexectest.Exec(t, rt, eval.ExecOptions{Cwd: cwd}, "pwd", "-P")
 		if got := strings.TrimSpace(string(res.Stdout)); got != want {
 			t.Errorf("cwd %q: pwd = %q, want %q", cwd, got, want)
 		}
@@ -259,7 +210,7 @@ func TestExecCwd(t *testing.T) {
 		`a\b`:     "forward slashes",
 	} {
 		_, err := rt.Exec(context.Background(), "pwd", nil, eval.ExecOptions{Cwd: cwd})
-		wantErr(t, err, want)
+		hostexectest.WantErr(t, err, want)
 	}
 }
 
@@ -267,7 +218,7 @@ func TestExecEnv(t *testing.T) {
 	t.Setenv("AML_LOCAL_HOST_VAR", "from-host")
 	t.Setenv("AML_LOCAL_OVERRIDDEN", "host")
 	_, rt := rwRuntime(t)
-	res := exec(t, rt, eval.ExecOptions{Env: map[string]string{
+	res := hostexectest.Exec(t, rt, eval.ExecOptions{Env: map[string]string{
 		"AML_LOCAL_ADDED":      "a b $HOME",
 		"AML_LOCAL_OVERRIDDEN": "option",
 	}}, "sh", "-c", `printf '%s|%s|%s' "$AML_LOCAL_HOST_VAR" "$AML_LOCAL_ADDED" "$AML_LOCAL_OVERRIDDEN"`)
@@ -276,18 +227,18 @@ func TestExecEnv(t *testing.T) {
 	}
 	for _, bad := range []map[string]string{{"": "x"}, {"A=B": "x"}, {"A": "x\x00"}} {
 		_, err := rt.Exec(context.Background(), "true", nil, eval.ExecOptions{Env: bad})
-		wantErr(t, err, "environment variable")
+		hostexectest.WantErr(t, err, "environment variable")
 	}
 }
 
 func TestExecStdin(t *testing.T) {
 	_, rt := rwRuntime(t)
-	res := exec(t, rt, eval.ExecOptions{Stdin: strings.NewReader("line one\nline two\n")}, "cat")
+	res := hostexectest.Exec(t, rt, eval.ExecOptions{Stdin: strings.NewReader("line one\nline two\n")}, "cat")
 	if string(res.Stdout) != "line one\nline two\n" {
 		t.Fatalf("stdout = %q", res.Stdout)
 	}
 	// No Stdin: the command reads an empty, closed input.
-	res = exec(t, rt, eval.ExecOptions{Timeout: time.Minute}, "cat")
+	res = hostexectest.Exec(t, rt, eval.ExecOptions{Timeout: time.Minute}, "cat")
 	if len(res.Stdout) != 0 || res.ExitCode != 0 {
 		t.Fatalf("cat without stdin: %q exit %d", res.Stdout, res.ExitCode)
 	}
@@ -297,12 +248,12 @@ func TestExecStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	res = exec(t, rt, eval.ExecOptions{Stdin: f}, "wc", "-c")
+	res = hostexectest.Exec(t, rt, eval.ExecOptions{Stdin: f}, "wc", "-c")
 	if strings.TrimSpace(string(res.Stdout)) != "0" {
 		t.Fatalf("wc -c < /dev/null = %q", res.Stdout)
 	}
 	// A command that ignores a large stdin still completes.
-	res = exec(t, rt, eval.ExecOptions{Stdin: bytes.NewReader(make([]byte, 1<<20))}, "true")
+	res = hostexectest.Exec(t, rt, eval.ExecOptions{Stdin: bytes.NewReader(make([]byte, 1<<20))}, "true")
 	if res.ExitCode != 0 {
 		t.Fatalf("exit %d", res.ExitCode)
 	}
@@ -310,22 +261,22 @@ func TestExecStdin(t *testing.T) {
 
 func TestExecExitCodes(t *testing.T) {
 	_, rt := rwRuntime(t)
-	res := exec(t, rt, eval.ExecOptions{}, "sh", "-c", "echo out; echo err >&2; exit 7")
+	res := hostexectest.Exec(t, rt, eval.ExecOptions{}, "sh", "-c", "echo out; echo err >&2; exit 7")
 	if res.ExitCode != 7 || string(res.Stdout) != "out\n" || string(res.Stderr) != "err\n" {
 		t.Fatalf("got exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
-	res = exec(t, rt, eval.ExecOptions{}, "sh", "-c", "kill -TERM $$")
+	res = hostexectest.Exec(t, rt, eval.ExecOptions{}, "sh", "-c", "kill -TERM $$")
 	if res.ExitCode != 128+int(syscall.SIGTERM) {
 		t.Fatalf("signalled exit code = %d", res.ExitCode)
 	}
 	_, err := rt.Exec(context.Background(), "aml-local-no-such-command", nil, eval.ExecOptions{})
-	wantErr(t, err, "aml-local-no-such-command")
+	hostexectest.WantErr(t, err, "aml-local-no-such-command")
 	_, err = rt.Exec(context.Background(), "", nil, eval.ExecOptions{})
-	wantErr(t, err, "must be non-empty")
+	hostexectest.WantErr(t, err, "must be non-empty")
 	_, err = rt.Exec(context.Background(), "true", []string{"a\x00"}, eval.ExecOptions{})
-	wantErr(t, err, "NUL")
+	hostexectest.WantErr(t, err, "NUL")
 	_, err = rt.Exec(context.Background(), "true", nil, eval.ExecOptions{Timeout: -time.Second})
-	wantErr(t, err, "negative timeout")
+	hostexectest.WantErr(t, err, "negative timeout")
 }
 
 func TestExecCancelledBeforeStart(t *testing.T) {
@@ -345,18 +296,18 @@ func TestExecOutputBound(t *testing.T) {
 	ws := t.TempDir()
 	h := open(t, hostexec.Options{Dir: ws, Root: ".", Cwd: ".", Access: eval.ReadWrite, MaxOutputBytes: 1024})
 	rt := h.Runtime()
-	res := exec(t, rt, eval.ExecOptions{}, "head", "-c", "1024", "/dev/zero")
+	res := hostexectest.Exec(t, rt, eval.ExecOptions{}, "head", "-c", "1024", "/dev/zero")
 	if len(res.Stdout) != 1024 {
 		t.Fatalf("exactly the bound: got %d bytes", len(res.Stdout))
 	}
 	_, err := rt.Exec(context.Background(), "head", []string{"-c", "1025", "/dev/zero"}, eval.ExecOptions{})
-	wantErr(t, err, "output exceeded 1024 bytes")
+	hostexectest.WantErr(t, err, "output exceeded 1024 bytes")
 	// The bound is shared by stdout and stderr.
 	_, err = rt.Exec(context.Background(), "sh", []string{"-c", "head -c 600 /dev/zero; head -c 600 /dev/zero >&2"}, eval.ExecOptions{})
-	wantErr(t, err, "output exceeded 1024 bytes")
+	hostexectest.WantErr(t, err, "output exceeded 1024 bytes")
 	// An endless writer is stopped.
 	_, err = rt.Exec(context.Background(), "yes", nil, eval.ExecOptions{})
-	wantErr(t, err, "output exceeded 1024 bytes")
+	hostexectest.WantErr(t, err, "output exceeded 1024 bytes")
 }
 
 func TestExecTimeout(t *testing.T) {
@@ -366,14 +317,14 @@ func TestExecTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
 	}
-	wantErr(t, err, "timed out after 100ms")
+	hostexectest.WantErr(t, err, "timed out after 100ms")
 	// The command sleeps for 300 s: only a timeout that does not kill it
 	// exceeds this bound.
 	if d := time.Since(start); d > time.Minute {
 		t.Fatalf("timeout took %s", d)
 	}
 	// A command that finishes in time is unaffected.
-	res := exec(t, rt, eval.ExecOptions{Timeout: time.Minute}, "echo", "hi")
+	res := hostexectest.Exec(t, rt, eval.ExecOptions{Timeout: time.Minute}, "echo", "hi")
 	if string(res.Stdout) != "hi\n" {
 		t.Fatalf("stdout %q", res.Stdout)
 	}
@@ -405,7 +356,7 @@ func TestExecConcurrent(t *testing.T) {
 
 func TestReadOnlyAccess(t *testing.T) {
 	ws := t.TempDir()
-	writeHost(t, filepath.Join(ws, "notes.txt"), "hello")
+	hostexectest.WriteHost(t, filepath.Join(ws, "notes.txt"), "hello")
 	h := open(t, options(ws, eval.ReadOnly, ".", "."))
 	rt := h.Runtime()
 	ctx := context.Background()
@@ -430,7 +381,7 @@ func TestReadOnlyAccess(t *testing.T) {
 	if !errors.Is(err, eval.ErrReadOnly) {
 		t.Fatalf("WriteFile err = %v, want eval.ErrReadOnly", err)
 	}
-	if got := readHost(t, filepath.Join(ws, "notes.txt")); got != "hello" {
+	if got := hostexectest.ReadHost(t, filepath.Join(ws, "notes.txt")); got != "hello" {
 		t.Fatalf("file changed to %q", got)
 	}
 
@@ -448,14 +399,14 @@ func TestReadOnlyAccess(t *testing.T) {
 	if err := st.WriteFile(ctx, "skill/SKILL.md", []byte("# skill")); err != nil {
 		t.Fatalf("staging WriteFile: %v", err)
 	}
-	if got := readHost(t, filepath.Join(st.Root(), "skill", "SKILL.md")); got != "# skill" {
+	if got := hostexectest.ReadHost(t, filepath.Join(st.Root(), "skill", "SKILL.md")); got != "# skill" {
 		t.Fatalf("staged %q", got)
 	}
 }
 
 func TestReadFileAndStat(t *testing.T) {
 	ws, rt := rwRuntime(t, "dir")
-	writeHost(t, filepath.Join(ws, "dir", "a.txt"), "alpha")
+	hostexectest.WriteHost(t, filepath.Join(ws, "dir", "a.txt"), "alpha")
 	mtime := time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)
 	if err := os.Chtimes(filepath.Join(ws, "dir", "a.txt"), mtime, mtime); err != nil {
 		t.Fatal(err)
@@ -470,7 +421,7 @@ func TestReadFileAndStat(t *testing.T) {
 		t.Fatalf("ReadFile = %q, %v", b, err)
 	}
 	empty := filepath.Join(ws, "empty")
-	writeHost(t, empty, "")
+	hostexectest.WriteHost(t, empty, "")
 	if b, err := rt.ReadFile(ctx, "empty"); err != nil || len(b) != 0 {
 		t.Fatalf("ReadFile(empty) = %q, %v", b, err)
 	}
@@ -496,29 +447,29 @@ func TestReadFileAndStat(t *testing.T) {
 		t.Fatalf("ReadFile missing err = %v", err)
 	}
 	_, err = rt.ReadFile(ctx, "dir")
-	wantErr(t, err, "not a regular file")
+	hostexectest.WantErr(t, err, "not a regular file")
 	done := make(chan error, 1)
 	go func() { _, err := rt.ReadFile(ctx, "fifo"); done <- err }()
 	select {
 	case err := <-done:
-		wantErr(t, err, "not a regular file")
+		hostexectest.WantErr(t, err, "not a regular file")
 	case <-time.After(time.Minute):
 		t.Fatal("ReadFile blocked on a FIFO")
 	}
 	for p, want := range map[string]string{"/etc/passwd": "must be relative", "../x": `".." segment`, `dir\a.txt`: "forward slashes", "dir/../../x": `".." segment`} {
 		_, err := rt.ReadFile(ctx, p)
-		wantErr(t, err, want)
+		hostexectest.WantErr(t, err, want)
 		_, err = rt.Stat(ctx, p)
-		wantErr(t, err, want)
+		hostexectest.WantErr(t, err, want)
 		err = rt.WriteFile(ctx, p, nil)
-		wantErr(t, err, want)
+		hostexectest.WantErr(t, err, want)
 	}
 }
 
 func TestFilesBelowRoot(t *testing.T) {
 	ws := t.TempDir()
-	writeHost(t, filepath.Join(ws, "top.txt"), "top")
-	writeHost(t, filepath.Join(ws, "repo", "in.txt"), "in")
+	hostexectest.WriteHost(t, filepath.Join(ws, "top.txt"), "top")
+	hostexectest.WriteHost(t, filepath.Join(ws, "repo", "in.txt"), "in")
 	h := open(t, options(ws, eval.ReadWrite, "repo", "."))
 	rt := h.Runtime()
 	if b, err := rt.ReadFile(context.Background(), "in.txt"); err != nil || string(b) != "in" {
@@ -530,7 +481,7 @@ func TestFilesBelowRoot(t *testing.T) {
 	if err := rt.WriteFile(context.Background(), "new.txt", []byte("n")); err != nil {
 		t.Fatal(err)
 	}
-	if got := readHost(t, filepath.Join(ws, "repo", "new.txt")); got != "n" {
+	if got := hostexectest.ReadHost(t, filepath.Join(ws, "repo", "new.txt")); got != "n" {
 		t.Fatalf("wrote %q", got)
 	}
 }
@@ -544,19 +495,19 @@ func TestWriteFile(t *testing.T) {
 	if err := rt.WriteFile(ctx, "a/b/c.txt", []byte("short")); err != nil {
 		t.Fatalf("WriteFile replacing: %v", err)
 	}
-	if got := readHost(t, filepath.Join(ws, "a", "b", "c.txt")); got != "short" {
+	if got := hostexectest.ReadHost(t, filepath.Join(ws, "a", "b", "c.txt")); got != "short" {
 		t.Fatalf("content = %q, want a whole replacement", got)
 	}
 	if err := rt.WriteFile(ctx, "empty", nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := readHost(t, filepath.Join(ws, "empty")); got != "" {
+	if got := hostexectest.ReadHost(t, filepath.Join(ws, "empty")); got != "" {
 		t.Fatalf("empty = %q", got)
 	}
 
 	// An existing file keeps its permission bits.
 	script := filepath.Join(ws, "run.sh")
-	writeHost(t, script, "#!/bin/sh\n")
+	hostexectest.WriteHost(t, script, "#!/bin/sh\n")
 	if err := os.Chmod(script, 0o751); err != nil {
 		t.Fatal(err)
 	}
@@ -571,7 +522,7 @@ func TestWriteFile(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(ws, "fifo"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	writeHost(t, filepath.Join(ws, "plain"), "p")
+	hostexectest.WriteHost(t, filepath.Join(ws, "plain"), "p")
 	for p, want := range map[string]string{
 		"dir":         "not a regular file",
 		".":           "not a regular file",
@@ -580,7 +531,7 @@ func TestWriteFile(t *testing.T) {
 		"":            "not a regular file",
 	} {
 		err := rt.WriteFile(ctx, p, []byte("x"))
-		wantErr(t, err, want)
+		hostexectest.WantErr(t, err, want)
 	}
 	if fi, err := os.Stat(filepath.Join(ws, "dir")); err != nil || !fi.IsDir() {
 		t.Fatal("the directory was replaced")
@@ -646,20 +597,20 @@ func TestWriteFileIsAtomic(t *testing.T) {
 func TestSymlinkTricks(t *testing.T) {
 	ws := t.TempDir()
 	outside := t.TempDir()
-	writeHost(t, filepath.Join(outside, "secret"), "host secret")
-	writeHost(t, filepath.Join(ws, "repo", "inside.txt"), "inside")
-	mkdir(t, filepath.Join(ws, "repo", "sub"))
+	hostexectest.WriteHost(t, filepath.Join(outside, "secret"), "host secret")
+	hostexectest.WriteHost(t, filepath.Join(ws, "repo", "inside.txt"), "inside")
+	hostexectest.Mkdir(t, filepath.Join(ws, "repo", "sub"))
 	repo := filepath.Join(ws, "repo")
-	symlink(t, filepath.Join(outside, "secret"), filepath.Join(repo, "abs-escape"))
-	symlink(t, "../../"+filepath.Base(outside)+"/secret", filepath.Join(repo, "rel-escape"))
-	symlink(t, "../top.txt", filepath.Join(repo, "up-escape")) // inside the workspace, outside the root
-	writeHost(t, filepath.Join(ws, "top.txt"), "above the root")
-	symlink(t, filepath.Join(outside, "planted"), filepath.Join(repo, "dangling-out"))
-	symlink(t, "not-yet", filepath.Join(repo, "dangling-in"))
-	symlink(t, "inside.txt", filepath.Join(repo, "link-in"))
-	symlink(t, outside, filepath.Join(repo, "dir-escape"))
-	symlink(t, "sub", filepath.Join(repo, "dir-in"))
-	symlink(t, "loop", filepath.Join(repo, "loop"))
+	hostexectest.Symlink(t, filepath.Join(outside, "secret"), filepath.Join(repo, "abs-escape"))
+	hostexectest.Symlink(t, "../../"+filepath.Base(outside)+"/secret", filepath.Join(repo, "rel-escape"))
+	hostexectest.Symlink(t, "../top.txt", filepath.Join(repo, "up-escape")) // inside the workspace, outside the root
+	hostexectest.WriteHost(t, filepath.Join(ws, "top.txt"), "above the root")
+	hostexectest.Symlink(t, filepath.Join(outside, "planted"), filepath.Join(repo, "dangling-out"))
+	hostexectest.Symlink(t, "not-yet", filepath.Join(repo, "dangling-in"))
+	hostexectest.Symlink(t, "inside.txt", filepath.Join(repo, "link-in"))
+	hostexectest.Symlink(t, outside, filepath.Join(repo, "dir-escape"))
+	hostexectest.Symlink(t, "sub", filepath.Join(repo, "dir-in"))
+	hostexectest.Symlink(t, "loop", filepath.Join(repo, "loop"))
 
 	h := open(t, options(ws, eval.ReadWrite, "repo", "."))
 	rt := h.Runtime()
@@ -667,9 +618,9 @@ func TestSymlinkTricks(t *testing.T) {
 
 	for _, p := range []string{"abs-escape", "rel-escape", "up-escape", "dir-escape/secret", "dangling-out", "dir-escape"} {
 		_, err := rt.ReadFile(ctx, p)
-		wantErr(t, err, "resolves outside its configured boundary")
+		hostexectest.WantErr(t, err, "resolves outside its configured boundary")
 		_, err = rt.Stat(ctx, p)
-		wantErr(t, err, "resolves outside its configured boundary")
+		hostexectest.WantErr(t, err, "resolves outside its configured boundary")
 	}
 	for p, want := range map[string]string{
 		"abs-escape":             "resolves outside its configured boundary",
@@ -683,13 +634,13 @@ func TestSymlinkTricks(t *testing.T) {
 		"loop":                   "too many levels of symbolic links",
 	} {
 		err := rt.WriteFile(ctx, p, []byte("pwned"))
-		wantErr(t, err, want)
+		hostexectest.WantErr(t, err, want)
 	}
 	// Nothing outside changed or appeared, and the inside target is intact.
-	if got := readHost(t, filepath.Join(outside, "secret")); got != "host secret" {
+	if got := hostexectest.ReadHost(t, filepath.Join(outside, "secret")); got != "host secret" {
 		t.Fatalf("host file changed to %q", got)
 	}
-	if got := readHost(t, filepath.Join(ws, "top.txt")); got != "above the root" {
+	if got := hostexectest.ReadHost(t, filepath.Join(ws, "top.txt")); got != "above the root" {
 		t.Fatalf("file above the root changed to %q", got)
 	}
 	for _, name := range []string{"planted", "new.txt", "deep"} {
@@ -700,7 +651,7 @@ func TestSymlinkTricks(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(repo, "not-yet")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatal("a dangling link was written through")
 	}
-	if got := readHost(t, filepath.Join(repo, "inside.txt")); got != "inside" {
+	if got := hostexectest.ReadHost(t, filepath.Join(repo, "inside.txt")); got != "inside" {
 		t.Fatalf("link target changed to %q", got)
 	}
 
@@ -711,7 +662,7 @@ func TestSymlinkTricks(t *testing.T) {
 	if err := rt.WriteFile(ctx, "dir-in/through.txt", []byte("ok")); err != nil {
 		t.Fatalf("write below an inside directory link: %v", err)
 	}
-	if got := readHost(t, filepath.Join(repo, "sub", "through.txt")); got != "ok" {
+	if got := hostexectest.ReadHost(t, filepath.Join(repo, "sub", "through.txt")); got != "ok" {
 		t.Fatalf("got %q", got)
 	}
 
@@ -720,11 +671,11 @@ func TestSymlinkTricks(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := rt.ReadFile(ctx, "later/secret")
-	wantErr(t, err, "resolves outside its configured boundary")
+	hostexectest.WantErr(t, err, "resolves outside its configured boundary")
 	err = rt.WriteFile(ctx, "later/x", []byte("x"))
-	wantErr(t, err, "resolves outside its configured boundary")
+	hostexectest.WantErr(t, err, "resolves outside its configured boundary")
 	_, err = rt.Exec(ctx, "pwd", nil, eval.ExecOptions{Cwd: "later"})
-	wantErr(t, err, "resolves outside its configured boundary")
+	hostexectest.WantErr(t, err, "resolves outside its configured boundary")
 }
 
 func TestFileStaging(t *testing.T) {
@@ -754,11 +705,11 @@ func TestFileStaging(t *testing.T) {
 	if err := st.WriteFile(ctx, "a/b.txt", []byte("2")); err != nil {
 		t.Fatal(err)
 	}
-	if got := readHost(t, filepath.Join(st.Root(), "a", "b.txt")); got != "2" {
+	if got := hostexectest.ReadHost(t, filepath.Join(st.Root(), "a", "b.txt")); got != "2" {
 		t.Fatalf("staged %q", got)
 	}
-	symlink(t, outside, filepath.Join(st.Root(), "out"))
-	symlink(t, filepath.Join(outside, "f"), filepath.Join(st.Root(), "dangling"))
+	hostexectest.Symlink(t, outside, filepath.Join(st.Root(), "out"))
+	hostexectest.Symlink(t, filepath.Join(outside, "f"), filepath.Join(st.Root(), "dangling"))
 	for p, want := range map[string]string{
 		"../x":       `".." segment`,
 		"/etc/x":     "must be relative",
@@ -768,7 +719,7 @@ func TestFileStaging(t *testing.T) {
 		"a":          "not a regular file",
 		"a/b.txt/no": "not a directory",
 	} {
-		wantErr(t, st.WriteFile(ctx, p, []byte("x")), want)
+		hostexectest.WantErr(t, st.WriteFile(ctx, p, []byte("x")), want)
 	}
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 		t.Fatalf("staging wrote outside: %v", entries)
@@ -802,7 +753,7 @@ func TestReleaseRemovesStagings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeHost(t, filepath.Join(ws, "kept"), "workspace files are not touched")
+	hostexectest.WriteHost(t, filepath.Join(ws, "kept"), "workspace files are not touched")
 	if err := h.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -812,7 +763,7 @@ func TestReleaseRemovesStagings(t *testing.T) {
 	if err := st.Release(context.Background()); err != nil {
 		t.Fatalf("staging release after the Host's: %v", err)
 	}
-	if got := readHost(t, filepath.Join(ws, "kept")); got != "workspace files are not touched" {
+	if got := hostexectest.ReadHost(t, filepath.Join(ws, "kept")); got != "workspace files are not touched" {
 		t.Fatal("release changed the workspace")
 	}
 }
@@ -898,7 +849,7 @@ func TestSpawnStreaming(t *testing.T) {
 		t.Fatalf("Kill after exit changed the exit code to %d", code)
 	}
 	_, err = rt.Spawn(context.Background(), "cat", nil, eval.ExecOptions{Stdin: strings.NewReader("x")})
-	wantErr(t, err, "ExecOptions.Stdin must be nil")
+	hostexectest.WantErr(t, err, "ExecOptions.Stdin must be nil")
 }
 
 func TestSpawnTimeout(t *testing.T) {

@@ -180,9 +180,9 @@ func TestExecOutputOverflowKillsProcessGroup(t *testing.T) {
 	// The writer waits until the sleepers run, then floods stdout.
 	pgid, done := execTree(t, context.Background(), ws, h.Runtime(), eval.ExecOptions{},
 		`sleep 300 & sleep 300 & while [ ! -e go ]; do sleep 0.01; done; yes`)
-	writeHost(t, filepath.Join(ws, "go"), "")
+	hostexectest.WriteHost(t, filepath.Join(ws, "go"), "")
 	err := awaitErr(t, done)
-	wantErr(t, err, "output exceeded 65536 bytes")
+	hostexectest.WantErr(t, err, "output exceeded 65536 bytes")
 	hostexectest.AssertGroupGone(t, pgid)
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/hostexec/hostexectest"
 	"github.com/aml-go/aml/providers/sandbox/local"
 )
 
@@ -47,56 +48,6 @@ func acquire(t testing.TB, p *local.Provider, req *eval.SandboxAcquireRequest) e
 	return l
 }
 
-func mkdir(t testing.TB, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func writeHost(t testing.TB, name, content string) {
-	t.Helper()
-	mkdir(t, filepath.Dir(name))
-	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func symlink(t testing.TB, target, name string) {
-	t.Helper()
-	if err := os.Symlink(target, name); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func readHost(t testing.TB, name string) string {
-	t.Helper()
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-func wantErr(t testing.TB, err error, substr string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want one containing %q", substr)
-	}
-	if !strings.Contains(err.Error(), substr) {
-		t.Fatalf("error %q does not contain %q", err, substr)
-	}
-}
-
-func exec(t testing.TB, rt eval.SandboxRuntime, opts eval.ExecOptions, command string, args ...string) *eval.ExecResult {
-	t.Helper()
-	res, err := rt.Exec(context.Background(), command, args, opts)
-	if err != nil {
-		t.Fatalf("Exec %s %q: %v", command, args, err)
-	}
-	return res
-}
-
 func TestNewOptions(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -110,7 +61,7 @@ func TestNewOptions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := local.New(tc.opts)
-			wantErr(t, err, tc.want)
+			hostexectest.WantErr(t, err, tc.want)
 		})
 	}
 	if got := newProvider(t, local.Options{}).Name(); got != "local" {
@@ -120,12 +71,12 @@ func TestNewOptions(t *testing.T) {
 
 func TestWorkspaceFallbackResolvedAtNew(t *testing.T) {
 	base := t.TempDir()
-	mkdir(t, filepath.Join(base, "ws"))
+	hostexectest.Mkdir(t, filepath.Join(base, "ws"))
 	t.Chdir(base)
 	p := newProvider(t, local.Options{Workspace: "ws"})
 	t.Chdir(t.TempDir()) // the relative fallback must not follow the cwd
 	l := acquire(t, p, request("", eval.ReadWrite, ".", "."))
-	res := exec(t, l.Runtime(), eval.ExecOptions{}, "pwd")
+	res := hostexectest.Exec(t, l.Runtime(), eval.ExecOptions{}, "pwd")
 	if got, want := strings.TrimSpace(string(res.Stdout)), filepath.Join(base, "ws"); got != want {
 		t.Fatalf("pwd = %q, want %q", got, want)
 	}
@@ -135,7 +86,7 @@ func TestActiveWorkspaceWinsOverFallback(t *testing.T) {
 	fallback, active := t.TempDir(), t.TempDir()
 	p := newProvider(t, local.Options{Workspace: fallback})
 	l := acquire(t, p, request(active, eval.ReadWrite, ".", "."))
-	res := exec(t, l.Runtime(), eval.ExecOptions{}, "pwd")
+	res := hostexectest.Exec(t, l.Runtime(), eval.ExecOptions{}, "pwd")
 	if got := strings.TrimSpace(string(res.Stdout)); got != active {
 		t.Fatalf("pwd = %q, want the active workspace %q", got, active)
 	}
@@ -144,13 +95,13 @@ func TestActiveWorkspaceWinsOverFallback(t *testing.T) {
 func TestAcquireErrors(t *testing.T) {
 	ws := t.TempDir()
 	outside := t.TempDir()
-	mkdir(t, filepath.Join(ws, "a", "b"))
-	writeHost(t, filepath.Join(ws, "file"), "x")
-	symlink(t, outside, filepath.Join(ws, "escape"))
-	symlink(t, "../"+filepath.Base(outside), filepath.Join(ws, "relescape")) // relative, not under ws
-	symlink(t, "..", filepath.Join(ws, "a", "up"))                           // inside ws, outside root "a"
-	symlink(t, filepath.Join(ws, "missing"), filepath.Join(ws, "dangling"))
-	symlink(t, "b", filepath.Join(ws, "a", "inner"))
+	hostexectest.Mkdir(t, filepath.Join(ws, "a", "b"))
+	hostexectest.WriteHost(t, filepath.Join(ws, "file"), "x")
+	hostexectest.Symlink(t, outside, filepath.Join(ws, "escape"))
+	hostexectest.Symlink(t, "../"+filepath.Base(outside), filepath.Join(ws, "relescape")) // relative, not under ws
+	hostexectest.Symlink(t, "..", filepath.Join(ws, "a", "up"))                           // inside ws, outside root "a"
+	hostexectest.Symlink(t, filepath.Join(ws, "missing"), filepath.Join(ws, "dangling"))
+	hostexectest.Symlink(t, "b", filepath.Join(ws, "a", "inner"))
 
 	p := newProvider(t, local.Options{})
 	cancelled, cancel := context.WithCancelCause(context.Background())
@@ -199,7 +150,7 @@ func TestAcquireErrors(t *testing.T) {
 			if l != nil {
 				_ = l.Release(context.Background())
 			}
-			wantErr(t, err, tc.want)
+			hostexectest.WantErr(t, err, tc.want)
 			if tc.ctx != nil && !errors.Is(err, cause) {
 				t.Fatalf("error %v does not wrap the cancellation cause", err)
 			}
@@ -208,7 +159,7 @@ func TestAcquireErrors(t *testing.T) {
 
 	// A symlink that stays inside the boundary is fine.
 	l := acquire(t, p, request(ws, eval.ReadWrite, "a/inner", "."))
-	res := exec(t, l.Runtime(), eval.ExecOptions{}, "pwd")
+	res := hostexectest.Exec(t, l.Runtime(), eval.ExecOptions{}, "pwd")
 	if got := strings.TrimSpace(string(res.Stdout)); got != filepath.Join(ws, "a", "b") {
 		t.Fatalf("pwd = %q", got)
 	}
@@ -216,7 +167,7 @@ func TestAcquireErrors(t *testing.T) {
 
 func TestLeaseShape(t *testing.T) {
 	ws := t.TempDir()
-	mkdir(t, filepath.Join(ws, "repo", "src"))
+	hostexectest.Mkdir(t, filepath.Join(ws, "repo", "src"))
 	p := newProvider(t, local.Options{})
 	idRE := regexp.MustCompile(`^local:[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	seen := map[string]bool{}
@@ -242,8 +193,8 @@ func TestLeaseShape(t *testing.T) {
 // and ends it with ErrReleased.
 func TestLeaseRuntime(t *testing.T) {
 	ws := t.TempDir()
-	mkdir(t, filepath.Join(ws, "repo", "src"))
-	writeHost(t, filepath.Join(ws, "repo", "notes.txt"), "hello")
+	hostexectest.Mkdir(t, filepath.Join(ws, "repo", "src"))
+	hostexectest.WriteHost(t, filepath.Join(ws, "repo", "notes.txt"), "hello")
 	p := newProvider(t, local.Options{})
 	ctx := context.Background()
 
@@ -261,7 +212,7 @@ func TestLeaseRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := l.Runtime()
-	res := exec(t, rt, eval.ExecOptions{}, "pwd", "-P")
+	res := hostexectest.Exec(t, rt, eval.ExecOptions{}, "pwd", "-P")
 	if got, want := strings.TrimSpace(string(res.Stdout)), filepath.Join(ws, "repo", "src"); got != want {
 		t.Fatalf("pwd = %q, want %q", got, want)
 	}
@@ -284,17 +235,17 @@ func TestLeaseRuntime(t *testing.T) {
 
 func TestSetup(t *testing.T) {
 	ws := t.TempDir()
-	mkdir(t, filepath.Join(ws, "repo", "src"))
+	hostexectest.Mkdir(t, filepath.Join(ws, "repo", "src"))
 	p := newProvider(t, local.Options{Setup: "printf prepared > .aml-ready && pwd -P >> ../runs"})
 	for range 2 {
 		l := acquire(t, p, request(ws, eval.ReadWrite, "repo", "src"))
-		if got := readHost(t, filepath.Join(ws, "repo", "src", ".aml-ready")); got != "prepared" {
+		if got := hostexectest.ReadHost(t, filepath.Join(ws, "repo", "src", ".aml-ready")); got != "prepared" {
 			t.Fatalf(".aml-ready = %q", got)
 		}
 		_ = l.Release(context.Background())
 	}
 	want := strings.Repeat(filepath.Join(ws, "repo", "src")+"\n", 2)
-	if got := readHost(t, filepath.Join(ws, "repo", "runs")); got != want {
+	if got := hostexectest.ReadHost(t, filepath.Join(ws, "repo", "runs")); got != want {
 		t.Fatalf("setup ran in %q, want twice in the cwd", got)
 	}
 }
@@ -306,25 +257,25 @@ func TestSetupFailure(t *testing.T) {
 	if l != nil {
 		t.Fatal("a lease was returned")
 	}
-	wantErr(t, err, "setup failed with exit code 3: boom")
+	hostexectest.WantErr(t, err, "setup failed with exit code 3: boom")
 	if strings.Contains(err.Error(), "boom  ") {
 		t.Fatalf("stderr not trimmed: %q", err)
 	}
 
 	p = newProvider(t, local.Options{Setup: "exit 4"})
 	_, err = p.Acquire(context.Background(), request(ws, eval.ReadWrite, ".", "."))
-	wantErr(t, err, "setup failed with exit code 4")
+	hostexectest.WantErr(t, err, "setup failed with exit code 4")
 
 	p = newProvider(t, local.Options{Setup: "head -c 5000 /dev/zero", MaxOutputBytes: 100})
 	_, err = p.Acquire(context.Background(), request(ws, eval.ReadWrite, ".", "."))
-	wantErr(t, err, "output exceeded 100 bytes")
+	hostexectest.WantErr(t, err, "output exceeded 100 bytes")
 
 	// A setup past its bound is killed, with what it started, and fails
 	// the acquisition saying so.
 	p = newProvider(t, local.Options{Setup: "echo $$ > setup.pid; sleep 600", SetupTimeout: 300 * time.Millisecond})
 	start := time.Now()
 	_, err = p.Acquire(context.Background(), request(ws, eval.ReadWrite, ".", "."))
-	wantErr(t, err, "setup did not finish within 300ms (setup_timeout_ms raises the bound)")
+	hostexectest.WantErr(t, err, "setup did not finish within 300ms (setup_timeout_ms raises the bound)")
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("the setup timeout %v does not wrap the deadline", err)
 	}

@@ -35,7 +35,7 @@ func TestSetupFailureLeavesNoProcess(t *testing.T) {
 	ws := t.TempDir()
 	p := newProvider(t, local.Options{Setup: "echo $$ > setup-pid; sleep 300 & echo failing >&2; exit 1"})
 	_, err := p.Acquire(context.Background(), request(ws, eval.ReadWrite, ".", "."))
-	wantErr(t, err, "setup failed with exit code 1: failing")
+	hostexectest.WantErr(t, err, "setup failed with exit code 1: failing")
 	hostexectest.AssertGroupGone(t, hostexectest.ReadPID(t, filepath.Join(ws, "setup-pid")))
 }
 
