@@ -113,6 +113,10 @@ var temporalCommands = []string{"run", "worker", "cancel", "answer", "runs"}
 // needsCompanion reports why the command cmd with args needs the
 // services ("" when it does not), and whether it can run without them.
 func needsCompanion(cmd string, args []string) (why string, required bool) {
+	// A command's help is aml's own, with or without the companion.
+	if slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" }) {
+		return "", false
+	}
 	if req, ok := alwaysCompanion[cmd]; ok {
 		why = "aml " + cmd
 		if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
