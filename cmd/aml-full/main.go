@@ -1,6 +1,7 @@
 // Command aml-full is aml with the clients of outside services linked:
-// the Docker Engine (docker_sandbox(), aml sandbox prune), Modal and
-// Daytona (modal_sandbox(), daytona_sandbox()), S3 (s3_workspace(),
+// the Docker Engine (docker_sandbox(), aml sandbox prune), Modal,
+// Daytona and Kubernetes (modal_sandbox(), daytona_sandbox(),
+// kubernetes_sandbox()), S3 (s3_workspace(),
 // s3:// stores) and Temporal (aml run --temporal, aml runs --temporal,
 // aml worker, aml cancel, aml answer).
 //

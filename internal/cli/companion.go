@@ -21,7 +21,7 @@ import (
 // The aml executable and its companion.
 //
 // The clients of outside services (the Docker Engine, Modal, Daytona,
-// S3, Temporal) cost tens of milliseconds of package initialisation at every
+// Kubernetes, S3, Temporal) cost tens of milliseconds of package initialisation at every
 // start of a program that links them, so aml (cmd/aml) links none of
 // them and starts in a few milliseconds; aml-full (cmd/aml-full) is the
 // same command with all of them (services/full). One go install of
@@ -58,9 +58,9 @@ import (
 
 // companionDoc is the section of docs/reference/cli.md on the
 // companion.
-const companionDoc = "`aml` does not link the clients of outside services, whose SDKs take tens of milliseconds to start: its companion `aml-full`, installed beside it (`go install github.com/aml-go/aml/cmd/...@latest`, or a release archive), is the same command with the Docker Engine, Modal, Daytona, S3 and Temporal clients linked. " +
+const companionDoc = "`aml` does not link the clients of outside services, whose SDKs take tens of milliseconds to start: its companion `aml-full`, installed beside it (`go install github.com/aml-go/aml/cmd/...@latest`, or a release archive), is the same command with the Docker Engine, Modal, Daytona, Kubernetes, S3 and Temporal clients linked. " +
 	"`aml` runs `aml-full` in its place, with the same arguments, environment and process id, when the command needs one of them: `aml sandbox prune`, `aml worker`, `aml cancel`, `aml answer` and `aml workspace verify`; `aml run --temporal` and `aml runs --temporal`; `aml check` unless `--no-lint` (its lint comes from buildtools); `aml run` or `aml resume` exporting its trace over OTLP (`--otlp-endpoint`, `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`); an `s3://` argument, or `AML_TEMPORAL_BLOB_STORE` naming one for a command that talks to Temporal; " +
-	"a workflow that `aml run`, `aml test`, `aml check`, `aml graph` or `aml resume` is given, or a module it loads, that names `docker_sandbox`, `s3_workspace`, `daytona_sandbox` or `modal_sandbox`. `aml doc` and `aml lsp` run it when it is there, to describe those builtins too.\n\n" +
+	"a workflow that `aml run`, `aml test`, `aml check`, `aml graph` or `aml resume` is given, or a module it loads, that names `docker_sandbox`, `s3_workspace`, `daytona_sandbox`, `modal_sandbox` or `kubernetes_sandbox`. `aml doc` and `aml lsp` run it when it is there, to describe those builtins too.\n\n" +
 	"`aml-full` is looked for in the directory `AML_EXEC_PATH` names, then beside `aml` (symbolic links resolved), then on `PATH`. Without it, a command that needs it fails before anything runs, with exit status 2 and the command that installs it; every other command works."
 
 // companionName is the name of the companion executable.

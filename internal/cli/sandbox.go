@@ -31,7 +31,10 @@ With DAYTONA_API_KEY set (and DAYTONA_API_URL and
 DAYTONA_ORGANIZATION_ID where needed), the Daytona sandboxes such aml
 processes left are destroyed the same way, and so are the Modal ones (of
 the app aml) with MODAL_TOKEN_ID and MODAL_TOKEN_SECRET set or a
-~/.modal.toml; sandboxes of live runs are busy, and other machines' are
+~/.modal.toml, and so are the Kubernetes Sandboxes and SandboxClaims
+(labelled aml.owner, in every namespace the kubeconfig may list, else
+in its context's) with KUBECONFIG set, a ~/.kube/config, or aml running
+in a pod; sandboxes of live runs are busy, and other machines' are
 kept.
 
 It also lists the processes such aml processes started (scripts, agents,

@@ -35,7 +35,7 @@ import (
 // workflows (Set.Extensions). aml, which links none of them, runs
 // aml-full for a workflow that names one; full's tests hold the list to
 // the extensions.
-var Builtins = []string{"daytona_sandbox", "docker_sandbox", "modal_sandbox", "s3_workspace"}
+var Builtins = []string{"daytona_sandbox", "docker_sandbox", "kubernetes_sandbox", "modal_sandbox", "s3_workspace"}
 
 // Set is what a build of aml links of the services: all of its fields
 // set (package full's Linked), or none (the zero Set, aml without
@@ -43,8 +43,8 @@ var Builtins = []string{"daytona_sandbox", "docker_sandbox", "modal_sandbox", "s
 // concurrent use.
 type Set struct {
 	// Extensions returns the provider families of the services:
-	// docker_sandbox(), s3_workspace(), daytona_sandbox() and
-	// modal_sandbox().
+	// docker_sandbox(), s3_workspace(), daytona_sandbox(),
+	// modal_sandbox() and kubernetes_sandbox().
 	Extensions func(ExtensionOptions) []*starlib.Extension
 	// OpenS3 opens the S3 workspace store s names (aml workspace check,
 	// recover and unlock, and --blob-store).

@@ -1,6 +1,7 @@
 // Package remotestar binds the remote sandbox providers to Starlark:
-// daytona_sandbox() and modal_sandbox(), sandboxes that are disposable
-// machines of a service, the workspace transferred in and mirrored back.
+// daytona_sandbox(), modal_sandbox() and kubernetes_sandbox(), sandboxes
+// that are disposable machines of a service or pods of a cluster, the
+// workspace transferred in and mirrored back.
 //
 // It lives outside package starlib because the services' clients bring
 // their dependencies with them. Add Extension to
@@ -14,6 +15,7 @@ import (
 	"go.starlark.net/starlark"
 
 	"github.com/aml-go/aml/providers/sandbox/daytona"
+	"github.com/aml-go/aml/providers/sandbox/kubernetes"
 	"github.com/aml-go/aml/providers/sandbox/modal"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 	"github.com/aml-go/aml/starlib"
@@ -29,6 +31,9 @@ type Options struct {
 	Daytona func(daytona.Options) (remote.Service, error)
 	// Modal, when set, makes the Modal services instead of modal.New.
 	Modal func(modal.Options) (remote.Service, error)
+	// Kubernetes, when set, makes the Kubernetes services instead of
+	// kubernetes.New.
+	Kubernetes func(kubernetes.Options) (remote.Service, error)
 }
 
 // New returns the extension with opts.
@@ -39,7 +44,10 @@ func New(opts Options) *starlib.Extension {
 	m := *modalBuiltin
 	m.Impl = func(c *starlib.Call) (starlark.Value, error) { return modalImpl(c, opts) }
 	m.Rules = modalRules
-	return &starlib.Extension{Name: "remote", Builtins: []*starlib.Builtin{&d, &m}}
+	k := *kubernetesBuiltin
+	k.Impl = func(c *starlib.Call) (starlark.Value, error) { return kubernetesImpl(c, opts) }
+	k.Rules = kubernetesRules
+	return &starlib.Extension{Name: "remote", Builtins: []*starlib.Builtin{&d, &k, &m}}
 }
 
 // common are the parameters every remote sandbox factory takes.

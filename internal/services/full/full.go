@@ -1,5 +1,5 @@
 // Package full links the clients of outside services into a build of
-// aml: the Docker Engine, Modal, Daytona, S3, Temporal and the OTLP
+// aml: the Docker Engine, Modal, Daytona, Kubernetes, S3, Temporal and the OTLP
 // trace exporter, and buildtools' lint (Linked, a
 // services.Set with every function set). aml-full (cmd/aml-full)
 // imports it; aml does not, so that it starts without their SDKs.
@@ -17,6 +17,7 @@ import (
 	"github.com/aml-go/aml/observe/otlp"
 	"github.com/aml-go/aml/providers/sandbox/daytona"
 	"github.com/aml-go/aml/providers/sandbox/docker"
+	"github.com/aml-go/aml/providers/sandbox/kubernetes"
 	"github.com/aml-go/aml/providers/sandbox/modal"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 	"github.com/aml-go/aml/providers/workspace/persist"
@@ -144,6 +145,11 @@ func remoteServices() []remote.Service {
 		if svc, err := modal.New(modal.Options{}); err == nil {
 			out = append(out, svc)
 		}
+	}
+	// A cluster is configured when KUBECONFIG is set, ~/.kube/config
+	// exists, or aml runs in a pod: kubernetes.New finds none otherwise.
+	if svc, err := kubernetes.New(kubernetes.Options{}); err == nil {
+		out = append(out, svc)
 	}
 	return out
 }

@@ -1,0 +1,337 @@
+package kubernetes_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/kubetest"
+	"github.com/aml-go/aml/internal/remotetest"
+	"github.com/aml-go/aml/providers/sandbox/kubernetes"
+	"github.com/aml-go/aml/providers/sandbox/remote"
+	"github.com/aml-go/aml/starlib"
+	"github.com/aml-go/aml/starlib/remotestar"
+)
+
+// service is a Service over the test cluster in namespace ns.
+func service(t *testing.T, c *kubetest.Cluster, opts kubernetes.Options) *kubernetes.Service {
+	t.Helper()
+	opts.Kubeconfig = c.Kubeconfig
+	if opts.Image == "" && opts.Template == "" && opts.WarmPool == "" {
+		opts.Image = kubetest.Image
+	}
+	if opts.ReadyTimeout == 0 {
+		opts.ReadyTimeout = 2 * time.Minute
+	}
+	s, err := kubernetes.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestClusterCore: the remote core's cases (conformance, the mirror,
+// read-only refusal, hostile argv, bounds, timeouts, cancellation at 0,
+// 50 ms, 300 ms, 1 s and 2 s into an acquisition, prune, a sandbox
+// deleted mid-command) on the real cluster, with pods of the provider's
+// own pod template.
+func TestClusterCore(t *testing.T) {
+	c := kubetest.Open(t)
+	ns := c.Namespace(t)
+	s := service(t, c, kubernetes.Options{Namespace: ns})
+	remotetest.Run(t, remotetest.Harness{Service: s, GuestRoot: kubernetes.GuestRoot, Home: "/", Timeout: 2 * time.Minute,
+		Left: func(t testing.TB) []string { return c.Left(t, ns, nil) }})
+}
+
+// TestClusterPodDeleted: the pod (not the Sandbox) deleted while a
+// command runs: the command fails saying so, and although the controller
+// makes a new pod of the same name, the release refuses to mirror that
+// one's tree (which would delete the source's files) and says the
+// changes are lost; the source is as it was.
+func TestClusterPodDeleted(t *testing.T) {
+	c := kubetest.Open(t)
+	ns := c.Namespace(t)
+	p, err := remote.New(remote.Options{Service: service(t, c, kubernetes.Options{Namespace: ns}), GuestRoot: kubernetes.GuestRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	remotetest.Write(t, dir, map[string]string{"a.txt": "a", "b.txt": "b"})
+	ctx := context.Background()
+	lease, err := p.Acquire(ctx, remotetest.Request(dir, eval.ReadWrite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lease.Runtime().Exec(ctx, "sh", []string{"-c", "printf changed > a.txt"}, eval.ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := lease.Runtime().Exec(ctx, "sleep", []string{"60"}, eval.ExecOptions{})
+		done <- err
+	}()
+	pods, err := c.Core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods: %v %v", pods, err)
+	}
+	time.Sleep(500 * time.Millisecond) // the sleep is running
+	zero := int64(0)
+	if err := c.Core.CoreV1().Pods(ns).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, kubernetes.ErrPodGone) {
+			t.Errorf("the command in a deleted pod: %v, want ErrPodGone", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the command in a deleted pod never ended")
+	}
+	err = lease.Release(ctx)
+	if err == nil || !strings.Contains(err.Error(), "its changes since it was hydrated are not in the workspace") {
+		t.Errorf("release after the pod was deleted: %v", err)
+	}
+	if got := strings.Join(remotetest.Listing(t, dir), " "); got != "a.txt=a b.txt=b" {
+		t.Errorf("the source after its pod was deleted: %s", got)
+	}
+	if left := c.Left(t, ns, nil); len(left) > 0 {
+		t.Errorf("left: %v", left)
+	}
+}
+
+// TestClusterParallel: twenty sandboxes in parallel(), through
+// kubernetes_sandbox() as a workflow writes it, each over its own
+// subtree, changed by a script and mirrored back; none is left.
+func TestClusterParallel(t *testing.T) {
+	c := kubetest.Open(t)
+	ns := c.Namespace(t)
+	base := t.TempDir()
+	src := fmt.Sprintf(`configure(workspace_provider = local_workspace(directory = %q))
+box = kubernetes_sandbox(kubeconfig = %q, namespace = %q, image = %q, labels = {"team": "tests"})
+
+def one(i):
+    return sandbox(
+        script("cat seed.txt; printf %%s > out.txt" %% i, shell = "sh"),
+        provider = box,
+        access = "read-write",
+        root = "w%%d" %% i,
+    )
+
+def main():
+    return workspace(parallel(*[one(i) for i in range(20)]))
+`, base, c.Kubeconfig, ns, kubetest.Image)
+	for i := range 20 {
+		remotetest.Write(t, filepath.Join(base, "w"+strconv.Itoa(i)), map[string]string{"seed.txt": "seed" + strconv.Itoa(i) + " "})
+	}
+	start := time.Now()
+	out, err := starlib.Run(context.Background(), filepath.Join(base, "w.star"), "", starlib.LoadOptions{Source: []byte(src), Extensions: []*starlib.Extension{remotestar.Extension}}, eval.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if !strings.Contains(out, "seed"+strconv.Itoa(i)+" ") {
+			t.Errorf("branch %d's script did not see its seed: %q", i, out)
+		}
+		if data, err := os.ReadFile(filepath.Join(base, "w"+strconv.Itoa(i), "out.txt")); err != nil || string(data) != strconv.Itoa(i) {
+			t.Errorf("branch %d: out.txt = %q, %v", i, data, err)
+		}
+	}
+	t.Logf("20 sandboxes in parallel in %v", time.Since(start).Round(time.Millisecond))
+	if left := c.Left(t, ns, nil); len(left) > 0 {
+		t.Errorf("left: %v", left)
+	}
+}
+
+// template makes a SandboxTemplate of the busybox image in ns, with the
+// host directory bin mounted at /opt/aml when it is not "".
+func template(t *testing.T, c *kubetest.Cluster, ns, name, bin string) {
+	t.Helper()
+	container := map[string]any{
+		"name": "main", "image": kubetest.Image, "imagePullPolicy": "IfNotPresent",
+		"command": []any{"/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"},
+		"env":     []any{map[string]any{"name": "PATH", "value": "/opt/aml:/usr/local/bin:/usr/bin:/bin"}},
+	}
+	spec := map[string]any{"terminationGracePeriodSeconds": int64(1), "automountServiceAccountToken": false, "containers": []any{container}}
+	if bin != "" {
+		container["volumeMounts"] = []any{map[string]any{"name": "aml", "mountPath": "/opt/aml", "readOnly": true}}
+		spec["volumes"] = []any{map[string]any{"name": "aml", "hostPath": map[string]any{"path": bin, "type": "Directory"}}}
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxTemplate",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec":     map[string]any{"podTemplate": map[string]any{"spec": spec}},
+	}}
+	if _, err := c.Dynamic.Resource(kubetest.SandboxTemplates).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClusterWarmPool: a claim from a warm pool of two is Ready at once
+// (the time is logged), runs commands in the pool's pod, and its release
+// deletes the claim and its sandbox; the pool refills.
+func TestClusterWarmPool(t *testing.T) {
+	c := kubetest.Open(t)
+	ns := c.Namespace(t)
+	ctx := context.Background()
+	template(t, c, ns, "busybox", "")
+	pool := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxWarmPool",
+		"metadata": map[string]any{"name": "warm", "namespace": ns},
+		"spec":     map[string]any{"replicas": int64(2), "sandboxTemplateRef": map[string]any{"name": "busybox"}},
+	}}
+	if _, err := c.Dynamic.Resource(kubetest.SandboxWarmPools).Namespace(ns).Create(ctx, pool, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPool := func() {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			u, err := c.Dynamic.Resource(kubetest.SandboxWarmPools).Namespace(ns).Get(ctx, "warm", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ready, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+			if ready == 2 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the warm pool has %d ready sandboxes after 2 minutes", ready)
+			}
+		}
+	}
+	waitPool()
+	s := service(t, c, kubernetes.Options{Namespace: ns, WarmPool: "warm"})
+	start := time.Now()
+	m, err := s.Create(ctx, remote.CreateRequest{Labels: map[string]string{remote.LabelRun: "r", remote.LabelLease: "l", remote.LabelOwner: "aml-1-x-y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := time.Since(start)
+	t.Logf("a claim from the warm pool was Ready in %v", ready.Round(time.Millisecond))
+	if !strings.HasPrefix(m.ID(), ns+"/sandboxclaim/aml-") {
+		t.Errorf("the claim's id %q", m.ID())
+	}
+	p, err := m.Start(ctx, remote.Command{Args: []string{"sh", "-c", "echo $HOSTNAME"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]byte, 256)
+	n, _ := p.Stdout().Read(out)
+	go func() { buf := make([]byte, 256); _, _ = p.Stderr().Read(buf) }()
+	if code, err := p.Wait(); err != nil || code != 0 {
+		t.Fatalf("a command in the claimed pod: %d %v", code, err)
+	}
+	host := strings.TrimSpace(string(out[:n]))
+	if !strings.HasPrefix(host, "warm-") {
+		t.Errorf("the command ran in pod %q, not one of the pool's", host)
+	}
+	if err := m.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		_, err := c.Core.CoreV1().Pods(ns).Get(ctx, host, metav1.GetOptions{})
+		claims, _ := c.Dynamic.Resource(kubetest.SandboxClaims).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil && len(claims.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the claimed pod %s or the claim is still there a minute after the release", host)
+		}
+	}
+	waitPool()
+}
+
+// TestClusterErrors: what the cluster refuses is said with what to do:
+// an image that cannot be pulled fails at once, RBAC's refusal names
+// the verb and resource (and the minimal Role of the docs grants enough),
+// a template that does not exist is named; none leaves anything.
+func TestClusterErrors(t *testing.T) {
+	c := kubetest.Open(t)
+	ns := c.Namespace(t)
+	ctx := context.Background()
+	labels := map[string]string{remote.LabelRun: "r", remote.LabelLease: "l", remote.LabelOwner: "aml-1-x-y"}
+
+	t.Run("image", func(t *testing.T) {
+		s := service(t, c, kubernetes.Options{Namespace: ns, Image: "localhost:1/aml-test/missing:1"})
+		start := time.Now()
+		_, err := s.Create(ctx, remote.CreateRequest{Labels: labels})
+		if !errors.Is(err, kubernetes.ErrImage) || !strings.Contains(err.Error(), "cannot be pulled") {
+			t.Errorf("a missing image: %v", err)
+		}
+		t.Logf("failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	})
+	t.Run("template", func(t *testing.T) {
+		s := service(t, c, kubernetes.Options{Namespace: ns, Template: "missing"})
+		_, err := s.Create(ctx, remote.CreateRequest{Labels: labels})
+		if err == nil || !strings.Contains(err.Error(), `the SandboxTemplate "missing" does not exist in namespace `+ns) {
+			t.Errorf("a missing template: %v", err)
+		}
+	})
+	t.Run("rbac", func(t *testing.T) {
+		kubeconfig := serviceAccount(t, c, ns, "limited")
+		s, err := kubernetes.New(kubernetes.Options{Kubeconfig: kubeconfig, Namespace: ns, Image: kubetest.Image, ReadyTimeout: 2 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Create(ctx, remote.CreateRequest{Labels: labels})
+		if err == nil || !strings.Contains(err.Error(), `grant the verb "create" on "sandboxes.agents.x-k8s.io"`) {
+			t.Fatalf("without a Role: %v", err)
+		}
+		grantMinimalRole(t, c, ns, "limited")
+		p, err := remote.New(remote.Options{Service: s, GuestRoot: kubernetes.GuestRoot})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		remotetest.Write(t, dir, map[string]string{"a.txt": "a"})
+		lease, err := p.Acquire(ctx, remotetest.Request(dir, eval.ReadWrite))
+		if err != nil {
+			t.Fatalf("with the docs' minimal Role: %v", err)
+		}
+		if res, err := lease.Runtime().Exec(ctx, "sh", []string{"-c", "cat a.txt; printf b > b.txt"}, eval.ExecOptions{}); err != nil || string(res.Stdout) != "a" {
+			t.Errorf("a command with the minimal Role: %+v %v", res, err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Errorf("release with the minimal Role: %v", err)
+		}
+		if got := strings.Join(remotetest.Listing(t, dir), " "); got != "a.txt=a b.txt=b" {
+			t.Errorf("mirrored with the minimal Role: %s", got)
+		}
+	})
+	if left := c.Left(t, ns, nil); len(left) > 0 {
+		t.Errorf("left: %v", left)
+	}
+}
+
+// serviceAccount makes a service account in ns and a kubeconfig with a
+// token of it.
+func serviceAccount(t *testing.T, c *kubetest.Cluster, ns, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.Core.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := c.Core.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, tokenRequest(), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	ca := c.Config.CAData
+	if len(ca) == 0 && c.Config.CAFile != "" {
+		if ca, err = os.ReadFile(c.Config.CAFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeKubeconfig(t, path, c.Config.Host, ca, tok.Status.Token, ns)
+	return path
+}
