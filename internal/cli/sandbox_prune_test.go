@@ -20,8 +20,10 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/aml-go/aml/internal/daytonadouble"
+	"github.com/aml-go/aml/internal/kubetest"
 	"github.com/aml-go/aml/internal/procscope"
 	"github.com/aml-go/aml/providers/sandbox/daytona"
+	"github.com/aml-go/aml/providers/sandbox/kubernetes"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 )
 
@@ -350,6 +352,52 @@ func TestSandboxPruneDaytona(t *testing.T) {
 	found, err := svc.List(ctx, nil)
 	if err != nil || len(found) != 1 || found[0].ID != live {
 		t.Errorf("after prune: %v %v", found, err)
+	}
+	_ = svc.Destroy(ctx, live)
+}
+
+// TestSandboxPruneKubernetes: with KUBECONFIG naming the test cluster,
+// aml sandbox prune deletes the Sandbox a dead aml process left, reports
+// a live one's as busy and leaves the others; the deleted one's pod goes
+// with it.
+func TestSandboxPruneKubernetes(t *testing.T) {
+	c := kubetest.Open(t)
+	ns := c.Namespace(t)
+	t.Setenv("KUBECONFIG", c.Kubeconfig)
+	for _, v := range []string{"DAYTONA_API_KEY", "MODAL_TOKEN_ID"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("HOME", t.TempDir()) // no ~/.modal.toml
+	if procscope.MachineTag() == "0" {
+		t.Skip("this machine has no machine id: owners cannot be judged")
+	}
+	svc, err := kubernetes.New(kubernetes.Options{Namespace: ns, Image: kubetest.Image})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	create := func(owner string) string {
+		m, err := svc.Create(ctx, remote.CreateRequest{Labels: map[string]string{remote.LabelOwner: owner, remote.LabelLease: "kubernetes:l", remote.LabelRun: "r"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.ID()
+	}
+	dead := create(fmt.Sprintf("aml-%d-%s-x", cmd.Process.Pid, procscope.MachineTag()))
+	live := create(procscope.Marker())
+	var stdout, stderr strings.Builder
+	if code := cmdSandbox([]string{"prune"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("aml sandbox prune: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "removed kubernetes sandbox "+dead) || !strings.Contains(stdout.String(), "busy kubernetes sandbox "+live) {
+		t.Errorf("aml sandbox prune:\n%s", stdout.String())
+	}
+	if left := c.Left(t, ns, nil); len(left) != 1 || left[0] != live {
+		t.Errorf("after prune: %v, want only %s", left, live)
 	}
 	_ = svc.Destroy(ctx, live)
 }

@@ -18,9 +18,11 @@ import (
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/kubetest"
 	"github.com/aml-go/aml/internal/remotetest"
+	"github.com/aml-go/aml/internal/testbin"
 	"github.com/aml-go/aml/providers/sandbox/kubernetes"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 	"github.com/aml-go/aml/starlib"
+	"github.com/aml-go/aml/starlib/acpstar"
 	"github.com/aml-go/aml/starlib/remotestar"
 )
 
@@ -334,4 +336,71 @@ func serviceAccount(t *testing.T, c *kubetest.Cluster, ns, name string) string {
 	}
 	writeKubeconfig(t, path, c.Config.Host, ca, tok.Status.Token, ns)
 	return path
+}
+
+// TestClusterAgent: a real ACP agent process (the fake agent, a static
+// build the SandboxTemplate mounts from the host) runs in a pod, calls a
+// Starlark tool that runs on the host (its relay reaches the tool bridge
+// through the tunnel over an exec's streams: the pod has no route to the
+// host) and submits a structured result; the workspace it changed is
+// mirrored back, and nothing is left.
+func TestClusterAgent(t *testing.T) {
+	c := kubetest.Open(t)
+	ns := c.Namespace(t)
+	bin := t.TempDir()
+	testbin.BuildTo(t, "github.com/aml-go/aml/internal/cmd/fake-acp-agent", testbin.Options{Static: true}, filepath.Join(bin, "fake-acp-agent"))
+	data, err := os.ReadFile(filepath.Join(bin, "fake-acp-agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "aml"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	template(t, c, ns, "agents", bin)
+	dir := t.TempDir()
+	src := fmt.Sprintf(`configure(workspace_provider = local_workspace(directory = %q))
+lookup = define_tool(name = "lookup", description = "Looks a word up.", execute = lambda input: "found " + input["q"],
+    input = schema.object(q = schema.string()))
+fake = acp_agent(command = "fake-acp-agent", env = {"AML_FAKE_ACP_MODE": "no-http"})
+box = kubernetes_sandbox(kubeconfig = %q, namespace = %q, template = "agents")
+
+def main():
+    return workspace(sandbox(
+        agent("cwd\nmcp\ncall lookup {\"q\": \"ocelot\"}", tool(lookup), provider = fake),
+        script("printf made > made.txt", shell = "sh"),
+        "|",
+        agent(
+            "submit {\"answer\": 42}",
+            tool(lookup),
+            provider = fake,
+            schema = schema.object(answer = schema.integer()),
+        ),
+        provider = box,
+        access = "read-write",
+    ))
+`, dir, c.Kubeconfig, ns)
+	out, err := starlib.Run(context.Background(), filepath.Join(dir, "w.star"), "", starlib.LoadOptions{Source: []byte(src),
+		Extensions: []*starlib.Extension{remotestar.Extension, acpstar.New(acpstar.Options{})}}, eval.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prose, structured, _ := strings.Cut(out, "|")
+	if !strings.Contains(prose, `"command":"aml"`) || !strings.Contains(prose, "unix:///tmp/aml-run-") {
+		t.Errorf("the bridge is not reached through the relay over the tunnel: %q", prose)
+	}
+	if !strings.Contains(prose, "/workspace") || !strings.Contains(prose, "result: found ocelot") {
+		t.Errorf("the agent in the pod: %q, want its cwd in /workspace and the host tool's result", prose)
+	}
+	if structured != `{"answer":42}` {
+		t.Errorf("structured result %q, want the submitted one", structured)
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "made.txt")); err != nil || string(data) != "made" {
+		t.Errorf("the script's file was not mirrored back: %q %v", data, err)
+	}
+	if left := c.Left(t, ns, nil); len(left) > 0 {
+		t.Errorf("left: %v", left)
+	}
 }
