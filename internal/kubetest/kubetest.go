@@ -106,12 +106,13 @@ var (
 // "NS/sandboxclaim/NAME"; a pod only when no object of the namespace
 // owns it: "NS/pod/NAME"). While some are being deleted, or a pod's
 // owner is gone and the garbage collector has yet to remove it, it waits,
-// up to a minute. Objects whose labels include keep are not listed (a
+// up to three minutes. Objects whose labels include keep are not listed (a
 // warm pool's).
 func (c *Cluster) Left(t testing.TB, ns string, keep map[string]string) []string {
 	t.Helper()
 	ctx := context.Background()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	// Three minutes: a loaded machine deletes twenty pods slowly.
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		var left []string
 		settling := false
 		owners := map[string]bool{}

@@ -34,7 +34,7 @@ func service(t *testing.T, c *kubetest.Cluster, opts kubernetes.Options) *kubern
 		opts.Image = kubetest.Image
 	}
 	if opts.ReadyTimeout == 0 {
-		opts.ReadyTimeout = 2 * time.Minute
+		opts.ReadyTimeout = 5 * time.Minute
 	}
 	s, err := kubernetes.New(opts)
 	if err != nil {
