@@ -1,6 +1,7 @@
 package remotestar
 
 import (
+	"strings"
 	"time"
 
 	"go.starlark.net/starlark"
@@ -61,7 +62,7 @@ func kubernetesOptions(c *starlib.Call) (kubernetes.Options, error) {
 		ko.ReadyTimeout = time.Duration(ms) * time.Millisecond
 	}
 	if err := kubernetes.CheckOptions(ko); err != nil {
-		return ko, c.Errorf("%v", err)
+		return ko, callError(c, err)
 	}
 	return ko, nil
 }
@@ -86,12 +87,17 @@ func kubernetesRules(c *starlib.Call) error {
 // kubernetesLabels checks labels= against Kubernetes' own rules.
 func kubernetesLabels(c *starlib.Call, labels map[string]string) error {
 	if err := kubernetes.CheckLabels(labels); err != nil {
-		return c.Errorf("%v", err)
+		return callError(c, err)
 	}
 	return nil
 }
 
 func kubernetesImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
+	// What aml check refuses is refused first, in the same order, so
+	// that the run and the check report the same error.
+	if err := kubernetesRules(c); err != nil {
+		return nil, err
+	}
 	ko, err := kubernetesOptions(c)
 	if err != nil {
 		return nil, err
@@ -102,13 +108,10 @@ func kubernetesImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
 	}
 	svc, err := newService(ko)
 	if err != nil {
-		return nil, c.Errorf("%v", err)
+		return nil, callError(c, err)
 	}
 	opts, err := remoteOptions(c, svc, kubernetes.GuestRoot)
 	if err != nil {
-		return nil, err
-	}
-	if err := kubernetesLabels(c, opts.Labels); err != nil {
 		return nil, err
 	}
 	p, err := remote.New(opts)
@@ -116,4 +119,10 @@ func kubernetesImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
 		return nil, c.Errorf("%v", err)
 	}
 	return &starlib.SandboxProviderValue{Provider: p}, nil
+}
+
+// callError is the service's error at the call, without its own prefix
+// (the call names the builtin).
+func callError(c *starlib.Call, err error) error {
+	return c.Errorf("%s", strings.TrimPrefix(err.Error(), "kubernetes sandbox: "))
 }
