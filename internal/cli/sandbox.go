@@ -34,8 +34,8 @@ the app aml) with MODAL_TOKEN_ID and MODAL_TOKEN_SECRET set or a
 ~/.modal.toml, and so are the Kubernetes Sandboxes and SandboxClaims
 (labelled aml.owner, in every namespace the kubeconfig may list, else
 in its context's) with KUBECONFIG set, a ~/.kube/config, or aml running
-in a pod; sandboxes of live runs are busy, and other machines' are
-kept.
+in a pod (a cluster that does not answer is reported, not failed);
+sandboxes of live runs are busy, and other machines' are kept.
 
 It also lists the processes such aml processes started (scripts, agents,
 and what they started, setsid descendants included: every process that
@@ -100,7 +100,24 @@ func cmdSandboxPrune(args []string, stdout, stderr io.Writer) int {
 		err = nil
 	}
 	remotes, rerr := linked.PruneRemote(ctx)
-	err = errors.Join(err, rerr)
+	// A service configured but unreachable (a kubeconfig of a cluster
+	// that is down) is said, as a missing Docker engine is, not failed.
+	var unchecked, failed []error
+	if joined, ok := rerr.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			if errors.Is(e, services.ErrNotChecked) {
+				unchecked = append(unchecked, e)
+			} else {
+				failed = append(failed, e)
+			}
+		}
+	} else if rerr != nil {
+		failed = append(failed, rerr)
+	}
+	for _, e := range unchecked {
+		fmt.Fprintf(stderr, "aml sandbox prune: %v\n", e)
+	}
+	err = errors.Join(append([]error{err}, failed...)...)
 	if *asJSON {
 		out := struct {
 			services.ContainerPrune

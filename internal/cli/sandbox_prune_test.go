@@ -401,3 +401,31 @@ func TestSandboxPruneKubernetes(t *testing.T) {
 	}
 	_ = svc.Destroy(ctx, live)
 }
+
+// TestSandboxPruneKubernetesUnreachable: a kubeconfig whose cluster is
+// down (its port refuses) is said on stderr, not failed: the other
+// services and the processes are still handled.
+func TestSandboxPruneKubernetesUnreachable(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBECONFIG", kc)
+	for _, v := range []string{"DAYTONA_API_KEY", "MODAL_TOKEN_ID"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("HOME", t.TempDir())
+	var stdout, stderr strings.Builder
+	if code := cmdSandbox([]string{"prune"}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("aml sandbox prune with a cluster that is down: exit %d: %s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "no kubernetes sandboxes checked: ") || !strings.Contains(stderr.String(), "refused the connection") {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+}

@@ -165,6 +165,12 @@ type ContainerPrune struct {
 // engine answered.
 var ErrNoEngine = errors.New("no Docker engine answered")
 
+// ErrNotChecked is wrapped by one of the errors PruneRemote joins when a
+// service whose configuration the environment holds could not be reached
+// (a kubeconfig of a cluster that is down): its sandboxes were not
+// checked, which is said, not a failure.
+var ErrNotChecked = errors.New("not checked")
+
 // S3Check is one operation of VerifyS3 and what the service did.
 type S3Check struct {
 	Operation string `json:"operation"`

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/docker/docker/client"
 
@@ -148,7 +149,8 @@ func remoteServices() []remote.Service {
 	}
 	// A cluster is configured when KUBECONFIG is set, ~/.kube/config
 	// exists, or aml runs in a pod: kubernetes.New finds none otherwise.
-	if svc, err := kubernetes.New(kubernetes.Options{}); err == nil {
+	// A cluster that does not answer is given ten seconds.
+	if svc, err := kubernetes.New(kubernetes.Options{RequestTimeout: 10 * time.Second}); err == nil {
 		out = append(out, svc)
 	}
 	return out
@@ -156,17 +158,33 @@ func remoteServices() []remote.Service {
 
 func pruneRemote(ctx context.Context) (map[string]remote.PruneResult, error) {
 	out := map[string]remote.PruneResult{}
-	var err error
+	var errs []error
 	for _, svc := range remoteServices() {
 		r, rerr := remote.Prune(ctx, svc)
 		out[svc.Name()] = r
-		err = errors.Join(err, rerr)
+		if errors.Is(rerr, kubernetes.ErrUnreachable) {
+			rerr = notChecked{svc.Name(), rerr}
+		}
+		if rerr != nil {
+			errs = append(errs, rerr)
+		}
 		if c, ok := svc.(interface{ Close() }); ok {
 			c.Close()
 		}
 	}
-	return out, err
+	return out, errors.Join(errs...)
 }
+
+// notChecked is the error of a service that could not be reached:
+// errors.Is(services.ErrNotChecked).
+type notChecked struct {
+	service string
+	err     error
+}
+
+func (e notChecked) Error() string        { return "no " + e.service + " sandboxes checked: " + e.err.Error() }
+func (e notChecked) Unwrap() error        { return e.err }
+func (e notChecked) Is(target error) bool { return target == services.ErrNotChecked }
 
 func classify(err error) services.Failure {
 	switch {

@@ -15,6 +15,10 @@ import (
 // whose pod was deleted or evicted, or stopped, while it ran.
 var ErrPodGone = errors.New("the sandbox's pod is gone")
 
+// ErrUnreachable is wrapped when the API server refused the connection,
+// could not be reached, or did not answer within the bound.
+var ErrUnreachable = errors.New("the Kubernetes API server cannot be reached")
+
 // ErrNotInstalled is wrapped when the cluster does not serve the
 // agent-sandbox resources.
 var ErrNotInstalled = errors.New("agent-sandbox is not installed")
@@ -46,11 +50,11 @@ func (s *Service) explain(verb, resource string, err error) error {
 	where := fmt.Sprintf("the Kubernetes API server at %s", s.server)
 	switch {
 	case errors.Is(err, errNoAnswer):
-		return fmt.Errorf("kubernetes sandbox: %s did not answer within %v (to %s %s): check that the cluster is up and that the kubeconfig names it: %w", where, s.opts.RequestTimeout, verb, resource, context.DeadlineExceeded)
+		return fmt.Errorf("kubernetes sandbox: %s did not answer within %v (to %s %s): check that the cluster is up and that the kubeconfig names it: %w: %w", where, s.opts.RequestTimeout, verb, resource, ErrUnreachable, context.DeadlineExceeded)
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Errorf("kubernetes sandbox: %s refused the connection: check that the cluster is up and that the kubeconfig names it: %w", where, err)
+		return fmt.Errorf("kubernetes sandbox: %s refused the connection: check that the cluster is up and that the kubeconfig names it: %w: %w", where, ErrUnreachable, err)
 	case isNetError(err):
-		return fmt.Errorf("kubernetes sandbox: %s cannot be reached: %w", where, err)
+		return fmt.Errorf("kubernetes sandbox: %s cannot be reached: %w: %w", where, ErrUnreachable, err)
 	case apierrors.IsUnauthorized(err):
 		return fmt.Errorf("kubernetes sandbox: %s did not accept the kubeconfig's credentials (they may have expired: renew them with your cluster's login): %w", where, err)
 	case apierrors.IsForbidden(err):
