@@ -202,6 +202,12 @@ up() {
   if [[ -f $STATE/pids/kube-apiserver ]] && kill -0 "$(cat "$STATE/pids/kube-apiserver")" 2>/dev/null; then
     die "a cluster already runs from $STATE: scripts/kube-cluster.sh down $STATE first"
   fi
+  local port
+  for port in "$ETCD_PORT" "$API_PORT" "$KUBELET_PORT"; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      die "port $port is taken (another cluster of this script? scripts/kube-cluster.sh down its state directory; AML_KUBE_*_PORT choose others)"
+    fi
+  done
   KUBECTL=$CACHE/bin/kubectl
   local node_ip
   node_ip=$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')
