@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -56,59 +57,71 @@ func TestClusterCore(t *testing.T) {
 		Left: func(t testing.TB) []string { return c.Left(t, ns, nil) }})
 }
 
-// TestClusterPodDeleted: the pod (not the Sandbox) deleted while a
-// command runs: the command fails saying so, and although the controller
-// makes a new pod of the same name, the release refuses to mirror that
-// one's tree (which would delete the source's files) and says the
-// changes are lost; the source is as it was.
+// TestClusterPodDeleted: the pod (not the Sandbox) deleted, or evicted
+// through the Eviction API, while a command runs: the command fails
+// saying so, and although the controller makes a new pod of the same
+// name, the release refuses to mirror that one's tree (which would delete
+// the source's files) and says the changes are lost; the source is as it
+// was.
 func TestClusterPodDeleted(t *testing.T) {
 	c := kubetest.Open(t)
-	ns := c.Namespace(t)
-	p, err := remote.New(remote.Options{Service: service(t, c, kubernetes.Options{Namespace: ns}), GuestRoot: kubernetes.GuestRoot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	remotetest.Write(t, dir, map[string]string{"a.txt": "a", "b.txt": "b"})
-	ctx := context.Background()
-	lease, err := p.Acquire(ctx, remotetest.Request(dir, eval.ReadWrite))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lease.Runtime().Exec(ctx, "sh", []string{"-c", "printf changed > a.txt"}, eval.ExecOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := lease.Runtime().Exec(ctx, "sleep", []string{"60"}, eval.ExecOptions{})
-		done <- err
-	}()
-	pods, err := c.Core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("pods: %v %v", pods, err)
-	}
-	time.Sleep(500 * time.Millisecond) // the sleep is running
-	zero := int64(0)
-	if err := c.Core.CoreV1().Pods(ns).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, kubernetes.ErrPodGone) {
-			t.Errorf("the command in a deleted pod: %v, want ErrPodGone", err)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the command in a deleted pod never ended")
-	}
-	err = lease.Release(ctx)
-	if err == nil || !strings.Contains(err.Error(), "its changes since it was hydrated are not in the workspace") {
-		t.Errorf("release after the pod was deleted: %v", err)
-	}
-	if got := strings.Join(remotetest.Listing(t, dir), " "); got != "a.txt=a b.txt=b" {
-		t.Errorf("the source after its pod was deleted: %s", got)
-	}
-	if left := c.Left(t, ns, nil); len(left) > 0 {
-		t.Errorf("left: %v", left)
+	for _, how := range []string{"deleted", "evicted"} {
+		t.Run(how, func(t *testing.T) {
+			ns := c.Namespace(t)
+			p, err := remote.New(remote.Options{Service: service(t, c, kubernetes.Options{Namespace: ns}), GuestRoot: kubernetes.GuestRoot})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			remotetest.Write(t, dir, map[string]string{"a.txt": "a", "b.txt": "b"})
+			ctx := context.Background()
+			lease, err := p.Acquire(ctx, remotetest.Request(dir, eval.ReadWrite))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lease.Runtime().Exec(ctx, "sh", []string{"-c", "printf changed > a.txt"}, eval.ExecOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := lease.Runtime().Exec(ctx, "sleep", []string{"60"}, eval.ExecOptions{})
+				done <- err
+			}()
+			pods, err := c.Core.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil || len(pods.Items) != 1 {
+				t.Fatalf("pods: %v %v", pods, err)
+			}
+			pod := pods.Items[0].Name
+			time.Sleep(500 * time.Millisecond) // the sleep is running
+			zero := int64(0)
+			if how == "deleted" {
+				err = c.Core.CoreV1().Pods(ns).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			} else {
+				err = c.Core.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns},
+					DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: &zero}})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, kubernetes.ErrPodGone) {
+					t.Errorf("the command in a pod %s: %v, want ErrPodGone", how, err)
+				}
+			case <-time.After(2 * time.Minute):
+				t.Fatalf("the command in a pod %s never ended", how)
+			}
+			err = lease.Release(ctx)
+			if err == nil || !strings.Contains(err.Error(), "its changes since it was hydrated are not in the workspace") {
+				t.Errorf("release after the pod was %s: %v", how, err)
+			}
+			if got := strings.Join(remotetest.Listing(t, dir), " "); got != "a.txt=a b.txt=b" {
+				t.Errorf("the source after its pod was %s: %s", how, got)
+			}
+			if left := c.Left(t, ns, nil); len(left) > 0 {
+				t.Errorf("left: %v", left)
+			}
+		})
 	}
 }
 
