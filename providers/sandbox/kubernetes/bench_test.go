@@ -73,15 +73,7 @@ func BenchmarkClusterAcquireRelease(b *testing.B) {
 func rawLifecycle(b *testing.B, c *kubetest.Cluster, ns, archive string) {
 	ctx := context.Background()
 	name := fmt.Sprintf("raw-%d", rawCount.Add(1))
-	sb := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
-		"metadata": map[string]any{"name": name, "namespace": ns},
-		"spec": map[string]any{"podTemplate": map[string]any{"spec": map[string]any{
-			"terminationGracePeriodSeconds": int64(1), "automountServiceAccountToken": false, "restartPolicy": "Never",
-			"containers": []any{map[string]any{"name": "sandbox", "image": kubetest.Image,
-				"command": []any{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"}}},
-		}}},
-	}}
+	sb := rawSandbox(ns, name)
 	if _, err := c.Dynamic.Resource(kubetest.Sandboxes).Namespace(ns).Create(ctx, sb, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
@@ -179,4 +171,96 @@ func BenchmarkClusterExec(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkClusterParallel: twenty sandboxes made Ready at once and
+// deleted, through the Service ("service") and with client-go alone
+// ("calls": create twenty Sandboxes, watch their pods to Running, delete
+// them), so that the cost of parallel() in the provider can be told from
+// the cluster's own.
+func BenchmarkClusterParallel(b *testing.B) {
+	c := kubetest.Open(b)
+	ns := c.Namespace(b)
+	s, err := kubernetes.New(kubernetes.Options{Kubeconfig: c.Kubeconfig, Namespace: ns, Image: kubetest.Image})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	settle := func(b *testing.B) {
+		b.StopTimer()
+		if left := c.Left(b, ns, nil); len(left) > 0 {
+			b.Fatalf("left: %v", left)
+		}
+		b.StartTimer()
+	}
+	b.Run("service", func(b *testing.B) {
+		for b.Loop() {
+			errs := make(chan error, 20)
+			for range 20 {
+				go func() {
+					m, err := s.Create(ctx, remote.CreateRequest{Labels: map[string]string{remote.LabelOwner: "aml-1-2-3"}})
+					if err == nil {
+						err = m.Destroy(ctx)
+					}
+					errs <- err
+				}()
+			}
+			for range 20 {
+				if err := <-errs; err != nil {
+					b.Fatal(err)
+				}
+			}
+			settle(b)
+		}
+	})
+	b.Run("calls", func(b *testing.B) {
+		for b.Loop() {
+			w, err := c.Core.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			names := make([]string, 20)
+			for i := range names {
+				names[i] = fmt.Sprintf("par-%d", rawCount.Add(1))
+				go func(name string) {
+					if _, err := c.Dynamic.Resource(kubetest.Sandboxes).Namespace(ns).Create(ctx, rawSandbox(ns, name), metav1.CreateOptions{}); err != nil {
+						b.Error(err)
+					}
+				}(names[i])
+			}
+			running := map[string]bool{}
+			for ev := range w.ResultChan() {
+				if pod, ok := ev.Object.(*corev1.Pod); ok && pod.Status.Phase == corev1.PodRunning {
+					running[pod.Name] = true
+				}
+				if len(running) == 20 {
+					break
+				}
+			}
+			w.Stop()
+			bg := metav1.DeletePropagationBackground
+			zero := int64(0)
+			for _, name := range names {
+				if err := c.Dynamic.Resource(kubetest.Sandboxes).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+					b.Fatal(err)
+				}
+				_ = c.Core.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			}
+			settle(b)
+		}
+	})
+}
+
+// rawSandbox is a Sandbox of the busybox image, as the provider makes
+// one for image=.
+func rawSandbox(ns, name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec": map[string]any{"podTemplate": map[string]any{"spec": map[string]any{
+			"terminationGracePeriodSeconds": int64(1), "automountServiceAccountToken": false, "restartPolicy": "Never",
+			"containers": []any{map[string]any{"name": "sandbox", "image": kubetest.Image,
+				"command": []any{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"}}},
+		}}},
+	}}
 }
