@@ -31,13 +31,16 @@ const Image = "localhost/aml-test/busybox:1"
 // Var names the kubeconfig of the test cluster.
 const Var = "AML_TEST_KUBECONFIG"
 
-// Cluster is the test cluster's clients.
+// Cluster is the test cluster's clients. It is safe for concurrent use.
 type Cluster struct {
 	// Kubeconfig is the file's path.
 	Kubeconfig string
-	Config     *rest.Config
-	Core       k8s.Interface
-	Dynamic    dynamic.Interface
+	// Config is the kubeconfig's REST configuration.
+	Config *rest.Config
+	// Core and Dynamic are clients of the built-in resources and of any
+	// resource (agent-sandbox's).
+	Core    k8s.Interface
+	Dynamic dynamic.Interface
 }
 
 // Open returns the test cluster, or skips t when none is named.
