@@ -362,7 +362,7 @@ func (p *process) Kill() error {
 func (p *process) signal(pid int64) error {
 	ctx, cancel := context.WithTimeout(p.m.ctx, p.m.s.opts.RequestTimeout)
 	defer cancel()
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	err := p.m.run(ctx, []string{"/bin/sh", "-c", killScript, strconv.FormatInt(pid, 10)}, nil, io.Discard, &stderr)
 	if err != nil {
 		return fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
@@ -381,7 +381,7 @@ func (m *machine) run(ctx context.Context, argv []string, stdin io.Reader, stdou
 
 // transferError explains a failed cat: the pod's end, the command's
 // words, or the stream's error.
-func (m *machine) transferError(ctx context.Context, what string, err error, stderr *bytes.Buffer) error {
+func (m *machine) transferError(ctx context.Context, what string, err error, stderr *lockedBuffer) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
@@ -401,7 +401,7 @@ func (m *machine) Upload(ctx context.Context, p string, r io.Reader) error {
 		return err
 	}
 	dst := m.abs(p)
-	var stderr bytes.Buffer
+	var stderr lockedBuffer
 	// The reader is wrapped so that the stream cannot close the
 	// caller's.
 	// The shell outlives cat: see wrapper.
@@ -419,7 +419,7 @@ func (m *machine) Download(ctx context.Context, p string) (io.ReadCloser, error)
 	src := m.abs(p)
 	pr, pw := io.Pipe()
 	go func() {
-		var stderr bytes.Buffer
+		var stderr lockedBuffer
 		err := m.run(ctx, []string{"cat", "--", src}, nil, pw, &stderr)
 		if err != nil {
 			err = m.transferError(ctx, "downloading "+src, err, &stderr)
@@ -427,4 +427,24 @@ func (m *machine) Download(ctx context.Context, p string) (io.ReadCloser, error)
 		pw.CloseWithError(err)
 	}()
 	return pr, nil
+}
+
+// lockedBuffer is a buffer of a stream's output that may be read while
+// the stream's copier still writes: an exec ended by its context returns
+// before its copiers do.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
