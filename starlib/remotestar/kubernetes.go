@@ -110,15 +110,7 @@ func kubernetesImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
 	if err != nil {
 		return nil, callError(c, err)
 	}
-	opts, err := remoteOptions(c, svc, kubernetes.GuestRoot)
-	if err != nil {
-		return nil, err
-	}
-	p, err := remote.New(opts)
-	if err != nil {
-		return nil, c.Errorf("%v", err)
-	}
-	return &starlib.SandboxProviderValue{Provider: p}, nil
+	return newProvider(c, svc, kubernetes.GuestRoot)
 }
 
 // callError is the service's error at the call, without its own prefix

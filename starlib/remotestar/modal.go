@@ -202,13 +202,5 @@ func modalImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
 	if err != nil {
 		return nil, c.Errorf("%v", err)
 	}
-	opts, err := remoteOptions(c, svc, "/workspace")
-	if err != nil {
-		return nil, err
-	}
-	p, err := remote.New(opts)
-	if err != nil {
-		return nil, c.Errorf("%v", err)
-	}
-	return &starlib.SandboxProviderValue{Provider: p}, nil
+	return newProvider(c, svc, "/workspace")
 }

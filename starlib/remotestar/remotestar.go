@@ -165,7 +165,13 @@ func daytonaImpl(c *starlib.Call, ext Options) (starlark.Value, error) {
 	if err != nil {
 		return nil, c.Errorf("%v", err)
 	}
-	opts, err := remoteOptions(c, svc, "workspace")
+	return newProvider(c, svc, "workspace")
+}
+
+// newProvider is the sandbox provider of a call over svc: the common
+// parameters read, the remote core made.
+func newProvider(c *starlib.Call, svc remote.Service, guestRoot string) (starlark.Value, error) {
+	opts, err := remoteOptions(c, svc, guestRoot)
 	if err != nil {
 		return nil, err
 	}
