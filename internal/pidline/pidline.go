@@ -2,7 +2,9 @@
 // container and remote sandboxes start a command through Wrapper, so that
 // the first line of its stderr is its process id, said before the command
 // itself runs: the host learns the id from the command's own stream,
-// never from a file the sandbox could replace, and kills its group by it.
+// never from a file the sandbox could replace, and kills its group by it
+// (KillArgv, run by a second exec; Kill, the escalation the remote
+// sandboxes share when that kill does not end the command).
 package pidline
 
 import (

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -181,7 +180,7 @@ func (r *runtime) start(ctx context.Context, command string, args []string, opts
 		return nil, err
 	}
 	id := uuid.NewString()
-	p := &process{r: r, name: command, id: "docker-exec:" + id, done: make(chan struct{}), outputDone: make(chan struct{}), pidReady: make(chan struct{})}
+	p := &process{r: r, name: command, id: "docker-exec:" + id, done: make(chan struct{}), outputDone: make(chan struct{})}
 	p.waitCtx, p.cancelWait = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
@@ -388,16 +387,13 @@ type process struct {
 	name   string
 	id     string
 	execID string
-	// pidReady is closed when the wrapper's first stderr line (the
-	// command's process id in the container, pidValue) was read, or the
-	// stream ended without it.
-	pidReady chan struct{}
-	pidOnce  sync.Once
-	pidValue atomic.Int64
-	stream   types.HijackedResponse
-	stdin    io.WriteCloser
-	stdout   io.Reader
-	stderr   io.Reader
+	// pid is the command's process id in the container, from the
+	// wrapper's first stderr line (0 when the stream ended without it).
+	pid    pidline.ID
+	stream types.HijackedResponse
+	stdin  io.WriteCloser
+	stdout io.Reader
+	stderr io.Reader
 
 	// waitCtx bounds Wait's inspections; cancelWait ends them when the
 	// command is ended.
@@ -472,10 +468,10 @@ func (p *process) end(cause error, signal bool) {
 			t := time.NewTimer(p.r.p.engineTimeout)
 			defer t.Stop()
 			select {
-			case <-p.pidReady:
+			case <-p.pid.Ready():
 			case <-t.C:
 			}
-			if pid := int(p.pidValue.Load()); pid > 0 {
+			if pid := p.pid.Load(); pid > 0 {
 				p.signal(pid)
 			}
 		}()
@@ -490,8 +486,8 @@ func (p *process) end(cause error, signal bool) {
 
 // demux copies the stream's output to the gates until it ends.
 func (p *process) demux() {
-	_, err := stdcopy.StdCopy(p.out, &pidline.Writer{Dst: p.errOut, Set: p.setPid}, p.stream.Reader)
-	p.setPid(nil)
+	_, err := stdcopy.StdCopy(p.out, &pidline.Writer{Dst: p.errOut, Set: p.pid.Set}, p.stream.Reader)
+	p.pid.Set(nil)
 	p.finishOutput(err)
 }
 
@@ -536,8 +532,8 @@ func (g *gate) detach() {
 }
 
 // signal kills the process group of pid in the container.
-func (p *process) signal(pid int) {
-	cmd := []string{"/bin/sh", "-c", `kill -KILL -"$0" 2>/dev/null || kill -KILL "$0"`, strconv.Itoa(pid)}
+func (p *process) signal(pid int64) {
+	cmd := pidline.KillArgv(pid)
 	ctx := context.Background()
 	ex, err := engineCall(p.r.p, ctx, "create exec (kill)", func(c context.Context) (container.ExecCreateResponse, error) {
 		return p.r.p.cli.ContainerExecCreate(c, p.r.b.id, container.ExecOptions{Cmd: cmd, User: "0"})
@@ -554,15 +550,6 @@ func (p *process) killed() error {
 	p.causeMu.Lock()
 	defer p.causeMu.Unlock()
 	return p.cause
-}
-
-// setPid records the wrapper's line (0 when it was not a process id) and
-// releases pid's waiters; the first call wins.
-func (p *process) setPid(line []byte) {
-	p.pidOnce.Do(func() {
-		p.pidValue.Store(pidline.Parse(line))
-		close(p.pidReady)
-	})
 }
 
 // Wait implements eval.SandboxProcess: it waits for the exit and returns

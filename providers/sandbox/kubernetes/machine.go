@@ -87,10 +87,6 @@ $s sh -c 'echo $$ >&2 && exec "$@"' aml-exec "$@" <&3 3<&- &
 exec 3<&-
 wait $!`
 
-// killScript kills the process group of $0, or the process when it leads
-// none.
-const killScript = `kill -KILL -"$0" 2>/dev/null || kill -KILL "$0"`
-
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func (m *machine) abs(p string) string {
@@ -222,9 +218,7 @@ type process struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	pidReady chan struct{}
-	pidOnce  sync.Once
-	pid      atomic.Int64
+	pid pidline.ID
 
 	// done is closed when the stream ended with err.
 	done chan struct{}
@@ -239,7 +233,7 @@ type process struct {
 }
 
 func newProcess(m *machine, c remote.Command) *process {
-	p := &process{m: m, name: c.Args[0], timeout: c.Timeout, pidReady: make(chan struct{}), done: make(chan struct{})}
+	p := &process{m: m, name: c.Args[0], timeout: c.Timeout, done: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(m.ctx)
 	p.stdout, p.outW = io.Pipe()
 	p.stderr, p.errW = io.Pipe()
@@ -249,9 +243,9 @@ func newProcess(m *machine, c remote.Command) *process {
 // run streams the exec until it ends.
 func (p *process) run(ex remotecommand.Executor, stdin io.Reader) {
 	defer p.cancel()
-	errOut := &pidline.Writer{Dst: p.errW, Set: p.setPid}
+	errOut := &pidline.Writer{Dst: p.errW, Set: p.pid.Set}
 	err := ex.StreamWithContext(p.ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: p.outW, Stderr: errOut})
-	p.setPid(nil)
+	p.pid.Set(nil)
 	if stdin != nil {
 		stdin.(*io.PipeReader).CloseWithError(errors.New("the command ended"))
 	}
@@ -268,13 +262,6 @@ func (p *process) run(ex remotecommand.Executor, stdin io.Reader) {
 func isExit(err error) bool {
 	var ce utilexec.CodeExitError
 	return errors.As(err, &ce)
-}
-
-func (p *process) setPid(line []byte) {
-	p.pidOnce.Do(func() {
-		p.pid.Store(pidline.Parse(line))
-		close(p.pidReady)
-	})
 }
 
 // Stdin implements remote.Process.
@@ -322,52 +309,22 @@ func (p *process) Wait() (int, error) {
 	return p.code, p.resErr
 }
 
-// pidWait bounds how long Kill waits for the wrapper's line.
-const pidWait = 5 * time.Second
-
 // Kill implements remote.Process: the process group (or the process) is
-// killed by a second exec; when that is not possible, the stream is
-// closed, and the pod deleted unless the command exits within two
-// seconds. Repeat-safe.
+// killed by a second exec; unless it then ends, the stream is closed,
+// and then the pod deleted (pidline.Kill). Repeat-safe.
 func (p *process) Kill() error {
 	p.killOnce.Do(func() {
 		p.killed.Store(true)
-		t := time.NewTimer(pidWait)
-		defer t.Stop()
-		select {
-		case <-p.done:
-			return
-		case <-p.pidReady:
-		case <-t.C:
-		}
-		if pid := p.pid.Load(); pid > 0 && p.signal(pid) == nil {
-			select {
-			case <-p.done:
-				return
-			case <-time.After(2 * time.Second):
-			}
-		}
-		p.cancel()
-		select {
-		case <-p.done:
-			return
-		case <-time.After(2 * time.Second):
-		}
-		_ = p.m.Destroy(context.Background())
+		pidline.Kill(p.done, &p.pid, p.signal, p.cancel, func() { _ = p.m.Destroy(context.Background()) })
 	})
 	return nil
 }
 
 // signal runs the kill in the pod.
-func (p *process) signal(pid int64) error {
+func (p *process) signal(pid int64) {
 	ctx, cancel := context.WithTimeout(p.m.ctx, p.m.s.opts.RequestTimeout)
 	defer cancel()
-	var stderr lockedBuffer
-	err := p.m.run(ctx, []string{"/bin/sh", "-c", killScript, strconv.FormatInt(pid, 10)}, nil, io.Discard, &stderr)
-	if err != nil {
-		return fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
+	_ = p.m.run(ctx, pidline.KillArgv(pid), nil, io.Discard, io.Discard)
 }
 
 // run is one exec to its end, with the streams given.

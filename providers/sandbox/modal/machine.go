@@ -23,10 +23,6 @@ import (
 	"github.com/aml-go/aml/providers/sandbox/remote"
 )
 
-// killScript kills the process group of $0, or the process when it leads
-// none.
-const killScript = `kill -KILL -"$0" 2>/dev/null || kill -KILL "$0"`
-
 // machine is one Modal sandbox.
 type machine struct {
 	s    *Service
@@ -188,9 +184,7 @@ type process struct {
 	stdin   *stdinWriter
 	stderr  *io.PipeReader
 
-	pidReady chan struct{}
-	pidOnce  sync.Once
-	pid      atomic.Int64
+	pid pidline.ID
 
 	// waited is closed when the exec's wait returned (code, werr).
 	waited chan struct{}
@@ -207,12 +201,12 @@ type process struct {
 
 func newProcess(m *machine, cp *sdk.ContainerProcess, c remote.Command) *process {
 	pr, pw := io.Pipe()
-	p := &process{m: m, cp: cp, name: c.Args[0], timeout: c.Timeout, stderr: pr, pidReady: make(chan struct{}), waited: make(chan struct{})}
+	p := &process{m: m, cp: cp, name: c.Args[0], timeout: c.Timeout, stderr: pr, waited: make(chan struct{})}
 	go func() {
 		// stderr is pumped at once: the wrapper's line (the process id)
 		// must be known before the caller reads, for Kill.
-		_, err := io.Copy(&pidline.Writer{Dst: pw, Set: p.setPid}, cp.Stderr)
-		p.setPid(nil)
+		_, err := io.Copy(&pidline.Writer{Dst: pw, Set: p.pid.Set}, cp.Stderr)
+		p.pid.Set(nil)
 		if err == nil {
 			err = io.EOF
 		}
@@ -281,62 +275,28 @@ func (p *process) Wait() (int, error) {
 	return p.resCode, p.resErr
 }
 
-// pidWait bounds how long Kill waits for the wrapper's line.
-const pidWait = 5 * time.Second
-
 // Kill implements remote.Process: the process group (or the process) is
-// killed by an exec of kill in the sandbox; when that is not possible
-// (its id never came, or the kill failed while it runs on), the sandbox
-// is terminated. Repeat-safe.
+// killed by an exec of kill in the sandbox; unless it then ends (its id
+// never came, or the kill failed), the sandbox is terminated
+// (pidline.Kill). Repeat-safe.
 func (p *process) Kill() error {
 	p.killOnce.Do(func() {
 		p.killed.Store(true)
-		t := time.NewTimer(pidWait)
-		defer t.Stop()
-		select {
-		case <-p.waited:
-			return
-		case <-p.pidReady:
-		case <-t.C:
-		}
-		if pid := p.pid.Load(); pid > 0 && p.signal(pid) == nil {
-			return
-		}
-		// Not killed: unless it exited meanwhile, the sandbox goes.
-		select {
-		case <-p.waited:
-			return
-		case <-time.After(2 * time.Second):
-		}
-		_ = p.m.Destroy(context.Background())
+		pidline.Kill(p.waited, &p.pid, p.signal, func() { _ = p.m.Destroy(context.Background()) })
 	})
 	return nil
 }
 
 // signal runs the kill in the sandbox.
-func (p *process) signal(pid int64) error {
+func (p *process) signal(pid int64) {
 	ctx, cancel := context.WithTimeout(p.m.ctx, p.m.s.opts.RequestTimeout)
 	defer cancel()
-	k, err := p.m.sb.Exec(ctx, []string{"/bin/sh", "-c", killScript, strconv.FormatInt(pid, 10)},
-		&sdk.SandboxExecParams{Stdout: sdk.Ignore, Stderr: sdk.Ignore})
+	k, err := p.m.sb.Exec(ctx, pidline.KillArgv(pid), &sdk.SandboxExecParams{Stdout: sdk.Ignore, Stderr: sdk.Ignore})
 	if err != nil {
-		return err
+		return
 	}
 	_ = k.Stdin.Close()
-	code, err := k.Wait(ctx, nil)
-	if err == nil && code != 0 {
-		err = fmt.Errorf("kill exited %d", code)
-	}
-	return err
-}
-
-// setPid records the wrapper's line (nil when it never came); the first
-// call wins.
-func (p *process) setPid(line []byte) {
-	p.pidOnce.Do(func() {
-		p.pid.Store(pidline.Parse(line))
-		close(p.pidReady)
-	})
+	_, _ = k.Wait(ctx, nil)
 }
 
 // stdinChunk bounds one write of input (one call to the router).
