@@ -1,6 +1,7 @@
 package temporal_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/aml-go/aml/internal/daytonadouble"
+	"github.com/aml-go/aml/internal/kubetest"
+	"github.com/aml-go/aml/providers/sandbox/kubernetes"
 	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/starlib/remotestar"
 	"github.com/aml-go/aml/temporal"
@@ -67,22 +70,7 @@ func TestRemoteSandboxOnTemporal(t *testing.T) {
 	if !strings.Contains(got, daytonadouble.Home+"/workspace") || !strings.Contains(got, "same") {
 		t.Errorf("result %q: want the sandbox's cwd and keep.txt read there", got)
 	}
-	var tree []string
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if d.IsDir() {
-			tree = append(tree, rel+"/")
-		} else {
-			data, _ := os.ReadFile(p)
-			tree = append(tree, rel+"="+string(data))
-		}
-		return nil
-	})
-	sort.Strings(tree)
-	if got := strings.Join(tree, " "); got != "added/ added/a.txt=a change.txt=new keep.txt=same" {
+	if got := strings.Join(tree(t, dir), " "); got != "added/ added/a.txt=a change.txt=new keep.txt=same" {
 		t.Errorf("the workspace after the run: %s", got)
 	}
 	if left := dbl.Docker().Left(t); len(left) > 0 {
@@ -91,4 +79,82 @@ func TestRemoteSandboxOnTemporal(t *testing.T) {
 	if errs := dbl.TakeErrors(); len(errs) > 0 {
 		t.Errorf("requests or responses off the published API: %v", errs)
 	}
+}
+
+const kubernetesFlow = `configure(workspace_provider = local_workspace(directory = %s))
+box = kubernetes_sandbox(namespace = %s, image = %s, labels = {"team": "core"})
+
+def main():
+    return workspace(
+        sandbox(
+            script("printf new > change.txt; rm gone.txt; mkdir -p added && printf a > added/a.txt; pwd; cat keep.txt", shell = "sh"),
+            provider = box,
+            access = "read-write",
+        ),
+        id = "remote",
+    )
+`
+
+// TestKubernetesSandboxOnTemporal: a kubernetes_sandbox() inside a
+// workspace, on a worker of the real test cluster (the worker's
+// KUBECONFIG): the pod gets the workspace, its changes come back, and
+// neither a Sandbox, a pod nor a lease is left.
+func TestKubernetesSandboxOnTemporal(t *testing.T) {
+	c := kubetest.Open(t)
+	ns := c.Namespace(t)
+	t.Setenv("KUBECONFIG", c.Kubeconfig)
+	dir := t.TempDir()
+	for name, content := range map[string]string{"keep.txt": "same", "change.txt": "old", "gone.txt": "x"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "kube.star")
+	src := fmt.Sprintf(kubernetesFlow, strconv.Quote(dir), strconv.Quote(ns), strconv.Quote(kubetest.Image))
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, held, err := runLeases(t, path, temporal.Options{Extensions: []*starlib.Extension{remotestar.Extension}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held != 0 {
+		t.Errorf("%d leases still held after the run", held)
+	}
+	if f := strings.Fields(got); len(f) != 2 || f[0] != kubernetes.GuestRoot || f[1] != "same" {
+		t.Errorf("result %q: want the pod's cwd (%s) and keep.txt read there", got, kubernetes.GuestRoot)
+	}
+	if got := strings.Join(tree(t, dir), " "); got != "added/ added/a.txt=a change.txt=new keep.txt=same" {
+		t.Errorf("the workspace after the run: %s", got)
+	}
+	if left := c.Left(t, ns, nil); len(left) > 0 {
+		t.Errorf("left in the cluster: %v", left)
+	}
+}
+
+// tree lists dir: "name/" for a directory, "name=content" for a file.
+func tree(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() {
+			out = append(out, rel+"/")
+		} else {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			out = append(out, rel+"="+string(data))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(out)
+	return out
 }

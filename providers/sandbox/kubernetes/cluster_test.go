@@ -323,6 +323,30 @@ func TestClusterErrors(t *testing.T) {
 			t.Errorf("mirrored with the minimal Role: %s", got)
 		}
 	})
+	t.Run("not installed", func(t *testing.T) {
+		// The real API server's answer for resources it does not serve,
+		// as in a cluster without agent-sandbox or its extensions.
+		kubernetes.Unserve(t, "v0alpha0")
+		for _, k := range []struct {
+			opts    kubernetes.Options
+			install string
+		}{
+			{kubernetes.Options{Namespace: ns, Image: kubetest.Image}, "/sandbox.yaml"},
+			{kubernetes.Options{Namespace: ns, WarmPool: "pool"}, "/sandbox-with-extensions.yaml"},
+			{kubernetes.Options{Namespace: ns, Template: "blueprint"}, "/sandbox-with-extensions.yaml"},
+		} {
+			s := service(t, c, k.opts)
+			_, err := s.Create(ctx, remote.CreateRequest{Labels: labels})
+			if !errors.Is(err, kubernetes.ErrNotInstalled) || !strings.Contains(err.Error(), "install it with kubectl apply --server-side -f https://") ||
+				!strings.Contains(err.Error(), k.install) {
+				t.Errorf("%+v: %v", k.opts, err)
+			}
+		}
+		// Prune finds nothing to delete where there can be nothing.
+		if found, err := service(t, c, kubernetes.Options{Namespace: ns, Image: kubetest.Image}).List(ctx, nil); err != nil || len(found) > 0 {
+			t.Errorf("prune's list without agent-sandbox: %v %v", found, err)
+		}
+	})
 	if left := c.Left(t, ns, nil); len(left) > 0 {
 		t.Errorf("left: %v", left)
 	}

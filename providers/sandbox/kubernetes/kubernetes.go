@@ -501,8 +501,10 @@ func (s *Service) List(ctx context.Context, labels map[string]string) ([]remote.
 		if ns == metav1.NamespaceAll && apierrors.IsForbidden(err) {
 			items, err = s.list(ctx, ref, s.ns, selector)
 		}
-		if kind == kindClaim && isMissingResource(err) {
-			break // the extensions are not installed: there are no claims
+		if isMissingResource(err) {
+			// agent-sandbox (or its extensions, for claims) is not
+			// installed: there are no such objects.
+			continue
 		}
 		if err != nil {
 			return nil, err
