@@ -196,6 +196,10 @@ func testEnvLeases(opts temporal.Options) (*testsuite.TestWorkflowEnvironment, *
 	s.SetLogger(quiet{})
 	env := s.NewTestWorkflowEnvironment()
 	env.SetWorkerOptions(worker.Options{EnableSessionWorker: true})
+	// The environment fails a run whose activities take longer than
+	// its test timeout (three seconds by default) in real time: a
+	// sandbox's creation on a loaded machine, or a pod's, takes longer.
+	env.SetTestTimeout(3 * time.Minute)
 	return env, temporal.Register(env, opts)
 }
 
