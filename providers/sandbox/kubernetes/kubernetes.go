@@ -501,7 +501,7 @@ func (s *Service) List(ctx context.Context, labels map[string]string) ([]remote.
 		if ns == metav1.NamespaceAll && apierrors.IsForbidden(err) {
 			items, err = s.list(ctx, ref, s.ns, selector)
 		}
-		if isMissingResource(err) {
+		if errors.Is(err, ErrNotInstalled) {
 			// agent-sandbox (or its extensions, for claims) is not
 			// installed: there are no such objects.
 			continue

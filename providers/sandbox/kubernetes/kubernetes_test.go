@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
@@ -194,6 +195,30 @@ func TestFailedCreationLeavesNothing(t *testing.T) {
 	l, err := s.List(context.Background(), nil)
 	if err != nil || len(l) != 0 {
 		t.Errorf("left: %v %v", l, err)
+	}
+}
+
+// TestListWithoutExtensions: a cluster with agent-sandbox but not its
+// extensions (no claims served) lists its Sandboxes; other failures of
+// the claims' list are errors.
+func TestListWithoutExtensions(t *testing.T) {
+	s, dyn, _ := fakes(t, Options{Image: "busybox"})
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
+		"metadata": map[string]any{"name": "left", "namespace": "team", "labels": map[string]any{remote.LabelOwner: "aml-1-2-3"},
+			"annotations": map[string]any{remote.LabelOwner: "aml-1-2-3"}}}}
+	if _, err := dyn.Resource(sandboxes).Namespace("team").Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	notServed := &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: 404, Reason: metav1.StatusReasonNotFound, Message: "the server could not find the requested resource"}}
+	fail := error(notServed)
+	dyn.PrependReactor("list", "sandboxclaims", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, fail })
+	l, err := s.List(context.Background(), nil)
+	if err != nil || len(l) != 1 || l[0].ID != "team/sandbox/left" {
+		t.Errorf("without the extensions: %+v %v", l, err)
+	}
+	fail = apierrors.NewInternalError(errors.New("etcd is down"))
+	if l, err := s.List(context.Background(), nil); err == nil {
+		t.Errorf("a failed list of claims: %+v, no error", l)
 	}
 }
 
