@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -230,7 +231,9 @@ func BenchmarkClusterParallel(b *testing.B) {
 			}
 			running := map[string]bool{}
 			for ev := range w.ResultChan() {
-				if pod, ok := ev.Object.(*corev1.Pod); ok && pod.Status.Phase == corev1.PodRunning {
+				// Only this round's pods (the watch begins with the
+				// terminating ones of the round before).
+				if pod, ok := ev.Object.(*corev1.Pod); ok && pod.Status.Phase == corev1.PodRunning && slices.Contains(names, pod.Name) {
 					running[pod.Name] = true
 				}
 				if len(running) == 20 {
