@@ -263,6 +263,10 @@ func (s *session) trackToolCall(u acpsdk.SessionUpdate) {
 		info.rawInput = old.rawInput
 	}
 	s.toolCalls[id] = info
+	if s.toolCallsChanged != nil {
+		close(s.toolCallsChanged)
+		s.toolCallsChanged = nil
+	}
 }
 
 // grantedCall reports whether a permission request is for a call to the
@@ -355,19 +359,34 @@ func isToolName(s string) bool {
 }
 
 // awaitToolCall returns what is known of a tool call, waiting up to
-// toolCallGrace for its tool_call update to be processed.
+// toolCallGrace for its tool_call update to be processed: it is woken by
+// each update as it is recorded, so that a described call is answered at
+// once and only a call never described waits the whole bound.
 func (s *session) awaitToolCall(id acpsdk.ToolCallId) (toolInfo, bool) {
-	deadline := time.Now().Add(toolCallGrace)
+	t := time.NewTimer(toolCallGrace)
+	defer t.Stop()
 	for {
 		s.mu.Lock()
 		info, ok := s.toolCalls[id]
-		s.mu.Unlock()
-		if ok || time.Now().After(deadline) {
-			return info, ok
+		if s.toolCallsChanged == nil {
+			s.toolCallsChanged = make(chan struct{})
 		}
-		time.Sleep(2 * time.Millisecond)
+		changed := s.toolCallsChanged
+		s.mu.Unlock()
+		if ok {
+			return info, true
+		}
+		select {
+		case <-changed:
+		case <-t.C:
+			return toolInfo{}, false
+		}
 	}
 }
 
-// toolCallGrace bounds the wait for a tool call's description.
-const toolCallGrace = 250 * time.Millisecond
+// toolCallGrace bounds the wait for a tool call's description. The
+// agent sends the description before the request, but the two are
+// handled apart, and on a loaded machine the description's handling can
+// lag by more than a fraction of a second (Qwen Code's requests name MCP
+// calls only by id, so a short bound rejected granted calls there).
+var toolCallGrace = 5 * time.Second

@@ -79,6 +79,9 @@ type session struct {
 	turn      *turnState
 	problems  []string
 	toolCalls map[acpsdk.ToolCallId]toolInfo
+	// toolCallsChanged, when not nil, is closed (and cleared) when a
+	// tool call's description is recorded: awaitToolCall waits on it.
+	toolCallsChanged chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
