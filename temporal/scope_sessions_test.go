@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aml-go/aml/internal/sizetest"
+
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
@@ -384,6 +386,7 @@ func TestContinueAsNewDivergence(t *testing.T) {
 // TestContinueAsNew20000: a run of 20,000 agent sessions completes across
 // executions that continue as new, each session run once.
 func TestContinueAsNew20000(t *testing.T) {
+	sizetest.SkipUnderRace(t)
 	if testing.Short() {
 		t.Skip("20,000 sessions: skipped with -short")
 	}

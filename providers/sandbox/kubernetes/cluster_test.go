@@ -11,15 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"go.starlark.net/starlark"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/aml-go/aml/eval"
+	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/kubetest"
 	"github.com/aml-go/aml/internal/remotetest"
 	"github.com/aml-go/aml/internal/testbin"
+	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/sandbox/kubernetes"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 	"github.com/aml-go/aml/starlib"
@@ -384,19 +387,7 @@ func serviceAccount(t *testing.T, c *kubetest.Cluster, ns, name string) string {
 func TestClusterAgent(t *testing.T) {
 	c := kubetest.Open(t)
 	ns := c.Namespace(t)
-	bin := t.TempDir()
-	testbin.BuildTo(t, "github.com/aml-go/aml/internal/cmd/fake-acp-agent", testbin.Options{Static: true}, filepath.Join(bin, "fake-acp-agent"))
-	data, err := os.ReadFile(filepath.Join(bin, "fake-acp-agent"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(bin, "aml"), data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	template(t, c, ns, "agents", bin)
+	template(t, c, ns, "agents", agentBin(t))
 	dir := t.TempDir()
 	src := fmt.Sprintf(`configure(workspace_provider = local_workspace(directory = %q))
 lookup = define_tool(name = "lookup", description = "Looks a word up.", execute = lambda input: "found " + input["q"],
@@ -436,6 +427,78 @@ def main():
 	}
 	if data, err := os.ReadFile(filepath.Join(dir, "made.txt")); err != nil || string(data) != "made" {
 		t.Errorf("the script's file was not mirrored back: %q %v", data, err)
+	}
+	if left := c.Left(t, ns, nil); len(left) > 0 {
+		t.Errorf("left: %v", left)
+	}
+}
+
+// agentBin is a directory of the fake agent, static, as fake-acp-agent
+// and as aml (whose relays it serves too), for a template to mount.
+func agentBin(t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	testbin.BuildTo(t, "github.com/aml-go/aml/internal/cmd/fake-acp-agent", testbin.Options{Static: true}, filepath.Join(bin, "fake-acp-agent"))
+	data, err := os.ReadFile(filepath.Join(bin, "fake-acp-agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "aml"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// TestClusterMeteredAgent: an agent of a metering profile in a pod, which
+// has no route to the host, reaches its model through aml model-relay in
+// the pod, the tunnel and the run's model gateway on the host: the calls
+// reach the model, and the spend counted is exactly what its answers
+// said.
+func TestClusterMeteredAgent(t *testing.T) {
+	c := kubetest.Open(t)
+	ns := c.Namespace(t)
+	template(t, c, ns, "agents", agentBin(t))
+	model := fakemodel.Start(nil)
+	defer model.Close()
+	metered, err := acp.New(acp.Config{Name: "metered", Command: "fake-acp-agent", Meter: true, Relay: []string{"aml", "mcp-relay"},
+		Profile: func(_ context.Context, lc acp.LaunchContext) (*acp.Launch, error) {
+			base, err := lc.Route(model.URL)
+			if err != nil {
+				return nil, err
+			}
+			return &acp.Launch{Command: "fake-acp-agent", Env: map[string]string{"OPENAI_BASE_URL": base, "AML_FAKE_ACP_MODE": "no-http"}}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := &starlib.Extension{Name: "metered-test", Builtins: []*starlib.Builtin{{
+		Name: "metered_fake", Group: "providers", Doc: "The metered fake agent.", Returns: "an agent provider",
+		Impl: func(*starlib.Call) (starlark.Value, error) {
+			return &starlib.AgentProviderValue{Provider: metered}, nil
+		},
+	}}}
+	dir := t.TempDir()
+	src := fmt.Sprintf(`configure(workspace_provider = local_workspace(directory = %q))
+box = kubernetes_sandbox(kubeconfig = %q, namespace = %q, template = "agents")
+
+def main():
+    return workspace(sandbox(agent("model 3", provider = metered_fake()), provider = box, access = "read-write"))
+`, dir, c.Kubeconfig, ns)
+	var spent eval.Usage
+	out, err := starlib.Run(context.Background(), filepath.Join(dir, "w.star"), "", starlib.LoadOptions{Source: []byte(src),
+		Extensions: []*starlib.Extension{remotestar.Extension, ext}}, eval.Options{OnFinish: func(ev eval.FinishEvent) { spent = ev.Usage }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "FAKE-REPLY: ") {
+		t.Errorf("the agent said %q, want the model's answer", out)
+	}
+	reqs := int64(len(model.Requests()))
+	if reqs != 3 || spent.ModelCalls != 3 || spent.InputTokens != 10*reqs || spent.OutputTokens != 5*reqs {
+		t.Errorf("%d model requests, %+v counted; want 3 calls of 10 input and 5 output tokens", reqs, spent)
 	}
 	if left := c.Left(t, ns, nil); len(left) > 0 {
 		t.Errorf("left: %v", left)

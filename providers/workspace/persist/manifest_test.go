@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/aml-go/aml/internal/sizetest"
 )
 
 func mustNormalized(t *testing.T) Options {
@@ -18,6 +20,7 @@ func mustNormalized(t *testing.T) Options {
 // directories as a real tree has them, encodes into a manifest that the
 // default options parse back whole.
 func TestMillionEntryManifest(t *testing.T) {
+	sizetest.SkipUnderRace(t)
 	if testing.Short() {
 		t.Skip("builds a 1,000,000-entry manifest; run without -short")
 	}
