@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"go.starlark.net/starlark"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +21,6 @@ import (
 	"github.com/aml-go/aml/internal/kubetest"
 	"github.com/aml-go/aml/internal/remotetest"
 	"github.com/aml-go/aml/internal/testbin"
-	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/sandbox/kubernetes"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 	"github.com/aml-go/aml/starlib"
@@ -463,23 +461,7 @@ func TestClusterMeteredAgent(t *testing.T) {
 	template(t, c, ns, "agents", agentBin(t))
 	model := fakemodel.Start(nil)
 	defer model.Close()
-	metered, err := acp.New(acp.Config{Name: "metered", Command: "fake-acp-agent", Meter: true, Relay: []string{"aml", "mcp-relay"},
-		Profile: func(_ context.Context, lc acp.LaunchContext) (*acp.Launch, error) {
-			base, err := lc.Route(model.URL)
-			if err != nil {
-				return nil, err
-			}
-			return &acp.Launch{Command: "fake-acp-agent", Env: map[string]string{"OPENAI_BASE_URL": base, "AML_FAKE_ACP_MODE": "no-http"}}, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ext := &starlib.Extension{Name: "metered-test", Builtins: []*starlib.Builtin{{
-		Name: "metered_fake", Group: "providers", Doc: "The metered fake agent.", Returns: "an agent provider",
-		Impl: func(*starlib.Call) (starlark.Value, error) {
-			return &starlib.AgentProviderValue{Provider: metered}, nil
-		},
-	}}}
+	ext := remotetest.MeteredAgent(t, model.URL)
 	dir := t.TempDir()
 	src := fmt.Sprintf(`configure(workspace_provider = local_workspace(directory = %q))
 box = kubernetes_sandbox(kubeconfig = %q, namespace = %q, template = "agents")

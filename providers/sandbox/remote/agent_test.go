@@ -16,7 +16,6 @@ import (
 	"github.com/aml-go/aml/eval"
 	"github.com/aml-go/aml/internal/fakemodel"
 	"github.com/aml-go/aml/internal/remotetest"
-	"github.com/aml-go/aml/providers/agent/acp"
 	"github.com/aml-go/aml/providers/sandbox/remote"
 	"github.com/aml-go/aml/starlib"
 	"github.com/aml-go/aml/starlib/acpstar"
@@ -167,23 +166,7 @@ func TestMeteredAgentInRemoteSandbox(t *testing.T) {
 	}
 	model := fakemodel.Start(nil)
 	defer model.Close()
-	agentProvider, err := acp.New(acp.Config{Name: "metered", Command: "fake-acp-agent", Meter: true, Relay: []string{"aml", "mcp-relay"},
-		Profile: func(_ context.Context, lc acp.LaunchContext) (*acp.Launch, error) {
-			base, err := lc.Route(model.URL)
-			if err != nil {
-				return nil, err
-			}
-			return &acp.Launch{Command: "fake-acp-agent", Env: map[string]string{"OPENAI_BASE_URL": base, "AML_FAKE_ACP_MODE": "no-http"}}, nil
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ext := &starlib.Extension{Name: "metered-test", Builtins: []*starlib.Builtin{{
-		Name: "metered_fake", Group: "providers", Doc: "The metered fake agent.", Returns: "an agent provider",
-		Impl: func(*starlib.Call) (starlark.Value, error) {
-			return &starlib.AgentProviderValue{Provider: agentProvider}, nil
-		},
-	}}}
+	ext := remotetest.MeteredAgent(t, model.URL)
 	dir := t.TempDir()
 	src := `configure(workspace_provider = local_workspace(directory = ` + strconv.Quote(dir) + `))
 
