@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aml-go/aml/internal/sizetest"
+
 	"go.lsp.dev/jsonrpc2"
 	"go.lsp.dev/protocol"
 )
@@ -35,7 +37,7 @@ func codes(ds []protocol.Diagnostic) string {
 	return strings.Join(out, ",")
 }
 
-// TestBadInput: broken, cyclic, missing, enormous and deleted inputs and
+// TestBadInput: broken, cyclic, missing and deleted inputs and
 // malformed messages each get a diagnostic or an error, and the session
 // goes on.
 func TestBadInput(t *testing.T) {
@@ -101,20 +103,6 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("after the deleted file closed: %s, want load-missing", got)
 	}
 
-	// An enormous document (10 MB) is checked and answers.
-	var big strings.Builder
-	big.WriteString("def main():\n    return f0()\n\n")
-	for i := 0; big.Len() < 10<<20; i++ {
-		big.WriteString("def f")
-		big.WriteString(strings.Repeat("x", i%7))
-		big.WriteString("():\n    return agent(\"a prompt that takes some room on its line\", sandbox(access = \"read-only\"))\n\n")
-	}
-	bu := c.open(filepath.Join(dir, "big.star"), big.String())
-	c.diagnosticsWithin(bu, 1, 3*time.Minute) // seconds, ten times more under -race
-	if h, err := hoverAt(c, bu, 4, 12); err != nil || h == nil {
-		t.Errorf("hover in a 10 MB document: %v, %v", h, err)
-	}
-
 	// Requests about documents that are not open, malformed parameters,
 	// unknown methods: errors, and the server goes on.
 	if _, err := hoverAt(c, fileURI(filepath.Join(dir, "nosuch.star")), 0, 0); errorCode(err) != jsonrpc2.InvalidParams || !strings.Contains(err.Error(), "is not open") {
@@ -133,6 +121,36 @@ func TestBadInput(t *testing.T) {
 	})
 	if h, err := hoverAt(c, u, 3, 12); err != nil || h == nil {
 		t.Errorf("hover after bad notifications: %v, %v", h, err)
+	}
+	c.shutdown()
+}
+
+// TestEnormousDocument: a 10 MB document is checked and answers, and the
+// session goes on. A size test: under -race its check takes minutes
+// (the server's concurrency is raced by the other tests here).
+func TestEnormousDocument(t *testing.T) {
+	sizetest.SkipUnderRace(t)
+	dir := writeFiles(t, map[string]string{"small.star": "def main():\n    return \"x\"\n"})
+	c := startClient(t, Options{})
+	c.initialize(dir, false)
+	var big strings.Builder
+	big.WriteString("def main():\n    return f0()\n\n")
+	for i := 0; big.Len() < 10<<20; i++ {
+		big.WriteString("def f")
+		big.WriteString(strings.Repeat("x", i%7))
+		big.WriteString("():\n    return agent(\"a prompt that takes some room on its line\", sandbox(access = \"read-only\"))\n\n")
+	}
+	bu := c.open(filepath.Join(dir, "big.star"), big.String())
+	c.diagnosticsWithin(bu, 1, 3*time.Minute)
+	if h, err := hoverAt(c, bu, 4, 12); err != nil || h == nil {
+		t.Errorf("hover in a 10 MB document: %v, %v", h, err)
+	}
+	small := c.open(filepath.Join(dir, "small.star"), "def main():\n    return str(1)\n")
+	if got := codes(c.diagnostics(small, 1)); got != "" {
+		t.Errorf("a small document after the enormous one: %s", got)
+	}
+	if h, err := hoverAt(c, small, 1, 12); err != nil || h == nil {
+		t.Errorf("hover after the enormous document: %v, %v", h, err)
 	}
 	c.shutdown()
 }

@@ -54,7 +54,7 @@ func TestTheModulesMarks(t *testing.T) {
 	for _, m := range got {
 		have[m] = true
 	}
-	for _, w := range []sizetest.Test{{Dir: "./providers/workspace/persist", Name: "TestMillionEntryManifest"}, {Dir: "./temporal", Name: "TestContinueAsNew20000"}} {
+	for _, w := range []sizetest.Test{{Dir: "./providers/workspace/persist", Name: "TestMillionEntryManifest"}, {Dir: "./temporal", Name: "TestContinueAsNew20000"}, {Dir: "./lsp", Name: "TestEnormousDocument"}} {
 		if !have[w] {
 			t.Errorf("%+v is not marked; marked: %+v", w, got)
 		}
