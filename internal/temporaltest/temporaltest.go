@@ -102,22 +102,34 @@ func StartWith(t testing.TB, opts Options) *Server {
 	}
 	dir := t.TempDir()
 	s := &Server{bin: bin, dir: dir, config: filepath.Join(dir, "config.yaml"), log: &lockedBuffer{}, stock: opts.Stock}
-	ports, err := freePorts(10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Address = fmt.Sprintf("127.0.0.1:%d", ports[0])
-	if err := s.writeConfig(ports); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
 			t.Logf("Temporal server log (tail):\n%s", s.log.tail(4000))
 		}
 	})
-	if err := s.start(); err != nil {
-		t.Fatal(err)
+	// The ports are free when chosen, not when the server binds them: a
+	// process beside it (another server, a client's outgoing connection)
+	// may take one between. A server that exits at start because a port
+	// was taken is started again on other ports.
+	for attempt := 1; ; attempt++ {
+		ports, err := choosePorts(10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Address = fmt.Sprintf("127.0.0.1:%d", ports[0])
+		if err := s.writeConfig(ports); err != nil {
+			t.Fatal(err)
+		}
+		err = s.start()
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !errors.Is(err, errPortTaken) {
+			t.Fatal(err)
+		}
+		t.Logf("the Temporal server found a port taken (attempt %d), starting it on others", attempt)
+		s.log.reset()
 	}
 	if err := s.register(); err != nil {
 		t.Fatalf("register namespace %q: %v\nserver log (tail):\n%s", Namespace, err, s.log.tail(4000))
@@ -181,7 +193,11 @@ func (s *Server) start() error {
 	for {
 		select {
 		case <-done:
-			return fmt.Errorf("the Temporal server exited at start:\n%s", s.log.tail(4000))
+			log := s.log.tail(4000)
+			if s.log.contains("address already in use") || s.log.contains("Failed to start gRPC listener") {
+				return fmt.Errorf("%w: the Temporal server exited at start:\n%s", errPortTaken, log)
+			}
+			return fmt.Errorf("the Temporal server exited at start:\n%s", log)
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", s.Address, time.Second); err == nil {
@@ -246,6 +262,14 @@ func (s *Server) ready(namespace string) error {
 	}
 	return fmt.Errorf("namespace %q did not answer within 60 s: %w", namespace, last)
 }
+
+// errPortTaken is wrapped when the server exited at start because a port
+// of its configuration was taken.
+var errPortTaken = errors.New("a port was taken")
+
+// choosePorts chooses a server's ports (the tests of the package
+// replace it).
+var choosePorts = freePorts
 
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
@@ -407,6 +431,18 @@ func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) contains(sub string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Contains(b.buf.Bytes(), []byte(sub))
+}
+
+func (b *lockedBuffer) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
 }
 
 func (b *lockedBuffer) tail(n int) string {
