@@ -343,8 +343,8 @@ const uncancellable = `def main():
 `
 
 // TestSecondSignalExitsAtOnce: while the cleanup of a first SIGINT cannot
-// finish, a second SIGINT a person sends (200 ms later: beyond the window
-// of one signal delivered twice) ends aml run and aml test at once with
+// finish, a second SIGINT a person sends (200 ms after aml said it got
+// the first: beyond the window of one signal delivered twice) ends aml run and aml test at once with
 // 130, rather than after the 10 s cleanup deadline or the computation.
 func TestSecondSignalExitsAtOnce(t *testing.T) {
 	bin := buildAML(t)
@@ -360,7 +360,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 			t.Parallel()
 			cmd := exec.Command(bin, c.name, "big.star")
 			cmd.Dir = dir
-			var stderr bytes.Buffer
+			var stderr syncBuffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -373,7 +373,17 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 			// time, so that a loaded machine changes nothing.
 			waitCPU(t, cmd.Process.Pid, 3*time.Second, exited)
 			_ = cmd.Process.Signal(syscall.SIGINT)
-			time.Sleep(200 * time.Millisecond) // a person's second Ctrl-C
+			// A person's second Ctrl-C comes after aml said it got the
+			// first, and not at once. Waiting for the words keeps a
+			// loaded machine, which can stamp the first signal late, from
+			// bringing the two within the window of one signal delivered
+			// twice.
+			for deadline := time.Now().Add(signalTimeout); !strings.Contains(stderr.String(), c.first); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("aml %s did not say it got the first signal:\n%s", c.name, stderr.String())
+				}
+			}
+			time.Sleep(200 * time.Millisecond)
 			_ = cmd.Process.Signal(syscall.SIGINT)
 			var err error
 			select {
